@@ -1,0 +1,80 @@
+// The parameter arena: one shared-memory segment holding named, 64-byte aligned
+// blocks (model tensors, optimiser state, the trainer's control block). The parent
+// creates it before forking; workers inherit the mapping across fork.
+//
+// The segment is a Boost.Interprocess shared_memory_object (POSIX shm, mode 0600,
+// an unguessable name "hogwild-<uid>-<pid>-<random>") or, with a directory, a file
+// mapping. Its name is unlinked as soon as the parent has mapped it: every process
+// that needs it inherits the mapping, so no exit path — a crash, SIGKILL of the
+// parent, a failed worker — can leave an entry in /dev/shm behind.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hogwild {
+
+struct BlockSpec {
+  std::string name;     // at most 47 characters, unique in the arena
+  std::size_t bytes;    // zero-filled at creation
+};
+
+struct ArenaOptions {
+  // Empty: POSIX shared memory (/dev/shm). Otherwise a file-backed mapping in this
+  // directory, for machines whose /dev/shm is too small.
+  std::string dir;
+};
+
+class Arena {
+ public:
+  static constexpr std::size_t kAlignment = 64;
+  static constexpr std::size_t kMaxBlocks = 64;
+
+  // Creates, sizes (reserving the pages, so a full /dev/shm is a clear
+  // ResourceError here rather than a SIGBUS later) and maps the segment.
+  static Arena create(const std::vector<BlockSpec>& blocks, const ArenaOptions& options = {});
+
+  Arena() = default;
+  Arena(Arena&&) noexcept = default;
+  Arena& operator=(Arena&&) noexcept = default;
+
+  bool has(const std::string& name) const;
+  std::span<std::byte> block(const std::string& name) const;
+  template <class T>
+  std::span<T> array(const std::string& name) const {
+    auto b = block(name);
+    return {reinterpret_cast<T*>(b.data()), b.size() / sizeof(T)};
+  }
+  template <class T>
+  T& object(const std::string& name) const {
+    return *reinterpret_cast<T*>(block(name).data());
+  }
+
+  std::size_t size() const noexcept { return size_; }
+  std::byte* base() const noexcept { return base_; }
+  // The name the segment had while it existed (for messages).
+  const std::string& name() const noexcept { return name_; }
+  bool file_backed() const noexcept { return file_backed_; }
+
+  // Bytes a segment holding these blocks needs (header included).
+  static std::size_t required_bytes(const std::vector<BlockSpec>& blocks);
+
+ private:
+  // The Boost mapped_region, type-erased so this header does not pull in Boost.
+  std::shared_ptr<void> region_;
+  std::byte* base_ = nullptr;
+  std::size_t size_ = 0;
+  std::string name_;
+  bool file_backed_ = false;
+};
+
+// Names of this tool's segments that a dead process left behind (crash in the
+// microseconds between create and unlink); removes those owned by this user.
+// Returns the names removed.
+std::vector<std::string> cleanup_stale_segments();
+
+}  // namespace hogwild

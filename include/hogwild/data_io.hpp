@@ -1,0 +1,64 @@
+// Readers and writers for the data formats: libsvm/svmlight text, MNIST IDX, and the
+// project's own binary cache (mmap'ed read-only). Gzip is detected by content, not
+// by file name. Malformed input throws DataError with file:line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hogwild/dataset.hpp"
+
+namespace hogwild {
+
+struct LibsvmOptions {
+  // Parse with this many TBB threads (0 = all cores). TBB's threads are joined
+  // before the reader returns, so the caller may fork afterwards.
+  unsigned threads = 0;
+};
+
+// libsvm/svmlight text: "label idx:val idx:val ... # comment", 1-based indices,
+// optional qid:, CRLF, blank lines, scientific notation, .gz.
+Dataset read_libsvm(const std::string& path, const LibsvmOptions& options = {});
+// Same, from text already in memory; `name` is used in error messages.
+Dataset parse_libsvm(std::string_view text, const std::string& name,
+                     const LibsvmOptions& options = {});
+
+// MNIST IDX: an images file (ubyte, 3 dims; pixels scaled to [0,1]) and a labels file
+// (ubyte, 1 dim). Either may be gzip'ed. The labels path defaults to the images path
+// with "images-idx3" replaced by "labels-idx1".
+Dataset read_idx(const std::string& images_path, const std::string& labels_path = "");
+std::string idx_labels_path_for(const std::string& images_path);
+
+// The binary cache: a header with magic "HWDSET01", format version and sizes, then
+// 64-byte aligned arrays. open_cache mmaps it read-only and validates every offset
+// and index before returning.
+void write_cache(const Dataset& d, const std::string& path);
+Dataset open_cache(const std::string& path);
+
+enum class FileFormat { libsvm, idx, cache };
+// Sniffs the (possibly gzip'ed) content of a file.
+FileFormat detect_format(const std::string& path);
+// Loads any supported file; for IDX images, `labels_path` names the labels file.
+Dataset load_dataset(const std::string& path, const std::string& labels_path = "",
+                     const LibsvmOptions& options = {});
+
+// Reads a whole file into memory, inflating gzip transparently.
+std::string read_file_maybe_gz(const std::string& path);
+
+// Synthetic sparse binary classification with power-law (Zipf) feature popularity,
+// like RCV1 or the KDD Cup sets: a hidden weight vector labels each row through a
+// logistic link, `noise` flips that fraction of labels.
+struct GenerateOptions {
+  std::size_t rows = 10000;
+  std::size_t features = 1000;
+  std::size_t nnz_per_row = 20;
+  double noise = 0.05;
+  double zipf_exponent = 1.0;
+  std::uint64_t seed = 1;
+};
+Dataset generate_sparse(const GenerateOptions& options);
+// Writes a dataset as libsvm text (labels 0/1 as written, indices 1-based).
+void write_libsvm(const Dataset& d, const std::string& path);
+
+}  // namespace hogwild

@@ -1,0 +1,112 @@
+// A training or test set, loaded once by the parent and shared by every worker.
+// Rows are either sparse (CSR: ascending 0-based column indices and values) or
+// dense (row-major floats). The arrays live in an anonymous shared mapping or in a
+// read-only mmap of a binary cache, so N forked workers never hold N copies.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hogwild {
+
+// One contiguous read-only (once sealed) memory mapping.
+class MappedBuffer {
+ public:
+  // MAP_SHARED | MAP_ANONYMOUS: writable, inherited by forked children, nothing to clean up.
+  static std::shared_ptr<MappedBuffer> anonymous(std::size_t bytes);
+  // PROT_READ mapping of a whole file.
+  static std::shared_ptr<MappedBuffer> map_file(const std::string& path);
+
+  MappedBuffer(const MappedBuffer&) = delete;
+  MappedBuffer& operator=(const MappedBuffer&) = delete;
+  ~MappedBuffer();
+
+  std::byte* data() noexcept { return data_; }
+  const std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  // Makes an anonymous mapping read-only (mprotect), so a stray write faults.
+  void seal();
+
+ private:
+  MappedBuffer(std::byte* data, std::size_t size) : data_(data), size_(size) {}
+  std::byte* data_;
+  std::size_t size_;
+};
+
+enum class Layout : std::uint8_t { sparse = 0, dense = 1 };
+
+// A row as the models see it. index == nullptr means a dense row of nnz values.
+struct RowView {
+  const std::uint32_t* index;
+  const float* value;
+  std::uint32_t nnz;
+  bool dense() const noexcept { return index == nullptr; }
+};
+
+class Dataset {
+ public:
+  Dataset() = default;
+
+  // Copies the arrays into one anonymous shared mapping. offsets has rows+1 entries.
+  static Dataset sparse(std::span<const float> labels, std::span<const std::uint64_t> offsets,
+                        std::span<const std::uint32_t> indices, std::span<const float> values,
+                        std::size_t cols, std::string source);
+  static Dataset dense(std::span<const float> labels, std::span<const float> values,
+                       std::size_t cols, std::string source);
+  // Wraps arrays that already live in `storage` (used by the binary cache).
+  static Dataset view(std::shared_ptr<MappedBuffer> storage, Layout layout, std::size_t rows,
+                      std::size_t cols, const float* labels, const std::uint64_t* offsets,
+                      const std::uint32_t* indices, const float* values, std::string source);
+
+  Layout layout() const noexcept { return layout_; }
+  std::size_t rows() const noexcept { return rows_; }
+  std::size_t cols() const noexcept { return cols_; }
+  std::size_t nnz() const noexcept { return layout_ == Layout::dense ? rows_ * cols_ : nnz_; }
+  const std::string& source() const noexcept { return source_; }
+  bool empty() const noexcept { return rows_ == 0; }
+
+  float label(std::size_t r) const noexcept { return labels_[r]; }
+  std::span<const float> labels() const noexcept { return {labels_, rows_}; }
+  RowView row(std::size_t r) const noexcept {
+    if (layout_ == Layout::dense)
+      return {nullptr, values_ + r * cols_, static_cast<std::uint32_t>(cols_)};
+    return {indices_ + offsets_[r], values_ + offsets_[r],
+            static_cast<std::uint32_t>(offsets_[r + 1] - offsets_[r])};
+  }
+  // Sparse layout only (empty spans for dense).
+  std::span<const std::uint64_t> offsets() const noexcept {
+    return layout_ == Layout::sparse ? std::span<const std::uint64_t>{offsets_, rows_ + 1}
+                                     : std::span<const std::uint64_t>{};
+  }
+  std::span<const std::uint32_t> indices() const noexcept {
+    return layout_ == Layout::sparse ? std::span<const std::uint32_t>{indices_, nnz_}
+                                     : std::span<const std::uint32_t>{};
+  }
+  std::span<const float> values() const noexcept { return {values_, nnz()}; }
+  // Bytes of the arrays (what N workers share rather than copy).
+  std::size_t bytes() const noexcept;
+
+ private:
+  std::shared_ptr<MappedBuffer> storage_;
+  Layout layout_ = Layout::sparse;
+  std::size_t rows_ = 0, cols_ = 0, nnz_ = 0;
+  const float* labels_ = nullptr;
+  const std::uint64_t* offsets_ = nullptr;
+  const std::uint32_t* indices_ = nullptr;
+  const float* values_ = nullptr;
+  std::string source_;
+};
+
+// Summary used by `hogwild_data info` and by the trainer's start-up line.
+struct DatasetStats {
+  std::size_t rows = 0, cols = 0, nnz = 0;
+  std::vector<std::pair<float, std::size_t>> label_counts;  // sorted by label; at most 1000 kept
+  bool many_labels = false;                                 // more than 1000 distinct labels
+};
+DatasetStats describe(const Dataset& d);
+
+}  // namespace hogwild

@@ -1,0 +1,39 @@
+// Sinks for what a run produces: JSON-lines metrics (one object per evaluation),
+// the human progress line, and the one-object JSON summary. Field names are a
+// stable interface that scripts depend on (docs/CLI.md).
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "hogwild/trainer.hpp"
+
+namespace hogwild {
+
+// Appends one JSON object per line: time, epoch, samples, train_loss, test_loss,
+// test_accuracy (or test_rmse), samples_per_second. Each line is flushed, so a
+// crash loses at most the line being written; a write error throws IoError.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  void write(const Progress& p);
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
+
+// "epoch   3/10  1.23M samples/s  train loss 0.2345  test loss 0.2456  accuracy 0.9712  1.2s"
+std::string format_progress(const Progress& p, unsigned epochs);
+
+// The summary object (see docs/CLI.md for the fields).
+std::string summary_json(const TrainConfig& config, const TrainResult& result,
+                         const std::string& train_path, const std::string& test_path);
+// Writes `text` to `path` atomically (temporary file, fsync, rename).
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace hogwild

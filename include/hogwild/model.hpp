@@ -1,0 +1,129 @@
+// A model: named parameter tensors plus a gradient step. The library owns
+// everything else (arena, fork, partitions, modes, evaluation, metrics). Built-in
+// models and user-defined ones use exactly this interface; see model_base.hpp for
+// the CRTP helper that turns one templated `step` into every update mode.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hogwild/dataset.hpp"
+#include "hogwild/update_policy.hpp"
+
+namespace hogwild {
+
+// How a tensor is initialised by the parent before the workers start.
+struct Init {
+  enum Kind : std::uint8_t { zeros, normal, uniform } kind = zeros;
+  float scale = 0;  // standard deviation (normal) or half-width (uniform)
+};
+
+struct TensorSpec {
+  std::string name;
+  std::size_t size = 0;  // floats
+  Init init{};
+};
+
+// The parameters as a model sees them: one float array per TensorSpec, in the
+// order the model declared them. Live parameters point into the shared arena;
+// evaluation runs on a private snapshot with the same shape.
+class ParamSet {
+ public:
+  struct Tensor {
+    std::string name;
+    float* data;
+    std::size_t size;
+  };
+  ParamSet() = default;
+  explicit ParamSet(std::vector<Tensor> t) : tensors_(std::move(t)) {}
+  float* data(std::size_t i) const noexcept { return tensors_[i].data; }
+  std::size_t size(std::size_t i) const noexcept { return tensors_[i].size; }
+  std::size_t count() const noexcept { return tensors_.size(); }
+  const Tensor& tensor(std::size_t i) const noexcept { return tensors_[i]; }
+  const std::vector<Tensor>& tensors() const noexcept { return tensors_; }
+
+ private:
+  std::vector<Tensor> tensors_;
+};
+
+// A private copy of a ParamSet (relaxed loads from the live weights).
+class ParamSnapshot {
+ public:
+  explicit ParamSnapshot(const ParamSet& live);
+  const ParamSet& params() const noexcept { return view_; }
+
+ private:
+  std::vector<std::vector<float>> storage_;
+  ParamSet view_;
+};
+
+// What the labels mean to a model; the trainer maps raw labels to targets.
+enum class LabelKind : std::uint8_t {
+  binary,          // targets 0/1 (from 0/1, -1/+1, or any two distinct values)
+  multiclass,      // targets 0..classes-1 (sorted distinct training labels)
+  real,            // targets are the raw labels
+  binary_or_real,  // binary when the training set has two distinct labels, else real
+};
+
+// The training problem a model is built for.
+struct Problem {
+  std::size_t features = 0;  // columns of the training set
+  std::size_t classes = 0;   // distinct training labels (multiclass), 2 (binary), 0 (real)
+  Layout layout = Layout::sparse;
+};
+
+// Options shared by the built-in models (a user model may ignore them).
+struct ModelOptions {
+  float l2 = 0;      // L2 penalty lambda/2 * ||w||^2 (bias excluded)
+  bool bias = true;  // learn an intercept
+};
+
+// A batch of rows, by index into the dataset, with their targets.
+struct Batch {
+  const Dataset* data;
+  const float* targets;  // one per dataset row
+  const std::uint32_t* rows;
+  std::size_t size;
+  RowView row(std::size_t i) const noexcept { return data->row(rows[i]); }
+  float target(std::size_t i) const noexcept { return targets[rows[i]]; }
+};
+
+struct Evaluation {
+  double loss = std::numeric_limits<double>::quiet_NaN();      // mean loss per row
+  double accuracy = std::numeric_limits<double>::quiet_NaN();  // classification only
+  double rmse = std::numeric_limits<double>::quiet_NaN();      // regression only
+  std::size_t rows = 0;
+};
+
+struct EpochTask;  // model_base.hpp
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;
+  virtual LabelKind label_kind() const = 0;
+  // Called once, by the parent, after the problem is known and before parameters().
+  virtual void configure(const Problem& problem) = 0;
+  virtual std::vector<TensorSpec> parameters() const = 0;
+  // One pass over task.rows in the given mode; returns the summed training loss of
+  // the examples, each computed before its own update.
+  virtual double train_epoch(Mode mode, const EpochTask& task) = 0;
+  virtual Evaluation evaluate(const ParamSet& params, const Dataset& data,
+                              const float* targets) const = 0;
+};
+
+using ModelFactory = std::function<std::unique_ptr<Model>(const ModelOptions&)>;
+
+// The registry: every built-in model registers itself here; users may add theirs
+// and then name them with --model (or through TrainConfig::model).
+void register_model(const std::string& name, ModelFactory factory);
+std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& options = {});
+std::vector<std::string> model_names();
+
+}  // namespace hogwild

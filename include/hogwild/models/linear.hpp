@@ -1,0 +1,44 @@
+// Sparse linear models: w·x + b with logistic, hinge (linear SVM) or squared loss.
+// Targets are 0/1 for logistic and hinge; squared loss fits ±1 on binary labels and
+// the raw label otherwise. Optional L2 on w (not b), applied lazily to the
+// coordinates each example touches.
+#pragma once
+
+#include "hogwild/model_base.hpp"
+
+namespace hogwild {
+
+enum class LinearLoss : std::uint8_t { logistic, hinge, squared };
+
+class LinearModel : public ModelBase<LinearModel> {
+ public:
+  LinearModel(LinearLoss loss, const ModelOptions& options) : loss_(loss), options_(options) {}
+
+  std::string name() const override;
+  LabelKind label_kind() const override {
+    return loss_ == LinearLoss::squared ? LabelKind::binary_or_real : LabelKind::binary;
+  }
+  void configure(const Problem& problem) override;
+  std::vector<TensorSpec> parameters() const override;
+
+  template <class U>
+  double step(const Batch& b, const ParamSet& p, float lr);
+  void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  bool reports_accuracy() const { return classification_; }
+
+  // Loss and dloss/dz at margin z for target y (after the model's target mapping).
+  void loss_and_slope(float z, float y, float& loss, float& slope) const noexcept;
+
+ private:
+  float target(float y) const noexcept {
+    return loss_ == LinearLoss::squared && classification_ ? 2 * y - 1 : y;
+  }
+
+  LinearLoss loss_;
+  ModelOptions options_;
+  std::size_t features_ = 0;
+  bool classification_ = true;
+  std::vector<float> slopes_;  // per-batch scratch (private to each worker process)
+};
+
+}  // namespace hogwild

@@ -1,0 +1,40 @@
+// Multinomial softmax regression: K classes, weights W (K rows of the feature
+// dimension, each row padded to a 64-byte multiple so dense rows are aligned
+// blocks) and a bias per class; cross-entropy loss; optional L2 on W.
+#pragma once
+
+#include "hogwild/model_base.hpp"
+
+namespace hogwild {
+
+class SoftmaxModel : public ModelBase<SoftmaxModel> {
+ public:
+  explicit SoftmaxModel(const ModelOptions& options) : options_(options) {}
+
+  std::string name() const override { return "softmax"; }
+  LabelKind label_kind() const override { return LabelKind::multiclass; }
+  void configure(const Problem& problem) override;
+  std::vector<TensorSpec> parameters() const override;
+
+  template <class U>
+  double step(const Batch& b, const ParamSet& p, float lr);
+  void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  bool reports_accuracy() const { return true; }
+
+  std::size_t classes() const noexcept { return classes_; }
+  std::size_t stride() const noexcept { return stride_; }
+
+ private:
+  // logits[k] = W_k · x + b_k
+  template <class U>
+  void logits(const float* W, const float* bias, RowView x, float* out) const;
+  // In place: logits -> probabilities; returns -log p[target].
+  float softmax_loss(float* z, std::size_t target) const;
+
+  ModelOptions options_;
+  std::size_t features_ = 0, classes_ = 0, stride_ = 0;
+  std::vector<float> scratch_;  // per-batch probabilities, private to each worker
+  std::vector<float> grad_;     // dense mini-batch gradient, private to each worker
+};
+
+}  // namespace hogwild

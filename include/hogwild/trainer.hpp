@@ -1,0 +1,70 @@
+// The trainer: places the model's parameters in the arena, forks N workers that
+// each own a contiguous partition of the training rows, supervises them, evaluates
+// the live weights while they run, and removes everything on the way out.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hogwild/dataset.hpp"
+#include "hogwild/model.hpp"
+#include "hogwild/model_base.hpp"
+#include "hogwild/update_policy.hpp"
+
+namespace hogwild {
+
+struct TrainConfig {
+  std::string model = "logistic";
+  ModelOptions model_options{};
+  Mode mode = Mode::hogwild;
+  unsigned workers = 1;     // serial always uses 1 (the parent itself)
+  unsigned epochs = 10;
+  StepSize step_size{};
+  std::size_t batch = 1;
+  std::uint64_t seed = 1;
+  double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
+  std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm
+  // Throws ConfigError naming the first invalid field.
+  void validate() const;
+};
+
+// One evaluation of the live weights (after an epoch, or every eval_every seconds).
+struct Progress {
+  double time = 0;           // seconds since training started
+  double epoch = 0;          // epochs completed by all workers (fractional for timed evals)
+  std::uint64_t samples = 0; // examples processed so far, all workers
+  double train_loss = 0;     // mean progressive loss of the last completed epoch
+  Evaluation test{};         // on the test set (NaN fields when there is none)
+  double samples_per_second = 0;
+  bool end_of_epoch = true;
+};
+
+struct TrainResult {
+  double train_seconds = 0;
+  std::uint64_t samples = 0;
+  double samples_per_second = 0;
+  double nnz_per_second = 0;
+  Evaluation test{};        // final weights on the test set
+  double train_loss = 0;    // last epoch's mean progressive loss
+  std::uint64_t peak_rss_bytes = 0;  // whole process tree, shared pages counted once
+  unsigned lock_recoveries = 0;      // lock mode: mutex recovered from a dead owner
+  std::vector<Progress> history;
+  std::map<std::string, std::vector<float>> parameters;  // final weights, by tensor name
+  std::size_t classes = 0;
+};
+
+// Called in the parent for every evaluation, in order.
+using ProgressCallback = std::function<void(const Progress&)>;
+
+// Trains `config.model` (from the registry) on `train`; `test` may be null.
+TrainResult train(const TrainConfig& config, const Dataset& train, const Dataset* test,
+                  const ProgressCallback& on_progress = {});
+// Same with a model object the caller built (a user-defined model).
+TrainResult train(const TrainConfig& config, Model& model, const Dataset& train,
+                  const Dataset* test, const ProgressCallback& on_progress = {});
+
+}  // namespace hogwild

@@ -1,0 +1,218 @@
+#include "hogwild/arena.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <boost/interprocess/file_mapping.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+
+namespace bip = boost::interprocess;
+
+namespace {
+
+constexpr char kMagic[8] = {'H', 'W', 'A', 'R', 'E', 'N', 'A', '1'};
+constexpr std::uint32_t kVersion = 1;
+constexpr std::size_t kNameLen = 48;
+
+struct Entry {
+  char name[kNameLen];
+  std::uint64_t offset;
+  std::uint64_t bytes;
+};
+
+struct Header {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t blocks;
+  std::uint32_t uid;
+  std::int32_t creator_pid;
+  std::uint64_t size;
+  Entry entry[Arena::kMaxBlocks];
+};
+
+std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+std::string mib(std::size_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+std::string unique_name() {
+  std::uint64_t r = 0;
+  if (getrandom(&r, sizeof r, 0) != sizeof r) throw Error("getrandom failed");
+  return fmt::format("hogwild-{}-{}-{:016x}", getuid(), getpid(), r);
+}
+
+// Free bytes in the filesystem holding `dir`, or SIZE_MAX if unknown.
+std::size_t free_bytes(const std::string& dir) {
+  struct statvfs s {};
+  if (statvfs(dir.c_str(), &s) != 0) return SIZE_MAX;
+  return static_cast<std::size_t>(s.f_bavail) * s.f_frsize;
+}
+
+// Reserves the pages now: on tmpfs an over-committed segment would otherwise
+// SIGBUS on first touch, long after start-up.
+void reserve(int fd, std::size_t bytes, const std::string& where) {
+  int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (rc == ENOSPC || rc == EFBIG)
+    throw ResourceError(fmt::format(
+        "the parameter arena needs {} but {} has only {} free; free some space, enlarge it "
+        "(mount -o remount,size=... /dev/shm) or put the arena on disk with --shm-dir DIR",
+        mib(bytes), where, mib(free_bytes(where))));
+  if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL)
+    throw ResourceError(fmt::format("cannot reserve {} in {}: {}", mib(bytes), where,
+                                    std::strerror(rc)));
+}
+
+void check_space(std::size_t bytes, const std::string& where) {
+  std::size_t avail = free_bytes(where);
+  if (avail != SIZE_MAX && avail < bytes)
+    throw ResourceError(fmt::format(
+        "the parameter arena needs {} but {} has only {} free; free some space, enlarge it "
+        "or use --shm-dir DIR to put the arena in a file-backed mapping",
+        mib(bytes), where, mib(avail)));
+}
+
+}  // namespace
+
+std::size_t Arena::required_bytes(const std::vector<BlockSpec>& blocks) {
+  std::size_t size = align_up(sizeof(Header), 4096);
+  for (auto& b : blocks) size = align_up(size + b.bytes, kAlignment);
+  return std::max<std::size_t>(size, 4096);
+}
+
+Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& options) {
+  if (blocks.size() > kMaxBlocks)
+    throw ConfigError(fmt::format("the arena holds at most {} blocks, {} requested", kMaxBlocks,
+                                  blocks.size()));
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i].name.empty() || blocks[i].name.size() >= kNameLen)
+      throw ConfigError(fmt::format("arena block name \"{}\" must have 1..{} characters",
+                                    blocks[i].name, kNameLen - 1));
+    for (std::size_t j = 0; j < i; ++j)
+      if (blocks[i].name == blocks[j].name)
+        throw ConfigError("arena block \"" + blocks[i].name + "\" declared twice");
+  }
+  const std::size_t size = required_bytes(blocks);
+
+  Arena a;
+  a.size_ = size;
+  a.name_ = unique_name();
+  std::shared_ptr<bip::mapped_region> region;
+  try {
+    if (options.dir.empty()) {
+      check_space(size, "/dev/shm");
+      bip::permissions perm(0600);
+      bip::shared_memory_object shm(bip::create_only, a.name_.c_str(), bip::read_write, perm);
+      // From here on the name exists: remove it on every path out of this block.
+      struct Unlink {
+        const char* n;
+        ~Unlink() { bip::shared_memory_object::remove(n); }
+      } unlink_guard{a.name_.c_str()};
+      shm.truncate(static_cast<bip::offset_t>(size));
+      reserve(shm.get_mapping_handle().handle, size, "/dev/shm");
+      region = std::make_shared<bip::mapped_region>(shm, bip::read_write);
+    } else {
+      a.file_backed_ = true;
+      std::error_code ec;
+      if (!std::filesystem::is_directory(options.dir, ec))
+        throw ConfigError("--shm-dir " + options.dir + " is not a directory");
+      check_space(size, options.dir);
+      std::string path = (std::filesystem::path(options.dir) / a.name_).string();
+      int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0)
+        throw IoError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+      struct Remove {
+        const std::string& p;
+        int fd;
+        ~Remove() {
+          ::close(fd);
+          ::unlink(p.c_str());
+        }
+      } remove_guard{path, fd};
+      if (ftruncate(fd, static_cast<off_t>(size)) != 0)
+        throw ResourceError(fmt::format("cannot size {}: {}", path, std::strerror(errno)));
+      reserve(fd, size, options.dir);
+      bip::file_mapping file(path.c_str(), bip::read_write);
+      region = std::make_shared<bip::mapped_region>(file, bip::read_write);
+    }
+  } catch (const bip::interprocess_exception& e) {
+    throw ResourceError(fmt::format("cannot create the shared-memory arena ({}): {}",
+                                    mib(size), e.what()));
+  }
+
+  a.base_ = static_cast<std::byte*>(region->get_address());
+  a.region_ = region;  // the mapping lives as long as the Arena (and across fork)
+
+  auto* h = reinterpret_cast<Header*>(a.base_);
+  std::memcpy(h->magic, kMagic, sizeof kMagic);
+  h->version = kVersion;
+  h->blocks = static_cast<std::uint32_t>(blocks.size());
+  h->uid = getuid();
+  h->creator_pid = getpid();
+  h->size = size;
+  std::size_t offset = align_up(sizeof(Header), 4096);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    std::strncpy(h->entry[i].name, blocks[i].name.c_str(), kNameLen - 1);
+    h->entry[i].offset = offset;
+    h->entry[i].bytes = blocks[i].bytes;
+    offset = align_up(offset + blocks[i].bytes, kAlignment);
+  }
+  return a;
+}
+
+bool Arena::has(const std::string& name) const {
+  if (!base_) return false;
+  auto* h = reinterpret_cast<const Header*>(base_);
+  for (std::uint32_t i = 0; i < h->blocks; ++i)
+    if (name == h->entry[i].name) return true;
+  return false;
+}
+
+std::span<std::byte> Arena::block(const std::string& name) const {
+  HOGWILD_ENFORCE(base_ != nullptr, "arena is not mapped");
+  auto* h = reinterpret_cast<const Header*>(base_);
+  for (std::uint32_t i = 0; i < h->blocks; ++i)
+    if (name == h->entry[i].name) return {base_ + h->entry[i].offset, h->entry[i].bytes};
+  throw Error("arena has no block named \"" + name + "\"");
+}
+
+std::vector<std::string> cleanup_stale_segments() {
+  std::vector<std::string> removed;
+  const std::string prefix = fmt::format("hogwild-{}-", getuid());
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    struct stat st {};
+    if (::lstat(e.path().c_str(), &st) != 0 || st.st_uid != getuid() || !S_ISREG(st.st_mode))
+      continue;
+    // hogwild-<uid>-<pid>-<random>: only segments whose creator is gone.
+    auto rest = name.substr(prefix.size());
+    auto dash = rest.find('-');
+    if (dash == std::string::npos) continue;
+    pid_t pid = 0;
+    try {
+      pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+    } catch (...) {
+      continue;
+    }
+    if (pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    if (bip::shared_memory_object::remove(name.c_str())) removed.push_back(name);
+  }
+  return removed;
+}
+
+}  // namespace hogwild

@@ -1,0 +1,261 @@
+// The binary cache: a fixed header, then the Dataset's arrays exactly as they sit in
+// memory (little-endian, 64-byte aligned). open_cache maps the file read-only and
+// uses the arrays in place, so N workers share the page cache and nothing is parsed.
+// Because a cache is trusted in place, open_cache checks everything a model could
+// trip over: header fields, section bounds, CSR structure, index range, finiteness.
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_reduce.h>
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "data/file_io.hpp"
+#include "data/sections.hpp"
+#include "data/tbb_session.hpp"
+#include "hogwild/data_io.hpp"
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the cache stores arrays as they are in memory, little-endian");
+
+constexpr char kMagic[8] = {'H', 'W', 'D', 'S', 'E', 'T', '0', '1'};
+constexpr std::uint32_t kVersion = 1;
+
+// Version 1. Any change to this struct or to the section layout bumps kVersion.
+struct CacheHeader {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t layout;  // Layout: 0 sparse, 1 dense
+  std::uint64_t rows, cols;
+  std::uint64_t nnz;  // entries of the values array (rows * cols when dense)
+  std::uint64_t labels_offset, offsets_offset, indices_offset, values_offset;
+  std::uint64_t file_size;
+  std::uint64_t checksum;  // FNV-1a 64 of every byte above
+};
+static_assert(sizeof(CacheHeader) == 88 && std::has_unique_object_representations_v<CacheHeader>,
+              "the header is written byte for byte: no padding allowed");
+
+std::uint64_t fnv1a(const void* data, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+std::uint64_t header_checksum(const CacheHeader& h) {
+  return fnv1a(&h, offsetof(CacheHeader, checksum));
+}
+
+// What can be wrong with one row; the first bad row is found in parallel and
+// described afterwards, so the scan itself stays a tight loop.
+enum class RowFault { none, offsets, label, index_range, unsorted, value };
+
+struct Arrays {
+  std::uint64_t rows, cols, nnz;
+  const float* labels;
+  const std::uint64_t* offsets;
+  const std::uint32_t* indices;
+  const float* values;
+};
+
+RowFault check_sparse_row(const Arrays& a, std::size_t r) {
+  const std::uint64_t b = a.offsets[r], e = a.offsets[r + 1];
+  if (b > e || e > a.nnz) return RowFault::offsets;
+  if (!std::isfinite(a.labels[r])) return RowFault::label;
+  for (std::uint64_t i = b; i < e; ++i) {
+    if (a.indices[i] >= a.cols) return RowFault::index_range;
+    if (i > b && a.indices[i] <= a.indices[i - 1]) return RowFault::unsorted;
+    if (!std::isfinite(a.values[i])) return RowFault::value;
+  }
+  return RowFault::none;
+}
+
+RowFault check_dense_row(const Arrays& a, std::size_t r) {
+  if (!std::isfinite(a.labels[r])) return RowFault::label;
+  const float* v = a.values + r * a.cols;
+  for (std::uint64_t c = 0; c < a.cols; ++c)
+    if (!std::isfinite(v[c])) return RowFault::value;
+  return RowFault::none;
+}
+
+std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, bool sparse) {
+  const std::string row = "row " + std::to_string(r + 1) + ": ";
+  auto first = [&](auto&& pred) {  // first entry of row r for which pred holds
+    std::uint64_t b = sparse ? a.offsets[r] : r * a.cols, e = sparse ? a.offsets[r + 1] : b + a.cols;
+    for (std::uint64_t i = b; i < e; ++i)
+      if (pred(i)) return i;
+    return e;
+  };
+  switch (f) {
+    case RowFault::offsets:
+      return row + "CSR offsets are not monotonic or run past the non-zeros (" +
+             std::to_string(a.offsets[r]) + " then " + std::to_string(a.offsets[r + 1]) +
+             ", nnz " + std::to_string(a.nnz) + ")";
+    case RowFault::label: return row + "label is not finite";
+    case RowFault::index_range: {
+      auto i = first([&](auto i) { return a.indices[i] >= a.cols; });
+      return row + "feature index " + std::to_string(a.indices[i]) + " >= cols " +
+             std::to_string(a.cols);
+    }
+    case RowFault::unsorted: {
+      auto i = first([&](auto i) { return i > a.offsets[r] && a.indices[i] <= a.indices[i - 1]; });
+      return row + "feature indices not strictly ascending (" + std::to_string(a.indices[i - 1]) +
+             " then " + std::to_string(a.indices[i]) + ")";
+    }
+    case RowFault::value: return row + "a value is not finite";
+    case RowFault::none: break;
+  }
+  return row + "unknown fault";
+}
+
+// Index of the first bad row, or rows when all are good. Large caches are scanned
+// by TBB; its threads are joined before this returns (the caller may fork).
+template <class Check>
+std::size_t first_bad_row(std::size_t rows, std::size_t work, Check check) {
+  auto scan = [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t r = lo; r < hi; ++r)
+      if (check(r) != RowFault::none) return r;
+    return hi;
+  };
+  if (work < (std::size_t{1} << 22)) return scan(0, rows);
+  detail::TbbSession tbb(0);
+  return tbb.run([&] {
+    return oneapi::tbb::parallel_reduce(
+        oneapi::tbb::blocked_range<std::size_t>(0, rows), rows,
+        [&](const auto& range, std::size_t found) {
+          std::size_t r = scan(range.begin(), range.end());
+          return r < range.end() ? std::min(found, r) : found;
+        },
+        [](std::size_t x, std::size_t y) { return std::min(x, y); });
+  });
+}
+
+}  // namespace
+
+void write_cache(const Dataset& d, const std::string& path) {
+  const bool sparse = d.layout() == Layout::sparse;
+  const std::size_t nvalues = d.values().size();
+  const auto s = detail::make_sections(d.layout(), sizeof(CacheHeader), d.rows(), nvalues);
+
+  CacheHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kVersion;
+  h.layout = static_cast<std::uint32_t>(d.layout());
+  h.rows = d.rows();
+  h.cols = d.cols();
+  h.nnz = nvalues;
+  h.labels_offset = s.labels;
+  h.offsets_offset = s.offsets;
+  h.indices_offset = s.indices;
+  h.values_offset = s.values;
+  h.file_size = s.end;
+  h.checksum = header_checksum(h);
+
+  detail::OutputFile out(path, false);
+  auto put = [&](std::size_t at, const void* data, std::size_t n) {
+    static constexpr char zeros[detail::kSectionAlign] = {};
+    out.write(zeros, at - out.written());  // padding up to the aligned section start
+    if (n) out.write(data, n);
+  };
+  put(0, &h, sizeof h);
+  put(s.labels, d.labels().data(), d.rows() * sizeof(float));
+  if (sparse) {
+    const std::uint64_t zero = 0;  // a default-constructed Dataset has no offsets array
+    auto offsets = d.offsets();
+    put(s.offsets, offsets.data() ? offsets.data() : &zero, (d.rows() + 1) * sizeof(std::uint64_t));
+    put(s.indices, d.indices().data(), nvalues * sizeof(std::uint32_t));
+  }
+  put(s.values, d.values().data(), nvalues * sizeof(float));
+  HOGWILD_ENFORCE_EQ(out.written(), s.end);
+  out.commit();
+}
+
+Dataset open_cache(const std::string& path) {
+  auto map = MappedBuffer::map_file(path);
+  const std::size_t size = map->size();
+  const std::byte* base = map->data();
+  auto fail = [&](const std::string& what) { return DataError(path, 0, what); };
+
+  if (size < sizeof kMagic || std::memcmp(base, kMagic, sizeof kMagic) != 0) {
+    bool gz = detail::is_gzip({reinterpret_cast<const char*>(base), size});
+    throw fail(std::string("not a hogwild cache (bad magic)") +
+               (gz ? "; it is gzip'ed, and a cache must be gunzip'ed to be mapped" : ""));
+  }
+  if (size < sizeof(CacheHeader))
+    throw fail("truncated: the file has " + std::to_string(size) + " bytes, less than the " +
+               std::to_string(sizeof(CacheHeader)) + "-byte header");
+  CacheHeader h;
+  std::memcpy(&h, base, sizeof h);
+  if (h.version != kVersion)
+    throw fail("format version " + std::to_string(h.version) + ", this build reads " +
+               std::to_string(kVersion));
+  if (h.checksum != header_checksum(h)) throw fail("header checksum mismatch (corrupt header)");
+  if (h.file_size > size)
+    throw fail("truncated: header says " + std::to_string(h.file_size) + " bytes, file has " +
+               std::to_string(size));
+  if (h.file_size < size)
+    throw fail("header says " + std::to_string(h.file_size) + " bytes, file has " +
+               std::to_string(size) + " (trailing bytes)");
+  if (h.layout > 1) throw fail("unknown layout " + std::to_string(h.layout));
+  const bool sparse = h.layout == static_cast<std::uint32_t>(Layout::sparse);
+
+  // Shapes: every count is bounded by the file size before anything is multiplied.
+  if (h.rows > size || h.nnz > size)
+    throw fail("header declares " + std::to_string(h.rows) + " rows and " +
+               std::to_string(h.nnz) + " values, more than a " + std::to_string(size) +
+               "-byte file can hold");
+  if (sparse && h.cols > std::uint64_t{std::numeric_limits<std::uint32_t>::max()} + 1)
+    throw fail("cols " + std::to_string(h.cols) + " does not fit 32-bit feature indices");
+  if (!sparse && (h.cols > std::numeric_limits<std::uint32_t>::max() ||
+                  (h.cols != 0 && h.rows > h.nnz / h.cols) || h.rows * h.cols != h.nnz))
+    throw fail("dense shape " + std::to_string(h.rows) + "x" + std::to_string(h.cols) +
+               " does not match " + std::to_string(h.nnz) + " values");
+
+  // Sections: aligned, in order, not overlapping, inside the file.
+  struct Section {
+    const char* name;
+    std::uint64_t offset, bytes;
+  };
+  const Section sections[] = {
+      {"labels", h.labels_offset, h.rows * sizeof(float)},
+      {"offsets", h.offsets_offset, sparse ? (h.rows + 1) * sizeof(std::uint64_t) : 0},
+      {"indices", h.indices_offset, sparse ? h.nnz * sizeof(std::uint32_t) : 0},
+      {"values", h.values_offset, h.nnz * sizeof(float)},
+  };
+  std::uint64_t end = sizeof(CacheHeader);
+  for (const Section& sec : sections) {
+    if (sec.offset % detail::kSectionAlign != 0 || sec.offset < end || sec.offset > size ||
+        sec.bytes > size - sec.offset)
+      throw fail(std::string(sec.name) + " section (offset " + std::to_string(sec.offset) +
+                 ", " + std::to_string(sec.bytes) + " bytes) is misaligned, overlaps another " +
+                 "or lies outside the " + std::to_string(size) + "-byte file");
+    end = sec.offset + sec.bytes;
+  }
+
+  Arrays a{h.rows,
+           h.cols,
+           h.nnz,
+           reinterpret_cast<const float*>(base + h.labels_offset),
+           sparse ? reinterpret_cast<const std::uint64_t*>(base + h.offsets_offset) : nullptr,
+           sparse ? reinterpret_cast<const std::uint32_t*>(base + h.indices_offset) : nullptr,
+           reinterpret_cast<const float*>(base + h.values_offset)};
+  if (sparse && (a.offsets[0] != 0 || a.offsets[a.rows] != a.nnz))
+    throw fail("CSR offsets must run from 0 to nnz " + std::to_string(a.nnz) + ", they run from " +
+               std::to_string(a.offsets[0]) + " to " + std::to_string(a.offsets[a.rows]));
+  auto check = [&](std::size_t r) { return sparse ? check_sparse_row(a, r) : check_dense_row(a, r); };
+  std::size_t bad = first_bad_row(a.rows, a.rows + a.nnz, check);
+  if (bad < a.rows) throw fail(describe_fault(a, bad, check(bad), sparse));
+
+  return Dataset::view(std::move(map), sparse ? Layout::sparse : Layout::dense, a.rows, a.cols,
+                       a.labels, a.offsets, a.indices, a.values, path);
+}
+
+}  // namespace hogwild

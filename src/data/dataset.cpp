@@ -1,0 +1,126 @@
+// Dataset construction: every array goes into one anonymous shared mapping laid out
+// by make_sections, which is then sealed read-only. Workers forked afterwards share
+// those pages; a stray write from any of them faults instead of corrupting the data.
+#include "hogwild/dataset.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include "data/sections.hpp"
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+
+namespace {
+
+template <class T>
+void copy_into(std::byte* base, std::size_t offset, std::span<const T> from) {
+  if (!from.empty()) std::memcpy(base + offset, from.data(), from.size_bytes());
+}
+
+}  // namespace
+
+Dataset Dataset::sparse(std::span<const float> labels, std::span<const std::uint64_t> offsets,
+                        std::span<const std::uint32_t> indices, std::span<const float> values,
+                        std::size_t cols, std::string source) {
+  // The arrays come from our own readers or from library users; either way a broken
+  // CSR structure is a bug in the caller, so these are invariants, not DataErrors.
+  const std::size_t rows = labels.size();
+  HOGWILD_ENFORCE_EQ(offsets.size(), rows + 1);
+  HOGWILD_ENFORCE_EQ(offsets.front(), std::uint64_t{0});
+  HOGWILD_ENFORCE_EQ(offsets.back(), std::uint64_t{indices.size()});
+  HOGWILD_ENFORCE_EQ(values.size(), indices.size());
+  HOGWILD_ENFORCE_LE(cols, std::size_t{std::numeric_limits<std::uint32_t>::max()} + 1);
+  for (std::size_t r = 0; r < rows; ++r) HOGWILD_ENFORCE_LE(offsets[r], offsets[r + 1]);
+  for (std::uint32_t i : indices) HOGWILD_ENFORCE_LT(std::size_t{i}, cols);
+
+  auto s = detail::make_sections(Layout::sparse, 0, rows, indices.size());
+  auto storage = MappedBuffer::anonymous(s.end);
+  std::byte* base = storage->data();
+  copy_into(base, s.labels, labels);
+  copy_into(base, s.offsets, offsets);
+  copy_into(base, s.indices, indices);
+  copy_into(base, s.values, values);
+  storage->seal();
+  return view(storage, Layout::sparse, rows, cols, detail::section<const float>(base, s.labels),
+              detail::section<const std::uint64_t>(base, s.offsets),
+              detail::section<const std::uint32_t>(base, s.indices),
+              detail::section<const float>(base, s.values), std::move(source));
+}
+
+Dataset Dataset::dense(std::span<const float> labels, std::span<const float> values,
+                       std::size_t cols, std::string source) {
+  const std::size_t rows = labels.size();
+  HOGWILD_ENFORCE_LE(cols, std::size_t{std::numeric_limits<std::uint32_t>::max()});
+  HOGWILD_ENFORCE(cols == 0 || rows <= values.size() / cols, "rows * cols overflows");
+  HOGWILD_ENFORCE_EQ(values.size(), rows * cols);
+
+  auto s = detail::make_sections(Layout::dense, 0, rows, values.size());
+  auto storage = MappedBuffer::anonymous(s.end);
+  std::byte* base = storage->data();
+  copy_into(base, s.labels, labels);
+  copy_into(base, s.values, values);
+  storage->seal();
+  return view(storage, Layout::dense, rows, cols, detail::section<const float>(base, s.labels),
+              nullptr, nullptr, detail::section<const float>(base, s.values),
+              std::move(source));
+}
+
+Dataset Dataset::view(std::shared_ptr<MappedBuffer> storage, Layout layout, std::size_t rows,
+                      std::size_t cols, const float* labels, const std::uint64_t* offsets,
+                      const std::uint32_t* indices, const float* values, std::string source) {
+  // The caller (a reader or the cache) has validated the arrays; the sparse nnz is
+  // whatever the last offset says.
+  Dataset d;
+  d.storage_ = std::move(storage);
+  d.layout_ = layout;
+  d.rows_ = rows;
+  d.cols_ = cols;
+  d.labels_ = labels;
+  d.values_ = values;
+  if (layout == Layout::sparse) {
+    HOGWILD_ENFORCE(offsets != nullptr, "a sparse dataset needs its offsets array");
+    d.offsets_ = offsets;
+    d.indices_ = indices;
+    d.nnz_ = static_cast<std::size_t>(offsets[rows]);
+  } else {
+    d.nnz_ = rows * cols;
+  }
+  d.source_ = std::move(source);
+  return d;
+}
+
+std::size_t Dataset::bytes() const noexcept {
+  std::size_t b = rows_ * sizeof(float) + nnz() * sizeof(float);
+  if (layout_ == Layout::sparse && labels_ != nullptr)
+    b += (rows_ + 1) * sizeof(std::uint64_t) + nnz_ * sizeof(std::uint32_t);
+  return b;
+}
+
+DatasetStats describe(const Dataset& d) {
+  constexpr std::size_t kMaxLabels = 1000;
+  DatasetStats st;
+  st.rows = d.rows();
+  st.cols = d.cols();
+  st.nnz = d.nnz();
+  // Most sets have two to a hundred classes; a regression target has a distinct
+  // label per row, and counting those is noise, so counting stops at kMaxLabels.
+  std::unordered_map<float, std::size_t> counts;
+  for (float y : d.labels()) {
+    auto it = counts.find(y);
+    if (it != counts.end()) {
+      ++it->second;
+    } else if (counts.size() < kMaxLabels) {
+      counts.emplace(y, 1);
+    } else {
+      st.many_labels = true;
+    }
+  }
+  st.label_counts.assign(counts.begin(), counts.end());
+  std::sort(st.label_counts.begin(), st.label_counts.end());
+  return st;
+}
+
+}  // namespace hogwild

@@ -1,0 +1,75 @@
+// Bytes in and out of files for the readers and writers in src/data: gzip is
+// recognised by its magic bytes (never by the file name) and inflated in memory;
+// output files are written under a temporary name and renamed into place, so a
+// reader never sees a half-written cache or text file.
+#pragma once
+
+#include <zlib.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hogwild/dataset.hpp"
+
+namespace hogwild::detail {
+
+bool is_gzip(std::string_view bytes) noexcept;
+
+// Inflates one or more concatenated gzip members; errors name `name`.
+std::string inflate_gzip(std::string_view compressed, const std::string& name);
+
+// The whole content of a file: a plain file is mapped read-only (no copy), a gzip
+// file is inflated into memory. An empty file has empty text().
+class FileContent {
+ public:
+  static FileContent read(const std::string& path);
+  // Computed on each call rather than stored: a moved std::string may move its
+  // characters (short strings live inside the object).
+  std::string_view text() const noexcept {
+    if (gzipped_) return inflated_;
+    if (map_) return {reinterpret_cast<const char*>(map_->data()), map_->size()};
+    return {};
+  }
+  bool gzipped() const noexcept { return gzipped_; }
+
+ private:
+  std::shared_ptr<MappedBuffer> map_;
+  std::string inflated_;
+  bool gzipped_ = false;
+};
+
+// Up to `n` bytes from the start of the (inflated) content: enough to sniff a format
+// without reading a whole file.
+std::string read_head(const std::string& path, std::size_t n, bool* gzipped = nullptr);
+
+// A file written as `path.tmp.<pid>`, fsync'ed and renamed to `path` by commit().
+// Destroyed without commit() (an exception on the way), it removes the temporary.
+class OutputFile {
+ public:
+  OutputFile(std::string path, bool gzip);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  void write(const void* data, std::size_t n);
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  std::size_t written() const noexcept { return written_; }  // bytes before compression
+  void commit();
+
+ private:
+  void write_raw(const void* data, std::size_t n);
+  void deflate_some(int flush);
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool gzip_ = false;
+  bool committed_ = false;
+  std::size_t written_ = 0;
+  z_stream zs_{};
+  std::vector<unsigned char> zbuf_;
+};
+
+}  // namespace hogwild::detail

@@ -1,0 +1,294 @@
+// File bytes in and out (gzip transparently), format sniffing, and load_dataset,
+// the single entry point that turns any supported file into a Dataset.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "data/file_io.hpp"
+#include "hogwild/data_io.hpp"
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+
+namespace detail {
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+int open_for_reading(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("cannot open " + path + ": " + errno_text());
+  return fd;
+}
+
+// Reads up to n bytes at the current position; fewer only at end of file.
+std::size_t read_some(int fd, char* out, std::size_t n, const std::string& path) {
+  std::size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::read(fd, out + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw IoError("cannot read " + path + ": " + errno_text());
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+// inflateInit2 with 16 + MAX_WBITS: gzip wrapper only (a raw zlib stream is not a
+// format any of our files come in).
+struct Inflater {
+  z_stream zs{};
+  explicit Inflater(const std::string& name) {
+    if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
+      throw ResourceError("cannot start inflating " + name + ": out of memory");
+  }
+  ~Inflater() { inflateEnd(&zs); }
+};
+
+[[noreturn]] void inflate_failed(int rc, const z_stream& zs, const std::string& name) {
+  if (rc == Z_MEM_ERROR) throw ResourceError("out of memory while inflating " + name);
+  throw DataError(name, 0, std::string("corrupt gzip stream (") + (zs.msg ? zs.msg : "unknown error") + ")");
+}
+
+}  // namespace
+
+bool is_gzip(std::string_view b) noexcept {
+  return b.size() >= 2 && static_cast<unsigned char>(b[0]) == 0x1f &&
+         static_cast<unsigned char>(b[1]) == 0x8b;
+}
+
+std::string inflate_gzip(std::string_view in, const std::string& name) {
+  Inflater inf(name);
+  z_stream& zs = inf.zs;
+  // The last 4 bytes hold the size of the last member mod 2^32: a good first guess
+  // for one member, clamped to what deflate can reach (about 1032:1).
+  std::size_t guess = in.size() * 4;
+  if (in.size() >= 18) {
+    std::uint32_t isize;
+    std::memcpy(&isize, in.data() + in.size() - 4, 4);  // little-endian by the gzip spec
+    guess = std::clamp<std::size_t>(isize, in.size(), in.size() * 1032);
+  }
+  std::string out(std::max<std::size_t>(guess, 4096), '\0');
+  std::size_t in_pos = 0, out_pos = 0;
+  for (;;) {
+    if (out_pos == out.size()) out.resize(out.size() * 2);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + in_pos));
+    zs.avail_in = static_cast<uInt>(std::min<std::size_t>(in.size() - in_pos, UINT_MAX));
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + out_pos);
+    zs.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - out_pos, UINT_MAX));
+    const uInt avail_in = zs.avail_in, avail_out = zs.avail_out;
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    in_pos += avail_in - zs.avail_in;
+    out_pos += avail_out - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      std::string_view rest = in.substr(in_pos);
+      if (rest.empty()) break;
+      // `cat a.gz b.gz` is a valid gzip file: carry on with the next member.
+      if (is_gzip(rest)) {
+        inflateReset(&zs);
+        continue;
+      }
+      // Zero padding after the last member (tape blocks, some tools) is harmless.
+      if (std::all_of(rest.begin(), rest.end(), [](char c) { return c == '\0'; })) break;
+      throw DataError(name, 0, "unexpected bytes after the end of the gzip data");
+    }
+    if (rc == Z_BUF_ERROR && in_pos == in.size())
+      throw DataError(name, 0, "truncated gzip stream (the file ends inside compressed data)");
+    if (rc != Z_OK && rc != Z_BUF_ERROR) inflate_failed(rc, zs, name);
+  }
+  out.resize(out_pos);
+  return out;
+}
+
+FileContent FileContent::read(const std::string& path) {
+  FileContent c;
+  {
+    Fd f{open_for_reading(path)};
+    struct stat st {};
+    if (::fstat(f.fd, &st) != 0) throw IoError("cannot stat " + path + ": " + errno_text());
+    if (S_ISDIR(st.st_mode)) throw IoError(path + ": is a directory");
+    if (st.st_size == 0) return c;  // empty text: zero rows, the caller decides
+  }
+  c.map_ = MappedBuffer::map_file(path);
+  std::string_view raw(reinterpret_cast<const char*>(c.map_->data()), c.map_->size());
+  if (is_gzip(raw)) {
+    c.inflated_ = inflate_gzip(raw, path);
+    c.map_.reset();
+    c.gzipped_ = true;
+  }
+  return c;
+}
+
+std::string read_head(const std::string& path, std::size_t n, bool* gzipped) {
+  Fd f{open_for_reading(path)};
+  std::string raw(std::max<std::size_t>(n, 2), '\0');
+  raw.resize(read_some(f.fd, raw.data(), raw.size(), path));
+  if (gzipped) *gzipped = is_gzip(raw);
+  if (!is_gzip(raw)) {
+    raw.resize(std::min(raw.size(), n));
+    return raw;
+  }
+  Inflater inf(path);
+  std::string out(n, '\0');
+  inf.zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  inf.zs.avail_out = static_cast<uInt>(n);
+  std::vector<char> buf(4096);
+  std::copy(raw.begin(), raw.end(), buf.begin());
+  std::size_t have = raw.size();
+  while (inf.zs.avail_out > 0 && have > 0) {
+    inf.zs.next_in = reinterpret_cast<Bytef*>(buf.data());
+    inf.zs.avail_in = static_cast<uInt>(have);
+    int rc = inflate(&inf.zs, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) break;
+    if (rc != Z_OK && rc != Z_BUF_ERROR) inflate_failed(rc, inf.zs, path);
+    // zlib keeps what it could not use yet in its window; feed the rest next time.
+    std::size_t left = inf.zs.avail_in;
+    std::memmove(buf.data(), buf.data() + (have - left), left);
+    have = left + read_some(f.fd, buf.data() + left, buf.size() - left, path);
+    if (have == left && rc == Z_BUF_ERROR) break;  // nothing new and no progress
+  }
+  out.resize(n - inf.zs.avail_out);
+  return out;
+}
+
+OutputFile::OutputFile(std::string path, bool gzip)
+    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())), gzip_(gzip) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw IoError("cannot create " + path_ + ": " + errno_text());
+  if (gzip_) {
+    if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                     Z_DEFAULT_STRATEGY) != Z_OK) {
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+      throw ResourceError("cannot start compressing " + path_ + ": out of memory");
+    }
+    zbuf_.resize(1 << 18);
+  }
+}
+
+OutputFile::~OutputFile() {
+  if (gzip_) deflateEnd(&zs_);
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void OutputFile::write_raw(const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == ENOSPC || errno == EDQUOT))
+      throw ResourceError("cannot write " + path_ + ": " + errno_text());
+    if (w < 0) throw IoError("cannot write " + path_ + ": " + errno_text());
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+void OutputFile::deflate_some(int flush) {
+  int rc;
+  do {
+    zs_.next_out = zbuf_.data();
+    zs_.avail_out = static_cast<uInt>(zbuf_.size());
+    rc = deflate(&zs_, flush);
+    HOGWILD_ENFORCE(rc != Z_STREAM_ERROR, "deflate state clobbered");
+    write_raw(zbuf_.data(), zbuf_.size() - zs_.avail_out);
+  } while (zs_.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+}
+
+void OutputFile::write(const void* data, std::size_t n) {
+  written_ += n;
+  if (!gzip_) return write_raw(data, n);
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    std::size_t step = std::min<std::size_t>(n, UINT_MAX);
+    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(p));
+    zs_.avail_in = static_cast<uInt>(step);
+    deflate_some(Z_NO_FLUSH);
+    p += step;
+    n -= step;
+  }
+}
+
+void OutputFile::commit() {
+  if (gzip_) {
+    zs_.next_in = nullptr;
+    zs_.avail_in = 0;
+    deflate_some(Z_FINISH);
+  }
+  if (::fsync(fd_) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
+  int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw IoError("cannot rename " + tmp_ + " to " + path_ + ": " + errno_text());
+  committed_ = true;
+}
+
+}  // namespace detail
+
+std::string read_file_maybe_gz(const std::string& path) {
+  auto content = detail::FileContent::read(path);
+  return std::string(content.text());
+}
+
+namespace {
+
+struct Sniffed {
+  FileFormat format;
+  bool gzipped;
+};
+
+Sniffed sniff(const std::string& path) {
+  bool gz = false;
+  std::string h = detail::read_head(path, 8, &gz);
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(h[i]); };
+  if (h == "HWDSET01") return {FileFormat::cache, gz};
+  // IDX: two zero bytes, the element type (0x08 = unsigned byte), the number of
+  // dimensions. No text format starts with two NULs.
+  if (h.size() >= 4 && byte(0) == 0 && byte(1) == 0 && byte(2) == 0x08 && byte(3) >= 1 &&
+      byte(3) <= 3)
+    return {FileFormat::idx, gz};
+  return {FileFormat::libsvm, gz};
+}
+
+}  // namespace
+
+FileFormat detect_format(const std::string& path) { return sniff(path).format; }
+
+Dataset load_dataset(const std::string& path, const std::string& labels_path,
+                     const LibsvmOptions& options) {
+  Sniffed s = sniff(path);
+  switch (s.format) {
+    case FileFormat::cache:
+      // The cache is used in place through mmap, which a compressed file cannot be.
+      if (s.gzipped)
+        throw DataError(path, 0, "a gzip'ed cache cannot be memory-mapped; gunzip it first");
+      if (!labels_path.empty())
+        throw ConfigError("a labels file is only used with IDX images, not with the cache " + path);
+      return open_cache(path);
+    case FileFormat::idx:
+      return read_idx(path, labels_path);
+    case FileFormat::libsvm:
+      if (!labels_path.empty())
+        throw ConfigError("a labels file is only used with IDX images; " + path +
+                          " is libsvm text, whose labels are in the file");
+      return read_libsvm(path, options);
+  }
+  throw Error("unknown file format");  // unreachable: the switch covers every format
+}
+
+}  // namespace hogwild

@@ -1,0 +1,105 @@
+#include "hogwild/labels.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <set>
+
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+
+namespace {
+
+// Distinct labels, stopping once there are more than `limit`.
+std::vector<float> distinct(const Dataset& d, std::size_t limit) {
+  std::set<float> s;
+  for (float v : d.labels()) {
+    s.insert(v);
+    if (s.size() > limit) break;
+  }
+  return {s.begin(), s.end()};
+}
+
+std::string list(const std::vector<float>& v) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size() && i < 8; ++i) out += (i ? ", " : "") + fmt::format("{}", v[i]);
+  if (v.size() > 8) out += ", ...";
+  return out;
+}
+
+}  // namespace
+
+std::size_t LabelMap::classes() const noexcept {
+  switch (kind_) {
+    case LabelKind::binary: return 2;
+    case LabelKind::multiclass: return values_.size();
+    default: return 0;
+  }
+}
+
+LabelMap LabelMap::fit(LabelKind kind, const Dataset& train, const std::string& model_name) {
+  LabelMap m;
+  auto v = distinct(train, kMaxClasses);
+  if (kind == LabelKind::binary_or_real) kind = v.size() <= 2 ? LabelKind::binary : LabelKind::real;
+  m.kind_ = kind;
+  switch (kind) {
+    case LabelKind::real:
+      return m;
+    case LabelKind::binary: {
+      const bool zero_one = std::all_of(v.begin(), v.end(), [](float x) { return x == 0 || x == 1; });
+      const bool plus_minus = std::all_of(v.begin(), v.end(), [](float x) { return x == -1 || x == 1; });
+      if (v.size() > 2)
+        throw ConfigError(fmt::format(
+            "model {} is binary but {} has {}{} distinct labels ({}); use --model softmax",
+            model_name, train.source(), v.size() > kMaxClasses ? "more than " : "",
+            std::min(v.size(), kMaxClasses), list(v)));
+      m.sign_convention_ = zero_one || plus_minus;
+      if (!m.sign_convention_ && v.size() < 2)
+        throw ConfigError(fmt::format("model {} needs two classes but every label in {} is {}",
+                                      model_name, train.source(), list(v)));
+      m.values_ = v;
+      return m;
+    }
+    case LabelKind::multiclass:
+      if (v.size() > kMaxClasses)
+        throw ConfigError(fmt::format("model {} needs class labels but {} has more than {} distinct labels",
+                                      model_name, train.source(), kMaxClasses));
+      m.values_ = v;
+      return m;
+    case LabelKind::binary_or_real:
+      break;
+  }
+  return m;
+}
+
+std::vector<float> LabelMap::targets(const Dataset& d) const {
+  std::vector<float> t(d.rows());
+  auto labels = d.labels();
+  for (std::size_t r = 0; r < d.rows(); ++r) {
+    const float y = labels[r];
+    switch (kind_) {
+      case LabelKind::real:
+        t[r] = y;
+        continue;
+      case LabelKind::binary:
+        if (sign_convention_ && (y == 0 || y == 1 || y == -1)) {
+          t[r] = y > 0 ? 1.f : 0.f;
+          continue;
+        }
+        break;
+      default:
+        break;
+    }
+    auto it = std::lower_bound(values_.begin(), values_.end(), y);
+    if (it == values_.end() || *it != y)
+      throw DataError(d.source(), 0,
+                      fmt::format("row {} has label {}, which the training set does not have "
+                                  "(training labels: {})",
+                                  r + 1, y, list(values_)));
+    t[r] = kind_ == LabelKind::binary ? (it == values_.begin() && values_.size() == 2 ? 0.f : 1.f)
+                                      : static_cast<float>(it - values_.begin());
+  }
+  return t;
+}
+
+}  // namespace hogwild

@@ -1,0 +1,101 @@
+#include "hogwild/models/linear.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hogwild {
+
+std::string LinearModel::name() const {
+  switch (loss_) {
+    case LinearLoss::logistic: return "logistic";
+    case LinearLoss::hinge: return "hinge";
+    case LinearLoss::squared: return "squared";
+  }
+  return "?";
+}
+
+void LinearModel::configure(const Problem& problem) {
+  features_ = problem.features;
+  classification_ = loss_ != LinearLoss::squared || problem.classes == 2;
+}
+
+std::vector<TensorSpec> LinearModel::parameters() const {
+  std::vector<TensorSpec> t{{"w", features_, {}}};
+  if (options_.bias) t.push_back({"b", 1, {}});
+  return t;
+}
+
+void LinearModel::loss_and_slope(float z, float y, float& loss, float& slope) const noexcept {
+  switch (loss_) {
+    case LinearLoss::logistic: {
+      // y in {0,1}: loss = log(1 + exp(-s z)), s = 2y - 1, computed without overflow.
+      const float sz = (2 * y - 1) * z;
+      loss = sz > 0 ? std::log1p(std::exp(-sz)) : -sz + std::log1p(std::exp(sz));
+      const float p = 1 / (1 + std::exp(-z));
+      slope = p - y;
+      return;
+    }
+    case LinearLoss::hinge: {
+      const float s = 2 * y - 1;
+      const float m = 1 - s * z;
+      loss = m > 0 ? m : 0;
+      slope = m > 0 ? -s : 0;
+      return;
+    }
+    case LinearLoss::squared: {
+      const float r = z - target(y);
+      loss = 0.5f * r * r;
+      slope = r;
+      return;
+    }
+  }
+}
+
+template <class U>
+double LinearModel::step(const Batch& b, const ParamSet& p, float lr) {
+  float* w = p.data(0);
+  float* bias = options_.bias ? p.data(1) : nullptr;
+  const float scale = -lr / static_cast<float>(b.size);
+  const float shrink = lr * options_.l2 / static_cast<float>(b.size);
+  double total = 0;
+  if (b.size == 1) {  // classic Hogwild!: one example, read then write
+    const RowView x = b.row(0);
+    const float z = row_dot<U>(w, x) + (bias ? U::read(bias) : 0.f);
+    float loss, slope;
+    loss_and_slope(z, b.target(0), loss, slope);
+    row_axpy_l2<U>(w, scale * slope, shrink, x);
+    if (bias) U::add(bias, scale * slope);
+    return loss;
+  }
+  // Mini-batch: every margin at the weights as read at the start of the batch.
+  slopes_.resize(b.size);
+  for (std::size_t i = 0; i < b.size; ++i) {
+    const float z = row_dot<U>(w, b.row(i)) + (bias ? U::read(bias) : 0.f);
+    float loss;
+    loss_and_slope(z, b.target(i), loss, slopes_[i]);
+    total += loss;
+  }
+  float bias_step = 0;
+  for (std::size_t i = 0; i < b.size; ++i) {
+    row_axpy_l2<U>(w, scale * slopes_[i], shrink, b.row(i));
+    bias_step += scale * slopes_[i];
+  }
+  if (bias) U::add(bias, bias_step);
+  return total;
+}
+
+void LinearModel::predict(const ParamSet& p, RowView x, float target_value, double& loss,
+                          bool& correct) const {
+  const float z = row_dot<SerialUpdate>(p.data(0), x) + (options_.bias ? *p.data(1) : 0.f);
+  float l, slope;
+  loss_and_slope(z, target_value, l, slope);
+  loss = l;
+  correct = classification_ && ((z > 0) == (target_value > 0.5f));
+}
+
+template double LinearModel::step<SerialUpdate>(const Batch&, const ParamSet&, float);
+template double LinearModel::step<HogwildUpdate>(const Batch&, const ParamSet&, float);
+template double LinearModel::step<AtomicUpdate>(const Batch&, const ParamSet&, float);
+template double LinearModel::step<LockUpdate>(const Batch&, const ParamSet&, float);
+
+}  // namespace hogwild

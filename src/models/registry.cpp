@@ -1,0 +1,62 @@
+#include <map>
+#include <mutex>
+
+#include "hogwild/error.hpp"
+#include "hogwild/model.hpp"
+#include "hogwild/models/linear.hpp"
+#include "hogwild/models/softmax.hpp"
+
+namespace hogwild {
+
+namespace {
+
+std::map<std::string, ModelFactory>& registry() {
+  // The built-in models: one line each.
+  static std::map<std::string, ModelFactory> r{
+      {"logistic", [](const ModelOptions& o) { return std::make_unique<LinearModel>(LinearLoss::logistic, o); }},
+      {"hinge", [](const ModelOptions& o) { return std::make_unique<LinearModel>(LinearLoss::hinge, o); }},
+      {"squared", [](const ModelOptions& o) { return std::make_unique<LinearModel>(LinearLoss::squared, o); }},
+      {"softmax", [](const ModelOptions& o) { return std::make_unique<SoftmaxModel>(o); }},
+  };
+  return r;
+}
+
+std::mutex registry_mutex;
+
+}  // namespace
+
+void register_model(const std::string& name, ModelFactory factory) {
+  std::lock_guard g(registry_mutex);
+  registry()[name] = std::move(factory);
+}
+
+std::vector<std::string> model_names() {
+  std::lock_guard g(registry_mutex);
+  std::vector<std::string> names;
+  for (auto& [n, f] : registry()) names.push_back(n);
+  return names;
+}
+
+std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& options) {
+  std::lock_guard g(registry_mutex);
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::string known;
+    for (auto& [n, f] : registry()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError("unknown model \"" + name + "\"; expected one of: " + known);
+  }
+  return it->second(options);
+}
+
+ParamSnapshot::ParamSnapshot(const ParamSet& live) {
+  std::vector<ParamSet::Tensor> t;
+  storage_.reserve(live.count());
+  for (const auto& src : live.tensors()) {
+    auto& dst = storage_.emplace_back(src.size);
+    for (std::size_t i = 0; i < src.size; ++i) dst[i] = detail::relaxed_load(src.data + i);
+    t.push_back({src.name, dst.data(), src.size});
+  }
+  view_ = ParamSet(std::move(t));
+}
+
+}  // namespace hogwild

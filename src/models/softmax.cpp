@@ -1,0 +1,112 @@
+#include "hogwild/models/softmax.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+
+void SoftmaxModel::configure(const Problem& problem) {
+  if (problem.classes < 2)
+    throw ConfigError("softmax needs at least 2 classes in the training labels, found " +
+                      std::to_string(problem.classes));
+  features_ = problem.features;
+  classes_ = problem.classes;
+  stride_ = (features_ + 15) / 16 * 16;
+}
+
+std::vector<TensorSpec> SoftmaxModel::parameters() const {
+  std::vector<TensorSpec> t{{"W", classes_ * stride_, {}}};
+  if (options_.bias) t.push_back({"b", classes_, {}});
+  return t;
+}
+
+template <class U>
+void SoftmaxModel::logits(const float* W, const float* bias, RowView x, float* out) const {
+  for (std::size_t k = 0; k < classes_; ++k) out[k] = bias ? U::read(bias + k) : 0.f;
+  if (x.dense()) {
+    for (std::size_t k = 0; k < classes_; ++k) out[k] += U::dot(W + k * stride_, x.value, x.nnz);
+    return;
+  }
+  for (std::uint32_t j = 0; j < x.nnz; ++j) {
+    const float* col = W + x.index[j];
+    for (std::size_t k = 0; k < classes_; ++k) out[k] += U::read(col + k * stride_) * x.value[j];
+  }
+}
+
+float SoftmaxModel::softmax_loss(float* z, std::size_t target) const {
+  const float m = *std::max_element(z, z + classes_);
+  float sum = 0;
+  for (std::size_t k = 0; k < classes_; ++k) sum += (z[k] = std::exp(z[k] - m));
+  const float zt = z[target];
+  for (std::size_t k = 0; k < classes_; ++k) z[k] /= sum;
+  return std::log(sum) - std::log(zt);
+}
+
+template <class U>
+double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
+  float* W = p.data(0);
+  float* bias = options_.bias ? p.data(1) : nullptr;
+  const std::size_t K = classes_;
+  scratch_.resize(b.size * K);
+  double total = 0;
+  // Forward pass for the whole batch at the weights as read now.
+  for (std::size_t i = 0; i < b.size; ++i) {
+    float* z = scratch_.data() + i * K;
+    logits<U>(W, bias, b.row(i), z);
+    const auto y = static_cast<std::size_t>(b.target(i));
+    total += softmax_loss(z, y);
+    z[y] -= 1;  // z now holds dloss/dlogits
+  }
+  const float scale = -lr / static_cast<float>(b.size);
+  const float shrink = lr * options_.l2;
+  const bool dense = b.size > 0 && b.row(0).dense();
+  if (dense && b.size > 1) {
+    // Accumulate the dense gradient privately, then one vectorised pass per class
+    // over the shared weights: less traffic on shared lines than B passes.
+    grad_.assign(K * stride_, 0.f);
+    for (std::size_t i = 0; i < b.size; ++i) {
+      const RowView x = b.row(i);
+      const float* g = scratch_.data() + i * K;
+      for (std::size_t k = 0; k < K; ++k)
+        SerialUpdate::axpy(grad_.data() + k * stride_, g[k], x.value, x.nnz);
+    }
+    for (std::size_t k = 0; k < K; ++k) {
+      if (shrink != 0) U::axpy(W + k * stride_, -shrink, W + k * stride_, features_);
+      U::axpy(W + k * stride_, scale, grad_.data() + k * stride_, features_);
+    }
+  } else {
+    for (std::size_t i = 0; i < b.size; ++i) {
+      const RowView x = b.row(i);
+      const float* g = scratch_.data() + i * K;
+      for (std::size_t k = 0; k < K; ++k)
+        row_axpy_l2<U>(W + k * stride_, scale * g[k], shrink / static_cast<float>(b.size), x);
+    }
+  }
+  if (bias) {
+    for (std::size_t k = 0; k < K; ++k) {
+      float s = 0;
+      for (std::size_t i = 0; i < b.size; ++i) s += scratch_[i * K + k];
+      U::add(bias + k, scale * s);
+    }
+  }
+  return total;
+}
+
+void SoftmaxModel::predict(const ParamSet& p, RowView x, float target, double& loss,
+                           bool& correct) const {
+  std::vector<float> z(classes_);
+  logits<SerialUpdate>(p.data(0), options_.bias ? p.data(1) : nullptr, x, z.data());
+  const auto best = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
+  const auto y = static_cast<std::size_t>(target);
+  loss = softmax_loss(z.data(), y);
+  correct = best == y;
+}
+
+template double SoftmaxModel::step<SerialUpdate>(const Batch&, const ParamSet&, float);
+template double SoftmaxModel::step<HogwildUpdate>(const Batch&, const ParamSet&, float);
+template double SoftmaxModel::step<AtomicUpdate>(const Batch&, const ParamSet&, float);
+template double SoftmaxModel::step<LockUpdate>(const Batch&, const ParamSet&, float);
+
+}  // namespace hogwild

@@ -1,0 +1,109 @@
+#include "process.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fmt/format.h>
+#include <fstream>
+#include <string>
+
+#include "hogwild/error.hpp"
+
+namespace hogwild::detail {
+
+bool WorkerExit::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+std::string WorkerExit::describe() const {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return fmt::format("ended with wait status {}", status);
+}
+
+ProcessGroup::~ProcessGroup() {
+  kill_all(SIGKILL);
+  wait_all();
+}
+
+pid_t ProcessGroup::spawn(unsigned rank, const std::function<int()>& body) {
+  const pid_t parent = getpid();
+  std::fflush(nullptr);  // no buffered output duplicated into the child
+  pid_t pid = fork();
+  if (pid < 0) throw ResourceError(fmt::format("cannot fork worker {}: {}", rank, std::strerror(errno)));
+  if (pid == 0) {
+    // The child: die with the parent, and never return into the parent's stack.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(kExitWorkerFailed);
+    sigset_t none;
+    sigemptyset(&none);
+    for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
+    // The parent handles SIGINT/SIGTERM for the whole group: a ^C at the terminal
+    // reaches every process, and workers must not die before the parent decides.
+    signal(SIGINT, SIG_IGN);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    int code = kExitFailure;
+    try {
+      code = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "hogwild: worker %u: %s\n", rank, e.what());
+      code = kExitFailure;
+    } catch (...) {
+      std::fprintf(stderr, "hogwild: worker %u: unknown exception\n", rank);
+    }
+    std::fflush(nullptr);
+    _exit(code);
+  }
+  children_.push_back({rank, pid, false});
+  ++running_;
+  return pid;
+}
+
+std::vector<WorkerExit> ProcessGroup::reap() {
+  std::vector<WorkerExit> out;
+  for (auto& c : children_) {
+    if (c.done) continue;
+    int status = 0;
+    pid_t r = waitpid(c.pid, &status, WNOHANG);
+    if (r == c.pid) {
+      c.done = true;
+      --running_;
+      out.push_back({c.rank, c.pid, status});
+    }
+  }
+  return out;
+}
+
+void ProcessGroup::kill_all(int sig) noexcept {
+  for (auto& c : children_)
+    if (!c.done) kill(c.pid, sig);
+}
+
+void ProcessGroup::wait_all() noexcept {
+  for (auto& c : children_) {
+    if (c.done) continue;
+    int status;
+    while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    c.done = true;
+    --running_;
+  }
+}
+
+static std::uint64_t read_kib_field(const char* path, const char* field) {
+  std::ifstream f(path);
+  std::string line;
+  const std::size_t n = std::strlen(field);
+  while (std::getline(f, line))
+    if (line.compare(0, n, field) == 0) return std::stoull(line.substr(n)) * 1024;
+  return 0;
+}
+
+std::uint64_t self_pss_bytes() { return read_kib_field("/proc/self/smaps_rollup", "Pss:"); }
+std::uint64_t self_peak_rss_bytes() { return read_kib_field("/proc/self/status", "VmHWM:"); }
+
+}  // namespace hogwild::detail

@@ -1,0 +1,57 @@
+// Worker start-up behind one small interface. CPU runs fork the parent directly;
+// the interface leaves room for a fork server (for runs whose parent initialised
+// CUDA or a communicator, which do not survive fork).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace hogwild::detail {
+
+struct WorkerExit {
+  unsigned rank;
+  pid_t pid;
+  int status;  // as from waitpid
+  bool ok() const;
+  std::string describe() const;  // "exited with status 3" / "was killed by signal 9 (Killed)"
+};
+
+class ProcessGroup {
+ public:
+  ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+  // Kills (SIGKILL) and reaps every worker still running.
+  ~ProcessGroup();
+
+  // Forks a worker that runs `body` and _exit()s with its return value; an
+  // exception escaping `body` is printed and becomes exit status 1. The child dies
+  // with the parent (PR_SET_PDEATHSIG) and gets default signal dispositions.
+  pid_t spawn(unsigned rank, const std::function<int()>& body);
+
+  // Reaps workers that have ended, without blocking.
+  std::vector<WorkerExit> reap();
+  std::size_t running() const noexcept { return running_; }
+  void kill_all(int sig) noexcept;
+  // Reaps every worker, blocking.
+  void wait_all() noexcept;
+
+ private:
+  struct Child {
+    unsigned rank;
+    pid_t pid;
+    bool done;
+  };
+  std::vector<Child> children_;
+  std::size_t running_ = 0;
+};
+
+// Proportional set size of this process (/proc/self/smaps_rollup), 0 if unknown.
+std::uint64_t self_pss_bytes();
+// Peak resident set size of this process (VmHWM).
+std::uint64_t self_peak_rss_bytes();
+
+}  // namespace hogwild::detail

@@ -1,0 +1,184 @@
+// hogwild_train: lock-free parallel SGD across processes that share memory.
+//   hogwild_train --train rcv1.svm --test rcv1.t.svm --model logistic
+//                 --workers 4 --mode hogwild --epochs 10 --lr 0.5
+// prints one progress line per epoch and a summary; exit status 0 on success,
+// 2 for bad input or options, 3 when a worker fails, 4 when a resource is short,
+// 130/143 when interrupted (docs/CLI.md).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
+#include <optional>
+#include <thread>
+
+#include "config.hpp"
+#include "hogwild/arena.hpp"
+#include "hogwild/data_io.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/metrics.hpp"
+#include "hogwild/trainer.hpp"
+
+namespace {
+
+struct Options {
+  std::string train, test, train_labels, test_labels;
+  std::string mode = "hogwild";
+  std::string metrics, summary;
+  unsigned threads = 0;
+  bool no_bias = false;
+  bool quiet = false;
+  bool cleanup = false;
+};
+
+std::string mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+hogwild::Dataset load(const std::string& path, const std::string& labels, unsigned threads,
+                      bool quiet, const char* what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  hogwild::Dataset d = hogwild::load_dataset(path, labels, hogwild::LibsvmOptions{threads});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!quiet)
+    fmt::print("{} {}: {} rows, {} features, {} non-zeros ({:.2f}s)\n", what, path, d.rows(),
+               d.cols(), d.nnz(), s);
+  return d;
+}
+
+int run(int argc, char** argv) {
+  hogwild::TrainConfig cfg;
+  Options o;
+  CLI::App app{"Lock-free parallel SGD (Hogwild!) across processes that share memory.\n"
+               "Workers are forked processes; the model's parameters live in one shared-memory\n"
+               "segment that they update without locks (or as --mode says).",
+               "hogwild_train"};
+  app.get_formatter()->column_width(34);
+  app.set_version_flag("--version", std::string("hogwild_train ") + HOGWILD_VERSION);
+  app.add_option("--train", o.train,
+                 "Training data: libsvm/svmlight text, MNIST IDX images, or a binary cache "
+                 "(hogwild_data convert); .gz is read transparently");
+  app.add_option("--test", o.test, "Test data, same formats; evaluated after every epoch");
+  app.add_option("--train-labels", o.train_labels,
+                 "IDX labels file for --train (default: the images path with "
+                 "images-idx3 replaced by labels-idx1)");
+  app.add_option("--test-labels", o.test_labels, "IDX labels file for --test");
+  app.add_option("--model", cfg.model, "Model: " + [] {
+    std::string s;
+    for (auto& n : hogwild::model_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }())->capture_default_str();
+  app.add_option("--workers", cfg.workers, "Worker processes (serial always uses one)")
+      ->capture_default_str();
+  app.add_option("--mode", o.mode,
+                 "serial (one process, the reference), hogwild (lock-free), atomic "
+                 "(atomic add per coordinate), lock (one mutex around each mini-batch)")
+      ->capture_default_str();
+  app.add_option("--epochs", cfg.epochs, "Passes over the training data")->capture_default_str();
+  app.add_option("--lr", cfg.step_size.lr0, "Initial step size")->capture_default_str();
+  app.add_option("--lr-decay", cfg.step_size.decay,
+                 "Per-epoch backoff beta: lr <- beta * lr after each epoch (1 = constant)")
+      ->capture_default_str();
+  app.add_option("--lr-inverse", cfg.step_size.inverse_scale,
+                 "Inverse-time decay: lr / (1 + t / T) after t examples (0 = off)")
+      ->capture_default_str();
+  app.add_option("--batch", cfg.batch, "Mini-batch size (1 = classic Hogwild!)")
+      ->capture_default_str();
+  app.add_option("--l2", cfg.model_options.l2, "L2 penalty lambda (bias excluded)")
+      ->capture_default_str();
+  app.add_flag("--no-bias", o.no_bias, "Do not learn an intercept");
+  app.add_option("--seed", cfg.seed, "Seed for shuffling and initial weights")
+      ->capture_default_str();
+  app.add_option("--eval-every", cfg.eval_every,
+                 "Also evaluate every S seconds during an epoch (0 = per epoch only)")
+      ->capture_default_str();
+  app.add_option("--metrics", o.metrics, "Write one JSON object per evaluation to FILE");
+  app.add_option("--summary", o.summary, "Write the run's summary as one JSON object to FILE");
+  app.add_option("--shm-dir", cfg.shm_dir,
+                 "Put the parameter arena in a file-backed mapping in DIR instead of /dev/shm");
+  app.add_option("--threads", o.threads, "Threads for parsing text data (0 = all cores)")
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", o.quiet, "Print only the final summary line");
+  app.add_flag("--cleanup", o.cleanup,
+               "Remove shared-memory segments this user's dead hogwild runs left behind, then exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : hogwild::kExitBadInput;
+  }
+
+  if (o.cleanup) {
+    auto removed = hogwild::cleanup_stale_segments();
+    for (auto& n : removed) fmt::print("removed /dev/shm/{}\n", n);
+    fmt::print("{} stale segment(s) removed\n", removed.size());
+    return 0;
+  }
+  if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
+  cfg.mode = hogwild::parse_mode(o.mode);
+  cfg.model_options.bias = !o.no_bias;
+  cfg.validate();
+  auto model = hogwild::make_model(cfg.model, cfg.model_options);  // fail fast on a bad name
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cfg.mode != hogwild::Mode::serial && cores && cfg.workers > cores)
+    fmt::print(stderr, "hogwild_train: warning: {} workers on {} cores; they will share cores\n",
+               cfg.workers, cores);
+
+  // Open the output files before the (possibly long) training, so a bad path fails now.
+  std::optional<hogwild::MetricsWriter> metrics;
+  if (!o.metrics.empty()) metrics.emplace(o.metrics);
+  if (!o.summary.empty()) {
+    const auto dir = std::filesystem::path(o.summary).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw hogwild::IoError("cannot write the summary to " + o.summary + ": no directory " +
+                             dir.string());
+  }
+
+  hogwild::Dataset train = load(o.train, o.train_labels, o.threads, o.quiet, "train");
+  std::optional<hogwild::Dataset> test;
+  if (!o.test.empty()) test = load(o.test, o.test_labels, o.threads, o.quiet, "test ");
+  if (!o.quiet)
+    fmt::print("model {}, mode {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n", cfg.model,
+               o.mode, cfg.mode == hogwild::Mode::serial ? 1 : cfg.workers, cfg.batch,
+               cfg.step_size.lr0, cfg.epochs);
+  std::fflush(stdout);
+
+  auto result = hogwild::train(cfg, *model, train, test ? &*test : nullptr,
+                               [&](const hogwild::Progress& p) {
+                                 if (metrics) metrics->write(p);
+                                 if (!o.quiet) {
+                                   fmt::print("{}\n", hogwild::format_progress(p, cfg.epochs));
+                                   std::fflush(stdout);
+                                 }
+                               });
+  if (!o.summary.empty())
+    hogwild::write_file_atomically(o.summary, hogwild::summary_json(cfg, result, o.train, o.test));
+  std::string line = fmt::format("done: {} samples in {:.2f}s ({:.0f} samples/s)", result.samples,
+                                 result.train_seconds, result.samples_per_second);
+  if (std::isfinite(result.test.accuracy))
+    line += fmt::format(", test accuracy {:.4f}", result.test.accuracy);
+  if (std::isfinite(result.test.loss)) line += fmt::format(", test loss {:.4f}", result.test.loss);
+  if (std::isfinite(result.test.rmse)) line += fmt::format(", test rmse {:.4f}", result.test.rmse);
+  line += fmt::format(", peak memory {}", mib(result.peak_rss_bytes));
+  fmt::print("{}\n", line);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const hogwild::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "hogwild_train: error: {}\n", e.what());
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "hogwild_train: error: out of memory\n");
+    return hogwild::kExitResource;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "hogwild_train: error: {}\n", e.what());
+    return hogwild::kExitFailure;
+  }
+}

@@ -1,0 +1,176 @@
+// The parameter arena: create, lay out, share across fork, remove; the robust mutex.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "hogwild/arena.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/robust_mutex.hpp"
+#include "hogwild/update_policy.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+TEST_CASE("arena blocks are zeroed, aligned, distinct and found by name") {
+  Arena a = Arena::create({{"w", 1000 * sizeof(float)}, {"b", 3}, {"big", 1 << 20}});
+  auto w = a.array<float>("w");
+  auto b = a.block("b");
+  auto big = a.block("big");
+  CHECK(w.size() == 1000);
+  CHECK(b.size() == 3);
+  CHECK(reinterpret_cast<std::uintptr_t>(w.data()) % Arena::kAlignment == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(b.data()) % Arena::kAlignment == 0);
+  CHECK(std::all_of(w.begin(), w.end(), [](float v) { return v == 0; }));
+  CHECK(std::all_of(big.begin(), big.end(), [](std::byte v) { return v == std::byte{0}; }));
+  // Blocks do not overlap.
+  CHECK(reinterpret_cast<std::byte*>(w.data() + w.size()) <= b.data());
+  CHECK(b.data() + b.size() <= big.data());
+  CHECK(a.has("w"));
+  CHECK_FALSE(a.has("nope"));
+  CHECK_THROWS_AS(a.block("nope"), Error);
+  CHECK(a.size() >= Arena::required_bytes({{"w", 4000}, {"b", 3}, {"big", 1 << 20}}));
+}
+
+TEST_CASE("the segment's name is gone from /dev/shm as soon as it is mapped") {
+  const auto before = test::our_shm_entries();
+  Arena a = Arena::create({{"w", 4096}});
+  CHECK(a.name().rfind("hogwild-" + std::to_string(getuid()) + "-" + std::to_string(getpid()), 0) == 0);
+  CHECK(test::our_shm_entries() == before);
+  CHECK_FALSE(a.file_backed());
+}
+
+TEST_CASE("workers inherit the mapping across fork and write to the same floats") {
+  Arena a = Arena::create({{"w", 64 * sizeof(float)}});
+  auto w = a.array<float>("w");
+  for (int k = 0; k < 4; ++k) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      for (int i = 0; i < 16; ++i) detail::relaxed_store(&w[k * 16 + i], static_cast<float>(k + 1));
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    REQUIRE(WIFEXITED(status));
+  }
+  for (int k = 0; k < 4; ++k) CHECK(w[k * 16 + 15] == static_cast<float>(k + 1));
+}
+
+TEST_CASE("a file-backed arena with --shm-dir leaves no file behind") {
+  test::TempDir dir;
+  {
+    Arena a = Arena::create({{"w", 1 << 16}}, ArenaOptions{dir.path().string()});
+    CHECK(a.file_backed());
+    a.array<float>("w")[7] = 3.5f;
+    CHECK(a.array<float>("w")[7] == 3.5f);
+    CHECK(std::filesystem::is_empty(dir.path()));
+  }
+  CHECK(std::filesystem::is_empty(dir.path()));
+  CHECK_THROWS_AS(Arena::create({{"w", 16}}, ArenaOptions{dir.file("missing")}), ConfigError);
+}
+
+TEST_CASE("a segment larger than the free space is a clear ResourceError, not a SIGBUS") {
+  test::TempDir dir;
+  // Far more than any test machine's disk: the message must name the size needed.
+  const std::size_t huge = std::size_t{1} << 50;
+  try {
+    Arena::create({{"w", huge}}, ArenaOptions{dir.path().string()});
+    FAIL("expected ResourceError");
+  } catch (const ResourceError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("needs") != std::string::npos);
+    CHECK(what.find("MiB") != std::string::npos);
+    CHECK(e.exit_code() == kExitResource);
+  }
+  try {
+    Arena::create({{"w", huge}});
+    FAIL("expected ResourceError");
+  } catch (const ResourceError& e) {
+    CHECK(std::string(e.what()).find("/dev/shm") != std::string::npos);
+    CHECK(std::string(e.what()).find("--shm-dir") != std::string::npos);
+  }
+  CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("bad block declarations are rejected") {
+  CHECK_THROWS_AS(Arena::create({{"w", 4}, {"w", 4}}), ConfigError);
+  CHECK_THROWS_AS(Arena::create({{"", 4}}), ConfigError);
+  CHECK_THROWS_AS(Arena::create({{std::string(60, 'x'), 4}}), ConfigError);
+}
+
+TEST_CASE("cleanup removes only this user's segments whose creator is dead") {
+  // A segment named as if created by a process that no longer exists.
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string stale = "hogwild-" + std::to_string(getuid()) + "-" + std::to_string(dead) + "-00000000deadbeef";
+  const std::string live = "hogwild-" + std::to_string(getuid()) + "-" + std::to_string(getpid()) + "-00000000feedface";
+  for (const auto& n : {stale, live}) {
+    int fd = shm_open(("/" + n).c_str(), O_CREAT | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    close(fd);
+  }
+  auto removed = cleanup_stale_segments();
+  CHECK(std::find(removed.begin(), removed.end(), stale) != removed.end());
+  CHECK(std::find(removed.begin(), removed.end(), live) == removed.end());
+  CHECK_FALSE(std::filesystem::exists("/dev/shm/" + stale));
+  CHECK(std::filesystem::exists("/dev/shm/" + live));
+  shm_unlink(("/" + live).c_str());
+}
+
+TEST_CASE("the robust mutex survives an owner killed while holding it") {
+  Arena a = Arena::create({{"m", sizeof(RobustMutex)}, {"counter", 64}});
+  auto* m = new (a.block("m").data()) RobustMutex();
+  m->init();
+  auto* counter = reinterpret_cast<int*>(a.block("counter").data());
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    m->lock();
+    *counter = 1;
+    raise(SIGKILL);  // dies holding the lock
+    _exit(1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  // Would block forever with a plain process-shared mutex.
+  m->lock();
+  CHECK(*counter == 1);
+  CHECK(m->recoveries() == 1);
+  m->unlock();
+  m->lock();  // consistent again: no further recovery
+  CHECK(m->recoveries() == 1);
+  m->unlock();
+}
+
+TEST_CASE("modes parse and print") {
+  for (Mode m : {Mode::serial, Mode::hogwild, Mode::atomic, Mode::lock}) CHECK(parse_mode(to_string(m)) == m);
+  CHECK_THROWS_AS(parse_mode("wild"), ConfigError);
+}
+
+TEST_CASE("the dense vectorised path computes what the scalar loop computes") {
+  std::vector<float> w(37), x(37);
+  for (int i = 0; i < 37; ++i) {
+    w[i] = 0.5f * static_cast<float>(i);
+    x[i] = 1.0f / static_cast<float>(i + 1);
+  }
+  auto ref = w;
+  SerialUpdate::axpy(ref.data(), -0.25f, x.data(), 37);
+  HogwildUpdate::axpy(w.data(), -0.25f, x.data(), 37);
+  for (int i = 0; i < 37; ++i) CHECK(w[i] == doctest::Approx(ref[i]).epsilon(1e-6));
+  auto atomic = ref;
+  AtomicUpdate::axpy(atomic.data(), 0.25f, x.data(), 37);
+  HogwildUpdate::axpy(ref.data(), 0.25f, x.data(), 37);
+  for (int i = 0; i < 37; ++i) CHECK(atomic[i] == doctest::Approx(ref[i]).epsilon(1e-6));
+  CHECK(HogwildUpdate::dot(w.data(), x.data(), 37) ==
+        doctest::Approx(SerialUpdate::dot(w.data(), x.data(), 37)).epsilon(1e-5));
+}

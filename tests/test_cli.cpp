@@ -1,0 +1,236 @@
+// hogwild_train end to end as a user runs it: real files, real processes, real
+// signals; exit statuses, messages, and nothing left in /dev/shm.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "hogwild/data_io.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+using test::run;
+
+namespace {
+
+// Writes a generated problem as libsvm files in `dir`; returns {train, test}.
+std::pair<std::string, std::string> problem_files(const test::TempDir& dir, std::size_t rows) {
+  auto [tr, te] = test::generated_problem(rows, rows / 4, 2000, 20, 0.05, 7);
+  write_libsvm(tr, dir.file("train.svm"));
+  write_libsvm(te, dir.file("test.svm"));
+  return {dir.file("train.svm"), dir.file("test.svm")};
+}
+
+// Children of `pid` (its workers), from /proc.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  pid_t c;
+  while (f >> c) out.push_back(c);
+  return out;
+}
+
+struct Background {
+  pid_t pid;
+  std::string out_path;
+};
+
+// Starts hogwild_train with output to a file, without waiting.
+Background start(const std::vector<std::string>& args, const test::TempDir& dir) {
+  Background b{0, dir.file("out.txt")};
+  b.pid = fork();
+  if (b.pid == 0) {
+    int fd = open(b.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<std::string> argv{test::hogwild_train_path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  return b;
+}
+
+// Waits for `n` workers to exist (and to be past start-up), up to a few seconds.
+std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n) {
+  for (int i = 0; i < 400; ++i) {
+    auto c = children_of(parent);
+    if (c.size() >= n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return children_of(parent);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return {};
+}
+
+// waitpid with a deadline; returns the exit code, -signal, or -1000 on a hang.
+int wait_exit(pid_t pid, double seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1000;
+}
+
+std::vector<std::string> long_run(const std::string& train, const std::string& test, const char* mode) {
+  return {"--train", train, "--test", test, "--workers", "2", "--mode", mode, "--epochs", "100000",
+          "--lr", "0.1"};
+}
+
+}  // namespace
+
+TEST_CASE("--help documents every option and --version prints the version") {
+  auto r = run({test::hogwild_train_path(), "--help"});
+  CHECK(r.exit_code == 0);
+  for (const char* opt : {"--train", "--test", "--model", "--workers", "--mode", "--epochs", "--lr",
+                          "--batch", "--seed", "--metrics", "--summary", "--lr-decay", "--l2",
+                          "--eval-every", "--shm-dir", "--cleanup", "--version"})
+    CHECK_MESSAGE(r.out.find(opt) != std::string::npos, opt);
+  auto v = run({test::hogwild_train_path(), "--version"});
+  CHECK(v.exit_code == 0);
+  CHECK(v.out.find("hogwild_train 0.") != std::string::npos);
+}
+
+TEST_CASE("bad options exit 2 with a clear message") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 200);
+  struct Case {
+    std::vector<std::string> args;
+    const char* needle;
+  };
+  for (const auto& c : std::vector<Case>{
+           {{"--train", train, "--mode", "wild"}, "unknown mode \"wild\""},
+           {{"--train", train, "--model", "svm"}, "unknown model \"svm\""},
+           {{"--train", train, "--workers", "0"}, "--workers"},
+           {{"--train", train, "--workers", "many"}, "--workers"},
+           {{"--train", train, "--lr", "-1"}, "--lr"},
+           {{"--train", train, "--frobnicate"}, "frobnicate"},
+           {{"--test", test_file}, "--train is required"},
+           {{"--train", dir.file("missing.svm")}, "missing.svm"},
+           {{"--train", train, "--metrics", dir.file("no/dir/m.jsonl")}, "no/dir/m.jsonl"},
+       }) {
+    std::vector<std::string> argv{test::hogwild_train_path()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    auto r = run(argv);
+    INFO(r.out);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find(c.needle) != std::string::npos);
+  }
+}
+
+TEST_CASE("a malformed data file exits 2 naming file:line and what was expected") {
+  test::TempDir dir;
+  test::write_text(dir.file("bad.svm"), "1 1:0.5 3:1\n0 2:0.25\n1 4:x\n");
+  auto r = run({test::hogwild_train_path(), "--train", dir.file("bad.svm")});
+  INFO(r.out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("bad.svm:3:") != std::string::npos);
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("a normal run prints progress, writes metrics and summary, leaves nothing behind") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 4000);
+  const auto before = test::our_shm_entries();
+  auto r = run({test::hogwild_train_path(), "--train", train, "--test", test_file, "--workers", "2",
+                "--epochs", "3", "--metrics", dir.file("m.jsonl"), "--summary", dir.file("s.json")});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("epoch   1/3") != std::string::npos);
+  CHECK(r.out.find("epoch   3/3") != std::string::npos);
+  CHECK(r.out.find("test accuracy") != std::string::npos);
+  auto summary = test::read_text(dir.file("s.json"));
+  CHECK(summary.find("\"mode\": \"hogwild\"") != std::string::npos);
+  CHECK(summary.find("\"workers\": 2") != std::string::npos);
+  auto metrics = test::read_text(dir.file("m.jsonl"));
+  CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 3);
+  CHECK(test::our_shm_entries() == before);
+}
+
+TEST_CASE("a SIGKILLed worker ends the run with exit 3 naming it, and no segment is left") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 20000);
+  for (const char* mode : {"hogwild", "lock"}) {
+    INFO(mode);
+    const auto before = test::our_shm_entries();
+    auto bg = start(long_run(train, test_file, mode), dir);
+    auto workers = wait_for_workers(bg.pid, 2);
+    REQUIRE(workers.size() == 2);
+    // In lock mode the victim very likely holds the lock: the others must not hang.
+    kill(workers[1], SIGKILL);
+    const int code = wait_exit(bg.pid, 30);
+    auto out = test::read_text(bg.out_path);
+    INFO(out);
+    CHECK(code == 3);
+    CHECK(out.find("was killed by signal 9") != std::string::npos);
+    CHECK(children_of(bg.pid).empty());
+    CHECK(test::our_shm_entries() == before);
+  }
+}
+
+TEST_CASE("SIGINT and SIGTERM stop the run: exit 130/143, workers gone, no segment left") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 20000);
+  for (int sig : {SIGINT, SIGTERM}) {
+    const auto before = test::our_shm_entries();
+    auto bg = start(long_run(train, test_file, "hogwild"), dir);
+    auto workers = wait_for_workers(bg.pid, 2);
+    REQUIRE(workers.size() == 2);
+    kill(bg.pid, sig);
+    const int code = wait_exit(bg.pid, 30);
+    CHECK(code == (sig == SIGINT ? 130 : 143));
+    for (pid_t w : workers) CHECK((kill(w, 0) != 0 || waitpid(w, nullptr, WNOHANG) != 0));
+    CHECK(test::our_shm_entries() == before);
+  }
+}
+
+TEST_CASE("killing the parent takes the workers with it") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 20000);
+  auto bg = start(long_run(train, test_file, "hogwild"), dir);
+  auto workers = wait_for_workers(bg.pid, 2);
+  REQUIRE(workers.size() == 2);
+  kill(bg.pid, SIGKILL);
+  CHECK(wait_exit(bg.pid, 10) == -SIGKILL);
+  for (pid_t w : workers) {
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      std::ifstream stat("/proc/" + std::to_string(w) + "/stat");
+      std::string s;
+      std::getline(stat, s);
+      gone = s.empty() || s.find(") Z ") != std::string::npos;
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(gone);
+  }
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("SpamAssassin end to end: 2 hogwild workers reach 0.96 test accuracy") {
+  auto data = test::shared_data();
+  if (!data) return;
+  const auto sa = *data / "spamassassin";
+  auto r = run({test::hogwild_train_path(), "--train", (sa / "spam.train.svm.gz").string(), "--test",
+                (sa / "spam.test.svm.gz").string(), "--workers", "2", "--epochs", "10", "--lr", "1",
+                "--lr-decay", "0.8"});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  auto pos = r.out.find("test accuracy ");
+  REQUIRE(pos != std::string::npos);
+  CHECK(std::stod(r.out.substr(pos + 14)) >= 0.96);
+}

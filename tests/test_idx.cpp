@@ -1,0 +1,177 @@
+// MNIST IDX reader: exact pixel scaling, gzip, the labels file found by name, hostile
+// and truncated headers rejected before any allocation, and the real Fashion-MNIST.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "hogwild/data_io.hpp"
+#include "hogwild/error.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+// An IDX file: magic {0, 0, type, dims.size()}, big-endian dims, then `data`.
+std::string idx_bytes(const std::vector<std::uint32_t>& dims, const std::string& data,
+                      unsigned char type = 0x08) {
+  std::string s = {'\0', '\0', static_cast<char>(type), static_cast<char>(dims.size())};
+  for (std::uint32_t d : dims)
+    for (int shift = 24; shift >= 0; shift -= 8) s += static_cast<char>((d >> shift) & 0xff);
+  return s + data;
+}
+
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Three 2x2 images and their labels.
+const std::string kPixels = {'\0', '\x33', '\x7f', '\xff', '\x01', '\x02', '\x03', '\x04',
+                             '\xff', '\xff', '\0', '\0'};
+const std::string kLabels = {'\x07', '\0', '\x09'};
+
+}  // namespace
+
+TEST_CASE("images become dense rows scaled to [0, 1], labels become floats") {
+  test::TempDir dir;
+  const std::string images = dir.file("small-images-idx3-ubyte");
+  test::write_text(images, idx_bytes({3, 2, 2}, kPixels));
+  test::write_text(dir.file("small-labels-idx1-ubyte"), idx_bytes({3}, kLabels));
+
+  CHECK(detect_format(images) == FileFormat::idx);
+  Dataset d = read_idx(images);
+  CHECK(d.layout() == Layout::dense);
+  CHECK(d.rows() == 3);
+  CHECK(d.cols() == 4);
+  CHECK(d.nnz() == 12);
+  CHECK(std::vector<float>(d.labels().begin(), d.labels().end()) == std::vector<float>{7, 0, 9});
+  RowView r0 = d.row(0);
+  CHECK(r0.dense());
+  CHECK(r0.nnz == 4);
+  CHECK(r0.value[0] == 0.0f);
+  CHECK(r0.value[1] == 51.0f / 255.0f);
+  CHECK(r0.value[2] == 127.0f / 255.0f);
+  CHECK(r0.value[3] == 1.0f);
+  CHECK(d.row(2).value[0] == 1.0f);
+  CHECK(d.row(1).value[3] == 4.0f / 255.0f);
+  CHECK(d.source() == images);
+  CHECK(reinterpret_cast<std::uintptr_t>(d.values().data()) % 64 == 0);
+}
+
+TEST_CASE("gzip is read transparently, on either file, and the labels path is derived") {
+  test::TempDir dir;
+  const std::string images = dir.file("t10k-images-idx3-ubyte.gz");
+  test::write_gzip(images, idx_bytes({3, 2, 2}, kPixels));
+  test::write_text(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({3}, kLabels));  // not gz
+  Dataset d = read_idx(images);
+  CHECK(d.rows() == 3);
+  CHECK(d.label(2) == 9.0f);
+  Dataset e = load_dataset(images, dir.file("t10k-labels-idx1-ubyte"));
+  CHECK(std::equal(d.values().begin(), d.values().end(), e.values().begin(), e.values().end()));
+  // 2-D images (rows x features) are accepted too.
+  test::write_text(dir.file("flat"), idx_bytes({3, 4}, kPixels));
+  Dataset f = read_idx(dir.file("flat"), dir.file("t10k-labels-idx1-ubyte"));
+  CHECK(f.cols() == 4);
+  CHECK(std::equal(d.values().begin(), d.values().end(), f.values().begin(), f.values().end()));
+}
+
+TEST_CASE("idx_labels_path_for replaces images-idx3 in the file name") {
+  CHECK(idx_labels_path_for("data/train-images-idx3-ubyte.gz") == "data/train-labels-idx1-ubyte.gz");
+  CHECK(idx_labels_path_for("t10k-images-idx3-ubyte") == "t10k-labels-idx1-ubyte");
+  CHECK(idx_labels_path_for("images-idx3/x.idx").empty());  // only the name counts
+  CHECK(idx_labels_path_for("pixels.idx").empty());
+  CHECK_THROWS_AS(read_idx("pixels.idx"), ConfigError);
+}
+
+TEST_CASE("a hostile header is rejected from its sizes, before any allocation") {
+  test::TempDir dir;
+  // 10^9 images of 28x28 declared in a 100-byte file: must fail at once, not try to
+  // allocate 3 TB of floats.
+  test::write_text(dir.file("huge"), idx_bytes({1000000000, 28, 28}, std::string(84, 'x')));
+  test::write_text(dir.file("labels"), idx_bytes({3}, kLabels));
+  auto t0 = std::chrono::steady_clock::now();
+  std::string msg = error_of<DataError>([&] { read_idx(dir.file("huge"), dir.file("labels")); });
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  CHECK_MESSAGE(contains(msg, dir.file("huge") + ": truncated: the header declares 1000000000 images of 28x28"), msg);
+  CHECK_MESSAGE(contains(msg, "the file has 100 bytes"), msg);
+
+  // Dimensions whose product overflows 64 bits.
+  test::write_text(dir.file("overflow"), idx_bytes({0xffffffff, 0xffffffff, 0xffffffff}, ""));
+  msg = error_of<DataError>([&] { read_idx(dir.file("overflow"), dir.file("labels")); });
+  CHECK_MESSAGE(contains(msg, "more than 2^64"), msg);
+
+  // The same through gzip: the inflated size is what counts.
+  test::write_gzip(dir.file("huge.gz"), idx_bytes({1000000000, 28, 28}, std::string(84, 'x')));
+  msg = error_of<DataError>([&] { read_idx(dir.file("huge.gz"), dir.file("labels")); });
+  CHECK_MESSAGE(contains(msg, "truncated: the header declares 1000000000 images"), msg);
+}
+
+TEST_CASE("malformed IDX files give clear errors naming the file") {
+  test::TempDir dir;
+  const std::string labels = dir.file("labels");
+  test::write_text(labels, idx_bytes({3}, kLabels));
+  auto images_error = [&](const std::string& bytes) {
+    test::write_text(dir.file("images"), bytes);
+    std::string msg = error_of<DataError>([&] { read_idx(dir.file("images"), labels); });
+    CHECK_MESSAGE(msg.rfind(dir.file("images") + ": ", 0) == 0, msg);
+    return msg;
+  };
+  CHECK(contains(images_error(""), "too short for an IDX header (0 bytes)"));
+  CHECK(contains(images_error(std::string("\0\0", 2)), "too short for an IDX header (2 bytes)"));
+  CHECK(contains(images_error("P5\n28 28\n"), "not an IDX file"));
+  CHECK(contains(images_error(idx_bytes({3, 2, 2}, std::string(48, '\0'), 0x0D)),
+                 "IDX element type 0x0D is not supported (only unsigned bytes, 0x08)"));
+  CHECK(contains(images_error(idx_bytes({3}, kLabels)),
+                 "an IDX image file has 2 or 3 dimensions, this one has 1 (is it a labels file?)"));
+  CHECK(contains(images_error(idx_bytes({3, 2, 2}, kPixels).substr(0, 10)),
+                 "truncated IDX header: 3 dimensions need 16 bytes, the file has 10"));
+  CHECK(contains(images_error(idx_bytes({3, 2, 2}, kPixels.substr(0, 11))),
+                 "truncated: the header declares 3 images of 2x2 (28 bytes) but the file has 27 bytes"));
+  CHECK(contains(images_error(idx_bytes({3, 2, 2}, kPixels + "x")),
+                 "the header declares 3 images of 2x2 (28 bytes) but the file has 29 bytes"));
+
+  test::write_text(dir.file("images"), idx_bytes({3, 2, 2}, kPixels));
+  test::write_text(dir.file("two"), idx_bytes({2}, kLabels.substr(0, 2)));
+  std::string msg = error_of<DataError>([&] { read_idx(dir.file("images"), dir.file("two")); });
+  CHECK_MESSAGE(contains(msg, dir.file("two") + ": has 2 labels but " + dir.file("images") + " has 3 images"), msg);
+  test::write_text(dir.file("cube"), idx_bytes({3, 1, 1}, kLabels));
+  msg = error_of<DataError>([&] { read_idx(dir.file("images"), dir.file("cube")); });
+  CHECK_MESSAGE(contains(msg, "an IDX label file has 1 dimension, this one has 3"), msg);
+  msg = error_of<IoError>([&] { read_idx(dir.file("images"), dir.file("nope")); });
+  CHECK_MESSAGE(contains(msg, "cannot open " + dir.file("nope")), msg);
+}
+
+TEST_CASE("Fashion-MNIST: 60000 + 10000 images of 28x28, labels 0..9") {
+  const std::filesystem::path dir = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(dir / "train-images-idx3-ubyte.gz")) {
+    MESSAGE("SKIPPED: Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)");
+    return;
+  }
+  Dataset train = load_dataset((dir / "train-images-idx3-ubyte.gz").string());
+  CHECK(train.rows() == 60000);
+  CHECK(train.cols() == 784);
+  DatasetStats st = describe(train);
+  REQUIRE(st.label_counts.size() == 10);
+  for (std::size_t k = 0; k < 10; ++k) {
+    CHECK(st.label_counts[k].first == static_cast<float>(k));
+    CHECK(st.label_counts[k].second == 6000);  // the training set is balanced
+  }
+  auto [lo, hi] = std::minmax_element(train.values().begin(), train.values().end());
+  CHECK(*lo == 0.0f);
+  CHECK(*hi == 1.0f);
+
+  Dataset test_set = read_idx((dir / "t10k-images-idx3-ubyte.gz").string());
+  CHECK(test_set.rows() == 10000);
+  CHECK(test_set.cols() == 784);
+}
