@@ -58,12 +58,12 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("hogwild_train ") + HOGWILD_VERSION);
   app.add_option("--train", o.train,
                  "Training data: libsvm/svmlight text, MNIST IDX images, or a binary cache "
-                 "(hogwild_data convert); .gz is read transparently");
-  app.add_option("--test", o.test, "Test data, same formats; evaluated after every epoch");
+                 "(hogwild_data convert); .gz is read transparently")->option_text("FILE");
+  app.add_option("--test", o.test, "Test data, same formats; evaluated after every epoch")->option_text("FILE");
   app.add_option("--train-labels", o.train_labels,
                  "IDX labels file for --train (default: the images path with "
-                 "images-idx3 replaced by labels-idx1)");
-  app.add_option("--test-labels", o.test_labels, "IDX labels file for --test");
+                 "images-idx3 replaced by labels-idx1)")->option_text("FILE");
+  app.add_option("--test-labels", o.test_labels, "IDX labels file for --test")->option_text("FILE");
   app.add_option("--model", cfg.model, "Model: " + [] {
     std::string s;
     for (auto& n : hogwild::model_names()) s += (s.empty() ? "" : ", ") + n;
@@ -93,10 +93,10 @@ int run(int argc, char** argv) {
   app.add_option("--eval-every", cfg.eval_every,
                  "Also evaluate every S seconds during an epoch (0 = per epoch only)")
       ->capture_default_str();
-  app.add_option("--metrics", o.metrics, "Write one JSON object per evaluation to FILE");
-  app.add_option("--summary", o.summary, "Write the run's summary as one JSON object to FILE");
+  app.add_option("--metrics", o.metrics, "Write one JSON object per evaluation to FILE")->option_text("FILE");
+  app.add_option("--summary", o.summary, "Write the run's summary as one JSON object to FILE")->option_text("FILE");
   app.add_option("--shm-dir", cfg.shm_dir,
-                 "Put the parameter arena in a file-backed mapping in DIR instead of /dev/shm");
+                 "Put the parameter arena in a file-backed mapping in DIR instead of /dev/shm")->option_text("DIR");
   app.add_option("--threads", o.threads, "Threads for parsing text data (0 = all cores)")
       ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "Print only the final summary line");
