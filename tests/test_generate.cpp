@@ -23,7 +23,8 @@ bool same(const Dataset& a, const Dataset& b) {
          eq(a.indices(), b.indices()) && eq(a.values(), b.values());
 }
 
-GenerateOptions opts(std::size_t rows, std::size_t features, std::size_t k, std::uint64_t seed = 1) {
+GenerateOptions opts(std::size_t rows, std::size_t features, std::size_t k,
+                     std::uint64_t seed = 1) {
   GenerateOptions o;
   o.rows = rows;
   o.features = features;
@@ -45,7 +46,9 @@ double fraction_of_ones(const Dataset& d) {
          static_cast<double>(d.rows());
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 test::RunResult data_cli(std::vector<std::string> args) {
   args.insert(args.begin(), test::hogwild_data_path());
@@ -165,8 +168,8 @@ TEST_CASE("hogwild_data: --version, generate, convert, info") {
   CHECK(r.exit_code == 0);
   CHECK(r.out.rfind("hogwild_data ", 0) == 0);
 
-  r = data_cli({"generate", "--rows", "1000", "--features", "200", "--nnz-per-row", "10",
-                "--noise", "0.1", "--seed", "7", "--zipf", "1.2", "--out", dir.file("g.svm.gz")});
+  r = data_cli({"generate", "--rows", "1000", "--features", "200", "--nnz-per-row", "10", "--noise",
+                "0.1", "--seed", "7", "--zipf", "1.2", "--out", dir.file("g.svm.gz")});
   CAPTURE(r.out);
   REQUIRE(r.exit_code == 0);
   GenerateOptions o = opts(1000, 200, 10, 7);
@@ -175,8 +178,8 @@ TEST_CASE("hogwild_data: --version, generate, convert, info") {
   const Dataset expected = generate_sparse(o);
   CHECK(same(read_libsvm(dir.file("g.svm.gz")), expected));
 
-  r = data_cli({"generate", "--rows", "1000", "--features", "200", "--nnz-per-row", "10",
-                "--noise", "0.1", "--seed", "7", "--zipf", "1.2", "--out", dir.file("g.cache")});
+  r = data_cli({"generate", "--rows", "1000", "--features", "200", "--nnz-per-row", "10", "--noise",
+                "0.1", "--seed", "7", "--zipf", "1.2", "--out", dir.file("g.cache")});
   REQUIRE(r.exit_code == 0);
   CHECK(same(open_cache(dir.file("g.cache")), expected));
 
@@ -219,7 +222,8 @@ TEST_CASE("hogwild_data: bad options exit 2, bad data exit 2 with file:line") {
   test::write_text(dir.file("bad.svm"), "1 1:1\n0 2:x\n");
   r = data_cli({"info", dir.file("bad.svm")});
   CHECK(r.exit_code == 2);
-  CHECK(contains(r.out, "hogwild_data: error: " + dir.file("bad.svm") + ":2: expected \"index:value\" but found \"2:x\""));
+  CHECK(contains(r.out, "hogwild_data: error: " + dir.file("bad.svm") +
+                            ":2: expected \"index:value\" but found \"2:x\""));
   r = data_cli({"convert", dir.file("missing.svm"), "--out", dir.file("m.cache")});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.out, "hogwild_data: error: cannot open " + dir.file("missing.svm")));

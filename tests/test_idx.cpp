@@ -34,11 +34,13 @@ std::string error_of(F&& f) {
   }
   return "(no error)";
 }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // Three 2x2 images and their labels.
-const std::string kPixels = {'\0', '\x33', '\x7f', '\xff', '\x01', '\x02', '\x03', '\x04',
-                             '\xff', '\xff', '\0', '\0'};
+const std::string kPixels = {'\0',   '\x33', '\x7f', '\xff', '\x01', '\x02',
+                             '\x03', '\x04', '\xff', '\xff', '\0',   '\0'};
 const std::string kLabels = {'\x07', '\0', '\x09'};
 
 }  // namespace
@@ -87,7 +89,8 @@ TEST_CASE("gzip is read transparently, on either file, and the labels path is de
 }
 
 TEST_CASE("idx_labels_path_for replaces images-idx3 in the file name") {
-  CHECK(idx_labels_path_for("data/train-images-idx3-ubyte.gz") == "data/train-labels-idx1-ubyte.gz");
+  CHECK(idx_labels_path_for("data/train-images-idx3-ubyte.gz") ==
+        "data/train-labels-idx1-ubyte.gz");
   CHECK(idx_labels_path_for("t10k-images-idx3-ubyte") == "t10k-labels-idx1-ubyte");
   CHECK(idx_labels_path_for("images-idx3/x.idx").empty());  // only the name counts
   CHECK(idx_labels_path_for("pixels.idx").empty());
@@ -103,7 +106,9 @@ TEST_CASE("a hostile header is rejected from its sizes, before any allocation") 
   auto t0 = std::chrono::steady_clock::now();
   std::string msg = error_of<DataError>([&] { read_idx(dir.file("huge"), dir.file("labels")); });
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
-  CHECK_MESSAGE(contains(msg, dir.file("huge") + ": truncated: the header declares 1000000000 images of 28x28"), msg);
+  CHECK_MESSAGE(contains(msg, dir.file("huge") +
+                                  ": truncated: the header declares 1000000000 images of 28x28"),
+                msg);
   CHECK_MESSAGE(contains(msg, "the file has 100 bytes"), msg);
 
   // Dimensions whose product overflows 64 bits.
@@ -136,15 +141,18 @@ TEST_CASE("malformed IDX files give clear errors naming the file") {
                  "an IDX image file has 2 or 3 dimensions, this one has 1 (is it a labels file?)"));
   CHECK(contains(images_error(idx_bytes({3, 2, 2}, kPixels).substr(0, 10)),
                  "truncated IDX header: 3 dimensions need 16 bytes, the file has 10"));
-  CHECK(contains(images_error(idx_bytes({3, 2, 2}, kPixels.substr(0, 11))),
-                 "truncated: the header declares 3 images of 2x2 (28 bytes) but the file has 27 bytes"));
+  CHECK(contains(
+      images_error(idx_bytes({3, 2, 2}, kPixels.substr(0, 11))),
+      "truncated: the header declares 3 images of 2x2 (28 bytes) but the file has 27 bytes"));
   CHECK(contains(images_error(idx_bytes({3, 2, 2}, kPixels + "x")),
                  "the header declares 3 images of 2x2 (28 bytes) but the file has 29 bytes"));
 
   test::write_text(dir.file("images"), idx_bytes({3, 2, 2}, kPixels));
   test::write_text(dir.file("two"), idx_bytes({2}, kLabels.substr(0, 2)));
   std::string msg = error_of<DataError>([&] { read_idx(dir.file("images"), dir.file("two")); });
-  CHECK_MESSAGE(contains(msg, dir.file("two") + ": has 2 labels but " + dir.file("images") + " has 3 images"), msg);
+  CHECK_MESSAGE(
+      contains(msg, dir.file("two") + ": has 2 labels but " + dir.file("images") + " has 3 images"),
+      msg);
   test::write_text(dir.file("cube"), idx_bytes({3, 1, 1}, kLabels));
   msg = error_of<DataError>([&] { read_idx(dir.file("images"), dir.file("cube")); });
   CHECK_MESSAGE(contains(msg, "an IDX label file has 1 dimension, this one has 3"), msg);

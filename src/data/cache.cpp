@@ -89,7 +89,8 @@ RowFault check_dense_row(const Arrays& a, std::size_t r) {
 std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, bool sparse) {
   const std::string row = "row " + std::to_string(r + 1) + ": ";
   auto first = [&](auto&& pred) {  // first entry of row r for which pred holds
-    std::uint64_t b = sparse ? a.offsets[r] : r * a.cols, e = sparse ? a.offsets[r + 1] : b + a.cols;
+    std::uint64_t b = sparse ? a.offsets[r] : r * a.cols,
+                  e = sparse ? a.offsets[r + 1] : b + a.cols;
     for (std::uint64_t i = b; i < e; ++i)
       if (pred(i)) return i;
     return e;
@@ -97,8 +98,8 @@ std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, bool spar
   switch (f) {
     case RowFault::offsets:
       return row + "CSR offsets are not monotonic or run past the non-zeros (" +
-             std::to_string(a.offsets[r]) + " then " + std::to_string(a.offsets[r + 1]) +
-             ", nnz " + std::to_string(a.nnz) + ")";
+             std::to_string(a.offsets[r]) + " then " + std::to_string(a.offsets[r + 1]) + ", nnz " +
+             std::to_string(a.nnz) + ")";
     case RowFault::label: return row + "label is not finite";
     case RowFault::index_range: {
       auto i = first([&](auto i) { return a.indices[i] >= a.cols; });
@@ -130,11 +131,11 @@ std::size_t first_bad_row(std::size_t rows, std::size_t work, Check check) {
   return tbb.run([&] {
     return oneapi::tbb::parallel_reduce(
         oneapi::tbb::blocked_range<std::size_t>(0, rows), rows,
-        [&](const auto& range, std::size_t found) {
+        tbb.task([&](const auto& range, std::size_t found) {
           std::size_t r = scan(range.begin(), range.end());
           return r < range.end() ? std::min(found, r) : found;
-        },
-        [](std::size_t x, std::size_t y) { return std::min(x, y); });
+        }),
+        tbb.task([](std::size_t x, std::size_t y) { return std::min(x, y); }));
   });
 }
 
@@ -162,6 +163,7 @@ void write_cache(const Dataset& d, const std::string& path) {
   detail::OutputFile out(path, false);
   auto put = [&](std::size_t at, const void* data, std::size_t n) {
     static constexpr char zeros[detail::kSectionAlign] = {};
+    HOGWILD_ENFORCE_LE(out.written(), at);
     out.write(zeros, at - out.written());  // padding up to the aligned section start
     if (n) out.write(data, n);
   };
@@ -209,9 +211,8 @@ Dataset open_cache(const std::string& path) {
 
   // Shapes: every count is bounded by the file size before anything is multiplied.
   if (h.rows > size || h.nnz > size)
-    throw fail("header declares " + std::to_string(h.rows) + " rows and " +
-               std::to_string(h.nnz) + " values, more than a " + std::to_string(size) +
-               "-byte file can hold");
+    throw fail("header declares " + std::to_string(h.rows) + " rows and " + std::to_string(h.nnz) +
+               " values, more than a " + std::to_string(size) + "-byte file can hold");
   if (sparse && h.cols > std::uint64_t{std::numeric_limits<std::uint32_t>::max()} + 1)
     throw fail("cols " + std::to_string(h.cols) + " does not fit 32-bit feature indices");
   if (!sparse && (h.cols > std::numeric_limits<std::uint32_t>::max() ||
@@ -234,8 +235,8 @@ Dataset open_cache(const std::string& path) {
   for (const Section& sec : sections) {
     if (sec.offset % detail::kSectionAlign != 0 || sec.offset < end || sec.offset > size ||
         sec.bytes > size - sec.offset)
-      throw fail(std::string(sec.name) + " section (offset " + std::to_string(sec.offset) +
-                 ", " + std::to_string(sec.bytes) + " bytes) is misaligned, overlaps another " +
+      throw fail(std::string(sec.name) + " section (offset " + std::to_string(sec.offset) + ", " +
+                 std::to_string(sec.bytes) + " bytes) is misaligned, overlaps another " +
                  "or lies outside the " + std::to_string(size) + "-byte file");
     end = sec.offset + sec.bytes;
   }
@@ -250,7 +251,9 @@ Dataset open_cache(const std::string& path) {
   if (sparse && (a.offsets[0] != 0 || a.offsets[a.rows] != a.nnz))
     throw fail("CSR offsets must run from 0 to nnz " + std::to_string(a.nnz) + ", they run from " +
                std::to_string(a.offsets[0]) + " to " + std::to_string(a.offsets[a.rows]));
-  auto check = [&](std::size_t r) { return sparse ? check_sparse_row(a, r) : check_dense_row(a, r); };
+  auto check = [&](std::size_t r) {
+    return sparse ? check_sparse_row(a, r) : check_dense_row(a, r);
+  };
   std::size_t bad = first_bad_row(a.rows, a.rows + a.nnz, check);
   if (bad < a.rows) throw fail(describe_fault(a, bad, check(bad), sparse));
 

@@ -64,8 +64,7 @@ Dataset Dataset::dense(std::span<const float> labels, std::span<const float> val
   copy_into(base, s.values, values);
   storage->seal();
   return view(storage, Layout::dense, rows, cols, detail::section<const float>(base, s.labels),
-              nullptr, nullptr, detail::section<const float>(base, s.values),
-              std::move(source));
+              nullptr, nullptr, detail::section<const float>(base, s.values), std::move(source));
 }
 
 Dataset Dataset::view(std::shared_ptr<MappedBuffer> storage, Layout layout, std::size_t rows,

@@ -42,7 +42,9 @@ class Rng {  // xoshiro256** (Blackman and Vigna)
     return result;
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(uniform() * static_cast<double>(n)); }
+  std::size_t below(std::size_t n) {
+    return static_cast<std::size_t>(uniform() * static_cast<double>(n));
+  }
   // Irwin-Hall: the sum of 12 uniforms minus 6 has mean 0 and variance 1, close
   // enough to a normal for hidden weights, and needs no libm call.
   double normal() {
@@ -64,6 +66,8 @@ void validate(const GenerateOptions& o) {
   if (o.nnz_per_row == 0 || o.nnz_per_row > o.features)
     throw ConfigError("generate: nnz per row must be between 1 and features (" +
                       std::to_string(o.features) + "), not " + std::to_string(o.nnz_per_row));
+  if (o.rows > std::numeric_limits<std::size_t>::max() / sizeof(float) / o.nnz_per_row)
+    throw ConfigError("generate: rows * nnz per row is too large");
   if (!(o.noise >= 0.0 && o.noise <= 0.5))
     throw ConfigError("generate: noise must be between 0 and 0.5, not " + std::to_string(o.noise));
   if (!(o.zipf_exponent >= 0.0 && o.zipf_exponent <= 10.0))
@@ -76,7 +80,8 @@ void validate(const GenerateOptions& o) {
 // range as in hashed real data, not packed at the start.
 class FeatureSampler {
  public:
-  FeatureSampler(const GenerateOptions& o, Rng& rng) : a_(o.zipf_exponent), cdf_(o.features), perm_(o.features), stamp_(o.features, 0) {
+  FeatureSampler(const GenerateOptions& o, Rng& rng)
+      : a_(o.zipf_exponent), cdf_(o.features), perm_(o.features), stamp_(o.features, 0) {
     double total = 0;
     for (std::size_t r = 0; r < o.features; ++r) cdf_[r] = total += weight(r);
     std::iota(perm_.begin(), perm_.end(), std::uint32_t{0});
@@ -93,7 +98,8 @@ class FeatureSampler {
     const std::size_t budget = 16 * k + 64;
     for (std::size_t tries = 0; out.size() < k && tries < budget; ++tries) {
       double u = rng.uniform() * cdf_.back();
-      auto r = static_cast<std::size_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+      auto r =
+          static_cast<std::size_t>(std::upper_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
       r = std::min(r, cdf_.size() - 1);
       if (stamp_[r] == row_) continue;
       stamp_[r] = row_;

@@ -127,8 +127,9 @@ Dataset read_idx(const std::string& images_path, const std::string& labels_path)
   IdxArray labels = read_array(lpath, 1, 1, "label");
   const std::size_t rows = images.dims[0], cols = images.item;
   if (labels.dims[0] != rows)
-    throw DataError(lpath, 0, "has " + std::to_string(labels.dims[0]) + " labels but " +
-                                  images_path + " has " + std::to_string(rows) + " images");
+    throw DataError(lpath, 0,
+                    "has " + std::to_string(labels.dims[0]) + " labels but " + images_path +
+                        " has " + std::to_string(rows) + " images");
   if (cols > std::numeric_limits<std::uint32_t>::max())
     throw DataError(images_path, 0, "images of " + std::to_string(cols) + " pixels are too large");
 
@@ -146,8 +147,8 @@ Dataset read_idx(const std::string& images_path, const std::string& labels_path)
   for (std::size_t r = 0; r < rows; ++r) out_labels[r] = label_bytes[r];
   for (std::size_t i = 0; i < rows * cols; ++i) out_values[i] = scale[pixels[i]];
   storage->seal();
-  return Dataset::view(storage, Layout::dense, rows, cols, out_labels, nullptr, nullptr,
-                       out_values, images_path);
+  return Dataset::view(storage, Layout::dense, rows, cols, out_labels, nullptr, nullptr, out_values,
+                       images_path);
 }
 
 }  // namespace hogwild

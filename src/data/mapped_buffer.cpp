@@ -18,11 +18,15 @@ namespace hogwild {
 
 namespace {
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // mmap refuses a length of 0; an empty dataset still gets one page, so data() is
 // never null and seal()/munmap need no special case.
-std::size_t map_length(std::size_t bytes) { return std::max<std::size_t>(bytes, 1); }
+std::size_t map_length(std::size_t bytes) {
+  return std::max<std::size_t>(bytes, 1);
+}
 
 // Closes the descriptor on every path out of map_file.
 struct Fd {
@@ -35,8 +39,8 @@ struct Fd {
 }  // namespace
 
 std::shared_ptr<MappedBuffer> MappedBuffer::anonymous(std::size_t bytes) {
-  void* p = ::mmap(nullptr, map_length(bytes), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* p =
+      ::mmap(nullptr, map_length(bytes), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     throw ResourceError("cannot map " + std::to_string(bytes) +
                         " bytes of shared memory: " + errno_text());
@@ -50,6 +54,9 @@ std::shared_ptr<MappedBuffer> MappedBuffer::map_file(const std::string& path) {
   if (::fstat(f.fd, &st) != 0) throw IoError("cannot stat " + path + ": " + errno_text());
   if (!S_ISREG(st.st_mode)) throw IoError(path + ": not a regular file");
   if (st.st_size == 0) throw IoError(path + ": empty file");
+  // MAP_SHARED: every process that maps the file shares the page cache. A file
+  // truncated under the mapping would fault (SIGBUS); our writers never do that,
+  // they write a new file and rename it over the old one.
   auto size = static_cast<std::size_t>(st.st_size);
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, f.fd, 0);
   if (p == MAP_FAILED) {
@@ -61,7 +68,9 @@ std::shared_ptr<MappedBuffer> MappedBuffer::map_file(const std::string& path) {
   return std::shared_ptr<MappedBuffer>(new MappedBuffer(static_cast<std::byte*>(p), size));
 }
 
-MappedBuffer::~MappedBuffer() { ::munmap(data_, map_length(size_)); }
+MappedBuffer::~MappedBuffer() {
+  ::munmap(data_, map_length(size_));
+}
 
 void MappedBuffer::seal() {
   if (::mprotect(data_, map_length(size_), PROT_READ) != 0)

@@ -10,6 +10,18 @@
 #include <new>
 #include <utility>
 
+#if defined(__SANITIZE_THREAD__)
+#define HOGWILD_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HOGWILD_TSAN 1
+#endif
+#endif
+#ifdef HOGWILD_TSAN
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace hogwild::detail {
 
 class TbbSession {
@@ -27,12 +39,46 @@ class TbbSession {
     oneapi::tbb::finalize(handle_, std::nothrow);
   }
 
+  // Runs f (which starts parallel algorithms) in this session's arena.
   template <class F>
   decltype(auto) run(F&& f) {
+    release();
+    struct AcquireOnExit {
+      TbbSession* s;
+      ~AcquireOnExit() { s->acquire(); }
+    } on_exit{this};
     return arena_.execute(std::forward<F>(f));
   }
 
+  // Wraps the body of a parallel algorithm (each body and join of parallel_reduce).
+  // ThreadSanitizer cannot see the synchronisation inside libtbb, which is not
+  // instrumented; this declares the order TBB guarantees: what the caller wrote
+  // before run() happens before every task, and every task before run() returns.
+  template <class Body>
+  auto task(Body body) {
+    return [this, body](auto&&... args) {
+      acquire();
+      struct ReleaseOnExit {
+        TbbSession* s;
+        ~ReleaseOnExit() { s->release(); }
+      } on_exit{this};
+      return body(std::forward<decltype(args)>(args)...);
+    };
+  }
+
  private:
+#ifdef HOGWILD_TSAN
+  void acquire() {
+    __tsan_acquire(this);
+  }
+  void release() {
+    __tsan_release(this);
+  }
+#else
+  void acquire() {}
+  void release() {}
+#endif
+
   // Declared first: it must outlive the arena and be finalized after it.
   oneapi::tbb::task_scheduler_handle handle_{oneapi::tbb::attach{}};
   oneapi::tbb::task_arena arena_;

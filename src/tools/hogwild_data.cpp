@@ -3,8 +3,8 @@
 //   hogwild_data convert spam.train.svm.gz --out spam.train.cache
 //   hogwild_data info train-images-idx3-ubyte.gz
 // Exit status: 0 ok, 2 bad input or option, 4 out of memory or disk, 1 otherwise.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -36,7 +36,10 @@ void save(const Dataset& d, const std::string& out, const std::string& format) {
   else
     write_libsvm(d, out);
   fmt::print("wrote {}: {} rows, {} features, {} non-zeros ({})\n", out, d.rows(), d.cols(),
-             d.nnz(), format == "cache" ? "binary cache" : out.ends_with(".gz") ? "libsvm, gzip" : "libsvm");
+             d.nnz(),
+             format == "cache"      ? "binary cache"
+             : out.ends_with(".gz") ? "libsvm, gzip"
+                                    : "libsvm");
 }
 
 const char* format_name(FileFormat f) {
@@ -62,8 +65,10 @@ void info(const std::string& path, const std::string& labels, unsigned threads) 
   fmt::print("non-zeros:  {} ({:.2f} per row)\n", st.nnz,
              st.rows ? static_cast<double>(st.nnz) / static_cast<double>(st.rows) : 0.0);
   fmt::print("density:    {:.6g}\n", cells > 0 ? static_cast<double>(st.nnz) / cells : 0.0);
-  fmt::print("memory:     {:.1f} MiB shared by all workers\n", static_cast<double>(d.bytes()) / (1 << 20));
-  fmt::print("labels:     {} distinct{}\n", st.label_counts.size(), st.many_labels ? " (more than 1000; counted the first 1000)" : "");
+  fmt::print("memory:     {:.1f} MiB shared by all workers\n",
+             static_cast<double>(d.bytes()) / (1 << 20));
+  fmt::print("labels:     {} distinct{}\n", st.label_counts.size(),
+             st.many_labels ? " (more than 1000; counted the first 1000)" : "");
   for (auto [label, count] : st.label_counts)
     fmt::print("  {:>8}: {} ({:.1f}%)\n", label, count,
                100.0 * static_cast<double>(count) / static_cast<double>(st.rows));
@@ -79,30 +84,47 @@ int main(int argc, char** argv) {
 
   GenerateOptions gen;
   std::string gen_out, gen_format;
-  auto* g = app.add_subcommand("generate", "Synthetic sparse binary classification (Zipf feature popularity)");
-  g->add_option("--rows", gen.rows, "Number of rows")->capture_default_str()->check(CLI::PositiveNumber);
-  g->add_option("--features", gen.features, "Number of features (columns)")->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{4294967295}));
-  g->add_option("--nnz-per-row", gen.nnz_per_row, "Non-zeros in each row (at most --features)")->capture_default_str()->check(CLI::PositiveNumber);
-  g->add_option("--noise", gen.noise, "Fraction of labels flipped")->capture_default_str()->check(CLI::Range(0.0, 0.5));
-  g->add_option("--zipf", gen.zipf_exponent, "Exponent of feature popularity (0 = uniform)")->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  auto* g = app.add_subcommand("generate",
+                               "Synthetic sparse binary classification (Zipf feature popularity)");
+  g->add_option("--rows", gen.rows, "Number of rows")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  g->add_option("--features", gen.features, "Number of features (columns)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4294967295}));
+  g->add_option("--nnz-per-row", gen.nnz_per_row, "Non-zeros in each row (at most --features)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  g->add_option("--noise", gen.noise, "Fraction of labels flipped")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.5));
+  g->add_option("--zipf", gen.zipf_exponent, "Exponent of feature popularity (0 = uniform)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
   g->add_option("--seed", gen.seed, "Random seed (same seed, same data)")->capture_default_str();
-  g->add_option("--out", gen_out, "Output file: .cache/.hwd = binary cache, .gz = gzip'ed libsvm, else libsvm text")->required();
-  g->add_option("--format", gen_format, "Force the output format")->check(CLI::IsMember({"libsvm", "cache"}));
+  g->add_option("--out", gen_out,
+                "Output file: .cache/.hwd = binary cache, .gz = gzip'ed libsvm, else libsvm text")
+      ->required();
+  g->add_option("--format", gen_format, "Force the output format")
+      ->check(CLI::IsMember({"libsvm", "cache"}));
 
   std::string conv_in, conv_labels, conv_out, conv_format;
   unsigned conv_threads = 0;
   auto* c = app.add_subcommand("convert", "Convert libsvm text or IDX images to the binary cache");
   c->add_option("input", conv_in, "libsvm (.gz too), IDX images or a cache")->required();
-  c->add_option("--labels", conv_labels, "IDX labels file (default: guessed from the images file name)");
+  c->add_option("--labels", conv_labels,
+                "IDX labels file (default: guessed from the images file name)");
   c->add_option("--out", conv_out, "Output file")->required();
-  c->add_option("--format", conv_format, "Output format (default: cache)")->check(CLI::IsMember({"libsvm", "cache"}));
+  c->add_option("--format", conv_format, "Output format (default: cache)")
+      ->check(CLI::IsMember({"libsvm", "cache"}));
   c->add_option("--threads", conv_threads, "Parser threads (0 = all cores)")->capture_default_str();
 
   std::string info_in, info_labels;
   unsigned info_threads = 0;
   auto* i = app.add_subcommand("info", "Print rows, features, non-zeros, density and label counts");
   i->add_option("file", info_in, "libsvm (.gz too), IDX images or a cache")->required();
-  i->add_option("--labels", info_labels, "IDX labels file (default: guessed from the images file name)");
+  i->add_option("--labels", info_labels,
+                "IDX labels file (default: guessed from the images file name)");
   i->add_option("--threads", info_threads, "Parser threads (0 = all cores)")->capture_default_str();
 
   try {
