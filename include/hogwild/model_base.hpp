@@ -75,14 +75,13 @@ class ModelBase : public Model {
     Evaluation e;
     e.rows = data.rows();
     if (data.rows() == 0) return e;
-    double loss = 0, sq = 0;
+    double loss = 0;
     std::size_t correct = 0;
     for (std::size_t r = 0; r < data.rows(); ++r) {
       double l = 0;
       bool ok = false;
       derived().predict(params, data.row(r), targets[r], l, ok);
       loss += l;
-      sq += l;
       correct += ok;
     }
     const double n = static_cast<double>(data.rows());
@@ -90,7 +89,7 @@ class ModelBase : public Model {
     if (derived().reports_accuracy())
       e.accuracy = static_cast<double>(correct) / n;
     else
-      e.rmse = std::sqrt(2.0 * sq / n);  // squared loss is (z - y)^2 / 2
+      e.rmse = std::sqrt(2.0 * e.loss);  // regression loss is (z - y)^2 / 2
     return e;
   }
 
@@ -107,7 +106,6 @@ class ModelBase : public Model {
     const std::size_t n = t.rows.size();
     const std::size_t batch = t.batch ? t.batch : 1;
     std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
-    const std::uint64_t start = seen;
     for (std::size_t begin = 0; begin < n; begin += batch) {
       if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
       const std::size_t size = std::min(batch, n - begin);
@@ -124,7 +122,6 @@ class ModelBase : public Model {
         t.progress->samples.store(seen, std::memory_order_relaxed);
     }
     if (t.progress) t.progress->samples.store(seen, std::memory_order_relaxed);
-    (void)start;
     return loss;
   }
 };
