@@ -71,6 +71,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
   nlohmann::json j{
       {"model", c.model},
       {"mode", std::string(to_string(c.mode))},
+      {"optimizer", std::string(to_string(c.optimizer))},
       {"workers", c.mode == Mode::serial ? 1u : c.workers},
       {"epochs", c.epochs},
       {"batch", c.batch},

@@ -91,6 +91,7 @@ void sleep_ms(int ms) {
 }
 
 std::string block_name(const std::string& tensor) { return "param:" + tensor; }
+std::string state_block_name(const std::string& tensor) { return "state:" + tensor; }
 
 void initialise(const ParamSet& p, const std::vector<TensorSpec>& specs, std::uint64_t seed) {
   Rng rng(seed ^ 0x5eedf00dULL);
@@ -163,8 +164,10 @@ struct Run {
         {"epoch_loss", sizeof(double) * workers * cfg.epochs},
     };
     std::size_t floats = 0;
+    const bool stateful = has_state(cfg.optimizer);
     for (auto& s : specs) {
       blocks.push_back({block_name(s.name), s.size * sizeof(float)});
+      if (stateful) blocks.push_back({state_block_name(s.name), s.size * sizeof(float)});
       floats += (s.size + 15) / 16 * 16;
     }
     if (cfg.mode != Mode::serial) {
@@ -179,8 +182,9 @@ struct Run {
     progress = {new (pb.data()) WorkerProgress[workers], workers};
     epoch_loss = arena.array<double>("epoch_loss");
     std::vector<ParamSet::Tensor> t;
-    for (auto& s : specs)
-      t.push_back({s.name, arena.array<float>(block_name(s.name)).data(), s.size});
+    for (auto& s : specs)  // state blocks start zeroed, as AdaGrad's accumulators must
+      t.push_back({s.name, arena.array<float>(block_name(s.name)).data(), s.size,
+                   stateful ? arena.array<float>(state_block_name(s.name)).data() : nullptr});
     params = ParamSet(std::move(t));
     initialise(params, specs, cfg.seed);
     if (arena.has("finishers")) {
@@ -247,6 +251,7 @@ struct Run {
     task.step_size = cfg.step_size;
     task.epoch = e;
     task.workers = workers;
+    task.optimizer = cfg.optimizer;
     task.params = params;
     task.progress = &progress[rank];
     task.mutex = &control->mutex;
@@ -435,8 +440,10 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_set
   std::uint64_t tree = detail::self_pss_bytes();
   for (auto& p : run.progress) tree += p.pss_bytes.load(std::memory_order_relaxed);
   result.peak_rss_bytes = std::max<std::uint64_t>(tree, detail::self_peak_rss_bytes());
-  for (const auto& t : run.params.tensors())
+  for (const auto& t : run.params.tensors()) {
     result.parameters[t.name].assign(t.data, t.data + t.size);
+    if (t.state) result.optimizer_state[t.name].assign(t.state, t.state + t.size);
+  }
   return result;
 }
 

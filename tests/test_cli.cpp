@@ -116,6 +116,7 @@ TEST_CASE("bad options exit 2 with a clear message") {
   for (const auto& c : std::vector<Case>{
            {{"--train", train, "--mode", "wild"}, "unknown mode \"wild\""},
            {{"--train", train, "--model", "svm"}, "unknown model \"svm\""},
+           {{"--train", train, "--optimizer", "adam"}, "unknown optimizer \"adam\""},
            {{"--train", train, "--workers", "0"}, "--workers"},
            {{"--train", train, "--workers", "many"}, "--workers"},
            {{"--train", train, "--lr", "-1"}, "--lr"},
@@ -148,7 +149,8 @@ TEST_CASE("a normal run prints progress, writes metrics and summary, leaves noth
   auto [train, test_file] = problem_files(dir, 4000);
   const auto before = test::our_shm_entries();
   auto r = run({test::hogwild_train_path(), "--train", train, "--test", test_file, "--workers", "2",
-                "--epochs", "3", "--metrics", dir.file("m.jsonl"), "--summary", dir.file("s.json")});
+                "--epochs", "3", "--optimizer", "adagrad", "--metrics", dir.file("m.jsonl"),
+                "--summary", dir.file("s.json")});
   INFO(r.out);
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("epoch   1/3") != std::string::npos);
@@ -157,6 +159,7 @@ TEST_CASE("a normal run prints progress, writes metrics and summary, leaves noth
   auto summary = test::read_text(dir.file("s.json"));
   CHECK(summary.find("\"mode\": \"hogwild\"") != std::string::npos);
   CHECK(summary.find("\"workers\": 2") != std::string::npos);
+  CHECK(summary.find("\"optimizer\": \"adagrad\"") != std::string::npos);
   auto metrics = test::read_text(dir.file("m.jsonl"));
   CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 3);
   CHECK(test::our_shm_entries() == before);

@@ -78,7 +78,7 @@ void check_gradient(M& model, const Dataset& d, const std::vector<float>& target
   Owned stepped(base);
   Batch b{&d, targets.data(), rows.data(), rows.size()};
   const float lr = 1.0f;
-  model.template step<SerialUpdate>(b, stepped.set, lr);
+  model.template step<Update<SerialUpdate, Sgd>>(b, stepped.set, lr);
   const double eps = 1e-3;
   int checked = 0;
   for (std::size_t t = 0; t < specs.size(); ++t) {
@@ -150,8 +150,8 @@ TEST_CASE("L2 on dense rows shrinks every weight by lr * lambda") {
   Owned without(base);
   std::vector<std::uint32_t> rows{2};
   Batch b{&d, t.data(), rows.data(), 1};
-  m.step<SerialUpdate>(b, with.set, 0.1f);
-  m0.step<SerialUpdate>(b, without.set, 0.1f);
+  m.step<Update<SerialUpdate, Sgd>>(b, with.set, 0.1f);
+  m0.step<Update<SerialUpdate, Sgd>>(b, without.set, 0.1f);
   for (std::size_t j = 0; j < d.cols(); ++j)
     CHECK(without.store[0][j] - with.store[0][j] == doctest::Approx(0.1 * 0.5 * base.store[0][j]).epsilon(1e-3).scale(1e-4));
 }
@@ -181,10 +181,10 @@ TEST_CASE("every update mode computes the same single-process step") {
   Owned s(base), h(base), a(base), l(base);
   std::vector<std::uint32_t> rows{0, 1, 2, 3, 4};
   Batch b{&d, t.data(), rows.data(), rows.size()};
-  m.step<SerialUpdate>(b, s.set, 0.3f);
-  m.step<HogwildUpdate>(b, h.set, 0.3f);
-  m.step<AtomicUpdate>(b, a.set, 0.3f);
-  m.step<LockUpdate>(b, l.set, 0.3f);
+  m.step<Update<SerialUpdate, Sgd>>(b, s.set, 0.3f);
+  m.step<Update<HogwildUpdate, Sgd>>(b, h.set, 0.3f);
+  m.step<Update<AtomicUpdate, Sgd>>(b, a.set, 0.3f);
+  m.step<Update<LockUpdate, Sgd>>(b, l.set, 0.3f);
   for (std::size_t i = 0; i < s.store[0].size(); ++i) {
     CHECK(h.store[0][i] == doctest::Approx(s.store[0][i]).epsilon(1e-5).scale(1e-5));
     CHECK(a.store[0][i] == doctest::Approx(s.store[0][i]).epsilon(1e-5).scale(1e-5));

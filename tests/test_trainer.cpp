@@ -32,7 +32,7 @@ class Ridge : public ModelBase<Ridge> {
     for (std::size_t i = 0; i < b.size; ++i) {
       const float r = row_dot<U>(p.data(0), b.row(i)) - b.target(i);
       loss += 0.5 * r * r;
-      row_axpy<U>(p.data(0), -lr * r / static_cast<float>(b.size), b.row(i));
+      row_descend<U>(p[0], 0, r / static_cast<float>(b.size), 0, b.row(i), lr);
     }
     return loss;
   }

@@ -39,6 +39,7 @@ class ParamSet {
     std::string name;
     float* data;
     std::size_t size;
+    float* state = nullptr;  // optimiser state of the same size (AdaGrad), else null
   };
   ParamSet() = default;
   explicit ParamSet(std::vector<Tensor> t) : tensors_(std::move(t)) {}
@@ -46,6 +47,7 @@ class ParamSet {
   std::size_t size(std::size_t i) const noexcept { return tensors_[i].size; }
   std::size_t count() const noexcept { return tensors_.size(); }
   const Tensor& tensor(std::size_t i) const noexcept { return tensors_[i]; }
+  const Tensor& operator[](std::size_t i) const noexcept { return tensors_[i]; }
   const std::vector<Tensor>& tensors() const noexcept { return tensors_; }
 
  private:

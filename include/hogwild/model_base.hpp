@@ -4,8 +4,10 @@
 //   template <class U> double step(const Batch& b, const ParamSet& p, float lr);
 //   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
 //
-// where U is the update policy (update_policy.hpp: U::read, U::add, U::dot, U::axpy)
-// and `step` returns the batch's summed loss. The loop below — batches, step size,
+// where U = Update<mode, optimizer> (optimizer.hpp): U::read, U::dot for reading
+// the shared weights, U::descend / U::descend_axpy for applying a gradient (and
+// raw U::add, U::axpy for writes that are not gradients); `step` returns the
+// batch's summed loss. The loop below — batches, step size,
 // the lock of lock mode, progress counters, the stop flag — is instantiated once per
 // mode, so there is no virtual call or allocation per example.
 #pragma once
@@ -16,6 +18,7 @@
 #include <span>
 
 #include "hogwild/model.hpp"
+#include "hogwild/optimizer.hpp"
 #include "hogwild/robust_mutex.hpp"
 
 namespace hogwild {
@@ -51,6 +54,7 @@ struct EpochTask {
   StepSize step_size{};
   unsigned epoch = 0;
   unsigned workers = 1;
+  Optimizer optimizer = Optimizer::sgd;  // params' tensors carry state when it has some
   ParamSet params;
   WorkerProgress* progress = nullptr;            // may be null (serial)
   RobustMutex* mutex = nullptr;                  // lock mode only
@@ -61,13 +65,7 @@ template <class Derived>
 class ModelBase : public Model {
  public:
   double train_epoch(Mode mode, const EpochTask& task) final {
-    switch (mode) {
-      case Mode::serial: return run<SerialUpdate>(task);
-      case Mode::hogwild: return run<HogwildUpdate>(task);
-      case Mode::atomic: return run<AtomicUpdate>(task);
-      case Mode::lock: return run<LockUpdate>(task);
-    }
-    return 0;
+    return dispatch_update(mode, task.optimizer, [&]<class U>() { return run<U>(task); });
   }
 
   Evaluation evaluate(const ParamSet& params, const Dataset& data,
@@ -135,23 +133,21 @@ inline float row_dot(const float* w, RowView x) noexcept {
   return s;
 }
 
+// Applies the gradient a * x (+ l2 * w on the coordinates x touches: the "lazy" L2
+// of sparse SGD) to the block of tensor w starting at `offset`, through the
+// optimiser. Dense rows apply the penalty's gradient as its own descend step.
 template <class U>
-inline void row_axpy(float* w, float a, RowView x) noexcept {
-  if (x.dense()) return U::axpy(w, a, x.value, x.nnz);
-  for (std::uint32_t k = 0; k < x.nnz; ++k) U::add(w + x.index[k], a * x.value[k]);
-}
-
-// w_j += a * x_j - shrink * w_j on the coordinates x touches: the "lazy" L2 step of
-// sparse SGD (the penalty is applied where the example has features).
-template <class U>
-inline void row_axpy_l2(float* w, float a, float shrink, RowView x) noexcept {
+inline void row_descend(const ParamSet::Tensor& w, std::size_t offset, float a, float l2,
+                        RowView x, float lr) noexcept {
   if (x.dense()) {
-    if (shrink != 0) U::axpy(w, -shrink, w, x.nnz);
-    return U::axpy(w, a, x.value, x.nnz);
+    if (l2 != 0) U::descend_axpy(w, offset, l2, w.data + offset, x.nnz, lr);
+    return U::descend_axpy(w, offset, a, x.value, x.nnz, lr);
   }
+  const float* base = w.data + offset;
   for (std::uint32_t k = 0; k < x.nnz; ++k) {
-    float* p = w + x.index[k];
-    U::add(p, a * x.value[k] - shrink * U::read(p));
+    const std::size_t j = offset + x.index[k];
+    const float g = a * x.value[k];
+    U::descend(w, j, l2 != 0 ? g + l2 * U::read(base + x.index[k]) : g, lr);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "hogwild/dataset.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/model_base.hpp"
+#include "hogwild/optimizer.hpp"
 #include "hogwild/update_policy.hpp"
 
 namespace hogwild {
@@ -21,6 +22,7 @@ struct TrainConfig {
   std::string model = "logistic";
   ModelOptions model_options{};
   Mode mode = Mode::hogwild;
+  Optimizer optimizer = Optimizer::sgd;  // AdaGrad's accumulators live in the arena too
   unsigned workers = 1;     // serial always uses 1 (the parent itself)
   unsigned epochs = 10;
   StepSize step_size{};
@@ -54,6 +56,7 @@ struct TrainResult {
   unsigned lock_recoveries = 0;      // lock mode: mutex recovered from a dead owner
   std::vector<Progress> history;
   std::map<std::string, std::vector<float>> parameters;  // final weights, by tensor name
+  std::map<std::string, std::vector<float>> optimizer_state;  // AdaGrad: accumulators, by tensor
   std::size_t classes = 0;
 };
 

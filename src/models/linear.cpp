@@ -53,34 +53,34 @@ void LinearModel::loss_and_slope(float z, float y, float& loss, float& slope) co
 
 template <class U>
 double LinearModel::step(const Batch& b, const ParamSet& p, float lr) {
-  float* w = p.data(0);
-  float* bias = options_.bias ? p.data(1) : nullptr;
-  const float scale = -lr / static_cast<float>(b.size);
-  const float shrink = lr * options_.l2 / static_cast<float>(b.size);
-  double total = 0;
+  const float* w = p.data(0);
+  const float* bias = options_.bias ? p.data(1) : nullptr;
+  const float inv = 1 / static_cast<float>(b.size);
+  const float l2 = options_.l2 * inv;
   if (b.size == 1) {  // classic Hogwild!: one example, read then write
     const RowView x = b.row(0);
     const float z = row_dot<U>(w, x) + (bias ? U::read(bias) : 0.f);
     float loss, slope;
     loss_and_slope(z, b.target(0), loss, slope);
-    row_axpy_l2<U>(w, scale * slope, shrink, x);
-    if (bias) U::add(bias, scale * slope);
+    row_descend<U>(p[0], 0, slope, l2, x, lr);
+    if (bias) U::descend(p[1], 0, slope, lr);
     return loss;
   }
   // Mini-batch: every margin at the weights as read at the start of the batch.
   slopes_.resize(b.size);
+  double total = 0;
   for (std::size_t i = 0; i < b.size; ++i) {
     const float z = row_dot<U>(w, b.row(i)) + (bias ? U::read(bias) : 0.f);
     float loss;
     loss_and_slope(z, b.target(i), loss, slopes_[i]);
     total += loss;
   }
-  float bias_step = 0;
+  float bias_grad = 0;
   for (std::size_t i = 0; i < b.size; ++i) {
-    row_axpy_l2<U>(w, scale * slopes_[i], shrink, b.row(i));
-    bias_step += scale * slopes_[i];
+    row_descend<U>(p[0], 0, slopes_[i] * inv, l2, b.row(i), lr);
+    bias_grad += slopes_[i] * inv;
   }
-  if (bias) U::add(bias, bias_step);
+  if (bias) U::descend(p[1], 0, bias_grad, lr);
   return total;
 }
 
@@ -93,9 +93,6 @@ void LinearModel::predict(const ParamSet& p, RowView x, float target_value, doub
   correct = classification_ && ((z > 0) == (target_value > 0.5f));
 }
 
-template double LinearModel::step<SerialUpdate>(const Batch&, const ParamSet&, float);
-template double LinearModel::step<HogwildUpdate>(const Batch&, const ParamSet&, float);
-template double LinearModel::step<AtomicUpdate>(const Batch&, const ParamSet&, float);
-template double LinearModel::step<LockUpdate>(const Batch&, const ParamSet&, float);
+HOGWILD_INSTANTIATE_STEP(LinearModel);
 
 }  // namespace hogwild

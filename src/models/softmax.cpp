@@ -59,8 +59,7 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
     total += softmax_loss(z, y);
     z[y] -= 1;  // z now holds dloss/dlogits
   }
-  const float scale = -lr / static_cast<float>(b.size);
-  const float shrink = lr * options_.l2;
+  const float inv = 1 / static_cast<float>(b.size);
   const bool dense = b.size > 0 && b.row(0).dense();
   if (dense && b.size > 1) {
     // Accumulate the dense gradient privately, then one vectorised pass per class
@@ -73,22 +72,22 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
         SerialUpdate::axpy(grad_.data() + k * stride_, g[k], x.value, x.nnz);
     }
     for (std::size_t k = 0; k < K; ++k) {
-      if (shrink != 0) U::axpy(W + k * stride_, -shrink, W + k * stride_, features_);
-      U::axpy(W + k * stride_, scale, grad_.data() + k * stride_, features_);
+      if (options_.l2 != 0) U::descend_axpy(p[0], k * stride_, options_.l2, W + k * stride_, features_, lr);
+      U::descend_axpy(p[0], k * stride_, inv, grad_.data() + k * stride_, features_, lr);
     }
   } else {
     for (std::size_t i = 0; i < b.size; ++i) {
       const RowView x = b.row(i);
       const float* g = scratch_.data() + i * K;
       for (std::size_t k = 0; k < K; ++k)
-        row_axpy_l2<U>(W + k * stride_, scale * g[k], shrink / static_cast<float>(b.size), x);
+        row_descend<U>(p[0], k * stride_, g[k] * inv, options_.l2 * inv, x, lr);
     }
   }
   if (bias) {
     for (std::size_t k = 0; k < K; ++k) {
       float s = 0;
       for (std::size_t i = 0; i < b.size; ++i) s += scratch_[i * K + k];
-      U::add(bias + k, scale * s);
+      U::descend(p[1], k, s * inv, lr);
     }
   }
   return total;
@@ -104,9 +103,6 @@ void SoftmaxModel::predict(const ParamSet& p, RowView x, float target, double& l
   correct = best == y;
 }
 
-template double SoftmaxModel::step<SerialUpdate>(const Batch&, const ParamSet&, float);
-template double SoftmaxModel::step<HogwildUpdate>(const Batch&, const ParamSet&, float);
-template double SoftmaxModel::step<AtomicUpdate>(const Batch&, const ParamSet&, float);
-template double SoftmaxModel::step<LockUpdate>(const Batch&, const ParamSet&, float);
+HOGWILD_INSTANTIATE_STEP(SoftmaxModel);
 
 }  // namespace hogwild

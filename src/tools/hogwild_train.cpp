@@ -25,6 +25,7 @@ namespace {
 struct Options {
   std::string train, test, train_labels, test_labels;
   std::string mode = "hogwild";
+  std::string optimizer = "sgd";
   std::string metrics, summary;
   unsigned threads = 0;
   bool no_bias = false;
@@ -75,6 +76,10 @@ int run(int argc, char** argv) {
                  "serial (one process, the reference), hogwild (lock-free), atomic "
                  "(atomic add per coordinate), lock (one mutex around each mini-batch)")
       ->capture_default_str();
+  app.add_option("--optimizer", o.optimizer,
+                 "sgd, or adagrad (per-coordinate steps; its accumulators are shared by all "
+                 "workers like the weights)")
+      ->capture_default_str();
   app.add_option("--epochs", cfg.epochs, "Passes over the training data")->capture_default_str();
   app.add_option("--lr", cfg.step_size.lr0, "Initial step size")->capture_default_str();
   app.add_option("--lr-decay", cfg.step_size.decay,
@@ -117,6 +122,7 @@ int run(int argc, char** argv) {
   }
   if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
   cfg.mode = hogwild::parse_mode(o.mode);
+  cfg.optimizer = hogwild::parse_optimizer(o.optimizer);
   cfg.model_options.bias = !o.no_bias;
   cfg.validate();
   auto model = hogwild::make_model(cfg.model, cfg.model_options);  // fail fast on a bad name
@@ -139,9 +145,9 @@ int run(int argc, char** argv) {
   std::optional<hogwild::Dataset> test;
   if (!o.test.empty()) test = load(o.test, o.test_labels, o.threads, o.quiet, "test ");
   if (!o.quiet)
-    fmt::print("model {}, mode {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n", cfg.model,
-               o.mode, cfg.mode == hogwild::Mode::serial ? 1 : cfg.workers, cfg.batch,
-               cfg.step_size.lr0, cfg.epochs);
+    fmt::print("model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
+               cfg.model, o.mode, o.optimizer, cfg.mode == hogwild::Mode::serial ? 1 : cfg.workers,
+               cfg.batch, cfg.step_size.lr0, cfg.epochs);
   std::fflush(stdout);
 
   auto result = hogwild::train(cfg, *model, train, test ? &*test : nullptr,
