@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "config.hpp"
+#include "hogwild/config.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
 

@@ -13,7 +13,7 @@
 #include <optional>
 #include <thread>
 
-#include "config.hpp"
+#include "hogwild/config.hpp"
 #include "hogwild/arena.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
