@@ -12,6 +12,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/labels.hpp"
 #include "hogwild/models/mlp.hpp"
+#include "hogwild/optimizer.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
@@ -97,7 +98,7 @@ TEST_CASE("mlp: gradient matches finite differences") {
         Setup s(dense, l2, {7, 5});
         Owned base(s.model.parameters(), 11), stepped(base);
         Batch b{&s.data, s.targets.data(), rows.data(), rows.size()};
-        s.model.step<SerialUpdate>(b, stepped.set, 1.0f);
+        s.model.step<Update<SerialUpdate, Sgd>>(b, stepped.set, 1.0f);
         INFO((dense ? "dense" : "sparse") << " l2 " << l2 << " batch " << rows.size());
         const double eps = 1e-3;
         for (std::size_t t = 0; t < base.store.size(); ++t)
@@ -119,16 +120,40 @@ TEST_CASE("mlp: every update mode computes the same single-process step") {
   Owned base(s.model.parameters(), 5), h(base), a(base), l(base), serial(base);
   std::vector<std::uint32_t> rows{0, 1, 2, 3, 4};
   Batch b{&s.data, s.targets.data(), rows.data(), rows.size()};
-  s.model.step<SerialUpdate>(b, serial.set, 0.3f);
-  s.model.step<HogwildUpdate>(b, h.set, 0.3f);
-  s.model.step<AtomicUpdate>(b, a.set, 0.3f);
-  s.model.step<LockUpdate>(b, l.set, 0.3f);
+  s.model.step<Update<SerialUpdate, Sgd>>(b, serial.set, 0.3f);
+  s.model.step<Update<HogwildUpdate, Sgd>>(b, h.set, 0.3f);
+  s.model.step<Update<AtomicUpdate, Sgd>>(b, a.set, 0.3f);
+  s.model.step<Update<LockUpdate, Sgd>>(b, l.set, 0.3f);
   for (std::size_t t = 0; t < base.store.size(); ++t)
     for (std::size_t i = 0; i < base.store[t].size(); ++i) {
       const float want = serial.store[t][i];
       CHECK(h.store[t][i] == doctest::Approx(want).epsilon(1e-5).scale(1e-5));
       CHECK(a.store[t][i] == doctest::Approx(want).epsilon(1e-5).scale(1e-5));
       CHECK(l.store[t][i] == doctest::Approx(want).epsilon(1e-5).scale(1e-5));
+    }
+}
+
+TEST_CASE("mlp: AdaGrad divides each coordinate's gradient by its accumulated norm") {
+  Setup s(true, 0.05f, {6});
+  Owned base(s.model.parameters(), 3), sgd(base), ada(base);
+  std::vector<std::vector<float>> G;
+  std::vector<ParamSet::Tensor> with_state;
+  for (std::size_t t = 0; t < ada.store.size(); ++t) {
+    G.emplace_back(ada.store[t].size(), 0.f);
+    with_state.push_back({ada.set[t].name, ada.store[t].data(), ada.store[t].size(), G[t].data()});
+  }
+  const ParamSet ada_set(std::move(with_state));
+  std::vector<std::uint32_t> rows{0, 2, 3};
+  Batch b{&s.data, s.targets.data(), rows.data(), rows.size()};
+  s.model.step<Update<SerialUpdate, Sgd>>(b, sgd.set, 1.0f);  // w - g
+  s.model.step<Update<HogwildUpdate, AdaGrad>>(b, ada_set, 0.1f);
+  for (std::size_t t = 0; t < base.store.size(); ++t)
+    for (std::size_t i = 0; i < base.store[t].size(); ++i) {
+      const double g = base.store[t][i] - sgd.store[t][i];
+      INFO(base.set[t].name << "[" << i << "] g " << g);
+      CHECK(G[t][i] == doctest::Approx(g * g).epsilon(1e-3).scale(1e-6));
+      const double want = std::abs(g) < 1e-5 ? 0.0 : 0.1 * g / std::abs(g);
+      CHECK(base.store[t][i] - ada.store[t][i] == doctest::Approx(want).epsilon(1e-3).scale(1e-3));
     }
 }
 
@@ -182,7 +207,7 @@ std::pair<Dataset, Dataset> problem() {
 
 }  // namespace
 
-TEST_CASE("mlp: two Hogwild! workers reach serial SGD's accuracy") {
+TEST_CASE("mlp: two Hogwild! workers (SGD, AdaGrad) reach serial SGD's accuracy") {
   auto [train_set, test_set] = problem();
   TrainConfig c;
   c.model = "mlp";
@@ -195,7 +220,12 @@ TEST_CASE("mlp: two Hogwild! workers reach serial SGD's accuracy") {
   c.mode = Mode::hogwild;
   c.workers = 2;
   const auto hogwild = train(c, train_set, &test_set);
-  MESSAGE("serial " << serial.test.accuracy << ", hogwild x2 " << hogwild.test.accuracy);
+  c.optimizer = Optimizer::adagrad;
+  c.step_size.lr0 = 0.01f;
+  const auto adagrad = train(c, train_set, &test_set);
+  MESSAGE("serial " << serial.test.accuracy << ", hogwild x2 " << hogwild.test.accuracy
+                    << ", hogwild x2 adagrad " << adagrad.test.accuracy);
+  CHECK(adagrad.test.accuracy > serial.test.accuracy - 0.05);
   CHECK(serial.test.accuracy > 0.75);
   CHECK(hogwild.test.accuracy > serial.test.accuracy - 0.03);
   CHECK(hogwild.parameters.count("W1") == 1);

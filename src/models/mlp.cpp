@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "hogwild/error.hpp"
+#include "hogwild/optimizer.hpp"
 #include "kernels/gemm.hpp"
 
 namespace hogwild {
@@ -155,9 +156,10 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
   const double loss = softmax_columns(top, B, batch.targets, batch.rows, nullptr);
   for (std::size_t i = 0; i < B; ++i) top[static_cast<std::size_t>(batch.target(i)) * B + i] -= 1;
 
-  // Backward, top layer first; top now holds dloss/dlogits (out x B).
-  const float scale = -lr / static_cast<float>(B);
-  const float l2 = options_.l2 * static_cast<float>(B);  // grad/B + l2·w, times B
+  // Backward, top layer first; top now holds dloss/dlogits (out x B). Gradients
+  // go to the optimiser as inv * (summed gradient + B * l2 * w) = mean + l2 * w.
+  const float inv = 1 / static_cast<float>(B);
+  const float l2 = options_.l2 * static_cast<float>(B);
   delta_.resize(L);
   for (std::size_t l = L; l-- > 0;) {
     const std::size_t in = widths_[l], out = widths_[l + 1];
@@ -175,12 +177,12 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
     }
     if (l2 != 0)
       for (std::size_t i = 0; i < out * in; ++i) grad_[i] += l2 * W[l][i];
-    U::axpy(weights(p, l), scale, grad_.data(), out * in);
-    if (float* bl = bias(p, l)) {
+    U::descend_axpy(p[tensor_of(l)], 0, inv, grad_.data(), out * in, lr);
+    if (options_.bias) {
       bias_grad_.assign(out, 0.f);
       for (std::size_t j = 0; j < out; ++j)
         for (std::size_t i = 0; i < B; ++i) bias_grad_[j] += d[j * B + i];
-      U::axpy(bl, scale, bias_grad_.data(), out);
+      U::descend_axpy(p[tensor_of(l) + 1], 0, inv, bias_grad_.data(), out, lr);
     }
   }
   return loss;
@@ -223,9 +225,6 @@ Evaluation MlpModel::evaluate(const ParamSet& params, const Dataset& data,
   return e;
 }
 
-template double MlpModel::step<SerialUpdate>(const Batch&, const ParamSet&, float);
-template double MlpModel::step<HogwildUpdate>(const Batch&, const ParamSet&, float);
-template double MlpModel::step<AtomicUpdate>(const Batch&, const ParamSet&, float);
-template double MlpModel::step<LockUpdate>(const Batch&, const ParamSet&, float);
+HOGWILD_INSTANTIATE_STEP(MlpModel);
 
 }  // namespace hogwild

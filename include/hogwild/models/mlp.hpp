@@ -3,7 +3,7 @@
 // (out x in, row-major, He-initialised) and a bias b<l>; optional L2 on the weights.
 // A mini-batch runs as matrix products through the dense kernel (src/kernels/),
 // on a private copy of the weights read once per batch; the gradient is applied to
-// the shared weights through the update policy's vectorised axpy.
+// the shared weights through the optimiser (U::descend_axpy: SGD or AdaGrad).
 #pragma once
 
 #include "hogwild/model_base.hpp"
