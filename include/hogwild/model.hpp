@@ -84,6 +84,7 @@ struct Problem {
 struct ModelOptions {
   float l2 = 0;      // L2 penalty lambda/2 * ||w||^2 (bias excluded)
   bool bias = true;  // learn an intercept
+  std::vector<std::size_t> hidden{256, 128};  // mlp: widths of the hidden layers
 };
 
 // A batch of rows, by index into the dataset, with their targets.

@@ -27,6 +27,7 @@ struct Options {
   std::string mode = "hogwild";
   std::string optimizer = "sgd";
   std::string metrics, summary;
+  std::string hidden;
   unsigned threads = 0;
   bool no_bias = false;
   bool quiet = false;
@@ -35,6 +36,24 @@ struct Options {
 
 std::string mib(std::uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+// "256,128" -> {256, 128}; anything else (empty, a zero, a sign, a space) is a ConfigError.
+std::vector<std::size_t> parse_widths(const std::string& text) {
+  std::vector<std::size_t> widths;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    const bool digits = !item.empty() && item.size() <= 7 &&
+                        item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoul(item) == 0)
+      throw hogwild::ConfigError("--hidden expects comma-separated positive layer widths "
+                                 "such as 256,128, got \"" + text + "\"");
+    widths.push_back(std::stoul(item));
+    if (end == text.size()) return widths;
+    begin = end + 1;
+  }
 }
 
 hogwild::Dataset load(const std::string& path, const std::string& labels, unsigned threads,
@@ -92,6 +111,9 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--l2", cfg.model_options.l2, "L2 penalty lambda (bias excluded)")
       ->capture_default_str();
+  app.add_option("--hidden", o.hidden,
+                 "mlp: hidden layer widths, comma-separated (default 256,128)")
+      ->option_text("W1,W2,...");
   app.add_flag("--no-bias", o.no_bias, "Do not learn an intercept");
   app.add_option("--seed", cfg.seed, "Seed for shuffling and initial weights")
       ->capture_default_str();
@@ -124,6 +146,7 @@ int run(int argc, char** argv) {
   cfg.mode = hogwild::parse_mode(o.mode);
   cfg.optimizer = hogwild::parse_optimizer(o.optimizer);
   cfg.model_options.bias = !o.no_bias;
+  if (!o.hidden.empty() || app.count("--hidden")) cfg.model_options.hidden = parse_widths(o.hidden);
   cfg.validate();
   auto model = hogwild::make_model(cfg.model, cfg.model_options);  // fail fast on a bad name
   const unsigned cores = std::thread::hardware_concurrency();

@@ -1,0 +1,67 @@
+// Multi-layer perceptron: dense layers with ReLU between them and softmax
+// cross-entropy on top (--model mlp --hidden 256,128). Layer l has weights W<l>
+// (out x in, row-major, He-initialised) and a bias b<l>; optional L2 on the weights.
+// A mini-batch runs as matrix products through the dense kernel (src/kernels/),
+// on a private copy of the weights read once per batch; the gradient is applied to
+// the shared weights through the optimiser (U::descend_axpy: SGD or AdaGrad).
+#pragma once
+
+#include "hogwild/model_base.hpp"
+
+namespace hogwild {
+
+class MlpModel : public ModelBase<MlpModel> {
+ public:
+  explicit MlpModel(const ModelOptions& options);
+
+  std::string name() const override { return "mlp"; }
+  LabelKind label_kind() const override { return LabelKind::multiclass; }
+  void configure(const Problem& problem) override;
+  std::vector<TensorSpec> parameters() const override;
+
+  template <class U>
+  double step(const Batch& b, const ParamSet& p, float lr);
+  void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  bool reports_accuracy() const { return true; }
+  // Batched forward passes (one row at a time would be a matrix-vector product).
+  Evaluation evaluate(const ParamSet& params, const Dataset& data,
+                      const float* targets) const override;
+
+  // Units per layer: inputs, hidden widths, classes.
+  const std::vector<std::size_t>& widths() const noexcept { return widths_; }
+
+ private:
+  // Activations of one batch, transposed: act[l] is widths_[l] x batch (act[0] the input).
+  struct Activations {
+    std::vector<std::vector<float>> act;
+    std::size_t batch = 0;
+  };
+  std::size_t layers() const noexcept { return widths_.size() - 1; }
+  float* weights(const ParamSet& p, std::size_t l) const { return p.data(tensor_of(l)); }
+  float* bias(const ParamSet& p, std::size_t l) const {
+    return options_.bias ? p.data(tensor_of(l) + 1) : nullptr;
+  }
+  std::size_t tensor_of(std::size_t l) const noexcept { return options_.bias ? 2 * l : l; }
+
+  // Fills a.act[0] with row_at(0..count), transposed (units x count).
+  template <class RowAt>
+  void load_inputs(RowAt row_at, std::size_t count, Activations& a) const;
+  // a.act[1..L] from a.act[0]: W·h + b, ReLU on hidden layers; the top holds logits.
+  void forward(const std::vector<const float*>& W, const std::vector<const float*>& bias,
+               Activations& a) const;
+  // In place on the top layer: logits -> probabilities; loss and correctness per column.
+  double softmax_columns(float* z, std::size_t batch, const float* targets,
+                         const std::uint32_t* rows, std::size_t* correct) const;
+
+  ModelOptions options_;
+  std::vector<std::size_t> widths_;
+  // Per-worker scratch (the model object is private to each process after fork).
+  Activations work_;
+  std::vector<std::vector<float>> delta_;  // delta_[l]: widths_[l+1] x batch
+  std::vector<std::vector<float>> copy_;   // private copies of the weights, per batch
+  std::vector<std::vector<float>> bias_copy_;
+  std::vector<float> grad_;                // one layer's weight gradient
+  std::vector<float> bias_grad_;
+};
+
+}  // namespace hogwild
