@@ -4,6 +4,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/models/linear.hpp"
+#include "hogwild/models/mf.hpp"
 #include "hogwild/models/softmax.hpp"
 
 namespace hogwild {
@@ -17,6 +18,7 @@ std::map<std::string, ModelFactory>& registry() {
       {"hinge", [](const ModelOptions& o) { return std::make_unique<LinearModel>(LinearLoss::hinge, o); }},
       {"squared", [](const ModelOptions& o) { return std::make_unique<LinearModel>(LinearLoss::squared, o); }},
       {"softmax", [](const ModelOptions& o) { return std::make_unique<SoftmaxModel>(o); }},
+      {"mf", [](const ModelOptions& o) { return std::make_unique<MfModel>(o); }},
   };
   return r;
 }
