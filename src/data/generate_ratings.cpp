@@ -28,8 +28,9 @@ void validate(const RatingsGenerateOptions& o) {
   range("rank", o.rank, 1, 1024);
   range("ratings", o.ratings, 1, std::size_t{1} << 32);
   range("test ratings", o.test_ratings, 0, std::size_t{1} << 32);
-  if ((o.users + o.items) * o.rank > (std::size_t{1} << 31))
-    throw ConfigError("generate: (users + items) * rank must be at most 2^31 hidden factors");
+  if ((o.users + o.items) * o.rank > (std::size_t{1} << 27))  // 1 GiB of doubles
+    throw ConfigError("generate: (users + items) * rank must be at most 2^27 hidden factors, not " +
+                      std::to_string((o.users + o.items) * o.rank));
   if (!(o.noise >= 0.0 && o.noise <= 100.0))
     throw ConfigError("generate: noise must be between 0 and 100, not " + std::to_string(o.noise));
   if (!(o.zipf_exponent >= 0.0 && o.zipf_exponent <= 10.0))

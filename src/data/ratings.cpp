@@ -111,7 +111,8 @@ class LineParser {
  private:
   static std::string id(std::string_view s, const char* what, std::uint32_t& out) {
     if (!is_digits(s))
-      return std::string("expected a ") + what + " id (a non-negative integer) but found " +
+      return std::string("expected ") + (what[0] == 'i' ? "an " : "a ") + what +
+             " id (a non-negative integer) but found " +
              quote(s);
     std::uint64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
