@@ -198,24 +198,12 @@ bool looks_like_ratings(std::string_view head) {
 
 void write_ratings(const Dataset& d, const std::string& path) {
   HOGWILD_ENFORCE(d.layout() == Layout::ratings, "write_ratings needs a ratings dataset");
-  detail::OutputFile out(path, path.ends_with(".gz"));
-  std::string buf;
-  buf.reserve((1 << 20) + 128);
-  char num[64];
+  detail::TextWriter out(path);
   for (std::size_t r = 0; r < d.rows(); ++r) {
     const RowView x = d.row(r);
-    for (std::uint32_t id : {x.index[0], x.index[1]}) {
-      buf.append(num, std::to_chars(num, num + sizeof num, id).ptr);
-      buf += '\t';
-    }
-    buf.append(num, std::to_chars(num, num + sizeof num, d.label(r)).ptr);  // shortest round trip
-    buf += '\n';
-    if (buf.size() >= (1 << 20)) {
-      out.write(buf);
-      buf.clear();
-    }
+    out.number(x.index[0]).put('\t').number(x.index[1]).put('\t').number(d.label(r));
+    out.end_line();
   }
-  out.write(buf);
   out.commit();
 }
 
