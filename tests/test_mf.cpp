@@ -103,7 +103,7 @@ TEST_CASE("mf: the step's gradient matches finite differences (batches, shared r
         Batch b{&d, targets.data(), rows.data(), rows.size()};
         ParamSnapshot stepped(base.set);
         const float lr = 1.0f;
-        m.step<SerialUpdate>(b, stepped.params(), lr);
+        m.step<SerialSgd>(b, stepped.params(), lr);
         const double eps = 1e-3;
         for (std::size_t t = 0; t < base.set.count(); ++t) {
           for (std::size_t j = 0; j < base.set.size(t); ++j) {
@@ -133,10 +133,10 @@ TEST_CASE("mf: every update mode computes the same single-process step; RMSE is 
   ParamSnapshot s(base.set), h(base.set), a(base.set), l(base.set);
   std::vector<std::uint32_t> rows{0, 1, 2, 3};
   Batch b{&d, targets.data(), rows.data(), rows.size()};
-  m.step<SerialUpdate>(b, s.params(), 0.3f);
-  m.step<HogwildUpdate>(b, h.params(), 0.3f);
-  m.step<AtomicUpdate>(b, a.params(), 0.3f);
-  m.step<LockUpdate>(b, l.params(), 0.3f);
+  m.step<SerialSgd>(b, s.params(), 0.3f);
+  m.step<Update<HogwildUpdate, Sgd>>(b, h.params(), 0.3f);
+  m.step<Update<AtomicUpdate, Sgd>>(b, a.params(), 0.3f);
+  m.step<Update<LockUpdate, Sgd>>(b, l.params(), 0.3f);
   for (std::size_t t = 0; t < base.set.count(); ++t)
     for (std::size_t j = 0; j < base.set.size(t); ++j)
       for (const ParamSnapshot* other : {&h, &a, &l})
@@ -164,7 +164,7 @@ TEST_CASE("mf: options and data it cannot take are ConfigErrors") {
   CHECK(make_model("mf")->name() == "mf");
 }
 
-TEST_CASE("mf: serial reaches the noise level; hogwild x2, atomic and lock stay within a bound of serial") {
+TEST_CASE("mf: serial reaches the noise level; hogwild x2, atomic, lock and AdaGrad stay close") {
   RatingsGenerateOptions g;
   g.users = 300;
   g.items = 200;
@@ -184,6 +184,15 @@ TEST_CASE("mf: serial reaches the noise level; hogwild x2, atomic and lock stay 
                             << r.samples_per_second << " ratings/s");
     CHECK(r.samples == 15 * g.ratings);
     CHECK(r.test.rmse < serial * 1.05 + 0.005);
+  }
+  for (Mode mode : {Mode::serial, Mode::hogwild}) {  // AdaGrad: gradients go through U::descend
+    TrainConfig c = mf_config(mode, 2);
+    c.optimizer = Optimizer::adagrad;
+    c.step_size.lr0 = 0.1f;
+    TrainResult r = train(c, data.train, &data.test);
+    MESSAGE("adagrad " << to_string(mode) << " test rmse " << r.test.rmse);
+    CHECK(r.test.rmse < 1.15 * g.noise);
+    CHECK(r.optimizer_state.at("P").size() == r.parameters.at("P").size());
   }
 }
 

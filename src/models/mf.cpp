@@ -34,10 +34,10 @@ std::vector<TensorSpec> MfModel::parameters() const {
 
 template <class U>
 double MfModel::step(const Batch& b, const ParamSet& p, float lr) {
-  float* P = p.data(0);
-  float* Q = p.data(1);
-  float* bu = options_.bias ? p.data(2) : nullptr;
-  float* bi = options_.bias ? p.data(3) : nullptr;
+  const float* P = p.data(0);
+  const float* Q = p.data(1);
+  const float* bu = options_.bias ? p.data(2) : nullptr;
+  const float* bi = options_.bias ? p.data(3) : nullptr;
   const std::size_t k = rank_;
   read_.resize(b.size * 2 * k);
   err_.resize(b.size);
@@ -61,8 +61,9 @@ double MfModel::step(const Batch& b, const ParamSet& p, float lr) {
     err_[n] = e;
     total += 0.5 * static_cast<double>(e) * e;
   }
-  // Gradient of the batch's mean loss, L2 included, applied rating by rating.
-  const float scale = lr / static_cast<float>(b.size), l2 = options_.l2;
+  // Gradient of the batch's mean loss, L2 included, applied rating by rating
+  // through the optimiser (SGD: w -= lr g; AdaGrad: per-coordinate scaling).
+  const float inv = 1 / static_cast<float>(b.size), l2 = options_.l2;
   float* gp = grad_.data();
   float* gq = gp + k;
   for (std::size_t n = 0; n < b.size; ++n) {
@@ -75,11 +76,11 @@ double MfModel::step(const Batch& b, const ParamSet& p, float lr) {
       gp[j] = e * qi[j] + l2 * pu[j];
       gq[j] = e * pu[j] + l2 * qi[j];
     }
-    U::axpy(P + u * k, -scale, gp, k);
-    U::axpy(Q + i * k, -scale, gq, k);
+    U::descend_axpy(p[0], u * k, inv, gp, k, lr);
+    U::descend_axpy(p[1], i * k, inv, gq, k, lr);
     if (bu) {
-      U::add(bu + u, -scale * e);
-      U::add(bi + i, -scale * e);
+      U::descend(p[2], u, e * inv, lr);
+      U::descend(p[3], i, e * inv, lr);
     }
   }
   return total;
@@ -99,9 +100,6 @@ void MfModel::predict(const ParamSet& p, RowView x, float target, double& loss,
   correct = false;
 }
 
-template double MfModel::step<SerialUpdate>(const Batch&, const ParamSet&, float);
-template double MfModel::step<HogwildUpdate>(const Batch&, const ParamSet&, float);
-template double MfModel::step<AtomicUpdate>(const Batch&, const ParamSet&, float);
-template double MfModel::step<LockUpdate>(const Batch&, const ParamSet&, float);
+HOGWILD_INSTANTIATE_STEP(MfModel);
 
 }  // namespace hogwild
