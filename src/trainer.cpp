@@ -116,14 +116,24 @@ Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& 
   if (test) {
     if (test->layout() != train.layout())
       throw ConfigError(fmt::format("{} has {} rows but {} has {} rows", train.source(),
-                                    train.layout() == Layout::dense ? "dense" : "sparse",
-                                    test->source(),
-                                    test->layout() == Layout::dense ? "dense" : "sparse"));
+                                    to_string(train.layout()), test->source(),
+                                    to_string(test->layout())));
     if (train.layout() == Layout::dense && test->cols() != train.cols())
       throw ConfigError(fmt::format("{} has {} columns but {} has {}", train.source(),
                                     train.cols(), test->source(), test->cols()));
     // Sparse test features the training set never saw get (zero) weights too.
     p.features = std::max(p.features, test->cols());
+  }
+  if (p.layout == Layout::ratings) {
+    p.users = std::max(train.users(), test ? test->users() : 0);
+    p.items = p.features;
+    // A model that reads a rating row as two sparse feature ids stays in bounds.
+    p.features = std::max(p.users, p.items);
+  }
+  if (labels.kind() == LabelKind::real && !train.empty()) {
+    double sum = 0;
+    for (float y : train.labels()) sum += y;
+    p.target_mean = sum / static_cast<double>(train.rows());
   }
   if (p.features == 0) throw ConfigError(train.source() + " has no features");
   return p;

@@ -1,5 +1,5 @@
-// Readers and writers for the data formats: libsvm/svmlight text, MNIST IDX, and the
-// project's own binary cache (mmap'ed read-only). Gzip is detected by content, not
+// Readers and writers for the data formats: libsvm/svmlight text, MNIST IDX, rating
+// triples (MovieLens-style), and the project's own binary cache (mmap'ed read-only). Gzip is detected by content, not
 // by file name. Malformed input throws DataError with file:line.
 #pragma once
 
@@ -30,13 +30,29 @@ Dataset parse_libsvm(std::string_view text, const std::string& name,
 Dataset read_idx(const std::string& images_path, const std::string& labels_path = "");
 std::string idx_labels_path_for(const std::string& images_path);
 
+// Rating triples for matrix factorization, one per line: "user item rating
+// [timestamp]" separated by a tab, spaces, a comma or "::" (MovieLens u.data,
+// ratings.csv, ratings.dat). An optional header line (a first line whose first
+// field is not a number, e.g. "userId,movieId,rating,timestamp") is skipped; blank
+// lines and '#' comment lines too. Ids are non-negative integers kept as they are
+// (no remapping, so a train and a test file agree), at most kMaxRatingId; the
+// timestamp, if present, must be an integer and is ignored. Result: Layout::ratings.
+inline constexpr std::uint32_t kMaxRatingId = (1u << 26) - 1;
+Dataset read_ratings(const std::string& path);
+Dataset parse_ratings(std::string_view text, const std::string& name);
+// True when the first data line of `head` reads as a rating triple (or a ratings
+// header) and not as libsvm: 3 or 4 numeric fields, no "index:value" token.
+bool looks_like_ratings(std::string_view head);
+// Writes "user<TAB>item<TAB>rating" lines (.gz: gzip'ed).
+void write_ratings(const Dataset& d, const std::string& path);
+
 // The binary cache: a header with magic "HWDSET01", format version and sizes, then
 // 64-byte aligned arrays. open_cache mmaps it read-only and validates every offset
 // and index before returning.
 void write_cache(const Dataset& d, const std::string& path);
 Dataset open_cache(const std::string& path);
 
-enum class FileFormat { libsvm, idx, cache };
+enum class FileFormat { libsvm, idx, cache, ratings };
 // Sniffs the (possibly gzip'ed) content of a file.
 FileFormat detect_format(const std::string& path);
 // Loads any supported file; for IDX images, `labels_path` names the labels file.
@@ -60,5 +76,24 @@ struct GenerateOptions {
 Dataset generate_sparse(const GenerateOptions& options);
 // Writes a dataset as libsvm text (labels 0/1 as written, indices 1-based).
 void write_libsvm(const Dataset& d, const std::string& path);
+
+// Synthetic low-rank ratings: hidden user and item factors (k entries each, normal
+// with variance 1/sqrt(k), so p·q has variance 1), rating = 3 + p_u·q_i + noise*N(0,1).
+// Users and items are drawn with power-law (Zipf) popularity; ids run from 1 (as in
+// MovieLens). `test_ratings` more ratings from the same hidden model form the test set.
+struct RatingsGenerateOptions {
+  std::size_t users = 1000;
+  std::size_t items = 1000;
+  std::size_t rank = 10;
+  std::size_t ratings = 100000;
+  std::size_t test_ratings = 0;
+  double noise = 0.1;
+  double zipf_exponent = 0.5;
+  std::uint64_t seed = 1;
+};
+struct GeneratedRatings {
+  Dataset train, test;  // test is empty when test_ratings is 0
+};
+GeneratedRatings generate_ratings(const RatingsGenerateOptions& options);
 
 }  // namespace hogwild

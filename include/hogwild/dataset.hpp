@@ -1,6 +1,7 @@
 // A training or test set, loaded once by the parent and shared by every worker.
-// Rows are either sparse (CSR: ascending 0-based column indices and values) or
-// dense (row-major floats). The arrays live in an anonymous shared mapping or in a
+// Rows are either sparse (CSR: ascending 0-based column indices and values),
+// dense (row-major floats) or ratings (CSR with exactly two entries per row: user
+// id, then item id, values 1; the rating is the label). The arrays live in an anonymous shared mapping or in a
 // read-only mmap of a binary cache, so N forked workers never hold N copies.
 #pragma once
 
@@ -37,7 +38,8 @@ class MappedBuffer {
   std::size_t size_;
 };
 
-enum class Layout : std::uint8_t { sparse = 0, dense = 1 };
+enum class Layout : std::uint8_t { sparse = 0, dense = 1, ratings = 2 };
+const char* to_string(Layout layout) noexcept;
 
 // A row as the models see it. index == nullptr means a dense row of nnz values.
 struct RowView {
@@ -57,6 +59,9 @@ class Dataset {
                         std::size_t cols, std::string source);
   static Dataset dense(std::span<const float> labels, std::span<const float> values,
                        std::size_t cols, std::string source);
+  // Rating triples (user[r], item[r], labels[r]) with raw ids (see users()).
+  static Dataset ratings(std::span<const float> labels, std::span<const std::uint32_t> users,
+                         std::span<const std::uint32_t> items, std::string source);
   // Wraps arrays that already live in `storage` (used by the binary cache).
   static Dataset view(std::shared_ptr<MappedBuffer> storage, Layout layout, std::size_t rows,
                       std::size_t cols, const float* labels, const std::uint64_t* offsets,
@@ -64,7 +69,10 @@ class Dataset {
 
   Layout layout() const noexcept { return layout_; }
   std::size_t rows() const noexcept { return rows_; }
+  // Ratings: cols() is 1 + the largest item id and users() 1 + the largest user id
+  // (ids are kept as the file has them); users() is 0 for the other layouts.
   std::size_t cols() const noexcept { return cols_; }
+  std::size_t users() const noexcept { return users_; }
   std::size_t nnz() const noexcept { return layout_ == Layout::dense ? rows_ * cols_ : nnz_; }
   const std::string& source() const noexcept { return source_; }
   bool empty() const noexcept { return rows_ == 0; }
@@ -77,14 +85,14 @@ class Dataset {
     return {indices_ + offsets_[r], values_ + offsets_[r],
             static_cast<std::uint32_t>(offsets_[r + 1] - offsets_[r])};
   }
-  // Sparse layout only (empty spans for dense).
+  // Sparse and ratings layouts only (empty spans for dense).
   std::span<const std::uint64_t> offsets() const noexcept {
-    return layout_ == Layout::sparse ? std::span<const std::uint64_t>{offsets_, rows_ + 1}
-                                     : std::span<const std::uint64_t>{};
+    return layout_ != Layout::dense ? std::span<const std::uint64_t>{offsets_, rows_ + 1}
+                                    : std::span<const std::uint64_t>{};
   }
   std::span<const std::uint32_t> indices() const noexcept {
-    return layout_ == Layout::sparse ? std::span<const std::uint32_t>{indices_, nnz_}
-                                     : std::span<const std::uint32_t>{};
+    return layout_ != Layout::dense ? std::span<const std::uint32_t>{indices_, nnz_}
+                                    : std::span<const std::uint32_t>{};
   }
   std::span<const float> values() const noexcept { return {values_, nnz()}; }
   // Bytes of the arrays (what N workers share rather than copy).
@@ -93,7 +101,7 @@ class Dataset {
  private:
   std::shared_ptr<MappedBuffer> storage_;
   Layout layout_ = Layout::sparse;
-  std::size_t rows_ = 0, cols_ = 0, nnz_ = 0;
+  std::size_t rows_ = 0, cols_ = 0, nnz_ = 0, users_ = 0;
   const float* labels_ = nullptr;
   const std::uint64_t* offsets_ = nullptr;
   const std::uint32_t* indices_ = nullptr;

@@ -78,6 +78,9 @@ struct Problem {
   std::size_t features = 0;  // columns of the training set
   std::size_t classes = 0;   // distinct training labels (multiclass), 2 (binary), 0 (real)
   Layout layout = Layout::sparse;
+  // Ratings (Layout::ratings): 1 + the largest user and item id over train and test.
+  std::size_t users = 0, items = 0;
+  double target_mean = 0;  // mean training target (real labels); 0 otherwise
 };
 
 // Options shared by the built-in models (a user model may ignore them).
@@ -85,6 +88,7 @@ struct ModelOptions {
   float l2 = 0;      // L2 penalty lambda/2 * ||w||^2 (bias excluded)
   bool bias = true;  // learn an intercept
   std::vector<std::size_t> hidden{256, 128};  // mlp: widths of the hidden layers
+  std::size_t rank = 10;  // matrix factorization: factors per user and per item
 };
 
 // A batch of rows, by index into the dataset, with their targets.

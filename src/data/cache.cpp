@@ -33,7 +33,7 @@ constexpr std::uint32_t kVersion = 1;
 struct CacheHeader {
   char magic[8];
   std::uint32_t version;
-  std::uint32_t layout;  // Layout: 0 sparse, 1 dense
+  std::uint32_t layout;  // Layout: 0 sparse, 1 dense, 2 ratings (CSR, 2 entries a row)
   std::uint64_t rows, cols;
   std::uint64_t nnz;  // entries of the values array (rows * cols when dense)
   std::uint64_t labels_offset, offsets_offset, indices_offset, values_offset;
@@ -56,7 +56,7 @@ std::uint64_t header_checksum(const CacheHeader& h) {
 
 // What can be wrong with one row; the first bad row is found in parallel and
 // described afterwards, so the scan itself stays a tight loop.
-enum class RowFault { none, offsets, label, index_range, unsorted, value };
+enum class RowFault { none, offsets, label, index_range, unsorted, value, rating_entries, user_range };
 
 struct Arrays {
   std::uint64_t rows, cols, nnz;
@@ -78,6 +78,18 @@ RowFault check_sparse_row(const Arrays& a, std::size_t r) {
   return RowFault::none;
 }
 
+// A rating row: exactly two entries, user (any id up to kMaxRatingId), item < cols.
+RowFault check_ratings_row(const Arrays& a, std::size_t r) {
+  const std::uint64_t b = a.offsets[r], e = a.offsets[r + 1];
+  if (b > e || e > a.nnz) return RowFault::offsets;
+  if (e - b != 2) return RowFault::rating_entries;
+  if (!std::isfinite(a.labels[r])) return RowFault::label;
+  if (a.indices[b] > kMaxRatingId) return RowFault::user_range;
+  if (a.indices[b + 1] >= a.cols) return RowFault::index_range;
+  if (!std::isfinite(a.values[b]) || !std::isfinite(a.values[b + 1])) return RowFault::value;
+  return RowFault::none;
+}
+
 RowFault check_dense_row(const Arrays& a, std::size_t r) {
   if (!std::isfinite(a.labels[r])) return RowFault::label;
   const float* v = a.values + r * a.cols;
@@ -86,7 +98,8 @@ RowFault check_dense_row(const Arrays& a, std::size_t r) {
   return RowFault::none;
 }
 
-std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, bool sparse) {
+std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, Layout layout) {
+  const bool sparse = layout != Layout::dense;
   const std::string row = "row " + std::to_string(r + 1) + ": ";
   auto first = [&](auto&& pred) {  // first entry of row r for which pred holds
     std::uint64_t b = sparse ? a.offsets[r] : r * a.cols,
@@ -102,6 +115,9 @@ std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, bool spar
              std::to_string(a.nnz) + ")";
     case RowFault::label: return row + "label is not finite";
     case RowFault::index_range: {
+      if (layout == Layout::ratings)  // the item, the row's second entry
+        return row + "item id " + std::to_string(a.indices[a.offsets[r] + 1]) + " >= cols " +
+               std::to_string(a.cols);
       auto i = first([&](auto i) { return a.indices[i] >= a.cols; });
       return row + "feature index " + std::to_string(a.indices[i]) + " >= cols " +
              std::to_string(a.cols);
@@ -112,6 +128,12 @@ std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, bool spar
              " then " + std::to_string(a.indices[i]) + ")";
     }
     case RowFault::value: return row + "a value is not finite";
+    case RowFault::rating_entries:
+      return row + "a rating row has " + std::to_string(a.offsets[r + 1] - a.offsets[r]) +
+             " entries, not 2 (user, item)";
+    case RowFault::user_range:
+      return row + "user id " + std::to_string(a.indices[a.offsets[r]]) + " > " +
+             std::to_string(kMaxRatingId);
     case RowFault::none: break;
   }
   return row + "unknown fault";
@@ -142,7 +164,7 @@ std::size_t first_bad_row(std::size_t rows, std::size_t work, Check check) {
 }  // namespace
 
 void write_cache(const Dataset& d, const std::string& path) {
-  const bool sparse = d.layout() == Layout::sparse;
+  const bool sparse = d.layout() != Layout::dense;  // sparse and ratings are CSR
   const std::size_t nvalues = d.values().size();
   const auto s = detail::make_sections(d.layout(), sizeof(CacheHeader), d.rows(), nvalues);
 
@@ -206,8 +228,9 @@ Dataset open_cache(const std::string& path) {
   if (h.file_size < size)
     throw fail("header says " + std::to_string(h.file_size) + " bytes, file has " +
                std::to_string(size) + " (trailing bytes)");
-  if (h.layout > 1) throw fail("unknown layout " + std::to_string(h.layout));
-  const bool sparse = h.layout == static_cast<std::uint32_t>(Layout::sparse);
+  if (h.layout > 2) throw fail("unknown layout " + std::to_string(h.layout));
+  const auto layout = static_cast<Layout>(h.layout);
+  const bool sparse = layout != Layout::dense;  // CSR arrays: sparse and ratings
 
   // Shapes: every count is bounded by the file size before anything is multiplied.
   if (h.rows > size || h.nnz > size)
@@ -215,6 +238,10 @@ Dataset open_cache(const std::string& path) {
                " values, more than a " + std::to_string(size) + "-byte file can hold");
   if (sparse && h.cols > std::uint64_t{std::numeric_limits<std::uint32_t>::max()} + 1)
     throw fail("cols " + std::to_string(h.cols) + " does not fit 32-bit feature indices");
+  if (layout == Layout::ratings && (h.nnz != 2 * h.rows || h.cols > kMaxRatingId + 1ull))
+    throw fail("ratings: " + std::to_string(h.nnz) + " entries for " + std::to_string(h.rows) +
+               " rows (two a row expected) and " + std::to_string(h.cols) + " items (at most " +
+               std::to_string(kMaxRatingId + 1ull) + ")");
   if (!sparse && (h.cols > std::numeric_limits<std::uint32_t>::max() ||
                   (h.cols != 0 && h.rows > h.nnz / h.cols) || h.rows * h.cols != h.nnz))
     throw fail("dense shape " + std::to_string(h.rows) + "x" + std::to_string(h.cols) +
@@ -252,12 +279,18 @@ Dataset open_cache(const std::string& path) {
     throw fail("CSR offsets must run from 0 to nnz " + std::to_string(a.nnz) + ", they run from " +
                std::to_string(a.offsets[0]) + " to " + std::to_string(a.offsets[a.rows]));
   auto check = [&](std::size_t r) {
-    return sparse ? check_sparse_row(a, r) : check_dense_row(a, r);
+    switch (layout) {
+      case Layout::sparse: return check_sparse_row(a, r);
+      case Layout::ratings: return check_ratings_row(a, r);
+      case Layout::dense: break;
+    }
+    return check_dense_row(a, r);
   };
   std::size_t bad = first_bad_row(a.rows, a.rows + a.nnz, check);
-  if (bad < a.rows) throw fail(describe_fault(a, bad, check(bad), sparse));
+  if (bad < a.rows)
+    throw fail(describe_fault(a, bad, check(bad), layout));
 
-  return Dataset::view(std::move(map), sparse ? Layout::sparse : Layout::dense, a.rows, a.cols,
+  return Dataset::view(std::move(map), layout, a.rows, a.cols,
                        a.labels, a.offsets, a.indices, a.values, path);
 }
 

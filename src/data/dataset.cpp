@@ -67,6 +67,33 @@ Dataset Dataset::dense(std::span<const float> labels, std::span<const float> val
               nullptr, nullptr, detail::section<const float>(base, s.values), std::move(source));
 }
 
+Dataset Dataset::ratings(std::span<const float> labels, std::span<const std::uint32_t> users,
+                         std::span<const std::uint32_t> items, std::string source) {
+  const std::size_t rows = labels.size();
+  HOGWILD_ENFORCE_EQ(users.size(), rows);
+  HOGWILD_ENFORCE_EQ(items.size(), rows);
+  auto s = detail::make_sections(Layout::ratings, 0, rows, 2 * rows);
+  auto storage = MappedBuffer::anonymous(s.end);
+  std::byte* base = storage->data();
+  copy_into(base, s.labels, labels);
+  auto* offsets = detail::section<std::uint64_t>(base, s.offsets);
+  auto* indices = detail::section<std::uint32_t>(base, s.indices);
+  auto* values = detail::section<float>(base, s.values);
+  std::uint32_t max_item = 0;
+  offsets[0] = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    offsets[r + 1] = 2 * (r + 1);
+    indices[2 * r] = users[r];
+    indices[2 * r + 1] = items[r];
+    values[2 * r] = values[2 * r + 1] = 1.0f;
+    max_item = std::max(max_item, items[r]);
+  }
+  storage->seal();
+  return view(storage, Layout::ratings, rows, rows ? std::size_t{max_item} + 1 : 0,
+              detail::section<const float>(base, s.labels), offsets, indices, values,
+              std::move(source));
+}
+
 Dataset Dataset::view(std::shared_ptr<MappedBuffer> storage, Layout layout, std::size_t rows,
                       std::size_t cols, const float* labels, const std::uint64_t* offsets,
                       const std::uint32_t* indices, const float* values, std::string source) {
@@ -79,11 +106,15 @@ Dataset Dataset::view(std::shared_ptr<MappedBuffer> storage, Layout layout, std:
   d.cols_ = cols;
   d.labels_ = labels;
   d.values_ = values;
-  if (layout == Layout::sparse) {
+  if (layout != Layout::dense) {
     HOGWILD_ENFORCE(offsets != nullptr, "a sparse dataset needs its offsets array");
     d.offsets_ = offsets;
     d.indices_ = indices;
     d.nnz_ = static_cast<std::size_t>(offsets[rows]);
+    if (layout == Layout::ratings) {  // validated by the caller: two entries per row
+      for (std::size_t r = 0; r < rows; ++r)
+        d.users_ = std::max(d.users_, std::size_t{indices[offsets[r]]} + 1);
+    }
   } else {
     d.nnz_ = rows * cols;
   }
@@ -93,9 +124,18 @@ Dataset Dataset::view(std::shared_ptr<MappedBuffer> storage, Layout layout, std:
 
 std::size_t Dataset::bytes() const noexcept {
   std::size_t b = rows_ * sizeof(float) + nnz() * sizeof(float);
-  if (layout_ == Layout::sparse && labels_ != nullptr)
+  if (layout_ != Layout::dense && labels_ != nullptr)
     b += (rows_ + 1) * sizeof(std::uint64_t) + nnz_ * sizeof(std::uint32_t);
   return b;
+}
+
+const char* to_string(Layout layout) noexcept {
+  switch (layout) {
+    case Layout::sparse: return "sparse";
+    case Layout::dense: return "dense";
+    case Layout::ratings: return "ratings";
+  }
+  return "?";
 }
 
 DatasetStats describe(const Dataset& d) {

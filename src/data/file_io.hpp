@@ -6,6 +6,7 @@
 
 #include <zlib.h>
 
+#include <charconv>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -70,6 +71,41 @@ class OutputFile {
   std::size_t written_ = 0;
   z_stream zs_{};
   std::vector<unsigned char> zbuf_;
+};
+
+// Text lines written through a 1 MiB buffer into an OutputFile (gzip'ed when the
+// path ends in .gz); numbers in their shortest round-trip form (std::to_chars).
+class TextWriter {
+ public:
+  explicit TextWriter(const std::string& path) : out_(path, path.ends_with(".gz")) {
+    buf_.reserve(kFlush + 256);
+  }
+  template <class T>
+  TextWriter& number(T x) {
+    char num[64];
+    buf_.append(num, std::to_chars(num, num + sizeof num, x).ptr);
+    return *this;
+  }
+  TextWriter& put(char c) {
+    buf_ += c;
+    return *this;
+  }
+  void end_line() {
+    buf_ += '\n';
+    if (buf_.size() >= kFlush) {
+      out_.write(buf_);
+      buf_.clear();
+    }
+  }
+  void commit() {
+    out_.write(buf_);
+    out_.commit();
+  }
+
+ private:
+  static constexpr std::size_t kFlush = std::size_t{1} << 20;
+  OutputFile out_;
+  std::string buf_;
 };
 
 }  // namespace hogwild::detail

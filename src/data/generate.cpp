@@ -163,42 +163,22 @@ Dataset generate_sparse(const GenerateOptions& o) {
 }
 
 void write_libsvm(const Dataset& d, const std::string& path) {
-  detail::OutputFile out(path, path.ends_with(".gz"));
-  std::string buf;
-  buf.reserve((1 << 20) + 256);
-  char num[64];
-  auto put_float = [&](float x) {
-    auto [end, ec] = std::to_chars(num, num + sizeof num, x);  // shortest round trip
-    buf.append(num, end);
-  };
-  auto put_uint = [&](std::uint64_t x) {
-    auto [end, ec] = std::to_chars(num, num + sizeof num, x);
-    buf.append(num, end);
-  };
+  detail::TextWriter out(path);
   for (std::size_t r = 0; r < d.rows(); ++r) {
     const float y = d.label(r);
-    if (y == std::trunc(y) && std::fabs(y) < 1e15f) {
-      auto [end, ec] = std::to_chars(num, num + sizeof num, static_cast<long long>(y));
-      buf.append(num, end);
-    } else {
-      put_float(y);
-    }
+    if (y == std::trunc(y) && std::fabs(y) < 1e15f)
+      out.number(static_cast<long long>(y));
+    else
+      out.number(y);
     RowView row = d.row(r);
     for (std::uint32_t i = 0; i < row.nnz; ++i) {
       // Dense rows list their non-zero pixels; sparse rows keep explicit zeros.
       if (row.dense() && row.value[i] == 0.0f) continue;
-      buf += ' ';
-      put_uint((row.dense() ? i : row.index[i]) + std::uint64_t{1});
-      buf += ':';
-      put_float(row.value[i]);
+      out.put(' ').number((row.dense() ? i : row.index[i]) + std::uint64_t{1});
+      out.put(':').number(row.value[i]);
     }
-    buf += '\n';
-    if (buf.size() >= (1 << 20)) {
-      out.write(buf);
-      buf.clear();
-    }
+    out.end_line();
   }
-  out.write(buf);
   out.commit();
 }
 

@@ -258,14 +258,15 @@ struct Sniffed {
 
 Sniffed sniff(const std::string& path) {
   bool gz = false;
-  std::string h = detail::read_head(path, 8, &gz);
+  std::string h = detail::read_head(path, 4096, &gz);
   auto byte = [&](std::size_t i) { return static_cast<unsigned char>(h[i]); };
-  if (h == "HWDSET01") return {FileFormat::cache, gz};
+  if (h.starts_with("HWDSET01")) return {FileFormat::cache, gz};
   // IDX: two zero bytes, the element type (0x08 = unsigned byte), the number of
   // dimensions. No text format starts with two NULs.
   if (h.size() >= 4 && byte(0) == 0 && byte(1) == 0 && byte(2) == 0x08 && byte(3) >= 1 &&
       byte(3) <= 3)
     return {FileFormat::idx, gz};
+  if (looks_like_ratings(h)) return {FileFormat::ratings, gz};
   return {FileFormat::libsvm, gz};
 }
 
@@ -287,6 +288,11 @@ Dataset load_dataset(const std::string& path, const std::string& labels_path,
         throw ConfigError("a labels file is only used with IDX images, not with the cache " + path);
       return open_cache(path);
     case FileFormat::idx: return read_idx(path, labels_path);
+    case FileFormat::ratings:
+      if (!labels_path.empty())
+        throw ConfigError("a labels file is only used with IDX images; " + path +
+                          " holds rating triples, whose ratings are in the file");
+      return read_ratings(path);
     case FileFormat::libsvm:
       if (!labels_path.empty())
         throw ConfigError("a labels file is only used with IDX images; " + path +

@@ -31,7 +31,7 @@ inline Sections make_sections(Layout layout, std::size_t base, std::size_t rows,
   Sections s;
   s.labels = align_up(base);
   s.offsets = align_up(s.labels + rows * sizeof(float));
-  if (layout == Layout::sparse) {
+  if (layout != Layout::dense) {  // sparse and ratings: CSR
     s.indices = align_up(s.offsets + (rows + 1) * sizeof(std::uint64_t));
     s.values = align_up(s.indices + values * sizeof(std::uint32_t));
   } else {

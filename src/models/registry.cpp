@@ -5,6 +5,7 @@
 #include "hogwild/model.hpp"
 #include "hogwild/models/linear.hpp"
 #include "hogwild/models/mlp.hpp"
+#include "hogwild/models/mf.hpp"
 #include "hogwild/models/softmax.hpp"
 
 namespace hogwild {
@@ -19,6 +20,7 @@ std::map<std::string, ModelFactory>& registry() {
       {"squared", [](const ModelOptions& o) { return std::make_unique<LinearModel>(LinearLoss::squared, o); }},
       {"softmax", [](const ModelOptions& o) { return std::make_unique<SoftmaxModel>(o); }},
       {"mlp", [](const ModelOptions& o) { return std::make_unique<MlpModel>(o); }},
+      {"mf", [](const ModelOptions& o) { return std::make_unique<MfModel>(o); }},
   };
   return r;
 }

@@ -77,7 +77,8 @@ int run(int argc, char** argv) {
   app.get_formatter()->column_width(34);
   app.set_version_flag("--version", std::string("hogwild_train ") + HOGWILD_VERSION);
   app.add_option("--train", o.train,
-                 "Training data: libsvm/svmlight text, MNIST IDX images, or a binary cache "
+                 "Training data: libsvm/svmlight text, MNIST IDX images, rating triples "
+                 "(user item rating [timestamp]: MovieLens u.data, ratings.csv), or a binary cache "
                  "(hogwild_data convert); .gz is read transparently")->option_text("FILE");
   app.add_option("--test", o.test, "Test data, same formats; evaluated after every epoch")->option_text("FILE");
   app.add_option("--train-labels", o.train_labels,
@@ -115,6 +116,8 @@ int run(int argc, char** argv) {
                  "mlp: hidden layer widths, comma-separated (default 256,128)")
       ->option_text("W1,W2,...");
   app.add_flag("--no-bias", o.no_bias, "Do not learn an intercept");
+  app.add_option("--rank", cfg.model_options.rank, "Matrix factorization (mf): factors per user and item")
+      ->capture_default_str();
   app.add_option("--seed", cfg.seed, "Seed for shuffling and initial weights")
       ->capture_default_str();
   app.add_option("--eval-every", cfg.eval_every,

@@ -1,0 +1,44 @@
+// Matrix factorization of a rating matrix, the Hogwild! paper's Netflix / KDD Cup
+// experiment. A rating r of user u for item i is predicted as
+//   z = mu + b_u + b_i + p_u · q_i
+// with mu the mean training rating (fixed, from Problem), biases b (unless --no-bias)
+// and rank-k factors P (users x k) and Q (items x k), row-major. Loss (z - r)^2 / 2,
+// plus lambda/2 (|p_u|^2 + |q_i|^2) for each rating (biases are not penalised, as in
+// the other models). Rows are Layout::ratings: index[0] = user, index[1] = item.
+#pragma once
+
+#include "hogwild/model_base.hpp"
+
+namespace hogwild {
+
+class MfModel : public ModelBase<MfModel> {
+ public:
+  // Throws ConfigError unless 1 <= options.rank <= kMaxRank.
+  explicit MfModel(const ModelOptions& options);
+
+  static constexpr std::size_t kMaxRank = 1024;
+
+  std::string name() const override { return "mf"; }
+  LabelKind label_kind() const override { return LabelKind::real; }
+  void configure(const Problem& problem) override;
+  // "P" (users x rank), "Q" (items x rank), normal with sd 0.1; then "bu", "bi" (zeros).
+  std::vector<TensorSpec> parameters() const override;
+
+  template <class U>
+  double step(const Batch& b, const ParamSet& p, float lr);
+  void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  bool reports_accuracy() const { return false; }
+
+  std::size_t rank() const noexcept { return rank_; }
+  float mean() const noexcept { return mean_; }
+
+ private:
+  ModelOptions options_;
+  std::size_t users_ = 0, items_ = 0, rank_ = 0;
+  float mean_ = 0;
+  std::vector<float> read_;  // per batch: p_u and q_i as read, 2k floats a rating
+  std::vector<float> err_;   // per batch: z - r
+  std::vector<float> grad_;  // one rating's gradient for p_u and q_i
+};
+
+}  // namespace hogwild
