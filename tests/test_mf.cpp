@@ -97,7 +97,7 @@ TEST_CASE("mf: the step's gradient matches finite differences (batches, shared r
   for (bool bias : {true, false}) {
     for (float l2 : {0.f, 0.3f}) {
       for (std::vector<std::uint32_t> rows : {std::vector<std::uint32_t>{2}, {1, 3}, {0, 1, 2, 3}}) {
-        MfModel m(ModelOptions{l2, bias, 3});
+        MfModel m(ModelOptions{.l2 = l2, .bias = bias, .rank = 3});
         m.configure(problem_of(d));
         Params base(m.parameters(), 11);
         Batch b{&d, targets.data(), rows.data(), rows.size()};
@@ -126,7 +126,7 @@ TEST_CASE("mf: the step's gradient matches finite differences (batches, shared r
 TEST_CASE("mf: every update mode computes the same single-process step; RMSE is sqrt(mean (z-r)^2)") {
   Dataset d = small_ratings();
   const std::vector<float> targets(d.labels().begin(), d.labels().end());
-  MfModel m(ModelOptions{0.1f, true, 4});
+  MfModel m(ModelOptions{.l2 = 0.1f, .bias = true, .rank = 4});
   m.configure(problem_of(d));
   CHECK(m.mean() == doctest::Approx(3.625));
   Params base(m.parameters(), 5);
@@ -155,8 +155,8 @@ TEST_CASE("mf: every update mode computes the same single-process step; RMSE is 
 }
 
 TEST_CASE("mf: options and data it cannot take are ConfigErrors") {
-  CHECK_THROWS_AS(MfModel(ModelOptions{0, true, 0}), ConfigError);
-  CHECK_THROWS_AS(make_model("mf", ModelOptions{0, true, 5000}), ConfigError);
+  CHECK_THROWS_AS(MfModel(ModelOptions{.l2 = 0, .bias = true, .rank = 0}), ConfigError);
+  CHECK_THROWS_AS(make_model("mf", ModelOptions{.l2 = 0, .bias = true, .rank = 5000}), ConfigError);
   MfModel m(ModelOptions{});
   Problem sparse;
   sparse.features = 10;
