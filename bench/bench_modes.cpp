@@ -20,6 +20,7 @@
 
 #include "hogwild/data_io.hpp"
 #include "hogwild/trainer.hpp"
+#include "slice.hpp"
 
 using namespace hogwild;
 
@@ -29,16 +30,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-Dataset slice(const Dataset& d, std::size_t begin, std::size_t end, const char* name) {
-  auto off = d.offsets();
-  std::vector<std::uint64_t> rebased(off.begin() + static_cast<std::ptrdiff_t>(begin),
-                                     off.begin() + static_cast<std::ptrdiff_t>(end) + 1);
-  for (auto& o : rebased) o -= off[begin];
-  return Dataset::sparse(d.labels().subspan(begin, end - begin), rebased,
-                         d.indices().subspan(off[begin], off[end] - off[begin]),
-                         d.values().subspan(off[begin], off[end] - off[begin]), d.cols(), name);
 }
 
 }  // namespace
@@ -65,8 +56,8 @@ int main(int argc, char** argv) {
   const std::size_t n_train = g.rows;
   g.rows = n_train + n_train / 4;
   const Dataset all = generate_sparse(g);
-  const Dataset train_set = slice(all, 0, n_train, "train");
-  const Dataset test_set = slice(all, n_train, all.rows(), "test");
+  const Dataset train_set = bench::slice(all, 0, n_train, "train");
+  const Dataset test_set = bench::slice(all, n_train, all.rows(), "test");
   fmt::print("generated {} train rows, {} features, {:.1f} non-zeros per row\n", train_set.rows(),
              train_set.cols(), static_cast<double>(train_set.nnz()) / train_set.rows());
 
