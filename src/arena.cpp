@@ -2,8 +2,11 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 
 #include "hogwild/error.hpp"
 
@@ -85,7 +89,40 @@ void check_space(std::size_t bytes, const std::string& where) {
         mib(bytes), where, mib(avail)));
 }
 
+// Page size of `dir` when it is a hugetlbfs mount, else 0.
+std::size_t hugetlbfs_page(const std::string& dir) {
+  struct statfs s {};
+  if (dir.empty() || statfs(dir.c_str(), &s) != 0 || s.f_type != HUGETLBFS_MAGIC) return 0;
+  return static_cast<std::size_t>(s.f_bsize);
+}
+
+// The bracketed word of /sys/kernel/mm/transparent_hugepage/shmem_enabled.
+std::string shmem_thp_setting() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string line;
+  std::getline(f, line);
+  const auto a = line.find('['), b = line.find(']');
+  return a == std::string::npos || b == std::string::npos ? "" : line.substr(a + 1, b - a - 1);
+}
+
 }  // namespace
+
+HugePagesStatus huge_pages_status(const ArenaOptions& options) {
+  if (!options.huge_pages) return {false, "huge pages not requested"};
+  if (const std::size_t page = hugetlbfs_page(options.dir))
+    return {true, fmt::format("arena on hugetlbfs {} ({} KiB pages)", options.dir, page >> 10)};
+  if (!options.dir.empty())
+    return {false, fmt::format("{} is not a hugetlbfs mount: the arena uses normal pages "
+                               "(mount -t hugetlbfs none DIR and reserve pages with "
+                               "/proc/sys/vm/nr_hugepages)", options.dir)};
+  const std::string thp = shmem_thp_setting();
+  if (thp == "always" || thp == "within_size" || thp == "advise" || thp == "force")
+    return {true, "arena in /dev/shm with MADV_HUGEPAGE (transparent huge pages: " + thp + ")"};
+  return {false, fmt::format("transparent huge pages are off for shared memory "
+                             "(/sys/kernel/mm/transparent_hugepage/shmem_enabled is \"{}\"): "
+                             "the arena uses 4 KiB pages; set it to \"advise\" or use "
+                             "--shm-dir on a hugetlbfs mount", thp.empty() ? "unknown" : thp)};
+}
 
 std::size_t Arena::required_bytes(const std::vector<BlockSpec>& blocks) {
   std::size_t size = align_up(sizeof(Header), 4096);
@@ -105,7 +142,11 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
       if (blocks[i].name == blocks[j].name)
         throw ConfigError("arena block \"" + blocks[i].name + "\" declared twice");
   }
-  const std::size_t size = required_bytes(blocks);
+  std::size_t size = required_bytes(blocks);
+  const HugePagesStatus huge = huge_pages_status(options);
+  if (huge.ok) {
+    if (const std::size_t page = hugetlbfs_page(options.dir)) size = align_up(size, page);
+  }
 
   Arena a;
   a.size_ = size;
@@ -155,6 +196,9 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
 
   a.base_ = static_cast<std::byte*>(region->get_address());
   a.region_ = region;  // the mapping lives as long as the Arena (and across fork)
+  // hugetlbfs needs no advice; on /dev/shm the advice must come before first touch.
+  a.huge_pages_ = huge.ok && (hugetlbfs_page(options.dir) != 0 ||
+                              madvise(a.base_, size, MADV_HUGEPAGE) == 0);
 
   auto* h = reinterpret_cast<Header*>(a.base_);
   std::memcpy(h->magic, kMagic, sizeof kMagic);

@@ -1,5 +1,6 @@
 #include "process.hpp"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -92,6 +93,23 @@ void ProcessGroup::wait_all() noexcept {
     c.done = true;
     --running_;
   }
+}
+
+int pin_to_cpu(unsigned rank) noexcept {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
+  const int n = CPU_COUNT(&allowed);
+  if (n <= 0) return -1;
+  int want = static_cast<int>(rank % static_cast<unsigned>(n));
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || want-- > 0) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0 ? cpu : -1;
+  }
+  return -1;
 }
 
 static std::uint64_t read_kib_field(const char* path, const char* field) {

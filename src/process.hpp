@@ -49,6 +49,10 @@ class ProcessGroup {
   std::size_t running_ = 0;
 };
 
+// Pins the calling process to one CPU: the (rank mod n)-th of the n CPUs it may run
+// on. Returns that CPU's number, or -1 (and changes nothing) if affinity cannot be set.
+int pin_to_cpu(unsigned rank) noexcept;
+
 // Proportional set size of this process (/proc/self/smaps_rollup), 0 if unknown.
 std::uint64_t self_pss_bytes();
 // Peak resident set size of this process (VmHWM).

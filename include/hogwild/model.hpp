@@ -89,6 +89,14 @@ struct ModelOptions {
   bool bias = true;  // learn an intercept
   std::vector<std::size_t> hidden{256, 128};  // mlp: widths of the hidden layers
   std::size_t rank = 10;  // matrix factorization: factors per user and per item
+  // Hot coordinates (sparse linear models, parallel modes): each worker adds its
+  // updates of the bias and of the hot_k features most frequent in its own rows to
+  // a private buffer, and flushes that buffer into the shared weights with one add
+  // per coordinate every hot_flush examples and at the end of each epoch
+  // (HOGWILD++/DimmWitted-style replication of the coordinates every example
+  // touches, whose cache lines otherwise bounce between cores). 0: off.
+  std::size_t hot_k = 0;
+  std::size_t hot_flush = 16;
 };
 
 // A batch of rows, by index into the dataset, with their targets.

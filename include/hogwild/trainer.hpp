@@ -30,6 +30,8 @@ struct TrainConfig {
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm
+  bool pin = false;         // pin worker k to the (k mod n)-th CPU it may run on
+  bool huge_pages = false;  // ask for 2 MiB pages for the arena (ArenaOptions::huge_pages)
   // Throws ConfigError naming the first invalid field.
   void validate() const;
 };
@@ -54,6 +56,7 @@ struct TrainResult {
   double train_loss = 0;    // last epoch's mean progressive loss
   std::uint64_t peak_rss_bytes = 0;  // whole process tree, shared pages counted once
   unsigned lock_recoveries = 0;      // lock mode: mutex recovered from a dead owner
+  bool huge_pages = false;           // the arena got huge pages (config.huge_pages honoured)
   std::vector<Progress> history;
   std::map<std::string, std::vector<float>> parameters;  // final weights, by tensor name
   std::map<std::string, std::vector<float>> optimizer_state;  // AdaGrad: accumulators, by tensor

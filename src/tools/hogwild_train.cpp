@@ -127,6 +127,16 @@ int run(int argc, char** argv) {
   app.add_option("--summary", o.summary, "Write the run's summary as one JSON object to FILE")->option_text("FILE");
   app.add_option("--shm-dir", cfg.shm_dir,
                  "Put the parameter arena in a file-backed mapping in DIR instead of /dev/shm")->option_text("DIR");
+  app.add_flag("--pin", cfg.pin, "Pin worker k to the (k mod n)-th CPU this process may use");
+  app.add_flag("--huge-pages", cfg.huge_pages,
+               "Back the parameter arena with 2 MiB pages where the system allows it");
+  app.add_option("--hot-k", cfg.model_options.hot_k,
+                 "Linear models: accumulate the bias and the K most frequent features per "
+                 "worker, flushed every --hot-flush examples (0 = off)")
+      ->capture_default_str();
+  app.add_option("--hot-flush", cfg.model_options.hot_flush,
+                 "Examples between flushes of the hot coordinates")
+      ->capture_default_str();
   app.add_option("--threads", o.threads, "Threads for parsing text data (0 = all cores)")
       ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "Print only the final summary line");
@@ -158,6 +168,10 @@ int run(int argc, char** argv) {
                cfg.workers, cores);
 
   // Open the output files before the (possibly long) training, so a bad path fails now.
+  if (cfg.huge_pages) {
+    const auto hp = hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true});
+    if (!hp.ok) fmt::print(stderr, "hogwild_train: warning: --huge-pages: {}\n", hp.message);
+  }
   std::optional<hogwild::MetricsWriter> metrics;
   if (!o.metrics.empty()) metrics.emplace(o.metrics);
   if (!o.summary.empty()) {

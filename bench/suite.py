@@ -1,0 +1,489 @@
+#!/usr/bin/python3
+"""The performance suite behind bench/run.sh (docs/PERFORMANCE.md).
+
+Runs the built binaries (hogwild_train, hogwild_data, bench/bench_loop,
+bench/bench_prepare) and bench/compare/torch_hogwild.py, and writes to --out:
+  tables.md      the markdown tables it also prints
+  results.json   every run with its raw figures (and per-epoch test loss)
+  results.csv    the same runs, one row each, without the curves
+  *.png          speedup against workers; test loss against wall time
+
+Rules it keeps (../shared/BENCHMARKING.md): every configuration is repeated
+--reps times, repetitions are interleaved (A B C A B C), every figure is a
+median, and every ratio is taken between runs of the same repetition (the
+median of those per-repetition ratios), never across separate invocations.
+"""
+import argparse
+import csv
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt_rate(r):
+    if r is None:
+        return "n/a"
+    return f"{r / 1e6:.3g}M" if r >= 1e6 else f"{r / 1e3:.3g}k"
+
+
+def fmt(x, spec=".3f"):
+    return "n/a" if x is None else format(x, spec)
+
+
+class Suite:
+    def __init__(self, a):
+        self.a = a
+        self.build = os.path.abspath(a.build)
+        self.out = os.path.abspath(a.out)
+        self.data = os.path.join(self.out, "data")
+        self.tmp = tempfile.mkdtemp(prefix="hogwild-bench-")
+        os.makedirs(self.data, exist_ok=True)
+        self.train_bin = os.path.join(self.build, "src", "hogwild_train")
+        self.data_bin = os.path.join(self.build, "src", "hogwild_data")
+        self.runs = []  # every run, as a dict
+        self.tables = []  # (title, markdown)
+        self.notes = []
+        help_text = subprocess.run([self.train_bin, "--help"], capture_output=True,
+                                   text=True).stdout
+        self.models = set(re.findall(r"[a-z]+", help_text.split("--model", 1)[1].split("\n")[0]))
+        self.flags = set(re.findall(r"--[a-z][a-z-]+", help_text))
+        self.workers = list(range(1, (a.max_workers or os.cpu_count() or 1) + 1))
+        self.counter = 0
+
+    # ---- running things ----------------------------------------------------------
+    def note(self, text):
+        print("note:", text, flush=True)
+        self.notes.append(text)
+
+    def tmpfile(self, stem):
+        self.counter += 1
+        return os.path.join(self.tmp, f"{stem}-{self.counter}")
+
+    def train_cmd(self, opts, summary, metrics):
+        cmd = [self.train_bin, "-q", "--summary", summary, "--metrics", metrics]
+        for k, v in opts.items():
+            if v is True:
+                cmd.append("--" + k)
+            elif v is not None and v is not False:
+                cmd += ["--" + k, str(v)]
+        if self.a.pin and opts.get("mode") != "serial" and "--pin" in self.flags:
+            cmd.append("--pin")
+        return cmd
+
+    @staticmethod
+    def read_run(summary, metrics):
+        with open(summary) as f:
+            r = json.load(f)
+        with open(metrics) as f:
+            r["curve"] = [json.loads(line) for line in f if line.strip()]
+        return r
+
+    def train(self, opts):
+        s, m = self.tmpfile("summary"), self.tmpfile("metrics")
+        subprocess.run(self.train_cmd(opts, s, m), check=True, stdout=subprocess.DEVNULL)
+        return self.read_run(s, m)
+
+    def ceiling(self, n, opts):
+        """n single-worker hogwild runs on private copies of the model, started
+        together: what n cores give with no sharing at all."""
+        files = [(self.tmpfile("summary"), self.tmpfile("metrics")) for _ in range(n)]
+        o = dict(opts, mode="hogwild", workers=1)
+        procs = [subprocess.Popen(self.train_cmd(o, s, m), stdout=subprocess.DEVNULL)
+                 for s, m in files]
+        for p in procs:
+            if p.wait() != 0:
+                raise SystemExit(f"ceiling run failed: {p.args}")
+        rs = [self.read_run(s, m) for s, m in files]
+        r = dict(rs[0])
+        for k in ("samples_per_second", "nnz_per_second"):
+            r[k] = sum(x[k] for x in rs)
+        r["peak_rss_bytes"] = sum(x["peak_rss_bytes"] for x in rs)
+        r["curve"] = []
+        return r
+
+    def record(self, section, dataset, config, workers, rep, r):
+        row = {"section": section, "dataset": dataset, "config": config, "workers": workers,
+               "rep": rep}
+        row.update({k: r.get(k) for k in (
+            "samples_per_second", "nnz_per_second", "train_seconds", "test_loss",
+            "test_accuracy", "test_rmse", "peak_rss_bytes", "pss_tree_bytes")})
+        row["curve"] = [(p["time"], p.get("test_loss")) for p in r.get("curve", [])
+                        if p.get("end_of_epoch")]
+        self.runs.append(row)
+        print(f"  {section:10} {dataset:10} {config:14} x{workers:<2} rep {rep}: "
+              f"{fmt_rate(row['samples_per_second'])} examples/s"
+              + (f", test loss {row['test_loss']:.4f}" if row["test_loss"] else ""),
+              flush=True)
+        return row
+
+    def select(self, **kw):
+        return [r for r in self.runs if all(r[k] == v for k, v in kw.items())]
+
+    def med(self, key, **kw):
+        return median([r[key] for r in self.select(**kw)])
+
+    def ratio(self, key, num, den):
+        """Median over repetitions of num/den, both from the same repetition."""
+        rs = []
+        for a in self.select(**num):
+            b = [r for r in self.select(**den) if r["rep"] == a["rep"]]
+            if b and b[0][key] and a[key] is not None:
+                rs.append(a[key] / b[0][key])
+        return median(rs)
+
+    def table(self, title, header, rows):
+        md = "| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n"
+        md += "".join("| " + " | ".join(str(c) for c in row) + " |\n" for row in rows)
+        self.tables.append((title, md))
+        print(f"\n### {title}\n\n{md}", flush=True)
+
+    # ---- data ---------------------------------------------------------------------
+    def prepare(self):
+        a = self.a
+        self.rcv1 = os.path.join(self.data, f"rcv1like-{a.rows}")
+        if not os.path.exists(self.rcv1 + ".test.cache"):
+            subprocess.run([os.path.join(self.build, "bench", "bench_prepare"), "--rows",
+                            str(a.rows), "--out", self.rcv1], check=True)
+        self.spam = os.path.join(self.data, "spam")
+        src = os.path.join(a.shared_data, "spamassassin")
+        for part in ("train", "test"):
+            if not os.path.exists(f"{self.spam}.{part}.cache"):
+                subprocess.run([self.data_bin, "convert", f"{src}/spam.{part}.svm.gz", "--out",
+                                f"{self.spam}.{part}.cache"], check=True,
+                               stdout=subprocess.DEVNULL)
+        self.datasets = {
+            "rcv1like": {"train": self.rcv1 + ".train.cache", "test": self.rcv1 + ".test.cache",
+                         "lr": 0.5, "lr-decay": 0.9},
+            # 4810 rows: many short epochs, so that each run lasts about a second
+            "spam": {"train": self.spam + ".train.cache", "test": self.spam + ".test.cache",
+                     "lr": 0.5, "lr-decay": 0.97},
+        }
+
+    # ---- 2. the hand-written loop as the yardstick ---------------------------------------
+    def yardstick(self):
+        print("\n== yardstick: hand-written loop vs hogwild_train (serial, hogwild x1)")
+        epochs = {"spam": self.a.spam_epochs, "rcv1like": self.a.epochs}
+        loop = os.path.join(self.build, "bench", "bench_loop")
+        for rep in range(self.a.reps):
+            for name, d in self.datasets.items():
+                e = epochs[name]
+                out = subprocess.run([loop, "--train", d["train"], "--test", d["test"], "--epochs",
+                                      str(e), "--lr", str(d["lr"]), "--lr-decay",
+                                      str(d["lr-decay"]), "--seed", str(rep + 1)],
+                                     check=True, capture_output=True, text=True).stdout
+                self.record("yardstick", name, "hand loop", 1, rep, json.loads(out))
+                for mode in ("serial", "hogwild"):
+                    r = self.train({"train": d["train"], "test": d["test"], "mode": mode,
+                                    "workers": 1, "epochs": e, "lr": d["lr"],
+                                    "lr-decay": d["lr-decay"], "seed": rep + 1})
+                    self.record("yardstick", name, mode, 1, rep, r)
+        rows = []
+        for name in self.datasets:
+            for cfg in ("hand loop", "serial", "hogwild"):
+                k = dict(section="yardstick", dataset=name, config=cfg)
+                den = dict(section="yardstick", dataset=name, config="hand loop")
+                rows.append([name, cfg, fmt_rate(self.med("samples_per_second", **k)),
+                             fmt_rate(self.med("nnz_per_second", **k)),
+                             fmt(self.ratio("samples_per_second", k, den), ".2f") + "x",
+                             fmt(self.med("test_accuracy", **k), ".4f")])
+        self.table("Yardstick: hand-written serial loop vs hogwild_train (1 worker)",
+                   ["data", "run", "examples/s", "non-zeros/s", "vs hand loop", "test accuracy"],
+                   rows)
+
+    # ---- 3 and 4. scaling and time to target --------------------------------------
+    def configs(self):
+        if hasattr(self, "_configs"):
+            return self._configs
+        c = [("hogwild", {"mode": "hogwild"})]
+        if "--hot-k" in self.flags:
+            c.append(("hogwild+hot", {"mode": "hogwild", "hot-k": self.a.hot_k,
+                                      "hot-flush": self.a.hot_flush}))
+        else:
+            self.note("hogwild_train has no --hot-k: the hot-coordinate rows are skipped")
+        c += [("atomic", {"mode": "atomic"}), ("lock", {"mode": "lock"})]
+        self._configs = c
+        return c
+
+    def scaling(self, name, epochs, with_ceiling=True):
+        print(f"\n== scaling and convergence on {name}")
+        d = self.datasets[name]
+        base = {"train": d["train"], "test": d["test"], "epochs": epochs, "lr": d["lr"],
+                "lr-decay": d["lr-decay"]}
+        base.update(d.get("extra", {}))
+        for rep in range(self.a.reps):
+            base["seed"] = rep + 1
+            self.record("scaling", name, "serial", 1, rep, self.train(dict(base, mode="serial")))
+            for n in self.workers:
+                if with_ceiling:
+                    self.record("scaling", name, "ceiling", n, rep, self.ceiling(n, base))
+                for cfg, o in self.configs():
+                    self.record("scaling", name, cfg, n, rep,
+                                self.train(dict(base, workers=n, **o)))
+        self.scaling_table(name, with_ceiling)
+
+    def time_to(self, run, target):
+        for t, loss in run["curve"]:
+            if loss is not None and loss <= target:
+                return t
+        return None
+
+    def scaling_table(self, name, with_ceiling):
+        s = dict(section="scaling", dataset=name)
+        serial_loss = self.med("test_loss", config="serial", **s)
+        target = serial_loss * 1.01 if serial_loss else None
+        rows = []
+        for cfg in ["serial"] + [c for c, _ in self.configs()] + (["ceiling"] if with_ceiling else []):
+            for n in ([1] if cfg == "serial" else self.workers):
+                k = dict(s, config=cfg, workers=n)
+                if not self.select(**k):
+                    continue
+                tt = median([self.time_to(r, target) for r in self.select(**k)]) \
+                    if target and cfg != "ceiling" else None
+                rows.append([
+                    cfg, n, fmt_rate(self.med("samples_per_second", **k)),
+                    fmt(self.ratio("samples_per_second", k, dict(s, config=cfg, workers=1)), ".2f") + "x",
+                    fmt(self.ratio("samples_per_second", k, dict(s, config="ceiling", workers=n)), ".2f") + "x"
+                    if with_ceiling else "n/a",
+                    fmt(self.ratio("samples_per_second", k, dict(s, config="serial", workers=1)), ".2f") + "x",
+                    fmt(self.med("test_loss", **k), ".4f"),
+                    fmt(self.med("test_accuracy", **k), ".4f") if name != "ratings" else
+                    fmt(self.med("test_rmse", **k), ".4f"),
+                    fmt(tt, ".2f") + (" s" if tt is not None else " (not reached)")])
+        self.table(f"Scaling and time to target on {name} (target test loss {fmt(target, '.4f')}"
+                   f" = 1.01 x serial's final)",
+                   ["run", "workers", "examples/s", "vs 1 worker", "vs ceiling", "vs serial",
+                    "final test loss", "accuracy" if name != "ratings" else "rmse",
+                    "time to target"], rows)
+
+    def ratings(self):
+        if "mf" not in self.models:
+            self.note("hogwild_train has no --model mf: the matrix-factorisation rows are skipped")
+            return
+        prefix = os.path.join(self.data, "ratings")
+        r = subprocess.run([self.data_bin, "generate", "--kind", "ratings", "--rows",
+                            str(self.a.rows * 2), "--out", prefix + ".cache"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            self.note("`hogwild_data generate --kind ratings` failed, MF rows skipped: "
+                      + (r.stderr.strip().splitlines() or ["?"])[-1])
+            return
+        self.datasets["ratings"] = {"train": prefix + ".cache", "test": prefix + ".cache",
+                                    "lr": 0.01, "lr-decay": 0.9, "extra": {"model": "mf"}}
+        self.scaling("ratings", self.a.epochs)
+
+    # ---- 5 and 6. PyTorch side by side, memory -------------------------------------
+    def peers(self):
+        print("\n== side by side with PyTorch (torch.multiprocessing Hogwild pattern)")
+        try:
+            subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True,
+                           capture_output=True)
+        except subprocess.CalledProcessError:
+            self.note("python3-torch is not installed: the PyTorch comparison is skipped "
+                      "(scripts/install-bench-deps.sh)")
+            return
+        fm = self.a.fashion_mnist
+        spam = os.path.join(self.a.shared_data, "spamassassin")
+        cases = [("softmax", f"{fm}/train-images-idx3-ubyte.gz", f"{fm}/t10k-images-idx3-ubyte.gz",
+                  32, 3, 0.1, {}),
+                 ("logistic", f"{spam}/spam.train.svm.gz", f"{spam}/spam.test.svm.gz", 1, 5, 0.5, {})]
+        if "mlp" in self.models:
+            cases.insert(1, ("mlp", f"{fm}/train-images-idx3-ubyte.gz",
+                             f"{fm}/t10k-images-idx3-ubyte.gz", 32, 3, 0.1, {"hidden": "256,128"}))
+        else:
+            self.note("hogwild_train has no --model mlp: the MLP comparison is skipped")
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        for rep in range(self.a.peer_reps):
+            for model, tr, te, batch, epochs, lr, extra in cases:
+                for n in self.workers:
+                    cmd = ["/usr/bin/python3", os.path.join(HERE, "compare", "torch_hogwild.py"),
+                           "--model", model, "--train", tr, "--test", te, "--workers", str(n),
+                           "--batch", str(batch), "--epochs", str(epochs), "--lr", str(lr),
+                           "--seed", str(rep + 1)]
+                    cmd += [x for k, v in extra.items() for x in ("--" + k, v)]
+                    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                         env=env).stdout
+                    self.record("peers", model, "pytorch", n, rep, json.loads(out.splitlines()[-1]))
+                    r = self.train(dict({"train": tr, "test": te, "model": model, "mode": "hogwild",
+                                         "workers": n, "batch": batch, "epochs": epochs, "lr": lr,
+                                         "seed": rep + 1}, **extra))
+                    self.record("peers", model, "hogwild_train", n, rep, r)
+        rows = []
+        for model, *_ in cases:
+            for n in self.workers:
+                k = dict(section="peers", dataset=model, workers=n)
+                t, h = dict(k, config="pytorch"), dict(k, config="hogwild_train")
+                rows.append([model, n, fmt_rate(self.med("samples_per_second", **t)),
+                             fmt_rate(self.med("samples_per_second", **h)),
+                             fmt(self.ratio("samples_per_second", h, t), ".1f") + "x",
+                             fmt(self.med("test_accuracy", **t), ".4f"),
+                             fmt(self.med("test_accuracy", **h), ".4f"),
+                             fmt((self.med("pss_tree_bytes", **t) or 0) / 2**20, ".0f") + " MiB",
+                             fmt((self.med("peak_rss_bytes", **h) or 0) / 2**20, ".0f") + " MiB"])
+        self.table("Side by side with PyTorch (same data, batch, epochs, lr, workers)",
+                   ["model", "workers", "PyTorch examples/s", "hogwild examples/s", "ratio",
+                    "PyTorch accuracy", "hogwild accuracy", "PyTorch memory (PSS tree)",
+                    "hogwild memory (PSS tree)"], rows)
+
+    def memory(self):
+        rows = []
+        sizes = {"rcv1like": self.rcv1 + ".train.cache", "spam": self.spam + ".train.cache"}
+        for name, path in sizes.items():
+            data = os.path.getsize(path) + os.path.getsize(path.replace(".train.", ".test."))
+            for n in self.workers:
+                k = dict(section="scaling", dataset=name, config="hogwild", workers=n)
+                peak = self.med("peak_rss_bytes", **k)
+                if peak is None:
+                    continue
+                budget = data + 2 * 4 * 50000 + n * 30 * 2**20  # model + 2 snapshot slots
+                rows.append([name, n, f"{data / 2**20:.0f} MiB", f"{peak / 2**20:.0f} MiB",
+                             f"{budget / 2**20:.0f} MiB", "yes" if peak <= budget else "NO"])
+        self.table("Memory: peak of the whole process tree (shared pages counted once)",
+                   ["data", "workers", "data (train+test)", "peak tree", "budget data+model+30 MiB/worker",
+                    "within"], rows)
+
+    # ---- 7. loading ---------------------------------------------------------------
+    def loading(self):
+        print("\n== loading: libsvm parse and binary cache")
+        prefix = os.path.join(self.data, f"parse-{self.a.parse_rows}")
+        svm = prefix + ".train.svm"
+        if not os.path.exists(svm):
+            subprocess.run([os.path.join(self.build, "bench", "bench_prepare"), "--rows",
+                            str(self.a.parse_rows), "--test-rows", "1", "--libsvm", "--out",
+                            prefix], check=True, stdout=subprocess.DEVNULL)
+        size = os.path.getsize(svm)
+        subprocess.run(["cat", svm], stdout=subprocess.DEVNULL, check=True)  # page cache warm
+        res = {}
+        for rep in range(self.a.reps):
+            for what, path, threads in (("parse, 1 thread", svm, 1), ("parse, 2 threads", svm, 2),
+                                        ("binary cache open", prefix + ".train.cache", 1)):
+                out = subprocess.run([self.data_bin, "info", path, "--threads", str(threads)],
+                                     check=True, capture_output=True, text=True).stdout
+                secs = float(re.search(r"loaded in:\s+([0-9.]+)", out).group(1))
+                res.setdefault(what, []).append(secs)
+                self.runs.append({"section": "loading", "dataset": os.path.basename(path),
+                                  "config": what, "workers": threads, "rep": rep,
+                                  "train_seconds": secs, "bytes": size})
+        rows = [[w, f"{size / 2**20:.0f} MiB libsvm", f"{median(s):.3f} s",
+                 f"{size / 2**20 / median(s):.0f} MB/s" if "parse" in w else "-"]
+                for w, s in res.items()]
+        self.table("Loading", ["what", "input", "median time", "text throughput"], rows)
+
+    # ---- output -------------------------------------------------------------------
+    def plots(self):
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            self.note("matplotlib is not installed: no plots (scripts/install-bench-deps.sh)")
+            return
+        for name in [d for d in self.datasets if self.select(section="scaling", dataset=d)]:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            s = dict(section="scaling", dataset=name)
+            one = self.med("samples_per_second", config="serial", **s)
+            for cfg in sorted({r["config"] for r in self.select(**s)} - {"serial"}):
+                xs = [n for n in self.workers if self.select(config=cfg, workers=n, **s)]
+                ax.plot(xs, [self.med("samples_per_second", config=cfg, workers=n, **s) / one
+                             for n in xs], marker="o", label=cfg,
+                        linestyle="--" if cfg == "ceiling" else "-")
+            ax.plot(self.workers, self.workers, color="grey", linewidth=0.5, label="linear")
+            ax.set(xlabel="workers", ylabel="examples/s relative to serial",
+                   title=f"Speedup on {name}")
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(os.path.join(self.out, f"speedup-{name}.png"), dpi=110)
+            plt.close(fig)
+
+            fig, ax = plt.subplots(figsize=(6, 4))
+            nmax = self.workers[-1]
+            for cfg in ["serial"] + [c for c, _ in self.configs()]:
+                rs = self.select(config=cfg, workers=1 if cfg == "serial" else nmax, rep=0, **s)
+                if rs and rs[0]["curve"]:
+                    pts = [(t, l) for t, l in rs[0]["curve"] if l is not None]
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".",
+                            label=cfg + ("" if cfg == "serial" else f" x{nmax}"))
+            ax.set(xlabel="wall time (s)", ylabel="test loss", title=f"Test loss on {name}")
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(os.path.join(self.out, f"loss-vs-time-{name}.png"), dpi=110)
+            plt.close(fig)
+
+    def write(self):
+        with open(os.path.join(self.out, "results.json"), "w") as f:
+            json.dump({"quick": self.a.quick, "cores": os.cpu_count(), "load": os.getloadavg(),
+                       "notes": self.notes, "runs": self.runs}, f, indent=1)
+        keys = ["section", "dataset", "config", "workers", "rep", "samples_per_second",
+                "nnz_per_second", "train_seconds", "test_loss", "test_accuracy", "test_rmse",
+                "peak_rss_bytes", "pss_tree_bytes"]
+        with open(os.path.join(self.out, "results.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(self.runs)
+        with open(os.path.join(self.out, "tables.md"), "w") as f:
+            f.write(f"# hogwild bench ({'quick' if self.a.quick else 'full'}), "
+                    f"{os.cpu_count()} cores, {self.a.reps} interleaved repetitions, medians\n\n")
+            for title, md in self.tables:
+                f.write(f"## {title}\n\n{md}\n")
+            for n in self.notes:
+                f.write(f"- {n}\n")
+
+
+def main():
+    p = argparse.ArgumentParser(description="hogwild performance suite (see bench/run.sh)")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--out", default=os.path.join(ROOT, "bench-out"))
+    p.add_argument("--quick", action="store_true", help="the < 5 minute form")
+    p.add_argument("--max-workers", type=int, default=0, help="default: the core count")
+    p.add_argument("--pin", action="store_true", help="pass --pin to multi-worker runs")
+    p.add_argument("--only", default="", help="comma-separated sections to run")
+    p.add_argument("--shared-data", default=os.environ.get(
+        "HOGWILD_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data")))
+    p.add_argument("--fashion-mnist", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--rows", type=int, default=500000, help="RCV1-like training rows")
+    p.add_argument("--reps", type=int, default=3, help="interleaved repetitions")
+    a = p.parse_args()
+    q = a.quick
+    a.peer_reps = 1 if q else 3
+    a.epochs = 3 if q else 10
+    a.spam_epochs = 100 if q else 200
+    a.parse_rows = 100000 if q else 1100000
+    a.hot_k, a.hot_flush = 64, 16
+    s = Suite(a)
+    only = set(filter(None, a.only.split(",")))
+    want = lambda x: not only or x in only  # noqa: E731
+    t0 = time.time()
+    print(f"hogwild bench ({'quick' if q else 'full'}): {os.cpu_count()} cores, load "
+          f"{os.getloadavg()[0]:.1f}, workers {s.workers}, out {s.out}", flush=True)
+    s.prepare()
+    if want("yardstick"):
+        s.yardstick()
+    if want("scaling"):
+        s.scaling("rcv1like", a.epochs)
+        s.scaling("spam", a.spam_epochs, with_ceiling=True)
+        s.memory()
+        s.ratings()
+    if want("peers"):
+        s.peers()
+    if want("loading"):
+        s.loading()
+    s.plots()
+    s.write()
+    print(f"\nwrote {s.out}/tables.md, results.json, results.csv and plots "
+          f"in {time.time() - t0:.0f} s (load average now {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
