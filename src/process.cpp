@@ -122,6 +122,10 @@ static std::uint64_t read_kib_field(const char* path, const char* field) {
 }
 
 std::uint64_t self_pss_bytes() { return read_kib_field("/proc/self/smaps_rollup", "Pss:"); }
+std::uint64_t self_private_bytes() {
+  return read_kib_field("/proc/self/smaps_rollup", "Private_Clean:") +
+         read_kib_field("/proc/self/smaps_rollup", "Private_Dirty:");
+}
 std::uint64_t self_peak_rss_bytes() { return read_kib_field("/proc/self/status", "VmHWM:"); }
 
 }  // namespace hogwild::detail

@@ -55,6 +55,9 @@ int pin_to_cpu(unsigned rank) noexcept;
 
 // Proportional set size of this process (/proc/self/smaps_rollup), 0 if unknown.
 std::uint64_t self_pss_bytes();
+// Bytes mapped by this process alone (Private_Clean + Private_Dirty of
+// /proc/self/smaps_rollup): what a forked worker adds to its parent's footprint.
+std::uint64_t self_private_bytes();
 // Peak resident set size of this process (VmHWM).
 std::uint64_t self_peak_rss_bytes();
 

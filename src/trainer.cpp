@@ -185,7 +185,7 @@ struct Run {
       for (const char* n : {"snapshot0", "snapshot1"})
         blocks.push_back({n, sizeof(SnapshotSlot) + floats * sizeof(float)});
     }
-    arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir});
+    arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
     control = new (arena.block("control").data()) Control();
     control->mutex.init();
     auto pb = arena.block("progress");
@@ -217,7 +217,7 @@ struct Run {
   // Called by a worker after publishing epoch e: the last one to finish copies the
   // weights into the slot of epoch e, if the parent is done with that slot.
   void snapshot_if_last(unsigned e) {
-    if (finishers.empty()) return;
+    if (finishers.empty() || !test) return;  // nothing would evaluate the snapshot
     if (finishers[e].fetch_add(1, std::memory_order_acq_rel) + 1 != workers) return;
     SnapshotSlot& slot = *slots[e % 2];
     if (slot.epoch.load(std::memory_order_acquire) != 0 &&
@@ -225,9 +225,11 @@ struct Run {
       return;  // the parent still reads it: that epoch falls back to the live weights
     slot.epoch.store(0, std::memory_order_relaxed);
     const ParamSet& dst = slot_params[e % 2];
-    for (std::size_t t = 0; t < params.count(); ++t)
-      for (std::size_t i = 0; i < params.size(t); ++i)
-        dst.data(t)[i] = detail::relaxed_load(params.data(t) + i);
+    for (std::size_t t = 0; t < params.count(); ++t) {
+      const float* from = params.data(t);  // hoisted: the stores below may alias them
+      float* to = dst.data(t);
+      for (std::size_t i = 0, n = params.size(t); i < n; ++i) to[i] = detail::relaxed_load(from + i);
+    }
     slot.time = static_cast<double>(now_ns() - control->start_ns) * 1e-9;
     slot.samples = samples();
     slot.consumed.store(0, std::memory_order_relaxed);
@@ -277,10 +279,12 @@ struct Run {
     auto rows = rows_of(rank);
     Rng rng(cfg.seed + rank);
     progress[rank].pid.store(getpid(), std::memory_order_relaxed);
+    if (cfg.pin) detail::pin_to_cpu(rank);
     for (unsigned e = 0; e < cfg.epochs && !control->stop.load(std::memory_order_relaxed); ++e)
       run_epoch(rank, e, rows, rng);
     progress[rank].finish_ns.store(now_ns(), std::memory_order_relaxed);
     progress[rank].pss_bytes.store(detail::self_pss_bytes(), std::memory_order_relaxed);
+    progress[rank].private_bytes.store(detail::self_private_bytes(), std::memory_order_relaxed);
     return 0;
   }
 
@@ -345,6 +349,9 @@ void TrainConfig::validate() const {
   if (!(model_options.l2 >= 0) || !std::isfinite(model_options.l2))
     throw ConfigError(fmt::format("--l2 must be >= 0, got {}", model_options.l2));
   if (!(eval_every >= 0)) throw ConfigError("--eval-every must be >= 0");
+  if (model_options.hot_flush == 0) throw ConfigError("--hot-flush must be at least 1");
+  if (model_options.hot_k > 0 && optimizer != Optimizer::sgd)
+    throw ConfigError("--hot-k works with --optimizer sgd only");
 }
 
 TrainResult train(const TrainConfig& config, const Dataset& train_set, const Dataset* test,
@@ -447,9 +454,13 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_set
   result.test = result.history.back().test;
   result.train_loss = result.history.back().train_loss;
   result.lock_recoveries = run.control->mutex.recoveries();
-  std::uint64_t tree = detail::self_pss_bytes();
-  for (auto& p : run.progress) tree += p.pss_bytes.load(std::memory_order_relaxed);
-  result.peak_rss_bytes = std::max<std::uint64_t>(tree, detail::self_peak_rss_bytes());
+  // The parent maps everything the workers share (data, arena) and each worker adds
+  // its private pages. (Summing PSS taken at different exits counted shared pages
+  // several times over: a page's share grows as its other mappers exit.)
+  std::uint64_t tree = detail::self_peak_rss_bytes();
+  for (auto& p : run.progress) tree += p.private_bytes.load(std::memory_order_relaxed);
+  result.peak_rss_bytes = tree;
+  result.huge_pages = run.arena.huge_pages();
   for (const auto& t : run.params.tensors()) {
     result.parameters[t.name].assign(t.data, t.data + t.size);
     if (t.state) result.optimizer_state[t.name].assign(t.state, t.state + t.size);

@@ -99,7 +99,8 @@ TEST_CASE("--help documents every option and --version prints the version") {
   CHECK(r.exit_code == 0);
   for (const char* opt : {"--train", "--test", "--model", "--workers", "--mode", "--epochs", "--lr",
                           "--batch", "--seed", "--metrics", "--summary", "--lr-decay", "--l2",
-                          "--eval-every", "--shm-dir", "--cleanup", "--version"})
+                          "--eval-every", "--shm-dir", "--cleanup", "--version", "--pin",
+                          "--huge-pages", "--hot-k", "--hot-flush"})
     CHECK_MESSAGE(r.out.find(opt) != std::string::npos, opt);
   auto v = run({test::hogwild_train_path(), "--version"});
   CHECK(v.exit_code == 0);

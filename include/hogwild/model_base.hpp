@@ -29,10 +29,14 @@ struct StepSize {
   float lr0 = 0.1f;
   float decay = 1.0f;          // per-epoch backoff (Hogwild! paper: 0.9)
   double inverse_scale = 0.0;  // 0: no inverse-time decay
-  float at(unsigned epoch, std::uint64_t t) const noexcept {
-    double lr = lr0 * std::pow(static_cast<double>(decay), epoch);
-    if (inverse_scale > 0) lr /= 1.0 + static_cast<double>(t) / inverse_scale;
-    return static_cast<float>(lr);
+  float at(unsigned epoch, std::uint64_t t) const noexcept { return at(epoch_start(epoch), t); }
+  // lr0 * decay^epoch: the pow() is paid once per epoch, not once per mini-batch.
+  double epoch_start(unsigned epoch) const noexcept {
+    return lr0 * std::pow(static_cast<double>(decay), epoch);
+  }
+  float at(double epoch_lr, std::uint64_t t) const noexcept {
+    if (inverse_scale > 0) epoch_lr /= 1.0 + static_cast<double>(t) / inverse_scale;
+    return static_cast<float>(epoch_lr);
   }
 };
 
@@ -44,6 +48,7 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::int32_t> pid{0};
   std::atomic<std::uint64_t> pss_bytes{0};    // proportional set size at exit
   std::atomic<std::int64_t> finish_ns{0};     // steady clock when the worker finished
+  std::atomic<std::uint64_t> private_bytes{0};  // pages only this worker maps, at exit
 };
 
 struct EpochTask {
@@ -60,6 +65,16 @@ struct EpochTask {
   RobustMutex* mutex = nullptr;                  // lock mode only
   const std::atomic<std::int32_t>* stop = nullptr;  // set by the parent to stop early
 };
+
+// Starts loading row r while the current example computes: workers visit their
+// rows in shuffled order, so every row is a cache miss no hardware prefetcher can
+// predict. The first 16 non-zeros (index and value) are asked for; the adjacent-line
+// and stream prefetchers follow the rest of a long row.
+inline void prefetch_row(const Dataset& d, std::uint32_t r) noexcept {
+  const RowView x = d.row(r);
+  if (x.index) __builtin_prefetch(x.index);
+  __builtin_prefetch(x.value);
+}
 
 template <class Derived>
 class ModelBase : public Model {
@@ -94,6 +109,15 @@ class ModelBase : public Model {
   // Classification models report accuracy; regression ones RMSE.
   bool reports_accuracy() const { return true; }
 
+  // Per-worker hooks around each epoch's batches, called in the worker process (so
+  // a model's members are private to it there). A model that keeps worker-private
+  // state (hot-coordinate buffers) defines its own, found by name like `step`.
+  // end_epoch runs before the epoch is published, also when it was cut short.
+  template <class U>
+  void begin_epoch(const EpochTask&) {}
+  template <class U>
+  void end_epoch(const EpochTask&) {}
+
  private:
   Derived& derived() { return static_cast<Derived&>(*this); }
   const Derived& derived() const { return static_cast<const Derived&>(*this); }
@@ -104,11 +128,14 @@ class ModelBase : public Model {
     const std::size_t n = t.rows.size();
     const std::size_t batch = t.batch ? t.batch : 1;
     std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
+    const double epoch_lr = t.step_size.epoch_start(t.epoch);
+    derived().template begin_epoch<U>(t);
     for (std::size_t begin = 0; begin < n; begin += batch) {
       if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
       const std::size_t size = std::min(batch, n - begin);
       const Batch b{t.data, t.targets, t.rows.data() + begin, size};
-      const float lr = t.step_size.at(t.epoch, seen * t.workers);
+      if (begin + size < n) prefetch_row(*t.data, t.rows[begin + size]);
+      const float lr = t.step_size.at(epoch_lr, seen * t.workers);
       if constexpr (U::locks_batches) {
         RobustLock guard(*t.mutex);
         loss += derived().template step<U>(b, t.params, lr);
@@ -119,6 +146,7 @@ class ModelBase : public Model {
       if (t.progress && ((begin / batch) & 63) == 63)
         t.progress->samples.store(seen, std::memory_order_relaxed);
     }
+    derived().template end_epoch<U>(t);
     if (t.progress) t.progress->samples.store(seen, std::memory_order_relaxed);
     return loss;
   }
@@ -144,6 +172,16 @@ inline void row_descend(const ParamSet::Tensor& w, std::size_t offset, float a, 
     return U::descend_axpy(w, offset, a, x.value, x.nnz, lr);
   }
   const float* base = w.data + offset;
+  if constexpr (U::optimizer == Optimizer::sgd) {
+    // Sgd::descend is w -= lr * g; spelled out here on a local pointer, because
+    // through descend(w, ...) the compiler reloads w.data after every relaxed store.
+    float* d = w.data + offset;
+    for (std::uint32_t k = 0; k < x.nnz; ++k) {
+      const float g = a * x.value[k];
+      U::add(d + x.index[k], -lr * (l2 != 0 ? g + l2 * U::read(d + x.index[k]) : g));
+    }
+    return;
+  }
   for (std::uint32_t k = 0; k < x.nnz; ++k) {
     const std::size_t j = offset + x.index[k];
     const float g = a * x.value[k];

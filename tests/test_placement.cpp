@@ -1,0 +1,114 @@
+// Where workers and pages go: --pin (each worker on one CPU, rank mod CPUs) and
+// --huge-pages (2 MiB pages for the arena where the system allows it, otherwise
+// normal pages and a status line that says why).
+#include <doctest/doctest.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+
+#include "hogwild/arena.hpp"
+#include "hogwild/model_base.hpp"
+#include "hogwild/trainer.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+// Records, from inside each worker, how many CPUs it may run on, by rank (the
+// partition its smallest row falls in), in a shared page the test process owns.
+class AffinityProbe : public ModelBase<AffinityProbe> {
+ public:
+  AffinityProbe(int* out, std::size_t rows, unsigned workers)
+      : out_(out), rows_(rows), workers_(workers) {}
+  std::string name() const override { return "probe"; }
+  LabelKind label_kind() const override { return LabelKind::real; }
+  void configure(const Problem& p) override { d_ = p.features; }
+  std::vector<TensorSpec> parameters() const override { return {{"w", d_, {}}}; }
+  template <class U>
+  void begin_epoch(const EpochTask& t) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof set, &set);
+    const std::uint32_t first = *std::min_element(t.rows.begin(), t.rows.end());
+    const auto rank = static_cast<std::size_t>(first) * workers_ / rows_;
+    out_[2 * rank] = CPU_COUNT(&set);
+    out_[2 * rank + 1] = sched_getcpu();
+  }
+  template <class U>
+  double step(const Batch&, const ParamSet&, float) {
+    return 0;
+  }
+  void predict(const ParamSet&, RowView, float, double& loss, bool& ok) const {
+    loss = 0;
+    ok = false;
+  }
+  bool reports_accuracy() const { return false; }
+
+ private:
+  int* out_;
+  std::size_t rows_;
+  unsigned workers_;
+  std::size_t d_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("--pin puts each worker on exactly one CPU, rank mod CPUs") {
+  auto [tr, te] = test::generated_problem(300, 10, 20, 3, 0.0, 1);  // 3 x 100 rows
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  const int cpus = CPU_COUNT(&mine);
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(page != MAP_FAILED);
+  int* seen = static_cast<int*>(page);
+  for (bool pin : {false, true}) {
+    std::fill(seen, seen + 8, -1);
+    AffinityProbe probe(seen, tr.rows(), 3);
+    TrainConfig c;
+    c.mode = Mode::hogwild;
+    c.workers = 3;
+    c.epochs = 1;
+    c.pin = pin;
+    train(c, probe, tr, &te);
+    for (int rank = 0; rank < 3; ++rank) {
+      INFO("pin " << pin << " rank " << rank);
+      CHECK(seen[2 * rank] == (pin ? 1 : cpus));
+    }
+    if (pin && cpus >= 2) CHECK(seen[1] != seen[3]);  // ranks 0 and 1 on different CPUs
+  }
+  munmap(page, 4096);
+}
+
+TEST_CASE("--huge-pages works where the system allows it and says why where it does not") {
+  const HugePagesStatus off = huge_pages_status(ArenaOptions{});
+  CHECK_FALSE(off.ok);
+  const HugePagesStatus shm = huge_pages_status(ArenaOptions{"", true});
+  MESSAGE("/dev/shm: " << shm.message);
+  CHECK_FALSE(shm.message.empty());
+  Arena a = Arena::create({{"w", 4 << 20}}, ArenaOptions{"", true});
+  CHECK(a.huge_pages() == shm.ok);
+  auto w = a.array<float>("w");
+  w[0] = 1;
+  w[w.size() - 1] = 2;  // the whole block is usable either way
+  CHECK(w[0] + w[w.size() - 1] == 3);
+
+  test::TempDir dir;  // an ordinary directory is not hugetlbfs
+  const HugePagesStatus file = huge_pages_status(ArenaOptions{dir.path().string(), true});
+  CHECK_FALSE(file.ok);
+  CHECK(file.message.find("hugetlbfs") != std::string::npos);
+  Arena b = Arena::create({{"w", 4096}}, ArenaOptions{dir.path().string(), true});
+  CHECK_FALSE(b.huge_pages());
+
+  auto [tr, te] = test::generated_problem(500, 50, 30, 4, 0.0, 2);
+  TrainConfig c;
+  c.mode = Mode::hogwild;
+  c.workers = 2;
+  c.epochs = 2;
+  c.huge_pages = true;
+  const auto r = train(c, tr, &te);
+  CHECK(r.huge_pages == shm.ok);
+  CHECK(r.test.accuracy > 0.5);
+}
