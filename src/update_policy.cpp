@@ -24,31 +24,57 @@ Mode parse_mode(std::string_view s) {
 namespace detail {
 
 // The dense half of THE INTENDED RACE (update_policy.hpp): whole-lane vector loads
-// and stores on the shared mapping. Kept out of line so tests/tsan.supp can name it.
+// and stores on the shared mapping. Kept out of line so tests/tsan.supp can name
+// them. Each is compiled twice (target_clones, chosen once at load time by the CPU
+// it runs on): for x86-64-v3 (AVX2: v8f is one 32-byte register) and for the
+// baseline (SSE2: each v8f operation becomes two 16-byte ones). Either way every
+// float is loaded and stored whole; four independent accumulators keep the dot
+// product from waiting on one addition chain. SerialUpdate calls the same kernels
+// on private memory, where there is no race.
+// -Wpsabi: v8f values never cross a call boundary (the helpers are inlined).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+namespace {
+using v8f = float __attribute__((vector_size(32)));
+inline v8f vload8(const float* p) noexcept {
+  v8f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void vstore8(float* p, v8f v) noexcept { std::memcpy(p, &v, sizeof v); }
+}  // namespace
+
+__attribute__((target_clones("arch=x86-64-v3", "default")))
 void dense_axpy_shared(float* dst, float a, const float* x, std::size_t n) noexcept {
   std::size_t i = 0;
-  const v4f va = {a, a, a, a};
-  for (; i + 8 <= n; i += 8) {
-    v4f d0 = vload(dst + i) + va * vload(x + i);
-    v4f d1 = vload(dst + i + 4) + va * vload(x + i + 4);
-    vstore(dst + i, d0);
-    vstore(dst + i + 4, d1);
+  const v8f va = {a, a, a, a, a, a, a, a};
+  for (; i + 16 <= n; i += 16) {
+    const v8f d0 = vload8(dst + i) + va * vload8(x + i);
+    const v8f d1 = vload8(dst + i + 8) + va * vload8(x + i + 8);
+    vstore8(dst + i, d0);
+    vstore8(dst + i + 8, d1);
   }
+  for (; i + 4 <= n; i += 4) vstore(dst + i, vload(dst + i) + v4f{a, a, a, a} * vload(x + i));
   for (; i < n; ++i) relaxed_store(dst + i, relaxed_load(dst + i) + a * x[i]);
 }
 
+__attribute__((target_clones("arch=x86-64-v3", "default")))
 float dense_dot_shared(const float* w, const float* x, std::size_t n) noexcept {
   std::size_t i = 0;
-  v4f s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
-  for (; i + 8 <= n; i += 8) {
-    s0 += vload(w + i) * vload(x + i);
-    s1 += vload(w + i + 4) * vload(x + i + 4);
+  v8f s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  for (; i + 32 <= n; i += 32) {
+    s0 += vload8(w + i) * vload8(x + i);
+    s1 += vload8(w + i + 8) * vload8(x + i + 8);
+    s2 += vload8(w + i + 16) * vload8(x + i + 16);
+    s3 += vload8(w + i + 24) * vload8(x + i + 24);
   }
-  v4f s = s0 + s1;
-  float r = (s[0] + s[1]) + (s[2] + s[3]);
+  for (; i + 8 <= n; i += 8) s0 += vload8(w + i) * vload8(x + i);
+  const v8f s = (s0 + s1) + (s2 + s3);
+  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
   for (; i < n; ++i) r += relaxed_load(w + i) * x[i];
   return r;
 }
+#pragma GCC diagnostic pop
 
 }  // namespace detail
 }  // namespace hogwild

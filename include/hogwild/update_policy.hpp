@@ -36,9 +36,9 @@ namespace detail {
 //
 // Dense blocks are the exception: per-element atomic_ref stops the vectoriser (6.6x
 // slower on a dense softmax update), so dense_axpy/dense_dot below use explicit
-// vector loads and stores of whole 16-byte lanes (GCC vector extensions, one mov
-// per 4 floats; aligned 16-byte SSE accesses never tear at float granularity on
-// x86-64). This is the one place where shared floats are touched without
+// vector loads and stores of whole 16- or 32-byte lanes (GCC vector extensions; SSE
+// or, on CPUs that have it, AVX2, picked at load time; vector accesses never tear
+// at float granularity on x86-64). This is the one place where shared floats are touched without
 // atomic_ref; ThreadSanitizer is told so in tests/tsan.supp.
 // ---------------------------------------------------------------------------------
 
@@ -73,20 +73,12 @@ struct SerialUpdate {
   static constexpr bool locks_batches = false;
   static float read(const float* p) noexcept { return *p; }
   static void add(float* p, float d) noexcept { *p += d; }
+  // Dense blocks: the vector kernels below, here on memory nobody else touches.
   static float dot(const float* w, const float* x, std::size_t n) noexcept {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    std::size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      s0 += w[i] * x[i];
-      s1 += w[i + 1] * x[i + 1];
-      s2 += w[i + 2] * x[i + 2];
-      s3 += w[i + 3] * x[i + 3];
-    }
-    for (; i < n; ++i) s0 += w[i] * x[i];
-    return (s0 + s1) + (s2 + s3);
+    return detail::dense_dot_shared(w, x, n);
   }
   static void axpy(float* dst, float a, const float* x, std::size_t n) noexcept {
-    for (std::size_t i = 0; i < n; ++i) dst[i] += a * x[i];
+    detail::dense_axpy_shared(dst, a, x, n);
   }
 };
 
