@@ -9,6 +9,7 @@
 //
 // Prints one JSON object: examples/s, non-zeros/s, test loss and accuracy.
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   unsigned epochs = 5;
   float lr = 0.5f, decay = 0.9f;
   std::uint64_t seed = 1;
+  bool relaxed = false;
   CLI::App app{"Hand-written serial SGD loop (sparse logistic regression): the yardstick"};
   app.add_option("--train", train_path)->required();
   app.add_option("--test", test_path);
@@ -31,6 +33,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr)->capture_default_str();
   app.add_option("--lr-decay", decay)->capture_default_str();
   app.add_option("--seed", seed)->capture_default_str();
+  app.add_flag("--relaxed", relaxed,
+               "Access the weights through std::atomic_ref<float> relaxed, as hogwild does");
   CLI11_PARSE(app, argc, argv);
 
   const hogwild::Dataset train = hogwild::load_dataset(train_path);
@@ -50,14 +54,31 @@ int main(int argc, char** argv) {
     rng.shuffle(std::span<std::uint32_t>(order));  // not timed, as in the library
     const float eta = lr * std::pow(decay, static_cast<float>(e));
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t r = order[i];
-      const std::uint64_t a = off[r], z_end = off[r + 1];
-      float z = b;
-      for (std::uint64_t k = a; k < z_end; ++k) z += w[idx[k]] * val[k];
-      const float g = eta * ((lab[r] > 0 ? 1.f : 0.f) - 1.f / (1.f + std::exp(-z)));
-      for (std::uint64_t k = a; k < z_end; ++k) w[idx[k]] += g * val[k];
-      b += g;
+    if (relaxed) {  // the same loop, each weight access a relaxed atomic
+      constexpr auto rlx = std::memory_order_relaxed;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t r = order[i];
+        const std::uint64_t a = off[r], z_end = off[r + 1];
+        float z = b;
+        for (std::uint64_t k = a; k < z_end; ++k)
+          z += std::atomic_ref<float>(w[idx[k]]).load(rlx) * val[k];
+        const float g = eta * ((lab[r] > 0 ? 1.f : 0.f) - 1.f / (1.f + std::exp(-z)));
+        for (std::uint64_t k = a; k < z_end; ++k) {
+          std::atomic_ref<float> wk(w[idx[k]]);
+          wk.store(wk.load(rlx) + g * val[k], rlx);
+        }
+        b += g;
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint32_t r = order[i];
+        const std::uint64_t a = off[r], z_end = off[r + 1];
+        float z = b;
+        for (std::uint64_t k = a; k < z_end; ++k) z += w[idx[k]] * val[k];
+        const float g = eta * ((lab[r] > 0 ? 1.f : 0.f) - 1.f / (1.f + std::exp(-z)));
+        for (std::uint64_t k = a; k < z_end; ++k) w[idx[k]] += g * val[k];
+        b += g;
+      }
     }
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

@@ -31,8 +31,14 @@ namespace detail {
 // one of the two updates. That is exactly Hogwild!'s contract (Niu et al. 2011):
 // sparse updates rarely collide and a lost update costs less than any
 // synchronisation. Relaxed order is enough because no other data is published
-// through these floats; on x86-64 a relaxed float load/store is a plain mov, so the
-// scattered path costs nothing (measured: 3.19M vs 3.14M examples/s).
+// through these floats. On x86-64 a relaxed float load or store is one aligned
+// 4-byte mov, but GCC 12 routes atomic_ref<float> through a general-purpose
+// register (mov + movd each way), which cost 19% in bench_loop --relaxed and 25%
+// in hogwild x1 (docs/PERFORMANCE.md). So on x86-64, outside sanitizer builds,
+// relaxed_load/relaxed_store below are that one movss, written as inline asm that
+// the compiler may neither split, merge nor elide: the access a relaxed atomic
+// compiles to, without the detour. Sanitizer builds keep atomic_ref, so ASan and
+// TSan still see every access.
 //
 // Dense blocks are the exception: per-element atomic_ref stops the vectoriser (6.6x
 // slower on a dense softmax update), so dense_axpy/dense_dot below use explicit
@@ -42,12 +48,23 @@ namespace detail {
 // atomic_ref; ThreadSanitizer is told so in tests/tsan.supp.
 // ---------------------------------------------------------------------------------
 
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+inline float relaxed_load(const float* p) noexcept {
+  float v;
+  asm volatile("movss %1, %0" : "=x"(v) : "m"(*p));
+  return v;
+}
+inline void relaxed_store(float* p, float v) noexcept {
+  asm volatile("movss %1, %0" : "=m"(*p) : "x"(v));
+}
+#else
 inline float relaxed_load(const float* p) noexcept {
   return std::atomic_ref<float>(*const_cast<float*>(p)).load(std::memory_order_relaxed);
 }
 inline void relaxed_store(float* p, float v) noexcept {
   std::atomic_ref<float>(*p).store(v, std::memory_order_relaxed);
 }
+#endif
 
 using v4f = float __attribute__((vector_size(16)));
 
