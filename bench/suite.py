@@ -435,6 +435,10 @@ class Suite:
                     pts = [(t, l) for t, l in rs[0]["curve"] if l is not None]
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".",
                             label=cfg + ("" if cfg == "serial" else f" x{nmax}"))
+            serial_loss = self.med("test_loss", config="serial", **s)
+            if serial_loss:
+                ax.axhline(serial_loss * 1.01, color="grey", linestyle=":", linewidth=1,
+                           label="target (1.01 x serial)")
             ax.set(xlabel="wall time (s)", ylabel="test loss", title=f"Test loss on {name}")
             ax.legend()
             fig.tight_layout()

@@ -92,6 +92,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"test_accuracy", num(r.test.accuracy)},
       {"peak_rss_bytes", r.peak_rss_bytes},
       {"lock_recoveries", r.lock_recoveries},
+      {"huge_pages", r.huge_pages},
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
   return j.dump(2) + "\n";
