@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "hogwild/arena.hpp"
+#include "hogwild/data_io.hpp"
 #include "hogwild/model_base.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
@@ -111,4 +112,23 @@ TEST_CASE("--huge-pages works where the system allows it and says why where it d
   const auto r = train(c, tr, &te);
   CHECK(r.huge_pages == shm.ok);
   CHECK(r.test.accuracy > 0.5);
+}
+
+TEST_CASE("hogwild_train accepts --pin, --huge-pages and --hot-k together") {
+  test::TempDir dir;
+  auto [tr, te] = test::generated_problem(2000, 200, 100, 8, 0.0, 3);
+  write_libsvm(tr, dir.file("train.svm"));
+  const auto r = test::run({test::hogwild_train_path(), "--train", dir.file("train.svm"),
+                            "--workers", "2", "--epochs", "2", "--pin", "--huge-pages", "--hot-k",
+                            "8", "--hot-flush", "4", "--summary", dir.file("s.json")});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  const std::string summary = test::read_text(dir.file("s.json"));
+  CHECK(summary.find("\"huge_pages\"") != std::string::npos);
+  if (!huge_pages_status(ArenaOptions{"", true}).ok)
+    CHECK(r.out.find("--huge-pages:") != std::string::npos);  // says why it fell back
+  const auto bad = test::run({test::hogwild_train_path(), "--train", dir.file("train.svm"),
+                              "--hot-flush", "0"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.out.find("--hot-flush") != std::string::npos);
 }
