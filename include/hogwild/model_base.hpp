@@ -29,12 +29,15 @@ struct StepSize {
   float lr0 = 0.1f;
   float decay = 1.0f;          // per-epoch backoff (Hogwild! paper: 0.9)
   double inverse_scale = 0.0;  // 0: no inverse-time decay
-  float at(unsigned epoch, std::uint64_t t) const noexcept { return at(epoch_start(epoch), t); }
+  float at(unsigned epoch, std::uint64_t t) const noexcept {
+    return at_epoch_lr(epoch_start(epoch), t);
+  }
   // lr0 * decay^epoch: the pow() is paid once per epoch, not once per mini-batch.
   double epoch_start(unsigned epoch) const noexcept {
     return lr0 * std::pow(static_cast<double>(decay), epoch);
   }
-  float at(double epoch_lr, std::uint64_t t) const noexcept {
+  // at() from epoch_start(epoch) computed beforehand.
+  float at_epoch_lr(double epoch_lr, std::uint64_t t) const noexcept {
     if (inverse_scale > 0) epoch_lr /= 1.0 + static_cast<double>(t) / inverse_scale;
     return static_cast<float>(epoch_lr);
   }
@@ -135,7 +138,7 @@ class ModelBase : public Model {
       const std::size_t size = std::min(batch, n - begin);
       const Batch b{t.data, t.targets, t.rows.data() + begin, size};
       if (begin + size < n) prefetch_row(*t.data, t.rows[begin + size]);
-      const float lr = t.step_size.at(epoch_lr, seen * t.workers);
+      const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
       if constexpr (U::locks_batches) {
         RobustLock guard(*t.mutex);
         loss += derived().template step<U>(b, t.params, lr);

@@ -167,11 +167,12 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "hogwild_train: warning: {} workers on {} cores; they will share cores\n",
                cfg.workers, cores);
 
-  // Open the output files before the (possibly long) training, so a bad path fails now.
   if (cfg.huge_pages) {
     const auto hp = hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true});
     if (!hp.ok) fmt::print(stderr, "hogwild_train: warning: --huge-pages: {}\n", hp.message);
   }
+
+  // Open the output files before the (possibly long) training, so a bad path fails now.
   std::optional<hogwild::MetricsWriter> metrics;
   if (!o.metrics.empty()) metrics.emplace(o.metrics);
   if (!o.summary.empty()) {
