@@ -33,8 +33,8 @@ namespace detail {
 // synchronisation. Relaxed order is enough because no other data is published
 // through these floats. On x86-64 a relaxed float load or store is one aligned
 // 4-byte mov, but GCC 12 routes atomic_ref<float> through a general-purpose
-// register (mov + movd each way), which cost 19% in bench_loop --relaxed and 25%
-// in hogwild x1 (docs/PERFORMANCE.md). So on x86-64, outside sanitizer builds,
+// register (mov + movd each way), which cost up to 24% in bench_loop --relaxed
+// (docs/PERFORMANCE.md). So on x86-64, outside sanitizer builds,
 // relaxed_load/relaxed_store below are that one movss, written as inline asm that
 // the compiler may neither split, merge nor elide: the access a relaxed atomic
 // compiles to, without the detour. Sanitizer builds keep atomic_ref, so ASan and
