@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ class ProcessGroup {
   std::vector<Child> children_;
   std::size_t running_ = 0;
 };
+
+// Throws ResourceError when `shared_bytes` (the arena's pages) plus `private_bytes`
+// do not fit in the memory available (MemAvailable in /proc/meminfo) or in the
+// address-space limit (RLIMIT_AS, ulimit -v) left to this process.
+void check_memory(std::uint64_t shared_bytes, std::uint64_t private_bytes);
 
 // Proportional set size of this process (/proc/self/smaps_rollup), 0 if unknown.
 std::uint64_t self_pss_bytes();
