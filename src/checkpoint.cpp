@@ -271,10 +271,13 @@ void check_resumable(const Checkpoint& c, const TrainConfig& config, const Datas
   if (!then.empty())
     throw ConfigError(fmt::format("cannot resume from {}: it was written with {}; this run has {}",
                                   path, then, now));
-  if (c.epochs_done() >= config.epochs)
-    throw ConfigError(fmt::format("cannot resume from {}: it has already completed {} epoch(s) "
-                                  "and this run asks for --epochs {}; ask for more", path,
-                                  c.epochs_done(), config.epochs));
+  std::uint32_t furthest = 0;  // workers run ahead of each other
+  for (auto& w : c.workers) furthest = std::max(furthest, w.epochs_done);
+  if (furthest >= config.epochs)
+    throw ConfigError(fmt::format("cannot resume from {}: {} already completed {} epoch(s) and "
+                                  "this run asks for --epochs {}; ask for more", path,
+                                  c.workers.size() > 1 ? "a worker has" : "it has", furthest,
+                                  config.epochs));
 }
 
 }  // namespace hogwild

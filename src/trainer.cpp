@@ -135,7 +135,8 @@ class Supervisor {
         report(fraction(), false);  // a metrics line records the restart
       }
       if (g_signal) return stop(group);
-      while (evaluated_ < run_.min_epochs()) {
+      const unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
+      while (evaluated_ < done) {
         ++evaluated_;
         report(evaluated_, true);
       }

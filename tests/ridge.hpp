@@ -1,6 +1,6 @@
 // A user-defined model for the tests, written only against the public API:
 // least-squares regression on the row's features, its own parameter name. `Hook`
-// sees every row before its update (tests use it to make a worker crash).
+// sees every row after its update (tests use it to crash a worker or poison weights).
 #pragma once
 
 #include "hogwild/model_base.hpp"
@@ -9,7 +9,7 @@
 namespace hogwild::test {
 
 struct NoHook {
-  void operator()(std::uint32_t) const {}
+  void operator()(std::uint32_t, const ParamSet&) const {}
 };
 
 template <class Hook = NoHook>
@@ -24,10 +24,10 @@ class Ridge : public ModelBase<Ridge<Hook>> {
   double step(const Batch& b, const ParamSet& p, float lr) {
     double loss = 0;
     for (std::size_t i = 0; i < b.size; ++i) {
-      hook_(b.rows[i]);
       const float r = row_dot<U>(p.data(0), b.row(i)) - b.target(i);
       loss += 0.5 * r * r;
       row_axpy<U>(p.data(0), -lr * r / static_cast<float>(b.size), b.row(i));
+      hook_(b.rows[i], p);
     }
     return loss;
   }

@@ -32,7 +32,7 @@ std::atomic<int>& shared_flag() {
 struct CrashAt {
   std::uint32_t row;
   bool always;
-  void operator()(std::uint32_t r) const {
+  void operator()(std::uint32_t r, const ParamSet&) const {
     if (r == row && (always || shared_flag().exchange(1) == 0)) std::abort();
   }
 };

@@ -193,6 +193,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f), write() then fails with EFBIG and the
+  // message says which file, instead of the process dying of SIGXFSZ.
+  signal(SIGXFSZ, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const hogwild::Error& e) {
