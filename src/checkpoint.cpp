@@ -261,10 +261,11 @@ void check_resumable(const Checkpoint& c, const TrainConfig& config, const Datas
     now += (now.empty() ? "" : ", ") + what + " " + b;
   };
   const auto mine = config_fingerprint(config);
-  for (auto& [k, v] : mine) {
-    auto it = std::find_if(c.config.begin(), c.config.end(), [&](auto& p) { return p.first == k; });
+  for (const auto& option : mine) {
+    auto it = std::find_if(c.config.begin(), c.config.end(),
+                           [&](auto& p) { return p.first == option.first; });
     const std::string theirs = it == c.config.end() ? "(absent)" : it->second;
-    if (theirs != v) differ(k, theirs, v);
+    if (theirs != option.second) differ(option.first, theirs, option.second);
   }
   const DataFingerprint data = DataFingerprint::of(train);
   if (!(data == c.data)) differ("training data of", c.data.describe(), data.describe());
