@@ -178,13 +178,17 @@ Checkpoint parse_checkpoint(std::string_view b, const std::string& name) {
     throw fail("not a hogwild checkpoint (bad magic)");
   if (b.size() < kHeaderBytes + 4)
     throw fail(fmt::format("truncated: {} bytes, less than a header", b.size()));
-  std::uint32_t version;
+  std::uint32_t version, reserved;
   std::uint64_t payload;
   std::memcpy(&version, b.data() + 8, sizeof version);
+  std::memcpy(&reserved, b.data() + 12, sizeof reserved);
   std::memcpy(&payload, b.data() + 16, sizeof payload);
   if (version != kCheckpointVersion)
     throw fail(fmt::format("checkpoint format version {}, this build reads {}", version,
                            kCheckpointVersion));
+  if (reserved != 0)
+    throw fail(fmt::format("reserved header field is {:#x}, not 0 (written by a newer build?)",
+                           reserved));
   if (payload != b.size() - kHeaderBytes - 4)
     throw fail(fmt::format("the header declares {} bytes of payload but the file has {} "
                            "(truncated or padded)", payload, b.size() - kHeaderBytes - 4));

@@ -86,6 +86,10 @@ TEST_CASE("malformed checkpoints are refused with what is wrong, never a crash")
   b[8] = 2;  // version 2
   CHECK(error_of(b).find("format version 2, this build reads 1") != std::string::npos);
   b = good;
+  b[12] = 0x2e;  // the reserved word (found by fuzz_checkpoint: it parsed, then re-serialized differently)
+  reseal(b);
+  CHECK(error_of(b).find("reserved header field is 0x2e") != std::string::npos);
+  b = good;
   b[b.size() / 2] ^= 0x40;
   CHECK(error_of(b).find("checksum mismatch") != std::string::npos);
   b = good + "x";

@@ -36,7 +36,8 @@ TEST_CASE("--help documents every option and --version prints the version") {
   CHECK(r.exit_code == 0);
   for (const char* opt : {"--train", "--test", "--model", "--workers", "--mode", "--epochs", "--lr",
                           "--batch", "--seed", "--metrics", "--summary", "--lr-decay", "--l2",
-                          "--eval-every", "--shm-dir", "--cleanup", "--version"})
+                          "--eval-every", "--shm-dir", "--cleanup", "--version", "--max-restarts",
+                          "--checkpoint", "--checkpoint-every", "--resume"})
     CHECK_MESSAGE(r.out.find(opt) != std::string::npos, opt);
   auto v = run({test::hogwild_train_path(), "--version"});
   CHECK(v.exit_code == 0);
@@ -60,6 +61,10 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--test", test_file}, "--train is required"},
            {{"--train", dir.file("missing.svm")}, "missing.svm"},
            {{"--train", train, "--metrics", dir.file("no/dir/m.jsonl")}, "no/dir/m.jsonl"},
+           {{"--train", train, "--checkpoint", dir.file("no/dir/ck.bin")}, "no/dir/ck.bin"},
+           {{"--train", train, "--checkpoint-every", "5"}, "--checkpoint-every needs --checkpoint"},
+           {{"--train", train, "--resume", dir.file("missing.ckpt")}, "missing.ckpt"},
+           {{"--train", train, "--resume", train}, "not a hogwild checkpoint"},
        }) {
     std::vector<std::string> argv{test::hogwild_train_path()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
