@@ -150,6 +150,12 @@ std::pair<Dataset, Dataset> generated_problem(std::size_t n_train, std::size_t n
           slice(all, n_train, n_train + n_test, "generated.test")};
 }
 
+bool skip_cli_under_tsan() {
+  if (!kThreadSanitizer) return false;
+  MESSAGE("SKIPPED under TSan: runs hogwild_train, whose TBB parsing threads TSan cannot see");
+  return true;
+}
+
 std::vector<std::string> our_shm_entries() {
   std::vector<std::string> out;
   std::error_code ec;

@@ -13,6 +13,16 @@
 
 namespace hogwild::test {
 
+#if defined(__SANITIZE_THREAD__)
+// Under TSan the CLI's TBB parsing threads (Debian's TBB is not instrumented) are
+// reported as races: tests that run hogwild_train skip themselves there.
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+// True (after printing SKIPPED) when the CLI cannot run under this build.
+bool skip_cli_under_tsan();
+
 // A fresh temporary directory, removed with everything in it on destruction.
 class TempDir {
  public:

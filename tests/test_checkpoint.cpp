@@ -249,6 +249,7 @@ TEST_CASE("non-finite weights stop the run naming epoch and step; the good check
 }
 
 TEST_CASE("hogwild_train killed at random moments while checkpointing always leaves a loadable one") {
+  if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   // 16 MB of weights, written to tmpfs back to back (no disk traffic): a good
   // share of the kills lands inside a write.

@@ -93,6 +93,7 @@ TEST_CASE("beyond --max-restarts the run stops with a clear error and leaves not
 }
 
 TEST_CASE("hogwild_train: a worker SIGKILLed at 50% is respawned; accuracy within 0.5 points") {
+  if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   auto [train_file, test_file] = test::problem_files(dir, 100000);
   const std::vector<std::string> args{"--train", train_file, "--test", test_file, "--workers", "2",

@@ -14,6 +14,12 @@
 
 namespace hogwild::detail {
 
+// WorkerProgress lives in the shared arena: every field must be lock-free (no
+// hidden lock private to one process).
+static_assert(std::atomic<double>::is_always_lock_free &&
+              std::atomic<std::uint64_t>::is_always_lock_free &&
+              std::atomic<std::uint32_t>::is_always_lock_free);
+
 namespace {
 
 std::string block_name(const std::string& tensor) { return "param:" + tensor; }
