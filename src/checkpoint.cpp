@@ -79,7 +79,7 @@ class Reader {
     if (n > left() / sizeof(float))
       throw fail(fmt::format("{} declares {} values but only {} bytes remain", what, n, left()));
     std::vector<float> v(n);
-    std::memcpy(v.data(), b_.data() + at_, n * sizeof(float));
+    if (n) std::memcpy(v.data(), b_.data() + at_, n * sizeof(float));  // data() may be null
     at_ += n * sizeof(float);
     return v;
   }

@@ -75,6 +75,15 @@ TEST_CASE("a checkpoint round-trips through bytes and through a file") {
   CHECK(!std::filesystem::exists(dir.file("ck.bin.tmp." + std::to_string(getpid()))));
 }
 
+TEST_CASE("empty tensors and no options round-trip (found by fuzz_checkpoint under UBSan)") {
+  Checkpoint c = sample();
+  c.config.clear();
+  c.tensors = {{"param:empty", {}}, {"state:empty", {}}};
+  c.workers[0].epoch_loss.clear();
+  c.workers[0].epochs_done = 0;
+  CHECK(parse_checkpoint(serialize_checkpoint(c), "x") == c);
+}
+
 TEST_CASE("malformed checkpoints are refused with what is wrong, never a crash") {
   const std::string good = serialize_checkpoint(sample());
   CHECK(error_of("") .find("bad magic") != std::string::npos);
