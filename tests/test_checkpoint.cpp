@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "hogwild/checkpoint.hpp"
+#include "hogwild/metrics.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/trainer.hpp"
 #include "ridge.hpp"
@@ -147,6 +148,56 @@ TEST_CASE("a failed write (file too large) leaves the previous checkpoint intact
   std::size_t files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
   CHECK(files == 1);  // the temporary is gone
+}
+
+TEST_CASE("kill -9 in the middle of replacing a checkpoint leaves the old one, loadable") {
+  // A 64 MB write to tmpfs takes milliseconds: kills 0-10 ms after the writer
+  // starts land inside it most of the time, which a writer that replaced the file
+  // in place (rather than rename) would not survive.
+  char shm_dir[] = "/dev/shm/ckpt-atomic-XXXXXX";
+  REQUIRE(mkdtemp(shm_dir) != nullptr);
+  struct Remove {
+    const char* p;
+    ~Remove() { std::filesystem::remove_all(p); }
+  } remove{shm_dir};
+  const std::string path = std::string(shm_dir) + "/ck.bin";
+  const Checkpoint old = sample();
+  write_checkpoint(old, path);
+  Checkpoint big = sample();
+  big.tensors[0].values.assign(16 << 20, 0.5f);
+  const std::string bytes = serialize_checkpoint(big);
+  std::srand(99);
+  int inside = 0;
+  for (int i = 0; i < 10; ++i) {
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(ready[0]);
+      (void)!write(ready[1], "x", 1);
+      write_file_atomically(path, bytes);
+      _exit(0);
+    }
+    close(ready[1]);
+    char c;
+    (void)!read(ready[0], &c, 1);
+    close(ready[0]);
+    std::this_thread::sleep_for(std::chrono::microseconds(std::rand() % 10000));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFSIGNALED(status)) {  // it finished first: put the old one back
+      write_checkpoint(old, path);
+      continue;
+    }
+    const std::string tmp = path + ".tmp." + std::to_string(pid);
+    inside += std::filesystem::exists(tmp);
+    std::filesystem::remove(tmp);
+    INFO("kill " << i);
+    CHECK(read_checkpoint(path) == old);
+  }
+  MESSAGE(inside << " of 10 kills landed inside the write");
+  CHECK(inside >= 3);
 }
 
 TEST_CASE("serial: 2 epochs + resume to 5 is bit-identical to 5 epochs straight") {
