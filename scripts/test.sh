@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test suite: the release build,
-# then the whole suite under ASan+UBSan, then the shared-memory and trainer tests
-# under TSan. Ends with the line "N passed, N failed"; exit 0 only when all pass.
+# then the whole suite under ASan+UBSan, then the shared-memory, trainer and
+# checkpoint tests under TSan, then each libFuzzer target for about 30 seconds.
+# Ends with the line "N passed, N failed, N skipped"; exit 0 only when all pass.
+# HOGWILD_SKIP_SANITIZERS=1 skips the sanitizer stages, HOGWILD_SKIP_FUZZ=1 the fuzzers,
+# HOGWILD_FUZZ_SECONDS=N changes the time per target.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh || exit 1
@@ -26,7 +29,42 @@ run_suite() {  # build-dir setup-args... -- test-args...
 run_suite build -- 
 if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
   run_suite build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true -- --no-suite install
-  run_suite build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dwerror=true -- arena models labels optimizer trainer
+  run_suite build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dwerror=true -- arena models labels optimizer trainer restart checkpoint
+fi
+
+# libFuzzer: each target on its seed corpus (copied, so findings never touch the
+# tree); any crash, leak, timeout or out-of-memory fails the stage. Results are
+# recorded in build-fuzz/fuzz-results.json (one line per target, as meson's log).
+fuzz_log=build-fuzz/fuzz-results.json
+if [ "${HOGWILD_SKIP_FUZZ:-0}" != 1 ]; then
+  targets=(libsvm idx cache checkpoint)
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CXX=clang++ meson setup build-fuzz -Dbuildtype=debugoptimized -Dfuzz=true \
+      -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || status=1
+  fi
+  if ninja -C build-fuzz "${targets[@]/#/tests/fuzz/fuzz_}" >/dev/null; then
+    : > "$fuzz_log"
+    for t in "${targets[@]}"; do
+      work=build-fuzz/fuzz-work/$t
+      rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+      cp tests/fuzz/corpus/"$t"/* "$work/corpus/"
+      echo "== fuzzing $t for ${HOGWILD_FUZZ_SECONDS:-30}s"
+      if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+         build-fuzz/tests/fuzz/fuzz_"$t" "$work/corpus" -max_total_time="${HOGWILD_FUZZ_SECONDS:-30}" \
+           -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+           -artifact_prefix="$work/artifacts/" >"$work/log.txt" 2>&1; then
+        grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$work/log.txt" | tr '\n' ' '; echo
+        echo '{"result": "OK"}' >> "$fuzz_log"
+      else
+        echo "fuzz_$t found a problem:"; tail -40 "$work/log.txt"; ls "$work/artifacts"
+        echo '{"result": "FAIL"}' >> "$fuzz_log"
+        status=1
+      fi
+    done
+    logs+=("$fuzz_log")
+  else
+    echo "build of build-fuzz failed"; ninja -C build-fuzz | tail -30; status=1
+  fi
 fi
 
 python3 - "${logs[@]}" <<'PY'

@@ -225,6 +225,14 @@ bool Arena::has(const std::string& name) const {
   return false;
 }
 
+std::vector<std::string> Arena::names() const {
+  std::vector<std::string> out;
+  if (!base_) return out;
+  auto* h = reinterpret_cast<const Header*>(base_);
+  for (std::uint32_t i = 0; i < h->blocks; ++i) out.emplace_back(h->entry[i].name);
+  return out;
+}
+
 std::span<std::byte> Arena::block(const std::string& name) const {
   HOGWILD_ENFORCE(base_ != nullptr, "arena is not mapped");
   auto* h = reinterpret_cast<const Header*>(base_);

@@ -1,6 +1,7 @@
 #include "hogwild/metrics.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -46,11 +47,16 @@ void MetricsWriter::write(const Progress& p) {
       {"test_accuracy", num(p.test.accuracy)},
       {"samples_per_second", p.samples_per_second},
       {"end_of_epoch", p.end_of_epoch},
+      {"restarts", p.restarts},
   };
   if (std::isfinite(p.test.rmse)) j["test_rmse"] = p.test.rmse;
   const std::string line = j.dump() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
-    throw IoError(fmt::format("cannot write metrics to {}: {}", path_, std::strerror(errno)));
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
+    const int err = errno;
+    const std::string msg = fmt::format("cannot write metrics to {}: {}", path_, std::strerror(err));
+    if (is_out_of_space(err)) throw ResourceError(msg + "; the lines written so far are intact");
+    throw IoError(msg);
+  }
 }
 
 std::string format_progress(const Progress& p, unsigned epochs) {
@@ -93,13 +99,56 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"peak_rss_bytes", r.peak_rss_bytes},
       {"lock_recoveries", r.lock_recoveries},
       {"huge_pages", r.huge_pages},
+      {"restarts", r.restarts},
+      {"resumed_epochs", r.resumed_epochs},
+      {"interrupted", r.signal == SIGINT    ? nlohmann::json("SIGINT")
+                      : r.signal == SIGTERM ? nlohmann::json("SIGTERM")
+                                            : nlohmann::json()},
+      {"checkpoint", c.checkpoint.empty() ? nlohmann::json() : nlohmann::json(c.checkpoint)},
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
   return j.dump(2) + "\n";
 }
 
+namespace detail {
+
+// The temporary file being written, for a signal handler that must exit at once
+// (a second SIGINT): it removes the file so nothing half-written is left behind.
+// `g_pending_set` is cleared before the name changes and set after.
+static char g_pending_tmp[4096];
+static volatile sig_atomic_t g_pending_set = 0;
+
+void remove_pending_temporary() noexcept {
+  if (g_pending_set) ::unlink(g_pending_tmp);
+}
+
+}  // namespace detail
+
+namespace {
+
+struct PendingTemporary {
+  explicit PendingTemporary(const std::string& path) {
+    detail::g_pending_set = 0;
+    if (path.size() < sizeof detail::g_pending_tmp) {
+      std::memcpy(detail::g_pending_tmp, path.c_str(), path.size() + 1);
+      detail::g_pending_set = 1;
+    }
+  }
+  ~PendingTemporary() { detail::g_pending_set = 0; }
+};
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
+  PendingTemporary pending(tmp);
+  auto fail = [&](int err) {
+    ::unlink(tmp.c_str());
+    const std::string msg = fmt::format("cannot write {}: {}", path, std::strerror(err));
+    if (is_out_of_space(err))
+      throw ResourceError(msg + "; the previous version of the file, if any, is intact");
+    throw IoError(msg);
+  };
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   std::size_t off = 0;
@@ -107,18 +156,27 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     ssize_t n = ::write(fd, text.data() + off, text.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const int err = errno;
+      const int err = n < 0 ? errno : ENOSPC;
       ::close(fd);
-      ::unlink(tmp.c_str());
-      throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(err)));
+      fail(err);
     }
     off += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::fsync(fd) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(err)));
+    ::close(fd);
+    fail(err);
+  }
+  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) fail(errno);
+  // The rename is durable only once the folder is on disk too.
+  auto dir = std::filesystem::path(path).parent_path();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
 }
+
+bool is_out_of_space(int err) noexcept { return err == ENOSPC || err == EFBIG || err == EDQUOT; }
 
 }  // namespace hogwild

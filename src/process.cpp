@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "hogwild/error.hpp"
+#include "hogwild/model_base.hpp"
 
 namespace hogwild::detail {
 
@@ -111,6 +113,7 @@ int pin_to_cpu(unsigned rank) noexcept {
   }
   return -1;
 }
+bool orphaned(std::int32_t parent) noexcept { return parent != 0 && getppid() != parent; }
 
 static std::uint64_t read_kib_field(const char* path, const char* field) {
   std::ifstream f(path);
@@ -133,5 +136,34 @@ std::uint64_t self_private_bytes() {
   return kib * 1024;
 }
 std::uint64_t self_peak_rss_bytes() { return read_kib_field("/proc/self/status", "VmHWM:"); }
+
+}  // namespace hogwild::detail
+
+namespace hogwild::detail {
+
+static std::string mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+void check_memory(std::uint64_t shared_bytes, std::uint64_t private_bytes) {
+  const std::uint64_t need = shared_bytes + private_bytes;
+  const std::string what = fmt::format(
+      "the model needs {} of memory ({} shared parameter arena, {} private copy for "
+      "evaluation)", mib(need), mib(shared_bytes), mib(private_bytes));
+  const std::uint64_t avail = read_kib_field("/proc/meminfo", "MemAvailable:");
+  if (avail != 0 && need > avail)
+    throw ResourceError(fmt::format("{} but only {} is available; use a smaller model (fewer "
+                                    "features or classes) or a machine with more memory",
+                                    what, mib(avail)));
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const std::uint64_t used = read_kib_field("/proc/self/status", "VmSize:");
+    const std::uint64_t left = as.rlim_cur > used ? as.rlim_cur - used : 0;
+    if (need > left)
+      throw ResourceError(fmt::format("{} but the address-space limit (ulimit -v) leaves only {}; "
+                                      "raise the limit or use a smaller model",
+                                      what, mib(left)));
+  }
+}
 
 }  // namespace hogwild::detail

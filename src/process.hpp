@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ class ProcessGroup {
 // Pins the calling process to one CPU: the (rank mod n)-th of the n CPUs it may run
 // on. Returns that CPU's number, or -1 (and changes nothing) if affinity cannot be set.
 int pin_to_cpu(unsigned rank) noexcept;
+// Throws ResourceError when `shared_bytes` (the arena's pages) plus `private_bytes`
+// do not fit in the memory available (MemAvailable in /proc/meminfo) or in the
+// address-space limit (RLIMIT_AS, ulimit -v) left to this process.
+void check_memory(std::uint64_t shared_bytes, std::uint64_t private_bytes);
 
 // Proportional set size of this process (/proc/self/smaps_rollup), 0 if unknown.
 std::uint64_t self_pss_bytes();

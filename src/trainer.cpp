@@ -1,3 +1,6 @@
+// The supervising parent: forks the workers, polls them, evaluates, writes
+// checkpoints, respawns a crashed worker, and turns SIGINT/SIGTERM into an orderly
+// stop. The shared state and the worker body are in trainer/run.{hpp,cpp}.
 #include "hogwild/trainer.hpp"
 
 #include <signal.h>
@@ -7,14 +10,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fmt/format.h>
-#include <numeric>
+#include <optional>
 
-#include "hogwild/arena.hpp"
+#include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
-#include "hogwild/labels.hpp"
-#include "hogwild/rng.hpp"
+#include "hogwild/metrics.hpp"
 #include "process.hpp"
+#include "trainer/run.hpp"
 
 namespace hogwild {
 
@@ -26,37 +30,19 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The trainer's control block in the arena.
-struct Control {
-  std::atomic<std::int32_t> stop{0};
-  std::int64_t start_ns = 0;  // steady clock (CLOCK_MONOTONIC: the same in every process)
-  RobustMutex mutex;
-};
-
-// The weights as they were when the last worker finished an epoch, copied by that
-// worker so that each epoch's evaluation is exact however late the parent gets to
-// it, and no worker waits. Two slots alternate; a slot is reused only after the
-// parent has consumed it (otherwise that epoch is evaluated on the live weights).
-struct alignas(64) SnapshotSlot {
-  std::atomic<std::uint32_t> epoch{0};     // 1-based epoch held; 0 = free
-  std::atomic<std::uint32_t> consumed{1};  // set by the parent after evaluating
-  double time = 0;                         // seconds since start when taken
-  std::uint64_t samples = 0;
-};
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
-// SIGINT/SIGTERM while training: the first asks everything to stop (the trainer
-// notices within one poll, or within one mini-batch in serial mode); a second
-// SIGINT exits at once. Nothing can leak either way: the arena has no name left,
-// and workers die with the parent.
+// SIGINT/SIGTERM while training: the first asks everything to stop (workers see
+// the flag within one mini-batch; the parent then writes the final checkpoint and
+// returns); a second one exits at once, removing a checkpoint's temporary file if
+// one is being written. Nothing else can leak: the arena has no name left, and
+// workers die with the parent.
 volatile sig_atomic_t g_signal = 0;
 std::atomic<std::int32_t>* g_stop = nullptr;
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_signal == SIGINT && sig == SIGINT) _exit(kExitInterrupted);
+  if (g_signal) {
+    detail::remove_pending_temporary();
+    _exit(sig == SIGINT ? kExitInterrupted : kExitTerminated);
+  }
   g_signal = sig;
   if (g_stop) g_stop->store(1, std::memory_order_relaxed);
 }
@@ -77,9 +63,6 @@ class SignalScope {
     sigaction(SIGTERM, &old_term_, nullptr);
     g_stop = nullptr;
   }
-  static void throw_if_signalled() {
-    if (g_signal) throw Interrupted(g_signal);
-  }
 
  private:
   struct sigaction old_int_ {}, old_term_ {};
@@ -90,247 +73,194 @@ void sleep_ms(int ms) {
   nanosleep(&ts, nullptr);  // a signal cuts it short, which is what we want
 }
 
-std::string block_name(const std::string& tensor) { return "param:" + tensor; }
-std::string state_block_name(const std::string& tensor) { return "state:" + tensor; }
+class Supervisor {
+ public:
+  Supervisor(detail::Run& run, const ProgressCallback& cb, double resumed_seconds)
+      : run_(run), cfg_(run.cfg), on_progress_(cb), resumed_seconds_(resumed_seconds) {
+    run_.control->start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 t0_.time_since_epoch()).count();
+    evaluated_ = run_.min_epochs();
+    base_samples_ = run_.samples();
+    result_.classes = run_.classes;
+    result_.resumed_epochs = evaluated_;
+  }
 
-void initialise(const ParamSet& p, const std::vector<TensorSpec>& specs, std::uint64_t seed) {
-  Rng rng(seed ^ 0x5eedf00dULL);
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    float* d = p.data(i);
-    const Init init = specs[i].init;
-    for (std::size_t j = 0; j < specs[i].size; ++j) {
-      switch (init.kind) {
-        case Init::zeros: d[j] = 0; break;
-        case Init::normal: d[j] = static_cast<float>(rng.normal() * init.scale); break;
-        case Init::uniform: d[j] = static_cast<float>((2 * rng.uniform() - 1) * init.scale); break;
-      }
+  TrainResult go() {
+    if (cfg_.mode == Mode::serial)
+      serial();
+    else
+      parallel();
+    return finish();
+  }
+
+ private:
+  void serial() {
+    for (unsigned e = run_.progress[0].epochs_done.load(); e < cfg_.epochs; ++e) {
+      run_.run_epoch(0, e);
+      if (g_signal) return;
+      const auto pause_start = Clock::now();
+      evaluated_ = e + 1;
+      report(e + 1, true);
+      checkpoint_if_due();
+      paused_ += seconds_since(pause_start);
     }
   }
-}
 
-Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& labels) {
-  Problem p;
-  p.layout = train.layout();
-  p.features = train.cols();
-  p.classes = labels.classes();
-  if (test) {
-    if (test->layout() != train.layout())
-      throw ConfigError(fmt::format("{} has {} rows but {} has {} rows", train.source(),
-                                    to_string(train.layout()), test->source(),
-                                    to_string(test->layout())));
-    if (train.layout() == Layout::dense && test->cols() != train.cols())
-      throw ConfigError(fmt::format("{} has {} columns but {} has {}", train.source(),
-                                    train.cols(), test->source(), test->cols()));
-    // Sparse test features the training set never saw get (zero) weights too.
-    p.features = std::max(p.features, test->cols());
-  }
-  if (p.layout == Layout::ratings) {
-    p.users = std::max(train.users(), test ? test->users() : 0);
-    p.items = p.features;
-    // A model that reads a rating row as two sparse feature ids stays in bounds.
-    p.features = std::max(p.users, p.items);
-  }
-  if (labels.kind() == LabelKind::real && !train.empty()) {
-    double sum = 0;
-    for (float y : train.labels()) sum += y;
-    p.target_mean = sum / static_cast<double>(train.rows());
-  }
-  if (p.features == 0) throw ConfigError(train.source() + " has no features");
-  return p;
-}
-
-// Everything one run needs, set up by the parent before any fork.
-struct Run {
-  const TrainConfig& cfg;
-  Model& model;
-  const Dataset& train;
-  const Dataset* test;
-  std::vector<float> train_targets, test_targets;
-  std::vector<TensorSpec> specs;
-  Arena arena;
-  Control* control = nullptr;
-  std::span<WorkerProgress> progress;
-  std::span<double> epoch_loss;  // [worker * epochs + epoch]
-  std::span<std::atomic<std::uint32_t>> finishers;  // workers done with each epoch
-  SnapshotSlot* slots[2] = {nullptr, nullptr};
-  ParamSet slot_params[2];
-  ParamSet params;
-  unsigned workers = 1;
-  std::size_t classes = 0;
-
-  Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
-      : cfg(c), model(m), train(tr), test(te) {
-    const LabelMap labels = LabelMap::fit(model.label_kind(), train, model.name());
-    train_targets = labels.targets(train);
-    if (test) test_targets = labels.targets(*test);
-    classes = labels.classes();
-    model.configure(make_problem(train, test, labels));
-    specs = model.parameters();
-    workers = cfg.mode == Mode::serial ? 1 : cfg.workers;
-
-    std::vector<BlockSpec> blocks{
-        {"control", sizeof(Control)},
-        {"progress", sizeof(WorkerProgress) * workers},
-        {"epoch_loss", sizeof(double) * workers * cfg.epochs},
-    };
-    std::size_t floats = 0;
-    const bool stateful = has_state(cfg.optimizer);
-    for (auto& s : specs) {
-      blocks.push_back({block_name(s.name), s.size * sizeof(float)});
-      if (stateful) blocks.push_back({state_block_name(s.name), s.size * sizeof(float)});
-      floats += (s.size + 15) / 16 * 16;
-    }
-    if (cfg.mode != Mode::serial) {
-      blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
-      for (const char* n : {"snapshot0", "snapshot1"})
-        blocks.push_back({n, sizeof(SnapshotSlot) + floats * sizeof(float)});
-    }
-    arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
-    control = new (arena.block("control").data()) Control();
-    control->mutex.init();
-    auto pb = arena.block("progress");
-    progress = {new (pb.data()) WorkerProgress[workers], workers};
-    epoch_loss = arena.array<double>("epoch_loss");
-    std::vector<ParamSet::Tensor> t;
-    for (auto& s : specs)  // state blocks start zeroed, as AdaGrad's accumulators must
-      t.push_back({s.name, arena.array<float>(block_name(s.name)).data(), s.size,
-                   stateful ? arena.array<float>(state_block_name(s.name)).data() : nullptr});
-    params = ParamSet(std::move(t));
-    initialise(params, specs, cfg.seed);
-    if (arena.has("finishers")) {
-      auto fb = arena.block("finishers");
-      finishers = {new (fb.data()) std::atomic<std::uint32_t>[cfg.epochs], cfg.epochs};
-      for (int i = 0; i < 2; ++i) {
-        auto b = arena.block(i ? "snapshot1" : "snapshot0");
-        slots[i] = new (b.data()) SnapshotSlot();
-        auto* data = reinterpret_cast<float*>(b.data() + sizeof(SnapshotSlot));
-        std::vector<ParamSet::Tensor> st;
-        for (auto& s : specs) {
-          st.push_back({s.name, data, s.size});
-          data += (s.size + 15) / 16 * 16;
+  void parallel() {
+    detail::ProcessGroup group;
+    detail::Run& run = run_;
+    auto spawn = [&](unsigned r) { group.spawn(r, [&run, r] { return run.work(r); }); };
+    for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
+    double next_timed = cfg_.eval_every;
+    for (;;) {
+      for (const auto& exit : group.reap()) {
+        if (exit.ok() || g_signal) continue;
+        if (run_.restarts >= cfg_.max_restarts) {
+          run_.control->stop.store(1, std::memory_order_relaxed);
+          group.kill_all(SIGKILL);
+          group.wait_all();
+          throw WorkerError(fmt::format(
+              "worker {} (pid {}) {}{}", exit.rank, exit.pid, exit.describe(),
+              cfg_.max_restarts ? fmt::format("; giving up after {} restart(s) (--max-restarts {})",
+                                              run_.restarts, cfg_.max_restarts)
+                                : std::string()));
         }
-        slot_params[i] = ParamSet(std::move(st));
+        ++run_.restarts;
+        const auto& p = run_.progress[exit.rank];
+        std::fprintf(stderr, "hogwild: worker %u (pid %d) %s; restarting it at epoch %u, row %llu "
+                     "(restart %u of at most %u)\n", exit.rank, exit.pid, exit.describe().c_str(),
+                     p.epochs_done.load() + 1, static_cast<unsigned long long>(p.position.load()),
+                     run_.restarts, cfg_.max_restarts);
+        spawn(exit.rank);
+        report(fraction(), false);  // a metrics line records the restart
       }
+      if (g_signal) return stop(group);
+      const unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
+      while (evaluated_ < done) {
+        ++evaluated_;
+        report(evaluated_, true);
+      }
+      if (group.running() == 0) break;
+      if (cfg_.eval_every > 0 && evaluated_ < cfg_.epochs && seconds_since(t0_) >= next_timed) {
+        next_timed = seconds_since(t0_) + cfg_.eval_every;
+        report(fraction(), false);
+      }
+      checkpoint_if_due();
+      sleep_ms(10);
     }
+    if (evaluated_ < cfg_.epochs)
+      throw WorkerError(fmt::format("workers ended after {} of {} epochs", evaluated_, cfg_.epochs));
   }
 
-  // Called by a worker after publishing epoch e: the last one to finish copies the
-  // weights into the slot of epoch e, if the parent is done with that slot.
-  void snapshot_if_last(unsigned e) {
-    if (finishers.empty() || !test) return;  // nothing would evaluate the snapshot
-    if (finishers[e].fetch_add(1, std::memory_order_acq_rel) + 1 != workers) return;
-    SnapshotSlot& slot = *slots[e % 2];
-    if (slot.epoch.load(std::memory_order_acquire) != 0 &&
-        !slot.consumed.load(std::memory_order_acquire))
-      return;  // the parent still reads it: that epoch falls back to the live weights
-    slot.epoch.store(0, std::memory_order_relaxed);
-    const ParamSet& dst = slot_params[e % 2];
-    for (std::size_t t = 0; t < params.count(); ++t) {
-      const float* from = params.data(t);  // hoisted: the stores below may alias them
-      float* to = dst.data(t);
-      for (std::size_t i = 0, n = params.size(t); i < n; ++i) to[i] = detail::relaxed_load(from + i);
+  // SIGINT/SIGTERM: the stop flag is set; workers publish their place and exit 0.
+  void stop(detail::ProcessGroup& group) {
+    for (int i = 0; i < 500 && group.running() > 0; ++i) {
+      group.reap();
+      if (group.running() > 0) sleep_ms(10);
     }
-    slot.time = static_cast<double>(now_ns() - control->start_ns) * 1e-9;
-    slot.samples = samples();
-    slot.consumed.store(0, std::memory_order_relaxed);
-    slot.epoch.store(e + 1, std::memory_order_release);
+    group.kill_all(SIGKILL);
+    group.wait_all();
   }
 
-  // Rows [begin, end) of the training set owned by worker `rank`.
-  std::pair<std::size_t, std::size_t> partition(unsigned rank) const {
-    const std::size_t n = train.rows();
-    return {n * rank / workers, n * (rank + 1) / workers};
+  double fraction() const {
+    return static_cast<double>(run_.samples()) / static_cast<double>(run_.train.rows());
   }
 
-  // A worker's own rows, in the order of its first shuffle's input.
-  std::vector<std::uint32_t> rows_of(unsigned rank) const {
-    auto [begin, end] = partition(rank);
-    std::vector<std::uint32_t> rows(end - begin);
-    std::iota(rows.begin(), rows.end(), static_cast<std::uint32_t>(begin));
-    return rows;
+  void report(double epoch, bool end_of_epoch) {
+    Progress p;
+    p.time = seconds_since(t0_) - paused_;
+    p.epoch = epoch;
+    p.samples = run_.samples();
+    p.restarts = run_.restarts;
+    p.train_loss = evaluated_ ? run_.train_loss(evaluated_ - 1) : std::nan("");
+    detail::SnapshotSlot* slot = end_of_epoch ? run_.slot_for(evaluated_) : nullptr;
+    std::optional<ParamSnapshot> copy;
+    const ParamSet* weights = &run_.params;
+    if (slot) {
+      p.time = slot->time;
+      p.samples = slot->samples;
+      weights = &run_.slot_params[(evaluated_ - 1) % 2];
+    } else if (cfg_.mode != Mode::serial) {
+      copy.emplace(run_.params);
+      weights = &copy->params();
+    }
+    p.test = run_.evaluate(*weights);
+    if (slot) slot->consumed.store(1, std::memory_order_release);
+    p.samples_per_second = p.time > 0 ? static_cast<double>(p.samples - base_samples_) / p.time : 0;
+    p.end_of_epoch = end_of_epoch;
+    if (end_of_epoch && !std::isfinite(p.train_loss))
+      throw detail::divergence(cfg_, fmt::format("the training loss is {}", p.train_loss), epoch,
+                               p.samples);
+    if (auto bad = detail::find_non_finite(*weights))
+      throw detail::divergence(cfg_, "weight " + *bad, epoch, p.samples);
+    result_.history.push_back(p);
+    if (on_progress_) on_progress_(p);
   }
 
-  // One epoch of worker `rank`: shuffle its partition (the stream of seed + rank
-  // continues across epochs), train, publish the epoch's loss and then, with
-  // release order, the epoch count the parent waits on.
-  void run_epoch(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows, Rng& rng) {
-    rng.shuffle(std::span<std::uint32_t>(rows));
-    EpochTask task;
-    task.data = &train;
-    task.targets = train_targets.data();
-    task.rows = rows;
-    task.batch = cfg.batch;
-    task.step_size = cfg.step_size;
-    task.epoch = e;
-    task.workers = workers;
-    task.optimizer = cfg.optimizer;
-    task.params = params;
-    task.progress = &progress[rank];
-    task.mutex = &control->mutex;
-    task.stop = &control->stop;
-    epoch_loss[rank * cfg.epochs + e] = model.train_epoch(cfg.mode, task);
-    if (control->stop.load(std::memory_order_relaxed)) return;  // epoch cut short
-    snapshot_if_last(e);  // before epochs_done: the parent then finds the slot ready
-    progress[rank].epochs_done.store(e + 1, std::memory_order_release);
+  void checkpoint_if_due() {
+    if (cfg_.checkpoint.empty() || cfg_.checkpoint_every <= 0 ||
+        seconds_since(last_checkpoint_) < cfg_.checkpoint_every)
+      return;
+    write_checkpoint_now();
   }
 
-  // The body of a forked worker.
-  int work(unsigned rank) {
-    auto rows = rows_of(rank);
-    Rng rng(cfg.seed + rank);
-    progress[rank].pid.store(getpid(), std::memory_order_relaxed);
-    if (cfg.pin) detail::pin_to_cpu(rank);
-    for (unsigned e = 0; e < cfg.epochs && !control->stop.load(std::memory_order_relaxed); ++e)
-      run_epoch(rank, e, rows, rng);
-    progress[rank].finish_ns.store(now_ns(), std::memory_order_relaxed);
-    progress[rank].pss_bytes.store(detail::self_pss_bytes(), std::memory_order_relaxed);
-    progress[rank].private_bytes.store(detail::self_private_bytes(), std::memory_order_relaxed);
-    return 0;
+  void write_checkpoint_now() {
+    write_checkpoint(run_.capture(resumed_seconds_ + seconds_since(t0_) - paused_), cfg_.checkpoint);
+    last_checkpoint_ = Clock::now();
   }
 
-  Evaluation evaluate(const ParamSet& p) const {
-    if (!test) return {};
-    return model.evaluate(p, *test, test_targets.data());
-  }
-  Evaluation evaluate_live() const {
-    if (!test) return {};
-    ParamSnapshot snap(params);
-    return evaluate(snap.params());
+  TrainResult finish() {
+    double elapsed = seconds_since(t0_) - paused_;
+    if (cfg_.mode != Mode::serial && !g_signal) {  // the last worker's finish, not when the parent noticed
+      std::int64_t last = 0;
+      for (auto& p : run_.progress) last = std::max(last, p.finish_ns.load(std::memory_order_relaxed));
+      if (last > run_.control->start_ns)
+        elapsed = static_cast<double>(last - run_.control->start_ns) * 1e-9;
+    }
+    TrainResult& r = result_;
+    r.signal = g_signal;
+    r.restarts = run_.restarts;
+    r.train_seconds = elapsed;
+    r.samples = run_.samples();
+    r.samples_per_second =
+        elapsed > 0 ? static_cast<double>(r.samples - base_samples_) / elapsed : 0;
+    const double mean_nnz = static_cast<double>(run_.train.nnz()) /
+                            static_cast<double>(run_.train.rows());
+    r.nnz_per_second = r.samples_per_second * mean_nnz;
+    if (g_signal || r.history.empty()) {  // the weights at the stop
+      r.test = run_.evaluate(run_.params);
+      r.train_loss = r.history.empty() ? std::nan("") : r.history.back().train_loss;
+    } else {
+      r.test = r.history.back().test;
+      r.train_loss = r.history.back().train_loss;
+    }
+    r.lock_recoveries = run_.control->mutex.recoveries();
+    // The parent maps everything the workers share (data, arena) and each worker adds
+    // its private pages. (Summing PSS taken at different exits counted shared pages
+    // several times over: a page's share grows as its other mappers exit.)
+    std::uint64_t tree = detail::self_peak_rss_bytes();
+    for (auto& p : run_.progress) tree += p.private_bytes.load(std::memory_order_relaxed);
+    r.peak_rss_bytes = tree;
+    r.huge_pages = run_.arena.huge_pages();
+    for (const auto& t : run_.params.tensors()) {
+      r.parameters[t.name].assign(t.data, t.data + t.size);
+      if (t.state) r.optimizer_state[t.name].assign(t.state, t.state + t.size);
+    }
+    if (!cfg_.checkpoint.empty()) write_checkpoint_now();  // workers are gone: exact
+    return r;
   }
 
-  // The snapshot slot holding epoch e (1-based), or null.
-  SnapshotSlot* slot_for(unsigned e) const {
-    if (finishers.empty()) return nullptr;
-    SnapshotSlot* s = slots[(e - 1) % 2];
-    return s->epoch.load(std::memory_order_acquire) == e ? s : nullptr;
-  }
-
-  // Mean progressive loss of epoch e (0-based) over all workers.
-  double train_loss(unsigned e) const {
-    double loss = 0;
-    for (unsigned w = 0; w < workers; ++w) loss += epoch_loss[w * cfg.epochs + e];
-    return train.rows() ? loss / static_cast<double>(train.rows()) : 0;
-  }
-
-  std::uint64_t samples() const {
-    std::uint64_t s = 0;
-    for (auto& p : progress) s += p.samples.load(std::memory_order_relaxed);
-    return s;
-  }
-
-  unsigned min_epochs() const {
-    unsigned m = cfg.epochs;
-    for (auto& p : progress) m = std::min(m, p.epochs_done.load(std::memory_order_acquire));
-    return m;
-  }
+  detail::Run& run_;
+  const TrainConfig& cfg_;
+  const ProgressCallback& on_progress_;
+  const double resumed_seconds_;
+  const Clock::time_point t0_ = Clock::now();
+  Clock::time_point last_checkpoint_ = Clock::now();
+  double paused_ = 0;  // serial mode: evaluation time, not counted as training
+  unsigned evaluated_ = 0;
+  std::uint64_t base_samples_ = 0;  // a resumed run's samples before this process
+  TrainResult result_;
 };
-
-void check_finite(const Progress& p) {
-  if (!std::isfinite(p.train_loss))
-    throw Error(fmt::format(
-        "training diverged: the training loss is {} after epoch {}; try a smaller --lr",
-        p.train_loss, p.epoch), kExitFailure);
-}
 
 }  // namespace
 
@@ -352,6 +282,11 @@ void TrainConfig::validate() const {
   if (model_options.hot_flush == 0) throw ConfigError("--hot-flush must be at least 1");
   if (model_options.hot_k > 0 && optimizer != Optimizer::sgd)
     throw ConfigError("--hot-k works with --optimizer sgd only");
+  if (max_restarts > 1000) throw ConfigError("--max-restarts must be at most 1000");
+  if (!(checkpoint_every >= 0) || !std::isfinite(checkpoint_every))
+    throw ConfigError("--checkpoint-every must be a number of seconds >= 0");
+  if (checkpoint_every > 0 && checkpoint.empty())
+    throw ConfigError("--checkpoint-every needs --checkpoint FILE");
 }
 
 TrainResult train(const TrainConfig& config, const Dataset& train_set, const Dataset* test,
@@ -368,104 +303,15 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_set
   if (cfg.mode != Mode::serial && cfg.workers > train_set.rows())
     throw ConfigError(fmt::format("--workers {} is more than the {} training rows", cfg.workers,
                                   train_set.rows()));
-  Run run(cfg, model, train_set, test);
+  std::optional<Checkpoint> resume;
+  if (!cfg.resume.empty()) {
+    resume = read_checkpoint(cfg.resume);
+    check_resumable(*resume, cfg, train_set, cfg.resume);
+  }
+  detail::Run run(cfg, model, train_set, test);
+  if (resume) run.restore(*resume, cfg.resume);
   SignalScope signals(&run.control->stop);
-  TrainResult result;
-  result.classes = run.classes;
-  const auto t0 = Clock::now();
-  run.control->start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
-  double paused = 0;  // serial mode: evaluation time, not counted as training
-  auto report = [&](double epoch, bool end_of_epoch, unsigned last_epoch) {
-    Progress p;
-    p.time = seconds_since(t0) - paused;
-    p.epoch = epoch;
-    p.samples = run.samples();
-    p.train_loss = last_epoch ? run.train_loss(last_epoch - 1) : std::nan("");
-    SnapshotSlot* slot = end_of_epoch ? run.slot_for(last_epoch) : nullptr;
-    if (slot) {
-      p.time = slot->time;
-      p.samples = slot->samples;
-      p.test = run.evaluate(run.slot_params[(last_epoch - 1) % 2]);
-      slot->consumed.store(1, std::memory_order_release);
-    } else {
-      p.test = cfg.mode == Mode::serial ? run.evaluate(run.params) : run.evaluate_live();
-    }
-    const double t = p.time;
-    p.samples_per_second = t > 0 ? static_cast<double>(p.samples) / t : 0;
-    p.end_of_epoch = end_of_epoch;
-    if (end_of_epoch) check_finite(p);
-    result.history.push_back(p);
-    if (on_progress) on_progress(p);
-  };
-
-  if (cfg.mode == Mode::serial) {
-    auto rows = run.rows_of(0);
-    Rng rng(cfg.seed);
-    for (unsigned e = 0; e < cfg.epochs; ++e) {
-      run.run_epoch(0, e, rows, rng);
-      SignalScope::throw_if_signalled();
-      const auto pause_start = Clock::now();
-      report(e + 1, true, e + 1);
-      paused += seconds_since(pause_start);
-    }
-  } else {
-    detail::ProcessGroup group;
-    for (unsigned r = 0; r < run.workers; ++r) group.spawn(r, [&run, r] { return run.work(r); });
-    unsigned evaluated = 0;
-    double next_timed = cfg.eval_every;
-    for (;;) {
-      for (const auto& exit : group.reap()) {
-        if (exit.ok()) continue;
-        run.control->stop.store(1, std::memory_order_relaxed);
-        group.kill_all(SIGKILL);
-        group.wait_all();
-        SignalScope::throw_if_signalled();
-        throw WorkerError(fmt::format("worker {} (pid {}) {}", exit.rank, exit.pid, exit.describe()));
-      }
-      SignalScope::throw_if_signalled();  // ~ProcessGroup kills and reaps the workers
-      const unsigned done = run.min_epochs();
-      while (evaluated < done) {
-        ++evaluated;
-        report(evaluated, true, evaluated);
-      }
-      if (group.running() == 0) break;
-      if (cfg.eval_every > 0 && evaluated < cfg.epochs && seconds_since(t0) >= next_timed) {
-        next_timed = seconds_since(t0) + cfg.eval_every;
-        report(static_cast<double>(run.samples()) / static_cast<double>(train_set.rows()), false,
-               evaluated);
-      }
-      sleep_ms(10);
-    }
-    if (evaluated < cfg.epochs)
-      throw WorkerError(fmt::format("workers ended after {} of {} epochs", evaluated, cfg.epochs));
-  }
-
-  double elapsed = seconds_since(t0) - paused;
-  if (cfg.mode != Mode::serial) {  // the last worker's finish, not when the parent noticed
-    std::int64_t last = 0;
-    for (auto& p : run.progress) last = std::max(last, p.finish_ns.load(std::memory_order_relaxed));
-    if (last > run.control->start_ns) elapsed = static_cast<double>(last - run.control->start_ns) * 1e-9;
-  }
-  result.train_seconds = elapsed;
-  result.samples = run.samples();
-  result.samples_per_second = elapsed > 0 ? static_cast<double>(result.samples) / elapsed : 0;
-  const double mean_nnz = static_cast<double>(train_set.nnz()) / static_cast<double>(train_set.rows());
-  result.nnz_per_second = result.samples_per_second * mean_nnz;
-  result.test = result.history.back().test;
-  result.train_loss = result.history.back().train_loss;
-  result.lock_recoveries = run.control->mutex.recoveries();
-  // The parent maps everything the workers share (data, arena) and each worker adds
-  // its private pages. (Summing PSS taken at different exits counted shared pages
-  // several times over: a page's share grows as its other mappers exit.)
-  std::uint64_t tree = detail::self_peak_rss_bytes();
-  for (auto& p : run.progress) tree += p.private_bytes.load(std::memory_order_relaxed);
-  result.peak_rss_bytes = tree;
-  result.huge_pages = run.arena.huge_pages();
-  for (const auto& t : run.params.tensors()) {
-    result.parameters[t.name].assign(t.data, t.data + t.size);
-    if (t.state) result.optimizer_state[t.name].assign(t.state, t.state + t.size);
-  }
-  return result;
+  return Supervisor(run, on_progress, resume ? resume->train_seconds : 0).go();
 }
 
 }  // namespace hogwild

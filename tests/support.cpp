@@ -17,6 +17,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace hogwild::test {
 
@@ -149,6 +150,12 @@ std::pair<Dataset, Dataset> generated_problem(std::size_t n_train, std::size_t n
           slice(all, n_train, n_train + n_test, "generated.test")};
 }
 
+bool skip_cli_under_tsan() {
+  if (!kThreadSanitizer) return false;
+  MESSAGE("SKIPPED under TSan: runs hogwild_train, whose TBB parsing threads TSan cannot see");
+  return true;
+}
+
 std::vector<std::string> our_shm_entries() {
   std::vector<std::string> out;
   std::error_code ec;
@@ -157,6 +164,72 @@ std::vector<std::string> our_shm_entries() {
     if (name.rfind("hogwild-", 0) == 0) out.push_back(name);
   }
   return out;
+}
+
+std::pair<std::string, std::string> problem_files(const TempDir& dir, std::size_t rows,
+                                                  std::size_t features) {
+  auto [tr, te] = generated_problem(rows, rows / 4, features, 20, 0.05, 7);
+  write_libsvm(tr, dir.file("train.svm"));
+  write_libsvm(te, dir.file("test.svm"));
+  return {dir.file("train.svm"), dir.file("test.svm")};
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> out;
+  pid_t c;
+  while (f >> c) out.push_back(c);
+  return out;
+}
+
+Background start_train(const std::vector<std::string>& args, const TempDir& dir,
+                       const std::string& out_name) {
+  Background b{0, dir.file(out_name)};
+  std::vector<std::string> argv{hogwild_train_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> a;
+  for (auto& s : argv) a.push_back(s.data());
+  a.push_back(nullptr);
+  b.pid = fork();
+  if (b.pid == 0) {
+    int fd = open(b.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  return b;
+}
+
+std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n) {
+  for (int i = 0; i < 400; ++i) {
+    auto c = children_of(parent);
+    if (c.size() >= n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return children_of(parent);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return {};
+}
+
+int wait_exit(pid_t pid, double seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1000;
+}
+
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  std::getline(stat, s);
+  return s.empty() || s.find(") Z ") != std::string::npos;
 }
 
 }  // namespace hogwild::test

@@ -2,6 +2,8 @@
 // with a message where ../shared/data is absent), running the CLIs, /dev/shm checks.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -10,6 +12,16 @@
 #include "hogwild/dataset.hpp"
 
 namespace hogwild::test {
+
+#if defined(__SANITIZE_THREAD__)
+// Under TSan the CLI's TBB parsing threads (Debian's TBB is not instrumented) are
+// reported as races: tests that run hogwild_train skip themselves there.
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+// True (after printing SKIPPED) when the CLI cannot run under this build.
+bool skip_cli_under_tsan();
 
 // A fresh temporary directory, removed with everything in it on destruction.
 class TempDir {
@@ -51,5 +63,24 @@ std::pair<Dataset, Dataset> generated_problem(std::size_t n_train, std::size_t n
 
 // Names in /dev/shm created by this tool ("hogwild-" prefix).
 std::vector<std::string> our_shm_entries();
+
+// Writes a generated problem as libsvm files in `dir`; returns {train, test}.
+std::pair<std::string, std::string> problem_files(const TempDir& dir, std::size_t rows,
+                                                  std::size_t features = 2000);
+// Children of `pid` (its workers), from /proc.
+std::vector<pid_t> children_of(pid_t pid);
+struct Background {
+  pid_t pid;
+  std::string out_path;  // its stdout and stderr
+};
+// Starts hogwild_train with `args`, output to dir/out_name, without waiting.
+Background start_train(const std::vector<std::string>& args, const TempDir& dir,
+                       const std::string& out_name = "out.txt");
+// Waits for `n` workers to exist (and to be past start-up), up to a few seconds.
+std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n);
+// waitpid with a deadline; returns the exit code, -signal, or -1000 on a hang.
+int wait_exit(pid_t pid, double seconds);
+// True once `pid` is gone or a zombie.
+bool gone(pid_t pid);
 
 }  // namespace hogwild::test

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 
 #include "hogwild/arena.hpp"
 #include "hogwild/error.hpp"
@@ -124,6 +126,31 @@ TEST_CASE("cleanup removes only this user's segments whose creator is dead") {
   CHECK_FALSE(std::filesystem::exists("/dev/shm/" + stale));
   CHECK(std::filesystem::exists("/dev/shm/" + live));
   shm_unlink(("/" + live).c_str());
+}
+
+TEST_CASE("segments are 0600, owned by this user, with unguessable names, and never attached by name") {
+  // The name is unlinked inside Arena::create; the mapping still knows its inode,
+  // which /proc/self/map_files lets us stat.
+  Arena a = Arena::create({{"w", 4096}});
+  Arena b = Arena::create({{"w", 4096}});
+  const std::string prefix = "hogwild-" + std::to_string(getuid()) + "-" + std::to_string(getpid()) + "-";
+  CHECK(a.name().rfind(prefix, 0) == 0);
+  CHECK(a.name().size() == prefix.size() + 16);  // 64 random bits from getrandom
+  CHECK(a.name() != b.name());
+  CHECK_FALSE(std::filesystem::exists("/dev/shm/" + a.name()));
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  bool found = false;
+  while (std::getline(maps, line)) {
+    if (line.find(a.name()) == std::string::npos) continue;
+    const std::string range = line.substr(0, line.find(' '));
+    struct stat st {};
+    REQUIRE(stat(("/proc/self/map_files/" + range).c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK(st.st_uid == getuid());
+    found = true;
+  }
+  CHECK(found);
 }
 
 TEST_CASE("the robust mutex survives an owner killed while holding it") {

@@ -17,75 +17,12 @@
 
 using namespace hogwild;
 using test::run;
+using test::problem_files;
+using test::children_of;
+using test::wait_for_workers;
+using test::wait_exit;
 
 namespace {
-
-// Writes a generated problem as libsvm files in `dir`; returns {train, test}.
-std::pair<std::string, std::string> problem_files(const test::TempDir& dir, std::size_t rows) {
-  auto [tr, te] = test::generated_problem(rows, rows / 4, 2000, 20, 0.05, 7);
-  write_libsvm(tr, dir.file("train.svm"));
-  write_libsvm(te, dir.file("test.svm"));
-  return {dir.file("train.svm"), dir.file("test.svm")};
-}
-
-// Children of `pid` (its workers), from /proc.
-std::vector<pid_t> children_of(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  std::vector<pid_t> out;
-  pid_t c;
-  while (f >> c) out.push_back(c);
-  return out;
-}
-
-struct Background {
-  pid_t pid;
-  std::string out_path;
-};
-
-// Starts hogwild_train with output to a file, without waiting.
-Background start(const std::vector<std::string>& args, const test::TempDir& dir) {
-  Background b{0, dir.file("out.txt")};
-  b.pid = fork();
-  if (b.pid == 0) {
-    int fd = open(b.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<std::string> argv{test::hogwild_train_path()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    _exit(127);
-  }
-  return b;
-}
-
-// Waits for `n` workers to exist (and to be past start-up), up to a few seconds.
-std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n) {
-  for (int i = 0; i < 400; ++i) {
-    auto c = children_of(parent);
-    if (c.size() >= n) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      return children_of(parent);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return {};
-}
-
-// waitpid with a deadline; returns the exit code, -signal, or -1000 on a hang.
-int wait_exit(pid_t pid, double seconds) {
-  for (int i = 0; i < seconds * 100; ++i) {
-    int status;
-    if (waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1000;
-}
 
 std::vector<std::string> long_run(const std::string& train, const std::string& test, const char* mode) {
   return {"--train", train, "--test", test, "--workers", "2", "--mode", mode, "--epochs", "100000",
@@ -100,7 +37,8 @@ TEST_CASE("--help documents every option and --version prints the version") {
   for (const char* opt : {"--train", "--test", "--model", "--workers", "--mode", "--epochs", "--lr",
                           "--batch", "--seed", "--metrics", "--summary", "--lr-decay", "--l2",
                           "--eval-every", "--shm-dir", "--cleanup", "--version", "--pin",
-                          "--huge-pages", "--hot-k", "--hot-flush"})
+                          "--huge-pages", "--hot-k", "--hot-flush", "--max-restarts",
+                          "--checkpoint", "--checkpoint-every", "--resume"})
     CHECK_MESSAGE(r.out.find(opt) != std::string::npos, opt);
   auto v = run({test::hogwild_train_path(), "--version"});
   CHECK(v.exit_code == 0);
@@ -125,6 +63,10 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--test", test_file}, "--train is required"},
            {{"--train", dir.file("missing.svm")}, "missing.svm"},
            {{"--train", train, "--metrics", dir.file("no/dir/m.jsonl")}, "no/dir/m.jsonl"},
+           {{"--train", train, "--checkpoint", dir.file("no/dir/ck.bin")}, "no/dir/ck.bin"},
+           {{"--train", train, "--checkpoint-every", "5"}, "--checkpoint-every needs --checkpoint"},
+           {{"--train", train, "--resume", dir.file("missing.ckpt")}, "missing.ckpt"},
+           {{"--train", train, "--resume", train}, "not a hogwild checkpoint"},
        }) {
     std::vector<std::string> argv{test::hogwild_train_path()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
@@ -166,13 +108,15 @@ TEST_CASE("a normal run prints progress, writes metrics and summary, leaves noth
   CHECK(test::our_shm_entries() == before);
 }
 
-TEST_CASE("a SIGKILLed worker ends the run with exit 3 naming it, and no segment is left") {
+TEST_CASE("with --max-restarts 0 a SIGKILLed worker ends the run with exit 3 naming it, and no segment is left") {
   test::TempDir dir;
   auto [train, test_file] = problem_files(dir, 20000);
   for (const char* mode : {"hogwild", "lock"}) {
     INFO(mode);
     const auto before = test::our_shm_entries();
-    auto bg = start(long_run(train, test_file, mode), dir);
+    auto args = long_run(train, test_file, mode);
+    args.insert(args.end(), {"--max-restarts", "0"});
+    auto bg = test::start_train(args, dir);
     auto workers = wait_for_workers(bg.pid, 2);
     REQUIRE(workers.size() == 2);
     // In lock mode the victim very likely holds the lock: the others must not hang.
@@ -192,7 +136,7 @@ TEST_CASE("SIGINT and SIGTERM stop the run: exit 130/143, workers gone, no segme
   auto [train, test_file] = problem_files(dir, 20000);
   for (int sig : {SIGINT, SIGTERM}) {
     const auto before = test::our_shm_entries();
-    auto bg = start(long_run(train, test_file, "hogwild"), dir);
+    auto bg = test::start_train(long_run(train, test_file, "hogwild"), dir);
     auto workers = wait_for_workers(bg.pid, 2);
     REQUIRE(workers.size() == 2);
     kill(bg.pid, sig);
@@ -206,7 +150,7 @@ TEST_CASE("SIGINT and SIGTERM stop the run: exit 130/143, workers gone, no segme
 TEST_CASE("killing the parent takes the workers with it") {
   test::TempDir dir;
   auto [train, test_file] = problem_files(dir, 20000);
-  auto bg = start(long_run(train, test_file, "hogwild"), dir);
+  auto bg = test::start_train(long_run(train, test_file, "hogwild"), dir);
   auto workers = wait_for_workers(bg.pid, 2);
   REQUIRE(workers.size() == 2);
   kill(bg.pid, SIGKILL);
@@ -214,10 +158,7 @@ TEST_CASE("killing the parent takes the workers with it") {
   for (pid_t w : workers) {
     bool gone = false;
     for (int i = 0; i < 100 && !gone; ++i) {
-      std::ifstream stat("/proc/" + std::to_string(w) + "/stat");
-      std::string s;
-      std::getline(stat, s);
-      gone = s.empty() || s.find(") Z ") != std::string::npos;
+      gone = test::gone(w);
       if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     CHECK(gone);

@@ -1,4 +1,4 @@
-// The trainer as a library: progress and history, validation, a worker that dies,
+// The trainer as a library: progress and history, validation, divergence,
 // a user-defined model trained exactly like the built-in ones.
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -12,62 +12,12 @@
 #include "hogwild/model_base.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
+#include "ridge.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
 
 namespace {
-
-// A user-defined model through the public API: least-squares regression on the
-// row's features, its own parameter name, nothing else.
-class Ridge : public ModelBase<Ridge> {
- public:
-  std::string name() const override { return "ridge"; }
-  LabelKind label_kind() const override { return LabelKind::real; }
-  void configure(const Problem& p) override { d_ = p.features; }
-  std::vector<TensorSpec> parameters() const override { return {{"theta", d_, {}}}; }
-  template <class U>
-  double step(const Batch& b, const ParamSet& p, float lr) {
-    double loss = 0;
-    for (std::size_t i = 0; i < b.size; ++i) {
-      const float r = row_dot<U>(p.data(0), b.row(i)) - b.target(i);
-      loss += 0.5 * r * r;
-      row_descend<U>(p[0], 0, r / static_cast<float>(b.size), 0, b.row(i), lr);
-    }
-    return loss;
-  }
-  void predict(const ParamSet& p, RowView x, float y, double& loss, bool& ok) const {
-    const float r = row_dot<SerialUpdate>(p.data(0), x) - y;
-    loss = 0.5 * r * r;
-    ok = false;
-  }
-  bool reports_accuracy() const { return false; }
-
- private:
-  std::size_t d_ = 0;
-};
-
-// A model whose worker 1 dies on its first step: abort() in every row it owns.
-class Crashy : public ModelBase<Crashy> {
- public:
-  explicit Crashy(std::size_t crash_from) : crash_from_(crash_from) {}
-  std::string name() const override { return "crashy"; }
-  LabelKind label_kind() const override { return LabelKind::binary; }
-  void configure(const Problem& p) override { d_ = p.features; }
-  std::vector<TensorSpec> parameters() const override { return {{"w", d_, {}}}; }
-  template <class U>
-  double step(const Batch& b, const ParamSet&, float) {
-    if (b.rows[0] >= crash_from_) std::abort();
-    return 0;
-  }
-  void predict(const ParamSet&, RowView, float, double& loss, bool& ok) const {
-    loss = 0;
-    ok = true;
-  }
-
- private:
-  std::size_t crash_from_, d_ = 0;
-};
 
 }  // namespace
 
@@ -98,18 +48,9 @@ TEST_CASE("history has one evaluation per epoch, loss falls, samples add up") {
 }
 
 TEST_CASE("a user-defined model trains through the same trainer in every mode") {
-  // y = 2 x0 - x1 on dense rows.
-  std::vector<float> labels, values;
-  Rng rng(4);
-  for (int i = 0; i < 4000; ++i) {
-    const float a = static_cast<float>(rng.normal()), b = static_cast<float>(rng.normal());
-    values.push_back(a);
-    values.push_back(b);
-    labels.push_back(2 * a - b);
-  }
-  Dataset d = Dataset::dense(labels, values, 2, "linear");
+  const Dataset d = test::linear_data(4000);
   for (Mode m : {Mode::serial, Mode::hogwild, Mode::atomic, Mode::lock}) {
-    Ridge model;
+    test::Ridge<> model;
     TrainConfig c;
     c.mode = m;
     c.workers = 2;
@@ -122,27 +63,6 @@ TEST_CASE("a user-defined model trains through the same trainer in every mode") 
     CHECK(r.test.rmse < 0.05);
     CHECK(std::isnan(r.test.accuracy));
   }
-}
-
-TEST_CASE("a worker that dies ends the run with an error naming it; nothing is left behind") {
-  auto [tr, te] = test::generated_problem(2000, 100, 100, 5, 0.0, 2);
-  const auto before = test::our_shm_entries();
-  Crashy model(1000);  // rows 1000.. belong to worker 1 of 2
-  TrainConfig c;
-  c.mode = Mode::hogwild;
-  c.workers = 2;
-  c.epochs = 50;
-  try {
-    train(c, model, tr, &te);
-    FAIL("expected WorkerError");
-  } catch (const WorkerError& e) {
-    const std::string w = e.what();
-    MESSAGE(w);
-    CHECK(w.find("worker 1") != std::string::npos);
-    CHECK(w.find("signal 6") != std::string::npos);
-    CHECK(e.exit_code() == kExitWorkerFailed);
-  }
-  CHECK(test::our_shm_entries() == before);
 }
 
 TEST_CASE("invalid configurations are refused with the option's name") {

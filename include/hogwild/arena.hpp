@@ -61,6 +61,8 @@ class Arena {
   Arena& operator=(Arena&&) noexcept = default;
 
   bool has(const std::string& name) const;
+  // Names of the blocks, in creation order.
+  std::vector<std::string> names() const;
   std::span<std::byte> block(const std::string& name) const;
   template <class T>
   std::span<T> array(const std::string& name) const {

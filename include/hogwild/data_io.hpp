@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hogwild/dataset.hpp"
@@ -29,6 +30,8 @@ Dataset parse_libsvm(std::string_view text, const std::string& name,
 // with "images-idx3" replaced by "labels-idx1".
 Dataset read_idx(const std::string& images_path, const std::string& labels_path = "");
 std::string idx_labels_path_for(const std::string& images_path);
+// Same, from the (uncompressed) bytes of both files; `name` is used in messages.
+Dataset parse_idx(std::string_view images, std::string_view labels, const std::string& name);
 
 // Rating triples for matrix factorization, one per line: "user item rating
 // [timestamp]" separated by a tab, spaces, a comma or "::" (MovieLens u.data,
@@ -51,6 +54,8 @@ void write_ratings(const Dataset& d, const std::string& path);
 // and index before returning.
 void write_cache(const Dataset& d, const std::string& path);
 Dataset open_cache(const std::string& path);
+// Same checks on a cache already in memory (copied into an anonymous mapping).
+Dataset parse_cache(std::string_view bytes, const std::string& name);
 
 enum class FileFormat { libsvm, idx, cache, ratings };
 // Sniffs the (possibly gzip'ed) content of a file.

@@ -33,7 +33,16 @@ std::string format_progress(const Progress& p, unsigned epochs);
 // The summary object (see docs/CLI.md for the fields).
 std::string summary_json(const TrainConfig& config, const TrainResult& result,
                          const std::string& train_path, const std::string& test_path);
-// Writes `text` to `path` atomically (temporary file, fsync, rename).
+// Writes `text` to `path` atomically (temporary file, fsync, rename, fsync of the
+// folder). A full disk (ENOSPC, EFBIG, EDQUOT) is a ResourceError; either way the
+// temporary is removed and the previous file is left as it was.
 void write_file_atomically(const std::string& path, const std::string& text);
+// ENOSPC, EFBIG or EDQUOT: the disk (or the file-size limit) is full.
+bool is_out_of_space(int err) noexcept;
+
+namespace detail {
+// Async-signal-safe: unlinks the temporary write_file_atomically is writing, if any.
+void remove_pending_temporary() noexcept;
+}  // namespace detail
 
 }  // namespace hogwild

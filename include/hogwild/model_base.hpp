@@ -44,11 +44,17 @@ struct StepSize {
 };
 
 // Per-worker counters, each on its own cache lines (no false sharing between
-// workers). Written by the worker with relaxed stores, read by the parent.
+// workers). Written by the worker with relaxed stores, read by the parent, and read
+// back by a restarted worker (or a resumed run) to continue where this one stopped:
+// `epoch`, `position` and `loss` are published together every 64 mini-batches and
+// at the end of the epoch's loop.
 struct alignas(128) WorkerProgress {
   std::atomic<std::uint64_t> samples{0};      // examples processed, all epochs
   std::atomic<std::uint32_t> epochs_done{0};  // release: epoch loss is published
   std::atomic<std::int32_t> pid{0};
+  std::atomic<std::uint32_t> epoch{0};        // the epoch `position` refers to
+  std::atomic<std::uint64_t> position{0};     // rows of that epoch's order done
+  std::atomic<double> loss{0};                // summed loss of those rows
   std::atomic<std::uint64_t> pss_bytes{0};    // proportional set size at exit
   std::atomic<std::int64_t> finish_ns{0};     // steady clock when the worker finished
   std::atomic<std::uint64_t> private_bytes{0};  // pages only this worker maps, at exit
@@ -58,6 +64,8 @@ struct EpochTask {
   const Dataset* data = nullptr;
   const float* targets = nullptr;
   std::span<const std::uint32_t> rows;  // this worker's rows for this epoch, in order
+  std::size_t start = 0;                 // rows[0, start) were done by an earlier run
+  double start_loss = 0;                 // their summed loss
   std::size_t batch = 1;
   StepSize step_size{};
   unsigned epoch = 0;
@@ -67,6 +75,7 @@ struct EpochTask {
   WorkerProgress* progress = nullptr;            // may be null (serial)
   RobustMutex* mutex = nullptr;                  // lock mode only
   const std::atomic<std::int32_t>* stop = nullptr;  // set by the parent to stop early
+  std::int32_t parent = 0;  // a worker's parent pid: the loop ends when it is gone
 };
 
 // Starts loading row r while the current example computes: workers visit their
@@ -78,6 +87,11 @@ inline void prefetch_row(const Dataset& d, std::uint32_t r) noexcept {
   if (x.index) __builtin_prefetch(x.index);
   __builtin_prefetch(x.value);
 }
+namespace detail {
+// True when `parent` is non-zero and no longer this process's parent: a worker
+// whose parent died stops within 64 mini-batches even if PR_SET_PDEATHSIG missed.
+bool orphaned(std::int32_t parent) noexcept;
+}  // namespace detail
 
 template <class Derived>
 class ModelBase : public Model {
@@ -127,13 +141,14 @@ class ModelBase : public Model {
 
   template <class U>
   double run(const EpochTask& t) {
-    double loss = 0;
+    double loss = t.start_loss;
     const std::size_t n = t.rows.size();
     const std::size_t batch = t.batch ? t.batch : 1;
     std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
     const double epoch_lr = t.step_size.epoch_start(t.epoch);
     derived().template begin_epoch<U>(t);
-    for (std::size_t begin = 0; begin < n; begin += batch) {
+    std::size_t begin = std::min(t.start, n);  // a restarted worker resumes mid-epoch
+    for (std::size_t k = 0; begin < n; ++k) {
       if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
       const std::size_t size = std::min(batch, n - begin);
       const Batch b{t.data, t.targets, t.rows.data() + begin, size};
@@ -146,12 +161,21 @@ class ModelBase : public Model {
         loss += derived().template step<U>(b, t.params, lr);
       }
       seen += size;
-      if (t.progress && ((begin / batch) & 63) == 63)
-        t.progress->samples.store(seen, std::memory_order_relaxed);
+      begin += size;
+      if ((k & 63) == 63) {
+        if (t.progress) publish(*t.progress, seen, begin, loss);
+        if (detail::orphaned(t.parent)) break;
+      }
     }
     derived().template end_epoch<U>(t);
-    if (t.progress) t.progress->samples.store(seen, std::memory_order_relaxed);
+    if (t.progress) publish(*t.progress, seen, begin, loss);
     return loss;
+  }
+
+  static void publish(WorkerProgress& p, std::uint64_t seen, std::size_t position, double loss) {
+    p.loss.store(loss, std::memory_order_relaxed);
+    p.samples.store(seen, std::memory_order_relaxed);
+    p.position.store(position, std::memory_order_relaxed);
   }
 };
 

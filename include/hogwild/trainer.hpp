@@ -32,6 +32,10 @@ struct TrainConfig {
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm
   bool pin = false;         // pin worker k to the (k mod n)-th CPU it may run on
   bool huge_pages = false;  // ask for 2 MiB pages for the arena (ArenaOptions::huge_pages)
+  unsigned max_restarts = 3;  // crashed workers respawned per run before it fails
+  std::string checkpoint;     // write checkpoints to this file (at the end, when stopped,
+  double checkpoint_every = 0;  // and every this many seconds; 0: only then)
+  std::string resume;         // continue from this checkpoint
   // Throws ConfigError naming the first invalid field.
   void validate() const;
 };
@@ -45,6 +49,7 @@ struct Progress {
   Evaluation test{};         // on the test set (NaN fields when there is none)
   double samples_per_second = 0;
   bool end_of_epoch = true;
+  unsigned restarts = 0;     // workers respawned so far
 };
 
 struct TrainResult {
@@ -61,12 +66,23 @@ struct TrainResult {
   std::map<std::string, std::vector<float>> parameters;  // final weights, by tensor name
   std::map<std::string, std::vector<float>> optimizer_state;  // AdaGrad: accumulators, by tensor
   std::size_t classes = 0;
+  unsigned restarts = 0;             // crashed workers respawned
+  // 0, or SIGINT/SIGTERM when a signal stopped the run: the result then holds the
+  // weights and counters at the stop (test = an evaluation of those weights) and
+  // the final checkpoint, if configured, was written. train() returns normally.
+  int signal = 0;
+  std::uint32_t resumed_epochs = 0;  // epochs the resumed checkpoint had completed
 };
 
 // Called in the parent for every evaluation, in order.
 using ProgressCallback = std::function<void(const Progress&)>;
 
 // Trains `config.model` (from the registry) on `train`; `test` may be null.
+// Failures throw (error.hpp): a worker that crashed more than max_restarts times
+// (WorkerError), divergence (Error naming epoch and step; no checkpoint is written
+// from non-finite weights), a checkpoint that does not match (ConfigError), a full
+// disk or too little memory (ResourceError). SIGINT/SIGTERM do not throw: see
+// TrainResult::signal.
 TrainResult train(const TrainConfig& config, const Dataset& train, const Dataset* test,
                   const ProgressCallback& on_progress = {});
 // Same with a model object the caller built (a user-defined model).

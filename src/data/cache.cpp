@@ -202,8 +202,22 @@ void write_cache(const Dataset& d, const std::string& path) {
   out.commit();
 }
 
-Dataset open_cache(const std::string& path) {
-  auto map = MappedBuffer::map_file(path);
+namespace {
+Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& path);
+}  // namespace
+
+Dataset open_cache(const std::string& path) { return validate_cache(MappedBuffer::map_file(path), path); }
+
+Dataset parse_cache(std::string_view bytes, const std::string& name) {
+  auto map = MappedBuffer::anonymous(bytes.size());
+  if (!bytes.empty()) std::memcpy(map->data(), bytes.data(), bytes.size());
+  map->seal();
+  return validate_cache(std::move(map), name);
+}
+
+namespace {
+
+Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& path) {
   const std::size_t size = map->size();
   const std::byte* base = map->data();
   auto fail = [&](const std::string& what) { return DataError(path, 0, what); };
@@ -293,5 +307,7 @@ Dataset open_cache(const std::string& path) {
   return Dataset::view(std::move(map), layout, a.rows, a.cols,
                        a.labels, a.offsets, a.indices, a.values, path);
 }
+
+}  // namespace
 
 }  // namespace hogwild

@@ -19,13 +19,13 @@ namespace hogwild {
 namespace {
 
 struct IdxArray {
-  detail::FileContent content;
+  std::string_view bytes;
   std::vector<std::size_t> dims;
   std::size_t header = 0;
   std::size_t item = 1;  // elements per entry: product of dims[1..]
-  // dims[0] * item elements (found anew each time: the content may have moved).
+  // dims[0] * item elements.
   const unsigned char* data() const {
-    return reinterpret_cast<const unsigned char*>(content.text().data()) + header;
+    return reinterpret_cast<const unsigned char*>(bytes.data()) + header;
   }
 };
 
@@ -43,11 +43,10 @@ std::string dims_text(const std::vector<std::size_t>& dims) {
 }
 
 // `what` names an entry ("image", "label") in messages.
-IdxArray read_array(const std::string& path, std::size_t min_dims, std::size_t max_dims,
-                    const char* what) {
+IdxArray parse_array(std::string_view bytes, const std::string& path, std::size_t min_dims,
+                     std::size_t max_dims, const char* what) {
   IdxArray a;
-  a.content = detail::FileContent::read(path);
-  std::string_view bytes = a.content.text();
+  a.bytes = bytes;
   auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   auto fail = [&](const std::string& msg) { return DataError(path, 0, msg); };
 
@@ -121,10 +120,12 @@ std::string idx_labels_path_for(const std::string& images_path) {
   return images_path.substr(0, at) + to + images_path.substr(at + from.size());
 }
 
-Dataset read_idx(const std::string& images_path, const std::string& labels_path) {
-  const std::string lpath = labels_path.empty() ? find_labels(images_path) : labels_path;
-  IdxArray images = read_array(images_path, 2, 3, "image");
-  IdxArray labels = read_array(lpath, 1, 1, "label");
+namespace {
+
+Dataset build(std::string_view image_file, std::string_view label_file,
+              const std::string& images_path, const std::string& lpath) {
+  IdxArray images = parse_array(image_file, images_path, 2, 3, "image");
+  IdxArray labels = parse_array(label_file, lpath, 1, 1, "label");
   const std::size_t rows = images.dims[0], cols = images.item;
   if (labels.dims[0] != rows)
     throw DataError(lpath, 0,
@@ -149,6 +150,19 @@ Dataset read_idx(const std::string& images_path, const std::string& labels_path)
   storage->seal();
   return Dataset::view(storage, Layout::dense, rows, cols, out_labels, nullptr, nullptr, out_values,
                        images_path);
+}
+
+}  // namespace
+
+Dataset read_idx(const std::string& images_path, const std::string& labels_path) {
+  const std::string lpath = labels_path.empty() ? find_labels(images_path) : labels_path;
+  const auto images = detail::FileContent::read(images_path);
+  const auto labels = detail::FileContent::read(lpath);
+  return build(images.text(), labels.text(), images_path, lpath);
+}
+
+Dataset parse_idx(std::string_view images, std::string_view labels, const std::string& name) {
+  return build(images, labels, name, name + " (labels)");
 }
 
 }  // namespace hogwild

@@ -4,6 +4,7 @@
 // prints one progress line per epoch and a summary; exit status 0 on success,
 // 2 for bad input or options, 3 when a worker fails, 4 when a resource is short,
 // 130/143 when interrupted (docs/CLI.md).
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -137,6 +138,18 @@ int run(int argc, char** argv) {
   app.add_option("--hot-flush", cfg.model_options.hot_flush,
                  "Examples between flushes of the hot coordinates")
       ->capture_default_str();
+  app.add_option("--max-restarts", cfg.max_restarts,
+                 "Respawn a crashed worker (it continues its partition) at most K times per run")
+      ->capture_default_str()->option_text("K");
+  app.add_option("--checkpoint", cfg.checkpoint,
+                 "Save parameters and progress to FILE (atomically) at the end, when stopped "
+                 "by a signal, and every --checkpoint-every seconds")->option_text("FILE");
+  app.add_option("--checkpoint-every", cfg.checkpoint_every,
+                 "Seconds between checkpoints (0 = only at the end or when stopped)")
+      ->capture_default_str()->option_text("S");
+  app.add_option("--resume", cfg.resume,
+                 "Continue the run saved in FILE (same data and options; --epochs may grow)")
+      ->option_text("FILE");
   app.add_option("--threads", o.threads, "Threads for parsing text data (0 = all cores)")
       ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "Print only the final summary line");
@@ -161,6 +174,9 @@ int run(int argc, char** argv) {
   cfg.model_options.bias = !o.no_bias;
   if (!o.hidden.empty() || app.count("--hidden")) cfg.model_options.hidden = parse_widths(o.hidden);
   cfg.validate();
+  // Segments a crashed run of ours left behind (its name lives only microseconds).
+  for (auto& n : hogwild::cleanup_stale_segments())
+    fmt::print(stderr, "hogwild_train: removed /dev/shm/{}, left by a dead run\n", n);
   auto model = hogwild::make_model(cfg.model, cfg.model_options);  // fail fast on a bad name
   const unsigned cores = std::thread::hardware_concurrency();
   if (cfg.mode != hogwild::Mode::serial && cores && cfg.workers > cores)
@@ -175,11 +191,12 @@ int run(int argc, char** argv) {
   // Open the output files before the (possibly long) training, so a bad path fails now.
   std::optional<hogwild::MetricsWriter> metrics;
   if (!o.metrics.empty()) metrics.emplace(o.metrics);
-  if (!o.summary.empty()) {
-    const auto dir = std::filesystem::path(o.summary).parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw hogwild::IoError("cannot write the summary to " + o.summary + ": no directory " +
-                             dir.string());
+  for (const auto& [what, path] : {std::pair{"the summary", o.summary},
+                                    std::pair{"checkpoints", cfg.checkpoint}}) {
+    const auto dir = std::filesystem::path(path).parent_path();
+    if (!path.empty() && !dir.empty() && !std::filesystem::is_directory(dir))
+      throw hogwild::IoError(fmt::format("cannot write {} to {}: no directory {}", what, path,
+                                         dir.string()));
   }
 
   hogwild::Dataset train = load(o.train, o.train_labels, o.threads, o.quiet, "train");
@@ -201,20 +218,31 @@ int run(int argc, char** argv) {
                                });
   if (!o.summary.empty())
     hogwild::write_file_atomically(o.summary, hogwild::summary_json(cfg, result, o.train, o.test));
-  std::string line = fmt::format("done: {} samples in {:.2f}s ({:.0f} samples/s)", result.samples,
+  std::string line = fmt::format("{}: {} samples in {:.2f}s ({:.0f} samples/s)",
+                                 result.signal == SIGINT    ? "interrupted (SIGINT)"
+                                 : result.signal == SIGTERM ? "terminated (SIGTERM)"
+                                                            : "done",
+                                 result.samples,
                                  result.train_seconds, result.samples_per_second);
   if (std::isfinite(result.test.accuracy))
     line += fmt::format(", test accuracy {:.4f}", result.test.accuracy);
   if (std::isfinite(result.test.loss)) line += fmt::format(", test loss {:.4f}", result.test.loss);
   if (std::isfinite(result.test.rmse)) line += fmt::format(", test rmse {:.4f}", result.test.rmse);
   line += fmt::format(", peak memory {}", mib(result.peak_rss_bytes));
+  if (result.restarts) line += fmt::format(", {} worker restart(s)", result.restarts);
+  if (!cfg.checkpoint.empty()) line += ", checkpoint " + cfg.checkpoint;
   fmt::print("{}\n", line);
+  if (result.signal == SIGINT) return hogwild::kExitInterrupted;
+  if (result.signal == SIGTERM) return hogwild::kExitTerminated;
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f), write() then fails with EFBIG and the
+  // message says which file, instead of the process dying of SIGXFSZ.
+  signal(SIGXFSZ, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const hogwild::Error& e) {

@@ -1,0 +1,293 @@
+#include "hogwild/checkpoint.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "data/file_io.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/metrics.hpp"
+#include "hogwild/trainer.hpp"
+
+namespace hogwild {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "checkpoints are little-endian");
+
+constexpr char kMagic[8] = {'H', 'W', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr std::size_t kHeaderBytes = 8 + 4 + 4 + 8;
+constexpr std::size_t kMaxWorkers = 1024;  // as TrainConfig::validate
+constexpr std::size_t kMaxName = 4096;
+
+std::uint32_t crc(std::uint32_t c, const void* p, std::size_t n) {
+  const auto* b = static_cast<const Bytef*>(p);
+  while (n > 0) {  // zlib takes 32-bit lengths
+    const auto chunk = static_cast<uInt>(std::min<std::size_t>(n, 1u << 30));
+    c = static_cast<std::uint32_t>(crc32(c, b, chunk));
+    b += chunk;
+    n -= chunk;
+  }
+  return c;
+}
+
+class Writer {
+ public:
+  template <class T>
+  void put(const T& v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void str(const std::string& s) {
+    put(static_cast<std::uint32_t>(s.size()));
+    out_ += s;
+  }
+  void floats(const std::vector<float>& v) {
+    put(static_cast<std::uint64_t>(v.size()));
+    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  }
+  std::string& bytes() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Reads the payload; every length is checked against what is left before use.
+class Reader {
+ public:
+  Reader(std::string_view b, const std::string& name) : b_(b), name_(name) {}
+  template <class T>
+  T get(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, b_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  std::string str(const char* what) {
+    const auto n = get<std::uint32_t>(what);
+    if (n > kMaxName) throw fail(fmt::format("{} of {} bytes is too long", what, n));
+    need(n, what);
+    std::string s(b_.substr(at_, n));
+    at_ += n;
+    return s;
+  }
+  std::vector<float> floats(const char* what) {
+    const auto n = get<std::uint64_t>(what);
+    if (n > left() / sizeof(float))
+      throw fail(fmt::format("{} declares {} values but only {} bytes remain", what, n, left()));
+    std::vector<float> v(n);
+    if (n) std::memcpy(v.data(), b_.data() + at_, n * sizeof(float));  // data() may be null
+    at_ += n * sizeof(float);
+    return v;
+  }
+  // A count of records of at least `min_bytes` each, checked against what is left.
+  std::uint32_t count(const char* what, std::size_t min_bytes, std::size_t max) {
+    const auto n = get<std::uint32_t>(what);
+    if (n > max || n > left() / min_bytes)
+      throw fail(fmt::format("{} {} is impossible here ({} bytes remain)", what, n, left()));
+    return n;
+  }
+  std::size_t left() const { return b_.size() - at_; }
+  DataError fail(const std::string& what) const { return DataError(name_, 0, what); }
+
+ private:
+  void need(std::size_t n, const char* what) const {
+    if (n > left()) throw fail(fmt::format("truncated in {}", what));
+  }
+  std::string_view b_;
+  const std::string& name_;
+  std::size_t at_ = 0;
+};
+
+template <class T>
+std::uint32_t crc_of(std::uint32_t c, std::span<const T> s, std::size_t max_bytes, bool tail) {
+  const std::size_t bytes = std::min(s.size_bytes(), max_bytes);
+  const auto* p = reinterpret_cast<const char*>(s.data());
+  return crc(c, tail ? p + s.size_bytes() - bytes : p, bytes);
+}
+
+}  // namespace
+
+DataFingerprint DataFingerprint::of(const Dataset& d) {
+  DataFingerprint f{d.rows(), d.cols(), d.nnz(), 0};
+  constexpr std::size_t kEdge = 64 * 1024;
+  std::uint32_t c = crc_of(0, d.labels(), SIZE_MAX, false);
+  c = crc_of(c, d.offsets(), SIZE_MAX, false);
+  for (bool tail : {false, true}) {
+    c = crc_of(c, d.indices(), kEdge, tail);
+    c = crc_of(c, d.values(), kEdge, tail);
+  }
+  f.hash = c;
+  return f;
+}
+
+std::string DataFingerprint::describe() const {
+  return fmt::format("{} rows, {} columns, {} non-zeros, hash {:08x}", rows, cols, nnz, hash);
+}
+
+std::uint32_t Checkpoint::epochs_done() const {
+  if (workers.empty()) return 0;
+  std::uint32_t m = UINT32_MAX;
+  for (auto& w : workers) m = std::min(m, w.epochs_done);
+  return m;
+}
+
+std::string serialize_checkpoint(const Checkpoint& c) {
+  Writer w;
+  w.bytes().append(kMagic, sizeof kMagic);
+  w.put(kCheckpointVersion);
+  w.put(std::uint32_t{0});
+  w.put(std::uint64_t{0});  // payload size, filled in below
+  w.put(static_cast<std::uint32_t>(c.config.size()));
+  for (auto& [k, v] : c.config) {
+    w.str(k);
+    w.str(v);
+  }
+  for (std::uint64_t v : {c.data.rows, c.data.cols, c.data.nnz, c.data.hash}) w.put(v);
+  w.put(c.restarts);
+  w.put(c.train_seconds);
+  w.put(static_cast<std::uint32_t>(c.workers.size()));
+  for (auto& s : c.workers) {
+    w.put(s.epochs_done);
+    w.put(s.epoch);
+    w.put(s.position);
+    w.put(s.samples);
+    w.put(s.loss);
+    w.put(static_cast<std::uint32_t>(s.epoch_loss.size()));
+    for (double l : s.epoch_loss) w.put(l);
+  }
+  w.put(static_cast<std::uint32_t>(c.tensors.size()));
+  for (auto& t : c.tensors) {
+    w.str(t.name);
+    w.floats(t.values);
+  }
+  std::string& out = w.bytes();
+  const std::uint64_t payload = out.size() - kHeaderBytes;
+  std::memcpy(out.data() + 16, &payload, sizeof payload);
+  const std::uint32_t sum = crc(0, out.data(), out.size());
+  w.put(sum);
+  return std::move(out);
+}
+
+Checkpoint parse_checkpoint(std::string_view b, const std::string& name) {
+  auto fail = [&](const std::string& what) { return DataError(name, 0, what); };
+  if (b.size() < sizeof kMagic || std::memcmp(b.data(), kMagic, sizeof kMagic) != 0)
+    throw fail("not a hogwild checkpoint (bad magic)");
+  if (b.size() < kHeaderBytes + 4)
+    throw fail(fmt::format("truncated: {} bytes, less than a header", b.size()));
+  std::uint32_t version, reserved;
+  std::uint64_t payload;
+  std::memcpy(&version, b.data() + 8, sizeof version);
+  std::memcpy(&reserved, b.data() + 12, sizeof reserved);
+  std::memcpy(&payload, b.data() + 16, sizeof payload);
+  if (version != kCheckpointVersion)
+    throw fail(fmt::format("checkpoint format version {}, this build reads {}", version,
+                           kCheckpointVersion));
+  if (reserved != 0)
+    throw fail(fmt::format("reserved header field is {:#x}, not 0 (written by a newer build?)",
+                           reserved));
+  if (payload != b.size() - kHeaderBytes - 4)
+    throw fail(fmt::format("the header declares {} bytes of payload but the file has {} "
+                           "(truncated or padded)", payload, b.size() - kHeaderBytes - 4));
+  std::uint32_t stored;
+  std::memcpy(&stored, b.data() + b.size() - 4, sizeof stored);
+  if (stored != crc(0, b.data(), b.size() - 4)) throw fail("checksum mismatch (corrupt file)");
+
+  Reader r(b.substr(kHeaderBytes, payload), name);
+  Checkpoint c;
+  const auto nconfig = r.count("option count", 8, 1024);
+  for (std::uint32_t i = 0; i < nconfig; ++i) {
+    std::string k = r.str("option name");
+    c.config.emplace_back(std::move(k), r.str("option value"));
+  }
+  c.data.rows = r.get<std::uint64_t>("data fingerprint");
+  c.data.cols = r.get<std::uint64_t>("data fingerprint");
+  c.data.nnz = r.get<std::uint64_t>("data fingerprint");
+  c.data.hash = r.get<std::uint64_t>("data fingerprint");
+  c.restarts = r.get<std::uint32_t>("restart count");
+  c.train_seconds = r.get<double>("training time");
+  const auto nworkers = r.count("worker count", 36, kMaxWorkers);
+  if (nworkers == 0) throw r.fail("no workers");
+  for (std::uint32_t i = 0; i < nworkers; ++i) {
+    WorkerState s;
+    s.epochs_done = r.get<std::uint32_t>("worker state");
+    s.epoch = r.get<std::uint32_t>("worker state");
+    s.position = r.get<std::uint64_t>("worker state");
+    s.samples = r.get<std::uint64_t>("worker state");
+    s.loss = r.get<double>("worker state");
+    const auto nloss = r.count("epoch loss count", sizeof(double), 1000000);
+    for (std::uint32_t e = 0; e < nloss; ++e) s.epoch_loss.push_back(r.get<double>("epoch loss"));
+    c.workers.push_back(s);
+  }
+  const auto ntensors = r.count("tensor count", 12, 1024);
+  for (std::uint32_t i = 0; i < ntensors; ++i) {
+    NamedTensor t;
+    t.name = r.str("tensor name");
+    t.values = r.floats("tensor values");
+    c.tensors.push_back(std::move(t));
+  }
+  if (r.left() != 0) throw fail(fmt::format("{} unexpected bytes after the tensors", r.left()));
+  return c;
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  auto content = detail::FileContent::read(path);
+  return parse_checkpoint(content.text(), path);
+}
+
+void write_checkpoint(const Checkpoint& c, const std::string& path) {
+  write_file_atomically(path, serialize_checkpoint(c));
+}
+
+std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainConfig& c) {
+  return {
+      {"--model", c.model},
+      {"--mode", std::string(to_string(c.mode))},
+      {"--workers", fmt::format("{}", c.mode == Mode::serial ? 1u : c.workers)},
+      {"--batch", fmt::format("{}", c.batch)},
+      {"--lr", fmt::format("{}", c.step_size.lr0)},
+      {"--lr-decay", fmt::format("{}", c.step_size.decay)},
+      {"--lr-inverse", fmt::format("{}", c.step_size.inverse_scale)},
+      {"--l2", fmt::format("{}", c.model_options.l2)},
+      {"--no-bias", c.model_options.bias ? "false" : "true"},
+      {"--seed", fmt::format("{}", c.seed)},
+      {"--optimizer", std::string(to_string(c.optimizer))},
+      {"--rank", fmt::format("{}", c.model_options.rank)},
+      {"--hidden", fmt::format("{}", fmt::join(c.model_options.hidden, ","))},
+      {"--hot-k", fmt::format("{}", c.model_options.hot_k)},
+  };
+}
+
+void check_resumable(const Checkpoint& c, const TrainConfig& config, const Dataset& train,
+                     const std::string& path) {
+  std::string then, now;
+  auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
+    then += (then.empty() ? "" : ", ") + what + " " + a;
+    now += (now.empty() ? "" : ", ") + what + " " + b;
+  };
+  const auto mine = config_fingerprint(config);
+  for (const auto& option : mine) {
+    auto it = std::find_if(c.config.begin(), c.config.end(),
+                           [&](auto& p) { return p.first == option.first; });
+    const std::string theirs = it == c.config.end() ? "(absent)" : it->second;
+    if (theirs != option.second) differ(option.first, theirs, option.second);
+  }
+  const DataFingerprint data = DataFingerprint::of(train);
+  if (!(data == c.data)) differ("training data of", c.data.describe(), data.describe());
+  if (!then.empty())
+    throw ConfigError(fmt::format("cannot resume from {}: it was written with {}; this run has {}",
+                                  path, then, now));
+  std::uint32_t furthest = 0;  // workers run ahead of each other
+  for (auto& w : c.workers) furthest = std::max(furthest, w.epochs_done);
+  if (furthest >= config.epochs)
+    throw ConfigError(fmt::format("cannot resume from {}: {} already completed {} epoch(s) and "
+                                  "this run asks for --epochs {}; ask for more", path,
+                                  c.workers.size() > 1 ? "a worker has" : "it has", furthest,
+                                  config.epochs));
+}
+
+}  // namespace hogwild

@@ -1,0 +1,112 @@
+// Between a running Run and a Checkpoint: capture (the parent, while workers may
+// run) and restore (before any worker starts).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "trainer/run.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+
+// Blocks a checkpoint holds: parameters and optimiser state.
+bool saved_block(const std::string& name) {
+  return name.starts_with("param:") || name.starts_with("state:");
+}
+
+// One worker's record, read while it may be written: retried until its epoch is
+// the same before and after, so position and loss belong to that epoch.
+WorkerState read_record(const WorkerProgress& p, const double* losses) {
+  WorkerState s;
+  for (;;) {
+    s.epoch = p.epoch.load(std::memory_order_acquire);
+    s.position = p.position.load(std::memory_order_relaxed);
+    s.loss = p.loss.load(std::memory_order_relaxed);
+    s.epochs_done = p.epochs_done.load(std::memory_order_acquire);
+    s.samples = p.samples.load(std::memory_order_relaxed);
+    if (p.epoch.load(std::memory_order_acquire) == s.epoch) break;
+  }
+  s.epoch_loss.assign(losses, losses + s.epochs_done);
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> Run::tensor_blocks() const {
+  std::vector<std::string> out;
+  for (auto& n : arena.names())
+    if (saved_block(n)) out.push_back(n);
+  return out;
+}
+
+Checkpoint Run::capture(double train_seconds) const {
+  Checkpoint c;
+  c.config = config_fingerprint(cfg);
+  c.data = DataFingerprint::of(train);
+  c.restarts = restarts;
+  c.train_seconds = train_seconds;
+  // Records first, then the weights: the weights may hold updates of rows after
+  // the recorded positions, which a resume trains again (Hogwild tolerates that).
+  for (unsigned w = 0; w < workers; ++w)
+    c.workers.push_back(read_record(progress[w], epoch_loss.data() + w * cfg.epochs));
+  for (auto& name : tensor_blocks()) {
+    auto live = arena.array<float>(name);
+    NamedTensor t{name, std::vector<float>(live.size())};
+    for (std::size_t i = 0; i < live.size(); ++i) t.values[i] = relaxed_load(live.data() + i);
+    c.tensors.push_back(std::move(t));
+  }
+  for (auto& t : c.tensors) {
+    auto bad = std::find_if(t.values.begin(), t.values.end(), [](float v) { return !std::isfinite(v); });
+    if (bad == t.values.end()) continue;
+    std::uint64_t samples = 0;
+    for (auto& w : c.workers) samples += w.samples;
+    throw divergence(cfg, fmt::format("{}[{}] = {}", t.name.substr(t.name.find(':') + 1),
+                                      bad - t.values.begin(), *bad),
+                     static_cast<double>(samples) / static_cast<double>(train.rows()) + 1e-9,
+                     samples);
+  }
+  return c;
+}
+
+void Run::restore(const Checkpoint& c, const std::string& path) {
+  auto fail = [&](const std::string& what) {
+    return ConfigError(fmt::format("cannot resume from {}: {}", path, what));
+  };
+  if (c.workers.size() != workers)
+    throw fail(fmt::format("it has {} workers, this run {}", c.workers.size(), workers));
+  const auto names = tensor_blocks();
+  for (auto& t : c.tensors)
+    if (std::find(names.begin(), names.end(), t.name) == names.end())
+      throw fail(fmt::format("it holds tensor \"{}\", which model {} does not have", t.name,
+                             model.name()));
+  for (auto& name : names) {
+    auto it = std::find_if(c.tensors.begin(), c.tensors.end(), [&](auto& t) { return t.name == name; });
+    if (it == c.tensors.end()) throw fail(fmt::format("it has no tensor \"{}\"", name));
+    auto live = arena.array<float>(name);
+    if (it->values.size() != live.size())
+      throw fail(fmt::format("tensor \"{}\" has {} values there and {} in model {}", name,
+                             it->values.size(), live.size(), model.name()));
+    std::copy(it->values.begin(), it->values.end(), live.begin());
+  }
+  for (unsigned w = 0; w < workers; ++w) {
+    const WorkerState& s = c.workers[w];
+    auto [begin, end] = partition(w);
+    if (s.position > end - begin || s.epochs_done > s.epoch + 1 || s.epoch_loss.size() != s.epochs_done)
+      throw fail(fmt::format("worker {}'s record is inconsistent", w));
+    WorkerProgress& p = progress[w];
+    p.epochs_done.store(std::min(s.epochs_done, cfg.epochs), std::memory_order_relaxed);
+    p.epoch.store(s.epoch, std::memory_order_relaxed);
+    p.position.store(s.position, std::memory_order_relaxed);
+    p.loss.store(s.loss, std::memory_order_relaxed);
+    p.samples.store(s.samples, std::memory_order_relaxed);
+    for (std::size_t e = 0; e < std::min<std::size_t>(s.epochs_done, cfg.epochs); ++e) {
+      epoch_loss[w * cfg.epochs + e] = s.epoch_loss[e];
+      if (!finishers.empty()) finishers[e].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  restarts = c.restarts;
+}
+
+}  // namespace hogwild::detail

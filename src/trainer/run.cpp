@@ -1,0 +1,280 @@
+#include "trainer/run.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <numeric>
+
+#include "hogwild/labels.hpp"
+#include "hogwild/rng.hpp"
+#include "process.hpp"
+
+namespace hogwild::detail {
+
+// WorkerProgress lives in the shared arena: every field must be lock-free (no
+// hidden lock private to one process).
+static_assert(std::atomic<double>::is_always_lock_free &&
+              std::atomic<std::uint64_t>::is_always_lock_free &&
+              std::atomic<std::uint32_t>::is_always_lock_free);
+
+namespace {
+
+std::string block_name(const std::string& tensor) { return "param:" + tensor; }
+std::string state_block_name(const std::string& tensor) { return "state:" + tensor; }
+
+void initialise(const ParamSet& p, const std::vector<TensorSpec>& specs, std::uint64_t seed) {
+  Rng rng(seed ^ 0x5eedf00dULL);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    float* d = p.data(i);
+    const Init init = specs[i].init;
+    for (std::size_t j = 0; j < specs[i].size; ++j) {
+      switch (init.kind) {
+        case Init::zeros: d[j] = 0; break;
+        case Init::normal: d[j] = static_cast<float>(rng.normal() * init.scale); break;
+        case Init::uniform: d[j] = static_cast<float>((2 * rng.uniform() - 1) * init.scale); break;
+      }
+    }
+  }
+}
+
+Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& labels) {
+  Problem p;
+  p.layout = train.layout();
+  p.features = train.cols();
+  p.classes = labels.classes();
+  if (test) {
+    if (test->layout() != train.layout())
+      throw ConfigError(fmt::format("{} has {} rows but {} has {} rows", train.source(),
+                                    to_string(train.layout()), test->source(),
+                                    to_string(test->layout())));
+    if (train.layout() == Layout::dense && test->cols() != train.cols())
+      throw ConfigError(fmt::format("{} has {} columns but {} has {}", train.source(),
+                                    train.cols(), test->source(), test->cols()));
+    // Sparse test features the training set never saw get (zero) weights too.
+    p.features = std::max(p.features, test->cols());
+  }
+  if (p.layout == Layout::ratings) {
+    p.users = std::max(train.users(), test ? test->users() : 0);
+    p.items = p.features;
+    // A model that reads a rating row as two sparse feature ids stays in bounds.
+    p.features = std::max(p.users, p.items);
+  }
+  if (labels.kind() == LabelKind::real && !train.empty()) {
+    double sum = 0;
+    for (float y : train.labels()) sum += y;
+    p.target_mean = sum / static_cast<double>(train.rows());
+  }
+  if (p.features == 0) throw ConfigError(train.source() + " has no features");
+  return p;
+}
+
+std::size_t padded(std::size_t floats) { return (floats + 15) / 16 * 16; }
+
+}  // namespace
+
+std::uint64_t epoch_seed(std::uint64_t seed, unsigned rank, unsigned epoch) noexcept {
+  std::uint64_t s = seed;
+  std::uint64_t h = splitmix64(s);
+  s = h ^ (static_cast<std::uint64_t>(rank) << 32 | epoch);
+  return splitmix64(s);
+}
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::optional<std::string> find_non_finite(const ParamSet& p) {
+  for (const auto& t : p.tensors())
+    for (std::size_t i = 0; i < t.size; ++i)
+      if (!std::isfinite(t.data[i])) return fmt::format("{}[{}] = {}", t.name, i, t.data[i]);
+  return std::nullopt;
+}
+
+Error divergence(const TrainConfig& c, const std::string& what, double epoch,
+                 std::uint64_t samples) {
+  const std::string when = epoch == std::floor(epoch)
+                               ? fmt::format("after epoch {}", epoch)
+                               : fmt::format("during epoch {}", static_cast<unsigned>(epoch) + 1);
+  return Error(fmt::format("training diverged {}, step {} ({} examples): {}; try a smaller --lr "
+                           "(now {}); the last checkpoint written, if any, is kept",
+                           when, samples / std::max<std::size_t>(c.batch, 1), samples, what,
+                           c.step_size.lr0),
+               kExitFailure);
+}
+
+Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
+    : cfg(c), model(m), train(tr), test(te) {
+  const LabelMap labels = LabelMap::fit(model.label_kind(), train, model.name());
+  train_targets = labels.targets(train);
+  if (test) test_targets = labels.targets(*test);
+  classes = labels.classes();
+  model.configure(make_problem(train, test, labels));
+  specs = model.parameters();
+  workers = cfg.mode == Mode::serial ? 1 : cfg.workers;
+
+  std::vector<BlockSpec> blocks{
+      {"control", sizeof(Control)},
+      {"progress", sizeof(WorkerProgress) * workers},
+      {"epoch_loss", sizeof(double) * workers * cfg.epochs},
+  };
+  std::size_t floats = 0;
+  const bool stateful = has_state(cfg.optimizer);
+  for (auto& s : specs) {
+    blocks.push_back({block_name(s.name), s.size * sizeof(float)});
+    if (stateful) blocks.push_back({state_block_name(s.name), s.size * sizeof(float)});
+    floats += padded(s.size);
+  }
+  if (cfg.mode != Mode::serial) {
+    blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
+    for (const char* n : {"snapshot0", "snapshot1"})
+      blocks.push_back({n, sizeof(SnapshotSlot) + floats * sizeof(float)});
+  }
+  // The arena's pages plus one private copy for evaluations and checkpoints.
+  check_memory(cfg.shm_dir.empty() ? Arena::required_bytes(blocks) : 0, floats * sizeof(float));
+  arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
+  control = new (arena.block("control").data()) Control();
+  control->mutex.init();
+  control->parent = getpid();
+  auto pb = arena.block("progress");
+  progress = {new (pb.data()) WorkerProgress[workers], workers};
+  epoch_loss = arena.array<double>("epoch_loss");
+  std::vector<ParamSet::Tensor> t;
+  for (auto& s : specs)  // state blocks start zeroed, as AdaGrad's accumulators must
+    t.push_back({s.name, arena.array<float>(block_name(s.name)).data(), s.size,
+                 stateful ? arena.array<float>(state_block_name(s.name)).data() : nullptr});
+  params = ParamSet(std::move(t));
+  initialise(params, specs, cfg.seed);
+  if (arena.has("finishers")) {
+    auto fb = arena.block("finishers");
+    finishers = {new (fb.data()) std::atomic<std::uint32_t>[cfg.epochs], cfg.epochs};
+    for (int i = 0; i < 2; ++i) {
+      auto b = arena.block(i ? "snapshot1" : "snapshot0");
+      slots[i] = new (b.data()) SnapshotSlot();
+      auto* data = reinterpret_cast<float*>(b.data() + sizeof(SnapshotSlot));
+      std::vector<ParamSet::Tensor> st;
+      for (auto& s : specs) {
+        st.push_back({s.name, data, s.size});
+        data += padded(s.size);
+      }
+      slot_params[i] = ParamSet(std::move(st));
+    }
+  }
+}
+
+// Called by a worker after finishing epoch e: the last one to finish copies the
+// weights into the slot of epoch e, if the parent is done with that slot.
+void Run::snapshot_if_last(unsigned e) {
+  if (finishers.empty() || !test) return;  // nothing would evaluate the snapshot
+  if (finishers[e].fetch_add(1, std::memory_order_acq_rel) + 1 != workers) return;
+  SnapshotSlot& slot = *slots[e % 2];
+  if (slot.epoch.load(std::memory_order_acquire) != 0 &&
+      !slot.consumed.load(std::memory_order_acquire))
+    return;  // the parent still reads it: that epoch falls back to the live weights
+  slot.epoch.store(0, std::memory_order_relaxed);
+  const ParamSet& dst = slot_params[e % 2];
+  for (std::size_t t = 0; t < params.count(); ++t) {
+    const float* from = params.data(t);  // hoisted: the stores below may alias them
+    float* to = dst.data(t);
+    for (std::size_t i = 0, n = params.size(t); i < n; ++i) to[i] = relaxed_load(from + i);
+  }
+  slot.time = static_cast<double>(now_ns() - control->start_ns) * 1e-9;
+  slot.samples = samples();
+  slot.consumed.store(0, std::memory_order_relaxed);
+  slot.epoch.store(e + 1, std::memory_order_release);
+}
+
+std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
+  const std::size_t n = train.rows();
+  return {n * rank / workers, n * (rank + 1) / workers};
+}
+
+// Epoch e's order is recomputed from (seed, rank, e), so a respawned worker finds
+// the same order and skips the `position` rows its predecessor published; at most
+// the 64 mini-batches since the last publication are trained twice.
+void Run::run_epoch(unsigned rank, unsigned e) {
+  WorkerProgress& p = progress[rank];
+  auto [begin, end] = partition(rank);
+  std::vector<std::uint32_t> rows(end - begin);
+  std::iota(rows.begin(), rows.end(), static_cast<std::uint32_t>(begin));
+  Rng(epoch_seed(cfg.seed, rank, e)).shuffle(std::span<std::uint32_t>(rows));
+
+  EpochTask task;
+  if (p.epoch.load(std::memory_order_acquire) == e) {
+    task.start = std::min<std::size_t>(p.position.load(std::memory_order_relaxed), rows.size());
+    task.start_loss = p.loss.load(std::memory_order_relaxed);
+  } else {
+    p.position.store(0, std::memory_order_relaxed);
+    p.loss.store(0, std::memory_order_relaxed);
+    p.epoch.store(e, std::memory_order_release);
+  }
+  // Consistent with the position whatever was published last.
+  p.samples.store(std::uint64_t{e} * rows.size() + task.start, std::memory_order_relaxed);
+  task.data = &train;
+  task.targets = train_targets.data();
+  task.rows = rows;
+  task.batch = cfg.batch;
+  task.step_size = cfg.step_size;
+  task.epoch = e;
+  task.workers = workers;
+  task.optimizer = cfg.optimizer;
+  task.params = params;
+  task.progress = &p;
+  task.mutex = &control->mutex;
+  task.stop = &control->stop;
+  task.parent = cfg.mode == Mode::serial ? 0 : control->parent;
+  epoch_loss[rank * cfg.epochs + e] = model.train_epoch(cfg.mode, task);
+  if (stopping() || p.position.load(std::memory_order_relaxed) < rows.size())
+    return;  // epoch cut short
+  snapshot_if_last(e);  // before epochs_done: the parent then finds the slot ready
+  p.epochs_done.store(e + 1, std::memory_order_release);
+}
+
+int Run::work(unsigned rank) {
+  WorkerProgress& p = progress[rank];
+  p.pid.store(getpid(), std::memory_order_relaxed);
+  if (cfg.pin && cfg.mode != Mode::serial) pin_to_cpu(rank);
+  for (unsigned e = p.epochs_done.load(std::memory_order_acquire); e < cfg.epochs && !stopping();
+       ++e) {
+    if (orphaned(control->parent)) return kExitWorkerFailed;
+    run_epoch(rank, e);
+  }
+  p.finish_ns.store(now_ns(), std::memory_order_relaxed);
+  p.pss_bytes.store(self_pss_bytes(), std::memory_order_relaxed);
+  p.private_bytes.store(self_private_bytes(), std::memory_order_relaxed);
+  return 0;
+}
+
+Evaluation Run::evaluate(const ParamSet& p) const {
+  if (!test) return {};
+  return model.evaluate(p, *test, test_targets.data());
+}
+
+SnapshotSlot* Run::slot_for(unsigned e) const {
+  if (finishers.empty()) return nullptr;
+  SnapshotSlot* s = slots[(e - 1) % 2];
+  return s->epoch.load(std::memory_order_acquire) == e ? s : nullptr;
+}
+
+double Run::train_loss(unsigned e) const {
+  double loss = 0;
+  for (unsigned w = 0; w < workers; ++w) loss += epoch_loss[w * cfg.epochs + e];
+  return train.rows() ? loss / static_cast<double>(train.rows()) : 0;
+}
+
+std::uint64_t Run::samples() const {
+  std::uint64_t s = 0;
+  for (auto& p : progress) s += p.samples.load(std::memory_order_relaxed);
+  return s;
+}
+
+unsigned Run::min_epochs() const {
+  unsigned m = cfg.epochs;
+  for (auto& p : progress) m = std::min(m, p.epochs_done.load(std::memory_order_acquire));
+  return m;
+}
+
+}  // namespace hogwild::detail

@@ -1,0 +1,105 @@
+// One training run's shared state, set up by the parent before any fork: the arena
+// (parameters, per-worker progress, epoch losses, snapshot slots), and the worker
+// body. A worker's place is entirely in its WorkerProgress record, so a crashed
+// worker can be respawned — or a run resumed from a checkpoint — and continue its
+// partition where it stopped: the shuffle of epoch e is drawn from (seed, rank, e).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hogwild/arena.hpp"
+#include "hogwild/checkpoint.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/model_base.hpp"
+#include "hogwild/trainer.hpp"
+
+namespace hogwild::detail {
+
+// The trainer's control block in the arena.
+struct Control {
+  std::atomic<std::int32_t> stop{0};
+  std::int64_t start_ns = 0;  // steady clock (CLOCK_MONOTONIC: the same in every process)
+  std::int32_t parent = 0;    // the parent's pid: workers stop when it is gone
+  RobustMutex mutex;
+};
+
+// The weights as they were when the last worker finished an epoch, copied by that
+// worker so that each epoch's evaluation is exact however late the parent gets to
+// it, and no worker waits. Two slots alternate; a slot is reused only after the
+// parent has consumed it (otherwise that epoch is evaluated on the live weights).
+struct alignas(64) SnapshotSlot {
+  std::atomic<std::uint32_t> epoch{0};     // 1-based epoch held; 0 = free
+  std::atomic<std::uint32_t> consumed{1};  // set by the parent after evaluating
+  double time = 0;                         // seconds since start when taken
+  std::uint64_t samples = 0;
+};
+
+// The stream worker `rank` shuffles epoch `epoch` with.
+std::uint64_t epoch_seed(std::uint64_t seed, unsigned rank, unsigned epoch) noexcept;
+
+std::int64_t now_ns() noexcept;
+
+// A non-finite value in a ParamSet: "w[17] = nan".
+std::optional<std::string> find_non_finite(const ParamSet& p);
+// "training diverged in epoch 3 at step 1234 (...): <what>; try a smaller --lr".
+Error divergence(const TrainConfig& c, const std::string& what, double epoch,
+                 std::uint64_t samples);
+
+struct Run {
+  const TrainConfig& cfg;
+  Model& model;
+  const Dataset& train;
+  const Dataset* test;
+  std::vector<float> train_targets, test_targets;
+  std::vector<TensorSpec> specs;
+  Arena arena;
+  Control* control = nullptr;
+  std::span<WorkerProgress> progress;
+  std::span<double> epoch_loss;  // [worker * epochs + epoch]
+  std::span<std::atomic<std::uint32_t>> finishers;  // workers done with each epoch
+  SnapshotSlot* slots[2] = {nullptr, nullptr};
+  ParamSet slot_params[2];
+  ParamSet params;
+  unsigned workers = 1;
+  std::size_t classes = 0;
+  unsigned restarts = 0;  // parent only
+
+  Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te);
+
+  // Rows [begin, end) of the training set owned by worker `rank`.
+  std::pair<std::size_t, std::size_t> partition(unsigned rank) const;
+  // The body of a worker (forked, or the parent itself in serial mode): the epochs
+  // from its progress record on.
+  int work(unsigned rank);
+  // One epoch of worker `rank`, from the position its record holds for epoch e.
+  void run_epoch(unsigned rank, unsigned e);
+  bool stopping() const { return control->stop.load(std::memory_order_relaxed) != 0; }
+
+  Evaluation evaluate(const ParamSet& p) const;
+  // The snapshot slot holding epoch e (1-based), or null.
+  SnapshotSlot* slot_for(unsigned e) const;
+  // Mean progressive loss of epoch e (0-based) over all workers.
+  double train_loss(unsigned e) const;
+  std::uint64_t samples() const;
+  unsigned min_epochs() const;
+
+  // The arena's tensors (parameters and any optimiser state) and every worker's
+  // record, read while workers may run: a Hogwild-consistent picture (see
+  // docs/RELIABILITY.md). Throws the divergence error instead of returning
+  // non-finite weights, so a good checkpoint is never replaced by a bad one.
+  Checkpoint capture(double train_seconds) const;
+  // Before any worker starts: puts a checkpoint's tensors and records in place.
+  void restore(const Checkpoint& c, const std::string& path);
+
+ private:
+  void snapshot_if_last(unsigned e);
+  std::vector<std::string> tensor_blocks() const;
+};
+
+}  // namespace hogwild::detail

@@ -1,0 +1,134 @@
+// Worker restart: a worker that dies (SIGKILL, abort) is respawned and continues its
+// partition from its progress record; beyond --max-restarts the run stops.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "hogwild/error.hpp"
+#include "hogwild/model_base.hpp"
+#include "hogwild/trainer.hpp"
+#include "ridge.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+// A flag in a shared anonymous page: forked workers see and set the same one.
+std::atomic<int>& shared_flag() {
+  static auto* p = static_cast<std::atomic<int>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  return *p;
+}
+
+// Aborts the worker that meets row `row` first (inside the mini-batch, so in lock
+// mode while holding the lock): once per run, or on every visit when `always`.
+struct CrashAt {
+  std::uint32_t row;
+  bool always;
+  void operator()(std::uint32_t r, const ParamSet&) const {
+    if (r == row && (always || shared_flag().exchange(1) == 0)) std::abort();
+  }
+};
+
+using CrashOnce = test::Ridge<CrashAt>;
+
+double accuracy_in(const std::string& out) {
+  auto pos = out.find("test accuracy ");
+  return pos == std::string::npos ? -1 : std::stod(out.substr(pos + 14));
+}
+
+}  // namespace
+
+TEST_CASE("a worker that dies mid-epoch is respawned and finishes its partition exactly once") {
+  const Dataset d = test::linear_data(8000);
+  for (Mode m : {Mode::hogwild, Mode::lock}) {
+    INFO(to_string(m));
+    shared_flag().store(0);
+    CrashOnce model(CrashAt{6000, false});  // worker 1 owns rows 4000..7999
+    TrainConfig c;
+    c.mode = m;
+    c.workers = 2;
+    c.epochs = 3;
+    c.step_size.lr0 = 0.05f;
+    auto r = train(c, model, d, &d);
+    CHECK(shared_flag().load() == 1);  // it did crash
+    CHECK(r.restarts == 1);
+    // Rows done before the crash are not counted twice (the respawned worker
+    // resumes from the published position).
+    CHECK(r.samples == 3 * d.rows());
+    CHECK(r.history.size() >= 3);
+    CHECK(r.history.back().restarts == 1);
+    CHECK(r.parameters.at("theta")[0] == doctest::Approx(2.0).epsilon(0.02));
+    CHECK(r.parameters.at("theta")[1] == doctest::Approx(-1.0).epsilon(0.02));
+  }
+}
+
+TEST_CASE("beyond --max-restarts the run stops with a clear error and leaves nothing behind") {
+  const Dataset d = test::linear_data(2000);
+  const auto before = test::our_shm_entries();
+  CrashOnce model(CrashAt{1500, true});
+  TrainConfig c;
+  c.workers = 2;
+  c.epochs = 2;
+  c.max_restarts = 2;
+  try {
+    train(c, model, d, &d);
+    FAIL("expected WorkerError");
+  } catch (const WorkerError& e) {
+    const std::string w = e.what();
+    MESSAGE(w);
+    CHECK(w.find("worker 1") != std::string::npos);
+    CHECK(w.find("signal 6") != std::string::npos);
+    CHECK(w.find("giving up after 2 restart(s) (--max-restarts 2)") != std::string::npos);
+    CHECK(e.exit_code() == kExitWorkerFailed);
+  }
+  CHECK(test::our_shm_entries() == before);
+}
+
+TEST_CASE("hogwild_train: a worker SIGKILLed at 50% is respawned; accuracy within 0.5 points") {
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  auto [train_file, test_file] = test::problem_files(dir, 100000);
+  const std::vector<std::string> args{"--train", train_file, "--test", test_file, "--workers", "2",
+                                      "--epochs", "40", "--lr", "0.2", "--lr-decay", "0.85",
+                                      "--seed", "3"};
+  auto base = args;
+  base.insert(base.begin(), test::hogwild_train_path());
+  auto undisturbed = test::run(base);
+  REQUIRE(undisturbed.exit_code == 0);
+
+  auto killed = args;
+  killed.insert(killed.end(), {"--metrics", dir.file("m.jsonl"), "--summary", dir.file("s.json")});
+  auto bg = test::start_train(killed, dir);
+  auto workers = test::wait_for_workers(bg.pid, 2);
+  REQUIRE(workers.size() == 2);
+  // Wait for epoch 20 of 40 to be reported, then kill a worker.
+  bool half = false;
+  for (int i = 0; i < 3000 && !half; ++i) {
+    half = test::read_text(dir.file("m.jsonl")).find("\"epoch\":20.0") != std::string::npos;
+    if (!half) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const auto victims = test::children_of(bg.pid);
+  CHECK(half);
+  REQUIRE(!victims.empty());  // on a loaded machine one worker may already be done
+  kill(victims.back(), SIGKILL);
+  const int code = test::wait_exit(bg.pid, 120);
+  const auto out = test::read_text(bg.out_path);
+  INFO(out);
+  CHECK(code == 0);
+  CHECK(out.find("was killed by signal 9 (Killed); restarting it at epoch") != std::string::npos);
+  const auto summary = test::read_text(dir.file("s.json"));
+  CHECK(summary.find("\"restarts\": 1") != std::string::npos);
+  CHECK(test::read_text(dir.file("m.jsonl")).find("\"restarts\":1") != std::string::npos);
+  const double a = accuracy_in(out), b = accuracy_in(undisturbed.out);
+  MESSAGE("accuracy after a restart " << a << ", undisturbed " << b);
+  CHECK(b > 0.8);
+  CHECK(std::abs(a - b) <= 0.005);
+}

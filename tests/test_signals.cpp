@@ -1,0 +1,205 @@
+// Signals and the death of the parent, end to end: SIGINT/SIGTERM write the final
+// checkpoint and the summary and exit 130/143; a second SIGINT exits at once; a
+// parent killed with -9 takes its workers within a second and leaves nothing in
+// /dev/shm; --cleanup removes only this tool's dead segments of this user.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "hogwild/checkpoint.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+// /dev/shm entries whose name carries `pid` as creator ("hogwild-<uid>-<pid>-...").
+std::size_t entries_of(pid_t pid) {
+  std::size_t n = 0;
+  std::string tag = "-";
+  tag += std::to_string(pid);
+  tag += '-';
+  for (auto& e : test::our_shm_entries()) n += e.find(tag) != std::string::npos;
+  return n;
+}
+
+bool all_gone_within(const std::vector<pid_t>& pids, double seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    bool all = true;
+    for (pid_t p : pids) all = all && test::gone(p);
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A segment named like ours, created directly (as a run killed between create and
+// unlink would leave it).
+std::string fake_segment(const std::string& name) {
+  int fd = shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  REQUIRE(fd >= 0);
+  close(fd);
+  return name;
+}
+
+bool shm_exists(const std::string& name) {
+  return std::filesystem::exists("/dev/shm/" + name);
+}
+
+// "hogwild-<uid>-<pid>-<suffix>", the arena's naming scheme.
+std::string segment_name(long uid, pid_t pid, const char* suffix) {
+  std::string s = "hogwild-";
+  s += std::to_string(uid);
+  s += '-';
+  s += std::to_string(pid);
+  s += '-';
+  s += suffix;
+  return s;
+}
+
+pid_t dead_pid() {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, nullptr, 0);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("SIGINT/SIGTERM write the final checkpoint and the summary, exit 130/143; resume finishes") {
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 20000);
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO(strsignal(sig));
+    const std::string ck = dir.file("ck.bin"), summary = dir.file("s.json");
+    std::filesystem::remove(ck);
+    std::vector<std::string> args{"--train", train, "--test", test_file, "--workers", "2",
+                                  "--epochs", "2000", "--lr", "0.1", "--checkpoint", ck,
+                                  "--summary", summary};
+    auto bg = test::start_train(args, dir);
+    auto workers = test::wait_for_workers(bg.pid, 2);
+    REQUIRE(workers.size() == 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(bg.pid, sig);
+    const int code = test::wait_exit(bg.pid, 30);
+    const auto out = test::read_text(bg.out_path);
+    INFO(out);
+    CHECK(code == (sig == SIGINT ? 130 : 143));
+    CHECK(out.find(sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)") !=
+          std::string::npos);
+    CHECK(all_gone_within(workers, 1));
+    CHECK(entries_of(bg.pid) == 0);
+    const auto s = test::read_text(summary);
+    CHECK(s.find(sig == SIGINT ? "\"interrupted\": \"SIGINT\"" : "\"interrupted\": \"SIGTERM\"") !=
+          std::string::npos);
+    const Checkpoint c = read_checkpoint(ck);
+    CHECK(c.epochs_done() < 2000);
+    std::uint64_t saved = 0;
+    for (auto& w : c.workers) saved += w.samples;
+    CHECK(saved > 0);
+    if (sig == SIGTERM) {  // continue that run to the end, with fewer epochs in all
+      unsigned target = 0;
+      for (auto& w : c.workers) target = std::max(target, w.epochs_done + 3);
+      args[7] = std::to_string(target);
+      args.insert(args.end(), {"--resume", ck});
+      std::vector<std::string> argv{test::hogwild_train_path()};
+      argv.insert(argv.end(), args.begin(), args.end());
+      auto r = test::run(argv, 120);
+      INFO(r.out);
+      CHECK(r.exit_code == 0);
+      CHECK(test::read_text(summary).find("\"samples\": " + std::to_string(target * 20000ull)) !=
+            std::string::npos);
+      CHECK(read_checkpoint(ck).epochs_done() == target);
+    }
+  }
+}
+
+TEST_CASE("a second SIGINT exits at once: 130, no segment, no temporary file left") {
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 4000, 2000000);  // 8 MB checkpoints
+  const std::string ck = dir.file("ck.bin");
+  for (int delay_ms : {0, 1, 3}) {
+    auto bg = test::start_train({"--train", train, "--workers", "2", "--epochs", "100000",
+                                 "--checkpoint", ck, "--checkpoint-every", "0.001", "-q"},
+                                dir);
+    auto workers = test::wait_for_workers(bg.pid, 2);
+    REQUIRE(workers.size() == 2);
+    kill(bg.pid, SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(bg.pid, SIGINT);
+    CHECK(test::wait_exit(bg.pid, 10) == 130);
+    CHECK(all_gone_within(workers, 1));
+    CHECK(entries_of(bg.pid) == 0);
+    for (auto& e : std::filesystem::directory_iterator(dir.path()))
+      CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+    if (std::filesystem::exists(ck)) CHECK_NOTHROW(read_checkpoint(ck));
+  }
+}
+
+TEST_CASE("kill -9 of the parent, 30 times: workers exit within a second, --cleanup, nothing left") {
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 2000, 200);
+  std::srand(7);
+  int with_workers = 0;
+  for (int i = 0; i < 30; ++i) {
+    auto bg = test::start_train({"--train", train, "--workers", "2", "--epochs", "1000000", "-q"},
+                                dir);
+    // Anywhere from start-up (parsing, creating the arena) to full speed.
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::rand() % 60));
+    const auto workers = test::children_of(bg.pid);
+    with_workers += !workers.empty();
+    kill(bg.pid, SIGKILL);
+    CHECK(test::wait_exit(bg.pid, 10) == -SIGKILL);
+    CHECK(all_gone_within(workers, 1));
+    auto r = test::run({test::hogwild_train_path(), "--cleanup"});
+    CHECK(r.exit_code == 0);
+    CHECK(entries_of(bg.pid) == 0);
+  }
+  MESSAGE(with_workers << " of 30 kills hit a running run (the rest hit start-up)");
+  CHECK(with_workers > 0);
+}
+
+TEST_CASE("--cleanup and the next run remove only this tool's dead segments of this user") {
+  const long uid = getuid();
+  const std::string dead = fake_segment(segment_name(uid, dead_pid(), "00000000deadbeef"));
+  const std::string alive = fake_segment(segment_name(uid, getpid(), "00000000a11fe000"));
+  const std::string other_uid = fake_segment(segment_name(uid + 4242, dead_pid(), "00000000000000aa"));
+  const std::string not_ours = fake_segment("hogwildish-" + std::to_string(uid) + "-1-x");
+  // Named like ours but owned by someone else (only root can arrange that).
+  std::string foreign;
+  if (getuid() == 0) {
+    foreign = fake_segment(segment_name(0, dead_pid(), "00000000f0e1a000"));
+    REQUIRE(chown(("/dev/shm/" + foreign).c_str(), 65534, 65534) == 0);
+  }
+  auto r = test::run({test::hogwild_train_path(), "--cleanup"});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("removed /dev/shm/" + dead) != std::string::npos);
+  CHECK_FALSE(shm_exists(dead));
+  CHECK(shm_exists(alive));
+  CHECK(shm_exists(other_uid));
+  CHECK(shm_exists(not_ours));
+  if (!foreign.empty()) CHECK(shm_exists(foreign));
+
+  // A normal run finds a dead segment too.
+  const std::string dead2 = fake_segment(segment_name(uid, dead_pid(), "00000000deadbee2"));
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 200, 50);
+  auto run = test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q"});
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("removed /dev/shm/" + dead2) != std::string::npos);
+  CHECK_FALSE(shm_exists(dead2));
+  for (auto& n : {alive, other_uid, not_ours, foreign})
+    if (!n.empty()) shm_unlink(("/" + n).c_str());
+}
