@@ -33,17 +33,12 @@ namespace detail {
 // float is loaded and stored whole; four independent accumulators keep the dot
 // product from waiting on one addition chain. SerialUpdate calls the same kernels
 // on private memory, where there is no race.
-// -Wpsabi: v8f values never cross a call boundary (the helpers are inlined).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
+// v8f values are passed by reference only, so that no 32-byte vector crosses a call
+// by value (GCC notes the AVX/non-AVX ABI difference for such parameters).
 namespace {
 using v8f = float __attribute__((vector_size(32)));
-inline v8f vload8(const float* p) noexcept {
-  v8f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void vstore8(float* p, v8f v) noexcept { std::memcpy(p, &v, sizeof v); }
+inline void vload8(v8f& v, const float* p) noexcept { std::memcpy(&v, p, sizeof v); }
+inline void vstore8(float* p, const v8f& v) noexcept { std::memcpy(p, &v, sizeof v); }
 // The scalar tails: std::atomic_ref, not relaxed_load/store, whose asm `movss` is a
 // legacy-SSE instruction: inside the AVX2 clone it would merge into a register with
 // dirty upper lanes (a false dependency on every tail element; MF's 10-float rows
@@ -60,11 +55,14 @@ __attribute__((target_clones("arch=x86-64-v3", "default")))
 void dense_axpy_shared(float* dst, float a, const float* x, std::size_t n) noexcept {
   std::size_t i = 0;
   const v8f va = {a, a, a, a, a, a, a, a};
+  v8f d0, d1, x0, x1;
   for (; i + 16 <= n; i += 16) {
-    const v8f d0 = vload8(dst + i) + va * vload8(x + i);
-    const v8f d1 = vload8(dst + i + 8) + va * vload8(x + i + 8);
-    vstore8(dst + i, d0);
-    vstore8(dst + i + 8, d1);
+    vload8(d0, dst + i);
+    vload8(d1, dst + i + 8);
+    vload8(x0, x + i);
+    vload8(x1, x + i + 8);
+    vstore8(dst + i, d0 + va * x0);
+    vstore8(dst + i + 8, d1 + va * x1);
   }
   for (; i + 4 <= n; i += 4) vstore(dst + i, vload(dst + i) + v4f{a, a, a, a} * vload(x + i));
   for (; i < n; ++i) tail_store(dst + i, tail_load(dst + i) + a * x[i]);
@@ -73,20 +71,24 @@ void dense_axpy_shared(float* dst, float a, const float* x, std::size_t n) noexc
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 float dense_dot_shared(const float* w, const float* x, std::size_t n) noexcept {
   std::size_t i = 0;
-  v8f s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  v8f s[4] = {}, a, b;
   for (; i + 32 <= n; i += 32) {
-    s0 += vload8(w + i) * vload8(x + i);
-    s1 += vload8(w + i + 8) * vload8(x + i + 8);
-    s2 += vload8(w + i + 16) * vload8(x + i + 16);
-    s3 += vload8(w + i + 24) * vload8(x + i + 24);
+    for (int k = 0; k < 4; ++k) {
+      vload8(a, w + i + 8 * k);
+      vload8(b, x + i + 8 * k);
+      s[k] += a * b;
+    }
   }
-  for (; i + 8 <= n; i += 8) s0 += vload8(w + i) * vload8(x + i);
-  const v8f s = (s0 + s1) + (s2 + s3);
-  float r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  for (; i + 8 <= n; i += 8) {
+    vload8(a, w + i);
+    vload8(b, x + i);
+    s[0] += a * b;
+  }
+  const v8f t = (s[0] + s[1]) + (s[2] + s[3]);
+  float r = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
   for (; i < n; ++i) r += tail_load(w + i) * x[i];
   return r;
 }
-#pragma GCC diagnostic pop
 
 }  // namespace detail
 }  // namespace hogwild
