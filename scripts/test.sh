@@ -37,7 +37,7 @@ fi
 # recorded in build-fuzz/fuzz-results.json (one line per target, as meson's log).
 fuzz_log=build-fuzz/fuzz-results.json
 if [ "${HOGWILD_SKIP_FUZZ:-0}" != 1 ]; then
-  targets=(libsvm idx cache checkpoint)
+  targets=(libsvm idx cache checkpoint ratings)
   if [ ! -f build-fuzz/build.ninja ]; then
     CXX=clang++ meson setup build-fuzz -Dbuildtype=debugoptimized -Dfuzz=true \
       -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || status=1
