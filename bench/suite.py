@@ -18,6 +18,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -524,6 +525,7 @@ def main():
     s.yardstick_table()  # after scaling, whose runs give hogwild_train's accuracy
     s.plots()
     s.write()
+    shutil.rmtree(s.tmp, ignore_errors=True)  # the per-run summaries, now in results.json
     print(f"\nwrote {s.out}/tables.md, results.json, results.csv and plots "
           f"in {time.time() - t0:.0f} s (load average now {os.getloadavg()[0]:.1f})")
 
