@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, whatever the build, the tests and the quick
 # start need and this machine lacks. Safe to run again: it installs nothing twice.
+#   scripts/install-deps.sh [PACKAGE...]   # the given packages instead of the build's
 set -euo pipefail
 
-packages=(
+packages=("$@")
+[ $# -gt 0 ] || packages=(
   meson ninja-build pkg-config g++
   clang libclang-rt-14-dev util-linux
   libboost1.81-dev libtbb-dev doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
