@@ -15,36 +15,14 @@
 #include "hogwild/optimizer.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
+#include "owned_params.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
 
 namespace {
 
-// Parameters in private vectors, initialised as the trainer would (He scales).
-struct Owned {
-  std::vector<std::vector<float>> store;
-  ParamSet set;
-  Owned(const std::vector<TensorSpec>& specs, std::uint64_t seed) {
-    Rng rng(seed);
-    for (auto& s : specs) {
-      auto& v = store.emplace_back(s.size);
-      for (auto& x : v) x = static_cast<float>(rng.normal() * (s.init.scale > 0 ? s.init.scale : 0.3));
-    }
-    bind(specs);
-  }
-  Owned(const Owned& o) : store(o.store) {
-    std::vector<TensorSpec> specs;
-    for (auto& t : o.set.tensors()) specs.push_back({t.name, t.size, {}});
-    bind(specs);
-  }
-  void bind(const std::vector<TensorSpec>& specs) {
-    std::vector<ParamSet::Tensor> t;
-    for (std::size_t i = 0; i < specs.size(); ++i)
-      t.push_back({specs[i].name, store[i].data(), store[i].size()});
-    set = ParamSet(std::move(t));
-  }
-};
+using Owned = test::OwnedParams;
 
 Dataset rows_of(bool dense) {
   Rng rng(7);

@@ -11,33 +11,14 @@
 #include "hogwild/models/linear.hpp"
 #include "hogwild/models/softmax.hpp"
 #include "hogwild/rng.hpp"
+#include "owned_params.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
 
 namespace {
 
-// Parameters in private vectors, with the shape the model declares.
-struct Owned {
-  std::vector<std::vector<float>> store;
-  ParamSet set;
-  explicit Owned(const std::vector<TensorSpec>& specs, std::uint64_t seed) {
-    Rng rng(seed);
-    std::vector<ParamSet::Tensor> t;
-    store.reserve(specs.size());
-    for (auto& s : specs) {
-      auto& v = store.emplace_back(s.size);
-      for (auto& x : v) x = static_cast<float>(rng.normal() * 0.3);
-      t.push_back({s.name, v.data(), v.size()});
-    }
-    set = ParamSet(std::move(t));
-  }
-  Owned(const Owned& o) : store(o.store) {
-    std::vector<ParamSet::Tensor> t;
-    for (std::size_t i = 0; i < store.size(); ++i) t.push_back({o.set.tensor(i).name, store[i].data(), store[i].size()});
-    set = ParamSet(std::move(t));
-  }
-};
+using Owned = test::OwnedParams;
 
 Dataset sparse_rows() {
   // 4 rows over 6 features; labels 0/1 and class ids 0..2 both fit in {0,1,2}.

@@ -13,37 +13,14 @@
 #include "hogwild/models/softmax.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
+#include "owned_params.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
 
 namespace {
 
-// Parameters (and zeroed optimiser state) in private vectors.
-struct Owned {
-  std::vector<std::vector<float>> weights, state;
-  ParamSet set;
-  Owned(const std::vector<TensorSpec>& specs, std::uint64_t seed) {
-    Rng rng(seed);
-    for (auto& s : specs) {
-      auto& w = weights.emplace_back(s.size);
-      for (auto& x : w) x = static_cast<float>(rng.normal() * 0.3);
-      state.emplace_back(s.size, 0.f);
-    }
-    rebind(specs);
-  }
-  Owned(const Owned& o) : weights(o.weights), state(o.state) {
-    std::vector<TensorSpec> specs;
-    for (auto& t : o.set.tensors()) specs.push_back({t.name, t.size, {}});
-    rebind(specs);
-  }
-  void rebind(const std::vector<TensorSpec>& specs) {
-    std::vector<ParamSet::Tensor> t;
-    for (std::size_t i = 0; i < specs.size(); ++i)
-      t.push_back({specs[i].name, weights[i].data(), weights[i].size(), state[i].data()});
-    set = ParamSet(std::move(t));
-  }
-};
+using Owned = test::OwnedParams;
 
 Dataset sparse_rows(bool multiclass) {
   std::vector<float> labels{1, 0, multiclass ? 2.f : 0.f, 1};
@@ -84,11 +61,11 @@ int check_adagrad_uses_gradient(Model& base_model, const Dataset& d,
   int moved = 0;
   for (std::size_t t = 0; t < specs.size(); ++t)
     for (std::size_t j = 0; j < specs[t].size; ++j) {
-      const double g = start.weights[t][j] - sgd.weights[t][j];
+      const double g = start.store[t][j] - sgd.store[t][j];
       INFO(base_model.name() << " " << specs[t].name << "[" << j << "] g=" << g);
       CHECK(ada.state[t][j] == doctest::Approx(g * g).epsilon(1e-4).scale(1e-6));
-      const double expect = start.weights[t][j] - lr * g / (std::abs(g) + AdaGrad::eps);
-      CHECK(ada.weights[t][j] == doctest::Approx(expect).epsilon(1e-4).scale(1e-5));
+      const double expect = start.store[t][j] - lr * g / (std::abs(g) + AdaGrad::eps);
+      CHECK(ada.store[t][j] == doctest::Approx(expect).epsilon(1e-4).scale(1e-5));
       moved += std::abs(g) > 1e-6;
     }
   return moved;  // coordinates the step moved
