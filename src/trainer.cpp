@@ -180,19 +180,33 @@ class Supervisor {
       p.time = slot->time;
       p.samples = slot->samples;
       weights = &run_.slot_params[(evaluated_ - 1) % 2];
-    } else if (cfg_.mode != Mode::serial) {
+    } else if (cfg_.mode != Mode::serial && run_.test) {
       copy.emplace(run_.params);
       weights = &copy->params();
     }
     p.test = run_.evaluate(*weights);
-    if (slot) slot->consumed.store(1, std::memory_order_release);
     p.samples_per_second = p.time > 0 ? static_cast<double>(p.samples - base_samples_) / p.time : 0;
     p.end_of_epoch = end_of_epoch;
-    if (end_of_epoch && !std::isfinite(p.train_loss))
-      throw detail::divergence(cfg_, fmt::format("the training loss is {}", p.train_loss), epoch,
-                               p.samples);
-    if (auto bad = detail::find_non_finite(*weights))
-      throw detail::divergence(cfg_, "weight " + *bad, epoch, p.samples);
+    // Divergence shows in the losses: a non-finite weight that a row touches makes
+    // that row's loss non-finite. The weights themselves are scanned only then (for
+    // the message), before a checkpoint is written, and once at the end; scanning a
+    // large model after every short epoch cost the parent a core.
+    const bool bad_train = end_of_epoch && !std::isfinite(p.train_loss);
+    const bool bad_test = p.test.rows > 0 && !std::isfinite(p.test.loss);
+    if (bad_train || bad_test) {
+      if (!copy && weights == &run_.params && cfg_.mode != Mode::serial) {
+        copy.emplace(run_.params);
+        weights = &copy->params();
+      }
+      const auto bad = detail::find_non_finite(*weights);
+      throw detail::divergence(
+          cfg_,
+          bad ? "weight " + *bad
+              : fmt::format("the {} loss is {}", bad_train ? "training" : "test",
+                            bad_train ? p.train_loss : p.test.loss),
+          epoch, p.samples);
+    }
+    if (slot) slot->consumed.store(1, std::memory_order_release);
     result_.history.push_back(p);
     if (on_progress_) on_progress_(p);
   }
@@ -217,6 +231,9 @@ class Supervisor {
       if (last > run_.control->start_ns)
         elapsed = static_cast<double>(last - run_.control->start_ns) * 1e-9;
     }
+    if (auto bad = detail::find_non_finite(run_.params))  // the workers are gone
+      throw detail::divergence(cfg_, "weight " + *bad, static_cast<double>(run_.min_epochs()),
+                               run_.samples());
     TrainResult& r = result_;
     r.signal = g_signal;
     r.restarts = run_.restarts;

@@ -2,6 +2,10 @@
 
 #include <atomic>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "hogwild/error.hpp"
 
 namespace hogwild {
@@ -88,6 +92,68 @@ float dense_dot_shared(const float* w, const float* x, std::size_t n) noexcept {
   float r = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
   for (; i < n; ++i) r += tail_load(w + i) * x[i];
   return r;
+}
+
+// The sparse margin. Indices are unsigned 32-bit, so the gathers widen them to 64
+// bits (a 32-bit gather index is signed). Each gather lane is one aligned 4-byte
+// load: the access relaxed_load makes, four at once. Scalar tails use VEX loads
+// (_mm_load_ss), for the reason tail_load above gives.
+namespace {
+float sparse_dot_scalar(const float* w, const std::uint32_t* index, const float* value,
+                        std::uint32_t nnz) noexcept {
+  float s0 = 0, s1 = 0;
+  std::uint32_t k = 0;
+  for (; k + 2 <= nnz; k += 2) {
+    s0 += relaxed_load(w + index[k]) * value[k];
+    s1 += relaxed_load(w + index[k + 1]) * value[k + 1];
+  }
+  if (k < nnz) s0 += relaxed_load(w + index[k]) * value[k];
+  return s0 + s1;
+}
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define HOGWILD_GATHER 1
+__attribute__((target("avx2,fma"))) float sparse_dot_avx2(const float* w,
+                                                          const std::uint32_t* index,
+                                                          const float* value,
+                                                          std::uint32_t nnz) noexcept {
+  __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
+  std::uint32_t k = 0;
+  for (; k + 8 <= nnz; k += 8) {
+    const __m256i i0 = _mm256_cvtepu32_epi64(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(index + k)));
+    const __m256i i1 = _mm256_cvtepu32_epi64(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(index + k + 4)));
+    s0 = _mm_fmadd_ps(_mm256_i64gather_ps(w, i0, 4), _mm_loadu_ps(value + k), s0);
+    s1 = _mm_fmadd_ps(_mm256_i64gather_ps(w, i1, 4), _mm_loadu_ps(value + k + 4), s1);
+  }
+  __m128 s = _mm_add_ps(s0, s1);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  for (; k < nnz; ++k) s = _mm_fmadd_ss(_mm_load_ss(w + index[k]), _mm_load_ss(value + k), s);
+  return _mm_cvtss_f32(s);
+}
+
+#endif
+
+using SparseDot = float (*)(const float*, const std::uint32_t*, const float*,
+                            std::uint32_t) noexcept;
+
+SparseDot pick_sparse_dot() noexcept {
+#ifdef HOGWILD_GATHER
+  // (An AVX-512 form with 8-lane gathers measured no faster than this one.)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return sparse_dot_avx2;
+#endif
+  return sparse_dot_scalar;
+}
+
+const SparseDot sparse_dot_impl = pick_sparse_dot();
+}  // namespace
+
+float sparse_dot_shared(const float* w, const std::uint32_t* index, const float* value,
+                        std::uint32_t nnz) noexcept {
+  return sparse_dot_impl(w, index, value, nnz);
 }
 
 }  // namespace detail

@@ -183,9 +183,7 @@ class ModelBase : public Model {
 template <class U>
 inline float row_dot(const float* w, RowView x) noexcept {
   if (x.dense()) return U::dot(w, x.value, x.nnz);
-  float s = 0;
-  for (std::uint32_t k = 0; k < x.nnz; ++k) s += U::read(w + x.index[k]) * x.value[k];
-  return s;
+  return U::sparse_dot(w, x.index, x.value, x.nnz);
 }
 
 // Applies the gradient a * x (+ l2 * w on the coordinates x touches: the "lazy" L2

@@ -44,8 +44,11 @@ namespace detail {
 // slower on a dense softmax update), so dense_axpy/dense_dot below use explicit
 // vector loads and stores of whole 16- or 32-byte lanes (GCC vector extensions; SSE
 // or, on CPUs that have it, AVX2, picked at load time; vector accesses never tear
-// at float granularity on x86-64). This is the one place where shared floats are touched without
-// atomic_ref; ThreadSanitizer is told so in tests/tsan.supp.
+// at float granularity on x86-64), and a sparse row's margin gathers its weights
+// (AVX2 vgatherqps: every lane one whole aligned float load). These are the places
+// where shared floats are touched without atomic_ref; ThreadSanitizer is told so
+// in tests/tsan.supp (sanitizer builds take the scalar relaxed_load path for the
+// gather).
 // ---------------------------------------------------------------------------------
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
@@ -81,6 +84,12 @@ __attribute__((noinline)) void dense_axpy_shared(float* dst, float a, const floa
 // sum w[i] * x[i] over shared w, vectorised.
 __attribute__((noinline)) float dense_dot_shared(const float* w, const float* x,
                                                  std::size_t n) noexcept;
+// sum w[index[k]] * value[k] over shared w: a sparse row's margin. On CPUs with
+// AVX2 (or AVX-512) the weights are fetched with gather instructions, whose every
+// lane is one whole aligned float load, so the race is the same as relaxed_load's;
+// elsewhere, and under sanitizers, one relaxed_load per non-zero.
+float sparse_dot_shared(const float* w, const std::uint32_t* index, const float* value,
+                        std::uint32_t nnz) noexcept;
 
 }  // namespace detail
 
@@ -90,6 +99,10 @@ struct SerialUpdate {
   static constexpr bool locks_batches = false;
   static float read(const float* p) noexcept { return *p; }
   static void add(float* p, float d) noexcept { *p += d; }
+  static float sparse_dot(const float* w, const std::uint32_t* index, const float* value,
+                          std::uint32_t nnz) noexcept {
+    return detail::sparse_dot_shared(w, index, value, nnz);
+  }
   // Dense blocks: the vector kernels below, here on memory nobody else touches.
   static float dot(const float* w, const float* x, std::size_t n) noexcept {
     return detail::dense_dot_shared(w, x, n);
@@ -106,6 +119,10 @@ struct HogwildUpdate {
   static float read(const float* p) noexcept { return detail::relaxed_load(p); }
   static void add(float* p, float d) noexcept {
     detail::relaxed_store(p, detail::relaxed_load(p) + d);
+  }
+  static float sparse_dot(const float* w, const std::uint32_t* index, const float* value,
+                          std::uint32_t nnz) noexcept {
+    return detail::sparse_dot_shared(w, index, value, nnz);
   }
   static float dot(const float* w, const float* x, std::size_t n) noexcept {
     return detail::dense_dot_shared(w, x, n);
@@ -124,6 +141,10 @@ struct AtomicUpdate {
   static float read(const float* p) noexcept { return detail::relaxed_load(p); }
   static void add(float* p, float d) noexcept {
     std::atomic_ref<float>(*p).fetch_add(d, std::memory_order_relaxed);
+  }
+  static float sparse_dot(const float* w, const std::uint32_t* index, const float* value,
+                          std::uint32_t nnz) noexcept {
+    return detail::sparse_dot_shared(w, index, value, nnz);
   }
   static float dot(const float* w, const float* x, std::size_t n) noexcept {
     return detail::dense_dot_shared(w, x, n);
