@@ -94,6 +94,79 @@ float dense_dot_shared(const float* w, const float* x, std::size_t n) noexcept {
   return r;
 }
 
+// Blocks of R weight rows: R accumulators (R independent FMA chains), x's lane
+// loaded once per block.
+template <int R>
+[[gnu::always_inline]] inline void multi_dot_block(const float* W, std::size_t ld,
+                                                   const float* x, std::size_t n,
+                                                   float* out) noexcept {
+  v8f acc[R] = {}, xv, wv;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    vload8(xv, x + i);
+    for (int r = 0; r < R; ++r) {
+      vload8(wv, W + r * ld + i);
+      acc[r] += wv * xv;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const v8f& t = acc[r];
+    float s = ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
+    for (std::size_t j = i; j < n; ++j) s += tail_load(W + r * ld + j) * x[j];
+    out[r] = s;
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+void dense_multi_dot_shared(const float* W, std::size_t ld, std::size_t rows, const float* x,
+                            std::size_t n, float* out) noexcept {
+  std::size_t r = 0;
+  for (; r + 8 <= rows; r += 8) multi_dot_block<8>(W + r * ld, ld, x, n, out + r);
+  if (r + 4 <= rows) multi_dot_block<4>(W + r * ld, ld, x, n, out + r), r += 4;
+  if (r + 2 <= rows) multi_dot_block<2>(W + r * ld, ld, x, n, out + r), r += 2;
+  if (r < rows) multi_dot_block<1>(W + r * ld, ld, x, n, out + r);
+}
+
+// For each 8-lane column strip: R rows of W in registers, every example's lane of x
+// loaded once and multiplied into all R, then the R lanes stored back.
+template <int R>
+[[gnu::always_inline]] inline void outer_update_block(float* W, std::size_t ld,
+                                                      const float* coeff, std::size_t cs,
+                                                      const float* const* xs,
+                                                      std::size_t count,
+                                                      std::size_t n) noexcept {
+  std::size_t i = 0;
+  v8f acc[R], xv;
+  for (; i + 8 <= n; i += 8) {
+    for (int r = 0; r < R; ++r) vload8(acc[r], W + r * ld + i);
+    for (std::size_t b = 0; b < count; ++b) {
+      vload8(xv, xs[b] + i);
+      const float* c = coeff + b * cs;
+      for (int r = 0; r < R; ++r) acc[r] += c[r] * xv;
+    }
+    for (int r = 0; r < R; ++r) vstore8(W + r * ld + i, acc[r]);
+  }
+  for (; i < n; ++i)
+    for (int r = 0; r < R; ++r) {
+      float s = 0;
+      for (std::size_t b = 0; b < count; ++b) s += coeff[b * cs + r] * xs[b][i];
+      tail_store(W + r * ld + i, tail_load(W + r * ld + i) + s);
+    }
+}
+
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+void dense_outer_update_shared(float* W, std::size_t ld, std::size_t rows, const float* coeff,
+                               std::size_t cs, const float* const* xs, std::size_t count,
+                               std::size_t n) noexcept {
+  std::size_t r = 0;
+  for (; r + 8 <= rows; r += 8) outer_update_block<8>(W + r * ld, ld, coeff + r, cs, xs, count, n);
+  if (r + 4 <= rows)
+    outer_update_block<4>(W + r * ld, ld, coeff + r, cs, xs, count, n), r += 4;
+  if (r + 2 <= rows)
+    outer_update_block<2>(W + r * ld, ld, coeff + r, cs, xs, count, n), r += 2;
+  if (r < rows) outer_update_block<1>(W + r * ld, ld, coeff + r, cs, xs, count, n);
+}
+
 // The sparse margin. Indices are unsigned 32-bit, so the gathers widen them to 64
 // bits (a 32-bit gather index is signed). Each gather lane is one aligned 4-byte
 // load: the access relaxed_load makes, four at once. Scalar tails use VEX loads

@@ -61,3 +61,51 @@ TEST_CASE("dense_dot_shared and dense_axpy_shared match the reference for every 
     for (std::size_t i = 0; i < n; ++i) CHECK(d[i] == doctest::Approx(w[i] + 0.5f * x[i]));
   }
 }
+
+TEST_CASE("dense_multi_dot_shared gives every row's dot product (row blocks of 8, 4, 2, 1)") {
+  for (std::size_t rows : {1u, 2u, 3u, 7u, 8u, 10u, 15u, 19u}) {
+    for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 31u, 784u}) {
+      const std::size_t ld = n + 5;  // a stride wider than the row, as softmax's padding
+      const std::vector<float> W = uniform(rows * ld, rows * 1000 + n), x = uniform(n, n + 7);
+      std::vector<float> out(rows + 1, 42.f);
+      detail::dense_multi_dot_shared(W.data(), ld, rows, x.data(), n, out.data());
+      CAPTURE(rows);
+      CAPTURE(n);
+      for (std::size_t r = 0; r < rows; ++r) {
+        double want = 0;
+        for (std::size_t i = 0; i < n; ++i) want += static_cast<double>(W[r * ld + i]) * x[i];
+        CHECK(std::fabs(out[r] - want) <= 1e-5 * (1 + static_cast<double>(n)));
+      }
+      CHECK(out[rows] == 42.f);  // nothing written past the last row
+    }
+  }
+}
+
+TEST_CASE("dense_outer_update_shared adds sum_b coeff[b][r] * x_b to every row, nothing else") {
+  for (std::size_t rows : {1u, 3u, 8u, 10u, 13u}) {
+    for (std::size_t n : {1u, 8u, 13u, 784u}) {
+      for (std::size_t count : {1u, 5u, 32u}) {
+        const std::size_t ld = n + 3, cs = rows + 2;
+        std::vector<float> W = uniform(rows * ld, 17 + rows + n + count);
+        const std::vector<float> before = W, coeff = uniform(count * cs, 99 + count);
+        std::vector<std::vector<float>> x;
+        std::vector<const float*> xs;
+        for (std::size_t b = 0; b < count; ++b) x.push_back(uniform(n, 500 + b));
+        for (auto& v : x) xs.push_back(v.data());
+        detail::dense_outer_update_shared(W.data(), ld, rows, coeff.data(), cs, xs.data(), count, n);
+        CAPTURE(rows);
+        CAPTURE(n);
+        CAPTURE(count);
+        for (std::size_t r = 0; r < rows; ++r) {
+          for (std::size_t i = 0; i < ld; ++i) {
+            double want = before[r * ld + i];
+            if (i < n)
+              for (std::size_t b = 0; b < count; ++b)
+                want += static_cast<double>(coeff[b * cs + r]) * x[b][i];
+            CHECK(std::fabs(W[r * ld + i] - want) <= 1e-5 * (1 + static_cast<double>(count)));
+          }
+        }
+      }
+    }
+  }
+}

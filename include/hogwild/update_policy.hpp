@@ -84,6 +84,21 @@ __attribute__((noinline)) void dense_axpy_shared(float* dst, float a, const floa
 // sum w[i] * x[i] over shared w, vectorised.
 __attribute__((noinline)) float dense_dot_shared(const float* w, const float* x,
                                                  std::size_t n) noexcept;
+// out[r] = sum_i W[r * ld + i] * x[i] for r < rows, over shared W: one row of a
+// dense layer's forward pass against several weight rows, x loaded once per block
+// of rows instead of once per row.
+__attribute__((noinline)) void dense_multi_dot_shared(const float* W, std::size_t ld,
+                                                      std::size_t rows, const float* x,
+                                                      std::size_t n, float* out) noexcept;
+// W[r * ld + i] += sum_b coeff[b * cs + r] * xs[b][i] for r < rows, i < n, on shared
+// W: a mini-batch's outer-product update (the dense gradient of a linear layer,
+// scaled) in one pass over W, each lane loaded and stored once.
+__attribute__((noinline)) void dense_outer_update_shared(float* W, std::size_t ld,
+                                                         std::size_t rows, const float* coeff,
+                                                         std::size_t cs,
+                                                         const float* const* xs,
+                                                         std::size_t count,
+                                                         std::size_t n) noexcept;
 // sum w[index[k]] * value[k] over shared w: a sparse row's margin. On CPUs with
 // AVX2 (or AVX-512) the weights are fetched with gather instructions, whose every
 // lane is one whole aligned float load, so the race is the same as relaxed_load's;

@@ -24,11 +24,13 @@ std::vector<TensorSpec> SoftmaxModel::parameters() const {
 
 template <class U>
 void SoftmaxModel::logits(const float* W, const float* bias, RowView x, float* out) const {
-  for (std::size_t k = 0; k < classes_; ++k) out[k] = bias ? U::read(bias + k) : 0.f;
-  if (x.dense()) {
-    for (std::size_t k = 0; k < classes_; ++k) out[k] += U::dot(W + k * stride_, x.value, x.nnz);
+  if (x.dense()) {  // all classes in one pass over x (every mode reads W this way)
+    detail::dense_multi_dot_shared(W, stride_, classes_, x.value, x.nnz, out);
+    if (bias)
+      for (std::size_t k = 0; k < classes_; ++k) out[k] += U::read(bias + k);
     return;
   }
+  for (std::size_t k = 0; k < classes_; ++k) out[k] = bias ? U::read(bias + k) : 0.f;
   for (std::uint32_t j = 0; j < x.nnz; ++j) {
     const float* col = W + x.index[j];
     for (std::size_t k = 0; k < classes_; ++k) out[k] += U::read(col + k * stride_) * x.value[j];
@@ -54,6 +56,7 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
   // Forward pass for the whole batch at the weights as read now.
   for (std::size_t i = 0; i < b.size; ++i) {
     float* z = scratch_.data() + i * K;
+    if (i + 2 < b.size) prefetch_row(*b.data, b.rows[i + 2]);  // rows 0, 1: run()
     logits<U>(W, bias, b.row(i), z);
     const auto y = static_cast<std::size_t>(b.target(i));
     total += softmax_loss(z, y);
@@ -61,19 +64,28 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
   }
   const float inv = 1 / static_cast<float>(b.size);
   const bool dense = b.size > 0 && b.row(0).dense();
-  if (dense && b.size > 1) {
-    // Accumulate the dense gradient privately, then one vectorised pass per class
-    // over the shared weights: less traffic on shared lines than B passes.
-    grad_.assign(K * stride_, 0.f);
-    for (std::size_t i = 0; i < b.size; ++i) {
-      const RowView x = b.row(i);
-      const float* g = scratch_.data() + i * K;
+  if (dense) {
+    // The batch's gradient is the outer product sum_i g_i x_i^T: one pass over W
+    // (dense_outer_update_shared) instead of one axpy per class and example.
+    rows_.resize(b.size);
+    for (std::size_t i = 0; i < b.size; ++i) rows_[i] = b.row(i).value;
+    const std::size_t n = b.row(0).nnz;
+    if (options_.l2 != 0)
       for (std::size_t k = 0; k < K; ++k)
-        SerialUpdate::axpy(grad_.data() + k * stride_, g[k], x.value, x.nnz);
-    }
-    for (std::size_t k = 0; k < K; ++k) {
-      if (options_.l2 != 0) U::descend_axpy(p[0], k * stride_, options_.l2, W + k * stride_, features_, lr);
-      U::descend_axpy(p[0], k * stride_, inv, grad_.data() + k * stride_, features_, lr);
+        U::descend_axpy(p[0], k * stride_, options_.l2, W + k * stride_, features_, lr);
+    if constexpr (U::optimizer == Optimizer::sgd && U::mode != Mode::atomic) {
+      // w -= lr * g / B straight into the weights, as Sgd::descend_axpy would.
+      coeff_.resize(b.size * K);
+      for (std::size_t j = 0; j < coeff_.size(); ++j) coeff_[j] = -lr * inv * scratch_[j];
+      detail::dense_outer_update_shared(W, stride_, K, coeff_.data(), K, rows_.data(), b.size, n);
+    } else {
+      // Per-coordinate rules (AdaGrad, atomic adds) need the gradient itself:
+      // accumulated privately, then one descend_axpy per class.
+      grad_.assign(K * stride_, 0.f);
+      detail::dense_outer_update_shared(grad_.data(), stride_, K, scratch_.data(), K,
+                                        rows_.data(), b.size, n);
+      for (std::size_t k = 0; k < K; ++k)
+        U::descend_axpy(p[0], k * stride_, inv, grad_.data() + k * stride_, features_, lr);
     }
   } else {
     for (std::size_t i = 0; i < b.size; ++i) {

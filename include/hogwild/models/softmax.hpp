@@ -35,6 +35,8 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
   std::size_t features_ = 0, classes_ = 0, stride_ = 0;
   std::vector<float> scratch_;  // per-batch probabilities, private to each worker
   std::vector<float> grad_;     // dense mini-batch gradient, private to each worker
+  std::vector<float> coeff_;    // -lr/B times scratch_, for the fused SGD update
+  std::vector<const float*> rows_;     // the batch's dense rows
 };
 
 }  // namespace hogwild
