@@ -352,3 +352,27 @@ TEST_CASE("hogwild_train killed at random moments while checkpointing always lea
   MESSAGE(loaded << " of " << kills << " checkpoints loadable after kill -9; " << temporaries
                  << " kills landed inside a write (a ck.bin.tmp.<pid> left behind)");
 }
+
+TEST_CASE("a NaN weight left by the very last row, with no test set, still stops the run") {
+  // No evaluation and no checkpoint: nothing reads the weights between epochs, so
+  // only the final scan can see it.
+  struct Poison {
+    std::size_t* seen;
+    std::size_t at;
+    void operator()(std::uint32_t, const ParamSet& p) const {
+      if (++*seen == at) p.data(0)[1] = std::nanf("");
+    }
+  };
+  const Dataset d = test::linear_data(1000);
+  std::size_t seen = 0;
+  test::Ridge<Poison> model(Poison{&seen, 2 * d.rows()});
+  std::string msg;
+  try {
+    train(serial_config(2), model, d, nullptr);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  MESSAGE(msg);
+  CHECK(msg.find("training diverged after epoch 2") != std::string::npos);
+  CHECK(msg.find("theta[1] = nan") != std::string::npos);
+}
