@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -153,4 +154,50 @@ TEST_CASE("metrics lines and the summary are valid JSON with the documented fiel
                           "samples", "samples_per_second", "test_accuracy", "test_loss", "peak_rss_bytes"})
     CHECK(s.find(std::string("\"") + key + "\"") != std::string::npos);
   CHECK_THROWS_AS(MetricsWriter(dir.file("no/such/dir/m.jsonl")), IoError);
+}
+
+TEST_CASE("an epoch's snapshot copies every weight training changed (hashed feature space)") {
+  // 2^22 features, power-law popularity: most never occur in the training rows, so
+  // the snapshot copies ranges of w. The last epoch's snapshot is taken when every
+  // worker is done: its test loss must be that of the final weights exactly. Epochs
+  // of 100k rows per worker outlast the parent's 10 ms poll, so each epoch's slot
+  // is free again when the next one ends and no evaluation falls back to a copy.
+  auto [tr, te] = test::generated_problem(200000, 3000, 1 << 22, 5, 0.05, 11);
+  const auto model = make_model("logistic");
+  model->configure(Problem{tr.cols(), 2, Layout::sparse});
+  const auto ranges = model->trained_ranges(0, tr);
+  std::size_t covered = 0;
+  for (auto [b, e] : ranges) covered += e - b;
+  MESSAGE(covered << " of " << tr.cols() << " weights in " << ranges.size() << " ranges");
+  CHECK(!ranges.empty());
+  CHECK(covered < tr.cols() / 2);  // most of the space is skipped
+  for (std::size_t r = 0; r < tr.rows(); ++r) {  // and no training feature is
+    const RowView x = tr.row(r);
+    for (std::uint32_t k = 0; k < x.nnz; ++k) {
+      auto it = std::upper_bound(ranges.begin(), ranges.end(),
+                                 std::pair<std::size_t, std::size_t>{x.index[k], SIZE_MAX});
+      REQUIRE(it != ranges.begin());
+      REQUIRE(x.index[k] < std::prev(it)->second);
+    }
+  }
+  TrainConfig c;
+  c.model = "logistic";
+  c.mode = Mode::hogwild;
+  c.workers = 2;
+  c.epochs = 3;
+  c.step_size.lr0 = 0.5f;
+  const TrainResult r = train(c, tr, &te);
+  const auto& w = r.parameters.at("w");
+  const float b = r.parameters.at("b").at(0);
+  double loss = 0;
+  for (std::size_t i = 0; i < te.rows(); ++i) {
+    const RowView x = te.row(i);
+    float z = 0;
+    for (std::uint32_t k = 0; k < x.nnz; ++k) z += w[x.index[k]] * x.value[k];
+    z += b;
+    const double s = te.label(i) > 0.5f ? 1 : -1;
+    loss += std::log1p(std::exp(-s * z));
+  }
+  loss /= static_cast<double>(te.rows());
+  CHECK(r.test.loss == doctest::Approx(loss).epsilon(1e-4));
 }

@@ -185,6 +185,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
       }
       slot_params[i] = ParamSet(std::move(st));
     }
+    if (test)
+      for (std::size_t t = 0; t < specs.size(); ++t)
+        snapshot_ranges.push_back(model.trained_ranges(t, train));
   }
 }
 
@@ -199,11 +202,18 @@ void Run::snapshot_if_last(unsigned e) {
     return;  // the parent still reads it: that epoch falls back to the live weights
   slot.epoch.store(0, std::memory_order_relaxed);
   const ParamSet& dst = slot_params[e % 2];
+  const auto copy = [](const float* from, float* to, std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) to[i] = relaxed_load(from + i);
+  };
   for (std::size_t t = 0; t < params.count(); ++t) {
     const float* from = params.data(t);  // hoisted: the stores below may alias them
     float* to = dst.data(t);
-    for (std::size_t i = 0, n = params.size(t); i < n; ++i) to[i] = relaxed_load(from + i);
+    if (!slot.filled || snapshot_ranges.size() <= t || snapshot_ranges[t].empty())
+      copy(from, to, 0, params.size(t));
+    else
+      for (const auto& [begin, end] : snapshot_ranges[t]) copy(from, to, begin, end);
   }
+  slot.filled = true;
   slot.time = static_cast<double>(now_ns() - control->start_ns) * 1e-9;
   slot.samples = samples();
   slot.consumed.store(0, std::memory_order_relaxed);

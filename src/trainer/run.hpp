@@ -36,6 +36,7 @@ struct Control {
 struct alignas(64) SnapshotSlot {
   std::atomic<std::uint32_t> epoch{0};     // 1-based epoch held; 0 = free
   std::atomic<std::uint32_t> consumed{1};  // set by the parent after evaluating
+  bool filled = false;                     // a whole copy was taken once
   double time = 0;                         // seconds since start when taken
   std::uint64_t samples = 0;
 };
@@ -65,6 +66,9 @@ struct Run {
   std::span<std::atomic<std::uint32_t>> finishers;  // workers done with each epoch
   SnapshotSlot* slots[2] = {nullptr, nullptr};
   ParamSet slot_params[2];
+  // Per tensor, what a snapshot copies (Model::trained_ranges; empty = all). A
+  // slot's first snapshot copies everything.
+  std::vector<Model::Ranges> snapshot_ranges;
   ParamSet params;
   unsigned workers = 1;
   std::size_t classes = 0;
