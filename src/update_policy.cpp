@@ -127,8 +127,11 @@ void dense_multi_dot_shared(const float* W, std::size_t ld, std::size_t rows, co
   if (r < rows) multi_dot_block<1>(W + r * ld, ld, x, n, out + r);
 }
 
-// For each 8-lane column strip: R rows of W in registers, every example's lane of x
-// loaded once and multiplied into all R, then the R lanes stored back.
+// A register tile of R rows x 16 columns of W (2R accumulators) stays in registers
+// while every example of the batch goes by: per example two lanes of x and R
+// broadcast coefficients feed 2R FMAs (0.67 loads per FMA at R = 6, against 1.1
+// for one 8-lane strip). R = 6 keeps the tile, x and a broadcast in AVX2's 16
+// registers. Strips of 8 and single columns finish the row.
 template <int R>
 [[gnu::always_inline]] inline void outer_update_block(float* W, std::size_t ld,
                                                       const float* coeff, std::size_t cs,
@@ -136,15 +139,34 @@ template <int R>
                                                       std::size_t count,
                                                       std::size_t n) noexcept {
   std::size_t i = 0;
-  v8f acc[R], xv;
-  for (; i + 8 <= n; i += 8) {
-    for (int r = 0; r < R; ++r) vload8(acc[r], W + r * ld + i);
-    for (std::size_t b = 0; b < count; ++b) {
-      vload8(xv, xs[b] + i);
-      const float* c = coeff + b * cs;
-      for (int r = 0; r < R; ++r) acc[r] += c[r] * xv;
+  v8f acc[R][2], x0, x1;
+  for (; i + 16 <= n; i += 16) {
+    for (int r = 0; r < R; ++r) {
+      vload8(acc[r][0], W + r * ld + i);
+      vload8(acc[r][1], W + r * ld + i + 8);
     }
-    for (int r = 0; r < R; ++r) vstore8(W + r * ld + i, acc[r]);
+    for (std::size_t b = 0; b < count; ++b) {
+      vload8(x0, xs[b] + i);
+      vload8(x1, xs[b] + i + 8);
+      const float* c = coeff + b * cs;
+      for (int r = 0; r < R; ++r) {
+        acc[r][0] += c[r] * x0;
+        acc[r][1] += c[r] * x1;
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      vstore8(W + r * ld + i, acc[r][0]);
+      vstore8(W + r * ld + i + 8, acc[r][1]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    for (int r = 0; r < R; ++r) vload8(acc[r][0], W + r * ld + i);
+    for (std::size_t b = 0; b < count; ++b) {
+      vload8(x0, xs[b] + i);
+      const float* c = coeff + b * cs;
+      for (int r = 0; r < R; ++r) acc[r][0] += c[r] * x0;
+    }
+    for (int r = 0; r < R; ++r) vstore8(W + r * ld + i, acc[r][0]);
   }
   for (; i < n; ++i)
     for (int r = 0; r < R; ++r) {
@@ -159,7 +181,7 @@ void dense_outer_update_shared(float* W, std::size_t ld, std::size_t rows, const
                                std::size_t cs, const float* const* xs, std::size_t count,
                                std::size_t n) noexcept {
   std::size_t r = 0;
-  for (; r + 8 <= rows; r += 8) outer_update_block<8>(W + r * ld, ld, coeff + r, cs, xs, count, n);
+  for (; r + 6 <= rows; r += 6) outer_update_block<6>(W + r * ld, ld, coeff + r, cs, xs, count, n);
   if (r + 4 <= rows)
     outer_update_block<4>(W + r * ld, ld, coeff + r, cs, xs, count, n), r += 4;
   if (r + 2 <= rows)
