@@ -1,7 +1,9 @@
 // bench_loop: the hardware yardstick. A minimal hand-written serial SGD loop for
 // sparse logistic regression straight over the dataset's CSR arrays — no model
 // object, no update policy, no options — visiting the rows in a freshly shuffled
-// order each epoch exactly as a hogwild_train worker does. bench/run.sh runs it
+// order each epoch exactly as a hogwild_train worker does. --prefetch adds the one
+// thing hogwild_train does that the minimal loop does not: asking for the next
+// row's first lines while the current one computes. bench/run.sh runs it
 // interleaved with `hogwild_train --mode serial` and `--mode hogwild --workers 1`
 // on the same file and reports their ratio to it (docs/PERFORMANCE.md).
 //
@@ -25,7 +27,7 @@ int main(int argc, char** argv) {
   unsigned epochs = 5;
   float lr = 0.5f, decay = 0.9f;
   std::uint64_t seed = 1;
-  bool relaxed = false;
+  bool relaxed = false, prefetch = false;
   CLI::App app{"Hand-written serial SGD loop (sparse logistic regression): the yardstick"};
   app.add_option("--train", train_path)->required();
   app.add_option("--test", test_path);
@@ -35,6 +37,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed)->capture_default_str();
   app.add_flag("--relaxed", relaxed,
                "Access the weights through std::atomic_ref<float> relaxed, as hogwild does");
+  app.add_flag("--prefetch", prefetch,
+               "Prefetch the next row's first index and value lines, as hogwild_train does");
   CLI11_PARSE(app, argc, argv);
 
   const hogwild::Dataset train = hogwild::load_dataset(train_path);
@@ -72,6 +76,11 @@ int main(int argc, char** argv) {
     } else {
       for (std::size_t i = 0; i < n; ++i) {
         const std::uint32_t r = order[i];
+        if (prefetch && i + 1 < n) {  // volatile asm: GCC 12 drops __builtin_prefetch here
+          const std::uint64_t next = off[order[i + 1]];
+          asm volatile("prefetcht0 %0" : : "m"(idx[next]));
+          asm volatile("prefetcht0 %0" : : "m"(val[next]));
+        }
         const std::uint64_t a = off[r], z_end = off[r + 1];
         float z = b;
         for (std::uint64_t k = a; k < z_end; ++k) z += w[idx[k]] * val[k];
