@@ -124,6 +124,20 @@ TEST_CASE("MappedBuffer: anonymous of size 0, sealing, mapping files") {
   buf->seal();
   CHECK(buf->data()[9999] == std::byte{7});
 
+  // release gives back the whole pages inside the range; the rest keeps its bytes.
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  auto big = MappedBuffer::anonymous(4 * page + 100);
+  std::memset(big->data(), 7, big->size());
+  big->release(page / 2, 3 * page + 10);  // frees pages 1 and 2 only
+  CHECK(big->data()[page - 1] == std::byte{7});
+  CHECK(big->data()[page] == std::byte{0});
+  CHECK(big->data()[3 * page - 1] == std::byte{0});
+  CHECK(big->data()[3 * page] == std::byte{7});
+  big->release(0, big->size());  // the partial last page stays
+  CHECK(big->data()[0] == std::byte{0});
+  CHECK(big->data()[4 * page + 99] == std::byte{7});
+  big->seal();
+
   test::TempDir dir;
   test::write_text(dir.file("f"), "hello");
   auto f = MappedBuffer::map_file(dir.file("f"));

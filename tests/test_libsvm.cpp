@@ -273,6 +273,29 @@ TEST_CASE("a parallel parse equals a one-thread parse, and leaves no TBB thread 
   CHECK(thread_count() == kThreadsAtStart);
 }
 
+TEST_CASE("a parallel parse of text with qid, comments and blank lines everywhere") {
+  // Comment and blank lines, qid: and colons in comments make a chunk's count of
+  // lines and colons overshoot its rows and entries: the parse must close the gaps.
+  const std::string plain = big_text(6);
+  std::string noisy;
+  std::size_t pos = 0;
+  for (std::size_t line = 0; pos < plain.size(); ++line) {
+    const std::size_t eol = plain.find('\n', pos);
+    std::string row = plain.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line % 7 == 0) noisy += "# at 12:30:45, a:b c:d\n";
+    if (line % 11 == 0) noisy += "\r\n  \t\n";
+    if (line % 5 == 0) row.insert(row.find(' '), " qid:" + std::to_string(line));
+    noisy += row + (line % 3 == 0 ? " # x:y\n" : "\n");
+  }
+  noisy += "# the end: no rows after this\n\n";
+  Dataset expected = parse(plain, 1);
+  CHECK(same(parse(noisy, 1), expected));
+  CHECK(same(parse(noisy, 2), expected));
+  CHECK(same(parse(noisy, 0), expected));
+  CHECK(thread_count() == kThreadsAtStart);
+}
+
 TEST_CASE("files: plain, gzip, concatenated gzip members, write_libsvm round trip") {
   test::TempDir dir;
   const std::string text = "1 1:0.5 3:2\n0 2:1\n";

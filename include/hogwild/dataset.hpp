@@ -31,6 +31,9 @@ class MappedBuffer {
   std::size_t size() const noexcept { return size_; }
   // Makes an anonymous mapping read-only (mprotect), so a stray write faults.
   void seal();
+  // Gives the whole pages inside bytes [begin, end) of an anonymous mapping back to
+  // the system (they read as zeros afterwards); for a reader that sized generously.
+  void release(std::size_t begin, std::size_t end);
 
  private:
   MappedBuffer(std::byte* data, std::size_t size) : data_(data), size_(size) {}

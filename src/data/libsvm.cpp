@@ -1,6 +1,9 @@
 // libsvm/svmlight text reader. The text is cut into chunks at line boundaries and
-// the chunks are parsed in parallel (TBB), each into its own vectors; the results
-// are then copied once into the shared mapping of the Dataset. Line numbers in
+// read in two parallel passes (TBB): the first counts each chunk's newlines and
+// colons, upper bounds of its rows and entries, and so gives every chunk its own
+// slot in the one shared mapping of the Dataset; the second parses each chunk
+// straight into its slot. There is no second copy of the parsed data, and each page
+// of the mapping is first touched by the thread that fills it. Line numbers in
 // errors are global: each chunk counts its lines, and a prefix sum places them.
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -29,18 +32,49 @@ using detail::quote;
 
 constexpr std::uint64_t kMaxIndex = std::numeric_limits<std::uint32_t>::max();
 
-// What one chunk of text became. Offsets are local (the first row starts at 0).
+// Where one chunk of text goes and what it became. Rows and entries are written
+// from slot_row and slot_entry on; the slots are sized by the counting pass.
 struct Chunk {
   std::string_view text;
-  std::vector<float> labels;
-  std::vector<std::uint64_t> ends;  // ends[r] = local offset one past row r's last entry
-  std::vector<std::uint32_t> indices;
-  std::vector<float> values;
+  std::size_t row_cap = 0, entry_cap = 0;    // upper bounds: lines, colons
+  std::size_t slot_row = 0, slot_entry = 0;  // prefix sums of the caps
+  std::size_t rows = 0, entries = 0;         // what the parse found
   std::uint64_t max_index = 0;  // largest 1-based index seen
   std::size_t lines = 0;        // lines parsed (all of them, unless an error stopped us)
   std::size_t error_line = 0;   // 1-based within the chunk; 0 = no error
   std::string error;
 };
+
+// The Dataset's arrays in the shared mapping.
+struct Arrays {
+  float* labels;
+  std::uint64_t* offsets;  // rows + 1 of them; offsets[0] = 0
+  std::uint32_t* indices;
+  float* values;
+};
+
+// Every row ends a line and every entry holds its own ':', so the number of lines
+// and of colons bound what the parse can write. Blank and comment lines, qid: and
+// colons in comments make the bounds loose; the usual file has them exact.
+void count_caps(Chunk& c) {
+  const auto* p = reinterpret_cast<const unsigned char*>(c.text.data());
+  const std::size_t n = c.text.size();
+  std::size_t newlines = 0, colons = 0;
+  // Byte-wide counters over blocks of at most 255 bytes: the loop vectorizes.
+  for (std::size_t i = 0; i < n;) {
+    const std::size_t m = std::min<std::size_t>(n - i, 255);
+    std::uint8_t nl = 0, co = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      nl = static_cast<std::uint8_t>(nl + (p[i + j] == '\n'));
+      co = static_cast<std::uint8_t>(co + (p[i + j] == ':'));
+    }
+    newlines += nl;
+    colons += co;
+    i += m;
+  }
+  c.row_cap = newlines + (n > 0 && p[n - 1] != '\n');
+  c.entry_cap = colons;
+}
 
 inline bool is_blank(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\r';
@@ -52,12 +86,14 @@ inline bool ends_token(char c) noexcept {
 
 class ChunkParser {
  public:
-  // Real files spend 10 to 20 bytes on an entry: reserving for one per 8 bytes
-  // avoids regrowing, and pages never written cost nothing.
-  explicit ChunkParser(Chunk& c) : c_(c) {
-    c_.indices.reserve(c_.text.size() / 8 + 16);
-    c_.values.reserve(c_.text.size() / 8 + 16);
-  }
+  // Offsets are written as global entry numbers on the assumption that every slot
+  // before this one is full; parse_libsvm corrects them when one is not.
+  ChunkParser(Chunk& c, const Arrays& out)
+      : c_(c),
+        labels_(out.labels + c.slot_row),
+        ends_(out.offsets + c.slot_row + 1),
+        indices_(out.indices + c.slot_entry),
+        values_(out.values + c.slot_entry) {}
 
   void run() {
     const char* p = c_.text.data();
@@ -95,7 +131,7 @@ class ChunkParser {
       case NumError::syntax: return fail("expected a label (number) but found " + quote({t, p}));
     }
 
-    const std::size_t row_start = c_.indices.size();
+    const std::size_t row_start = c_.entries;
     std::uint64_t prev = 0;
     bool sorted = true;
     for (;;) {
@@ -137,17 +173,20 @@ class ChunkParser {
         sorted = false;
       }
       prev = idx;
-      c_.indices.push_back(static_cast<std::uint32_t>(idx - 1));
-      c_.values.push_back(value);
+      // Within the slot: this entry's ':' is one the counting pass saw.
+      indices_[c_.entries] = static_cast<std::uint32_t>(idx - 1);
+      values_[c_.entries] = value;
+      ++c_.entries;
     }
     if (!sorted && !sort_row(row_start)) return false;
     // The row is sorted now, so its last index is its largest.
-    if (c_.indices.size() > row_start)
-      c_.max_index = std::max<std::uint64_t>(c_.max_index, c_.indices.back() + 1ull);
-    if (c_.indices.size() - row_start > kMaxIndex)
+    if (c_.entries > row_start)
+      c_.max_index = std::max<std::uint64_t>(c_.max_index, indices_[c_.entries - 1] + 1ull);
+    if (c_.entries - row_start > kMaxIndex)
       return fail("a row has more than " + std::to_string(kMaxIndex) + " features");
-    c_.labels.push_back(label);
-    c_.ends.push_back(c_.indices.size());
+    labels_[c_.rows] = label;
+    ends_[c_.rows] = c_.slot_entry + c_.entries;
+    ++c_.rows;
     return true;
   }
 
@@ -157,21 +196,25 @@ class ChunkParser {
 
   // Unsorted rows are legal libsvm; the Dataset contract is ascending indices.
   bool sort_row(std::size_t start) {
-    const std::size_t n = c_.indices.size() - start;
+    const std::size_t n = c_.entries - start;
     scratch_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) scratch_[i] = {c_.indices[start + i], c_.values[start + i]};
+    for (std::size_t i = 0; i < n; ++i) scratch_[i] = {indices_[start + i], values_[start + i]};
     std::sort(scratch_.begin(), scratch_.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (std::size_t i = 0; i < n; ++i) {
       if (i > 0 && scratch_[i].first == scratch_[i - 1].first)
         return fail(duplicate(scratch_[i].first + 1ull));
-      c_.indices[start + i] = scratch_[i].first;
-      c_.values[start + i] = scratch_[i].second;
+      indices_[start + i] = scratch_[i].first;
+      values_[start + i] = scratch_[i].second;
     }
     return true;
   }
 
   Chunk& c_;
+  float* labels_;
+  std::uint64_t* ends_;  // ends_[r] = offsets[slot_row + r + 1]
+  std::uint32_t* indices_;
+  float* values_;
   std::vector<std::pair<std::uint32_t, float>> scratch_;
 };
 
@@ -217,46 +260,64 @@ Dataset parse_libsvm(std::string_view text, const std::string& name, const Libsv
                                 }));
     });
   };
-  for_each_chunk([&](std::size_t i) { ChunkParser(chunks[i]).run(); });
+  for_each_chunk([&](std::size_t i) { count_caps(chunks[i]); });
+
+  std::size_t row_cap = 0, entry_cap = 0;
+  for (Chunk& c : chunks) {
+    c.slot_row = row_cap;
+    c.slot_entry = entry_cap;
+    row_cap += c.row_cap;
+    entry_cap += c.entry_cap;
+  }
+  auto s = detail::make_sections(Layout::sparse, 0, row_cap, entry_cap);
+  auto storage = MappedBuffer::anonymous(s.end);
+  std::byte* base = storage->data();
+  const Arrays out{detail::section<float>(base, s.labels),
+                   detail::section<std::uint64_t>(base, s.offsets),
+                   detail::section<std::uint32_t>(base, s.indices),
+                   detail::section<float>(base, s.values)};
+  out.offsets[0] = 0;
+  for_each_chunk([&](std::size_t i) { ChunkParser(chunks[i], out).run(); });
 
   // The earliest error is in the first chunk that has one; the chunks before it
   // were parsed to the end, so their line counts are complete.
-  std::vector<std::size_t> first_row(chunks.size() + 1, 0), first_entry(chunks.size() + 1, 0);
-  std::size_t lines_before = 0;
+  std::size_t lines_before = 0, rows = 0, nnz = 0;
   std::uint64_t max_index = 0;
-  for (std::size_t i = 0; i < chunks.size(); ++i) {
-    const Chunk& c = chunks[i];
+  for (const Chunk& c : chunks) {
     if (c.error_line) throw DataError(name, lines_before + c.error_line, c.error);
+    HOGWILD_ENFORCE_LE(c.rows, c.row_cap);
+    HOGWILD_ENFORCE_LE(c.entries, c.entry_cap);
     lines_before += c.lines;
-    first_row[i + 1] = first_row[i] + c.labels.size();
-    first_entry[i + 1] = first_entry[i] + c.indices.size();
+    rows += c.rows;
+    nnz += c.entries;
     max_index = std::max(max_index, c.max_index);
   }
-  const std::size_t rows = first_row.back(), nnz = first_entry.back();
-
-  auto s = detail::make_sections(Layout::sparse, 0, rows, nnz);
-  auto storage = MappedBuffer::anonymous(s.end);
-  std::byte* base = storage->data();
-  auto* labels = detail::section<float>(base, s.labels);
-  auto* offsets = detail::section<std::uint64_t>(base, s.offsets);
-  auto* indices = detail::section<std::uint32_t>(base, s.indices);
-  auto* values = detail::section<float>(base, s.values);
-  offsets[0] = 0;
-  // Each chunk copies itself into place; the first touch of the shared pages
-  // (page faults) is spread over the threads too.
-  for_each_chunk([&](std::size_t i) {
-    Chunk& c = chunks[i];
-    const std::size_t row = first_row[i], at = first_entry[i];
-    std::copy(c.labels.begin(), c.labels.end(), labels + row);
-    for (std::size_t r = 0; r < c.ends.size(); ++r) offsets[row + r + 1] = at + c.ends[r];
-    std::copy(c.indices.begin(), c.indices.end(), indices + at);
-    std::copy(c.values.begin(), c.values.end(), values + at);
-    c = Chunk{};  // give the memory back as we go
-  });
+  if (rows != row_cap || nnz != entry_cap) {
+    // Some slot has room to spare (comment or blank lines, qid:): move every chunk
+    // down to where it belongs, in order, so that no move overwrites data not yet
+    // moved, and give the pages past the new ends back.
+    std::size_t row = 0, entry = 0;
+    for (const Chunk& c : chunks) {
+      if (c.slot_row != row || c.slot_entry != entry) {
+        std::memmove(out.labels + row, out.labels + c.slot_row, c.rows * sizeof(float));
+        for (std::size_t r = 1; r <= c.rows; ++r)
+          out.offsets[row + r] = out.offsets[c.slot_row + r] - c.slot_entry + entry;
+        std::memmove(out.indices + entry, out.indices + c.slot_entry,
+                     c.entries * sizeof(std::uint32_t));
+        std::memmove(out.values + entry, out.values + c.slot_entry, c.entries * sizeof(float));
+      }
+      row += c.rows;
+      entry += c.entries;
+    }
+    storage->release(s.labels + rows * sizeof(float), s.offsets);
+    storage->release(s.offsets + (rows + 1) * sizeof(std::uint64_t), s.indices);
+    storage->release(s.indices + nnz * sizeof(std::uint32_t), s.values);
+    storage->release(s.values + nnz * sizeof(float), s.end);
+  }
   tbb.reset();  // join TBB's threads now: the caller may fork as soon as we return
   storage->seal();
-  return Dataset::view(storage, Layout::sparse, rows, static_cast<std::size_t>(max_index), labels,
-                       offsets, indices, values, name);
+  return Dataset::view(storage, Layout::sparse, rows, static_cast<std::size_t>(max_index),
+                       out.labels, out.offsets, out.indices, out.values, name);
 }
 
 Dataset read_libsvm(const std::string& path, const LibsvmOptions& options) {

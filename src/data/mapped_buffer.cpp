@@ -72,6 +72,18 @@ MappedBuffer::~MappedBuffer() {
   ::munmap(data_, map_length(size_));
 }
 
+void MappedBuffer::release(std::size_t begin, std::size_t end) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  begin = (begin + page - 1) / page * page;
+  end = std::min(end, size_) / page * page;
+  if (begin >= end) return;
+  // MADV_REMOVE frees the shared memory behind the range, which MADV_DONTNEED
+  // would only unmap from this process.
+  if (::madvise(data_ + begin, end - begin, MADV_REMOVE) != 0)
+    throw ResourceError("cannot release " + std::to_string(end - begin) +
+                        " bytes of shared memory: " + errno_text());
+}
+
 void MappedBuffer::seal() {
   if (::mprotect(data_, map_length(size_), PROT_READ) != 0)
     throw ResourceError("cannot make a " + std::to_string(size_) +
