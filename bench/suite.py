@@ -185,27 +185,17 @@ class Suite:
         for rep in range(self.a.reps):
             for name, d in self.datasets.items():
                 e = epochs[name]
-                out = subprocess.run([loop, "--train", d["train"], "--test", d["test"], "--epochs",
-                                      str(e), "--lr", str(d["lr"]), "--lr-decay",
-                                      str(d["lr-decay"]), "--seed", str(rep + 1)],
-                                     check=True, capture_output=True, text=True).stdout
-                r = json.loads(out)
-                r["samples_per_second"] = r.pop("examples_per_second")
-                self.record("yardstick", name, "hand loop", 1, rep, r)
-                out = subprocess.run([loop, "--train", d["train"], "--epochs", str(e), "--prefetch",
-                                      "--lr", str(d["lr"]), "--lr-decay", str(d["lr-decay"]),
-                                      "--seed", str(rep + 1)],
-                                     check=True, capture_output=True, text=True).stdout
-                r = json.loads(out)
-                r["samples_per_second"] = r.pop("examples_per_second")
-                self.record("yardstick", name, "hand loop, prefetch", 1, rep, r)
-                out = subprocess.run([loop, "--train", d["train"], "--epochs", str(e), "--relaxed",
-                                      "--lr", str(d["lr"]), "--lr-decay", str(d["lr-decay"]),
-                                      "--seed", str(rep + 1)],
-                                     check=True, capture_output=True, text=True).stdout
-                r = json.loads(out)
-                r["samples_per_second"] = r.pop("examples_per_second")
-                self.record("yardstick", name, "hand loop, atomic_ref", 1, rep, r)
+                def hand_loop(config, *flags):
+                    out = subprocess.run([loop, "--train", d["train"], *flags, "--epochs", str(e),
+                                          "--lr", str(d["lr"]), "--lr-decay", str(d["lr-decay"]),
+                                          "--seed", str(rep + 1)],
+                                         check=True, capture_output=True, text=True).stdout
+                    r = json.loads(out)
+                    r["samples_per_second"] = r.pop("examples_per_second")
+                    self.record("yardstick", name, config, 1, rep, r)
+                hand_loop("hand loop", "--test", d["test"])
+                hand_loop("hand loop, prefetch", "--prefetch")
+                hand_loop("hand loop, atomic_ref", "--relaxed")
                 # Without --test, like the hand loop's timed part: with a test set
                 # hogwild_train also copies the model to a snapshot every epoch.
                 for mode in ("serial", "hogwild"):

@@ -275,16 +275,20 @@ TEST_CASE("resume refuses other data, other options or a finished run, saying wh
   CHECK(refused(r, tr).find("--model logistic") != std::string::npos);
 }
 
+namespace {
+// A Ridge hook that writes NaN into theta[1] after the `at`-th example's step.
+struct Poison {
+  std::size_t* seen;
+  std::size_t at;
+  void operator()(std::uint32_t, const ParamSet& p) const {
+    if (++*seen == at) p.data(0)[1] = std::nanf("");
+  }
+};
+}  // namespace
+
 TEST_CASE("non-finite weights stop the run naming epoch and step; the good checkpoint stays") {
   // The last row of epoch 3 leaves a NaN weight after its (finite) loss was
   // counted: only a check of the weights catches it before epoch 3's checkpoint.
-  struct Poison {
-    std::size_t* seen;
-    std::size_t at;
-    void operator()(std::uint32_t, const ParamSet& p) const {
-      if (++*seen == at) p.data(0)[1] = std::nanf("");
-    }
-  };
   const Dataset d = test::linear_data(1000);
   std::size_t seen = 0;
   test::Ridge<Poison> model(Poison{&seen, 3 * d.rows()});
@@ -356,13 +360,6 @@ TEST_CASE("hogwild_train killed at random moments while checkpointing always lea
 TEST_CASE("a NaN weight left by the very last row, with no test set, still stops the run") {
   // No evaluation and no checkpoint: nothing reads the weights between epochs, so
   // only the final scan can see it.
-  struct Poison {
-    std::size_t* seen;
-    std::size_t at;
-    void operator()(std::uint32_t, const ParamSet& p) const {
-      if (++*seen == at) p.data(0)[1] = std::nanf("");
-    }
-  };
   const Dataset d = test::linear_data(1000);
   std::size_t seen = 0;
   test::Ridge<Poison> model(Poison{&seen, 2 * d.rows()});
