@@ -171,6 +171,13 @@ class ModelBase : public Model {
       const Batch b{t.data, t.targets, t.rows.data() + begin, size};
       if (begin + size < n) prefetch_row(*t.data, t.rows[begin + size]);
       if (batch > 1 && begin + size + 1 < n) prefetch_row(*t.data, t.rows[begin + size + 1]);
+      if constexpr (requires(const Derived& d, RowView x) { d.prefetch_params(t.params, x); }) {
+        // A model whose rows name scattered parameter rows (MF's two factor rows)
+        // gets the next row's parameters asked for: that row's own data was asked
+        // for one batch earlier (two ahead, here), so reading its ids costs no miss.
+        if (begin + 2 * size < n) prefetch_row(*t.data, t.rows[begin + 2 * size]);
+        if (begin + size < n) derived().prefetch_params(t.params, t.data->row(t.rows[begin + size]));
+      }
       const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
       if constexpr (U::locks_batches) {
         RobustLock guard(*t.mutex);

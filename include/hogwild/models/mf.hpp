@@ -27,6 +27,25 @@ class MfModel : public ModelBase<MfModel> {
   template <class U>
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  // The factor rows (and biases) rating x will read, asked for one rating ahead
+  // (ModelBase::run): 100k users x rank 10 is 4 MB of P, past L2, visited in
+  // shuffled order, and under hogwild the lines are often in the other core's
+  // cache. Measured (2M ratings, rank 10, 3 interleaved runs): hogwild x2 8.6M ->
+  // 11.2M ratings/s, serial unchanged (3.86M vs 3.83M).
+  void prefetch_params(const ParamSet& p, RowView x) const noexcept {
+    const std::size_t u = x.index[0], i = x.index[1];
+    if (u >= users_ || i >= items_) return;
+    const float* pu = p.data(0) + u * rank_;
+    const float* qi = p.data(1) + i * rank_;
+    prefetch(pu);
+    prefetch(pu + rank_ - 1);
+    prefetch(qi);
+    prefetch(qi + rank_ - 1);
+    if (options_.bias) {
+      prefetch(p.data(2) + u);
+      prefetch(p.data(3) + i);
+    }
+  }
   bool reports_accuracy() const { return false; }
 
   std::size_t rank() const noexcept { return rank_; }
