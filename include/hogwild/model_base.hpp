@@ -93,6 +93,13 @@ inline void prefetch(const void* p) noexcept {
   __builtin_prefetch(p);
 #endif
 }
+// Row r's entry of a sparse or ratings dataset's offsets (500k rows: 4 MB, visited
+// in shuffled order): prefetch_row reads it to find the row, so it is asked for one
+// batch before that.
+inline void prefetch_offsets(const Dataset& d, std::uint32_t r) noexcept {
+  const auto off = d.offsets();
+  if (!off.empty()) prefetch(off.data() + r);
+}
 inline void prefetch_row(const Dataset& d, std::uint32_t r) noexcept {
   const RowView x = d.row(r);
   if (x.index) {
@@ -169,15 +176,22 @@ class ModelBase : public Model {
       if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
       const std::size_t size = std::min(batch, n - begin);
       const Batch b{t.data, t.targets, t.rows.data() + begin, size};
-      if (begin + size < n) prefetch_row(*t.data, t.rows[begin + size]);
-      if (batch > 1 && begin + size + 1 < n) prefetch_row(*t.data, t.rows[begin + size + 1]);
-      if constexpr (requires(const Derived& d, RowView x) { d.prefetch_params(t.params, x); }) {
-        // A model whose rows name scattered parameter rows (MF's two factor rows)
-        // gets the next row's parameters asked for: that row's own data was asked
-        // for one batch earlier (two ahead, here), so reading its ids costs no miss.
-        if (begin + 2 * size < n) prefetch_row(*t.data, t.rows[begin + 2 * size]);
+      // A pipeline over the next rows: offsets, then the row's data, then (for a
+      // model whose rows name scattered parameter rows, like MF's two factor rows)
+      // the parameters it will touch, each stage one batch after the one it needs.
+      constexpr bool params = requires(const Derived& d, RowView x) {
+        d.prefetch_params(t.params, x);
+      };
+      // (The offsets stage measured 9 % slower for the linear model on RCV1-like,
+      // whose step starts on the row right away; MF gained 53 % with it.)
+      const std::size_t ahead = params ? 2 : 1;  // how far ahead the row's data is
+      if (params && begin + (ahead + 1) * size < n)
+        prefetch_offsets(*t.data, t.rows[begin + (ahead + 1) * size]);
+      if (begin + ahead * size < n) prefetch_row(*t.data, t.rows[begin + ahead * size]);
+      if (batch > 1 && begin + ahead * size + 1 < n)
+        prefetch_row(*t.data, t.rows[begin + ahead * size + 1]);
+      if constexpr (params)
         if (begin + size < n) derived().prefetch_params(t.params, t.data->row(t.rows[begin + size]));
-      }
       const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
       if constexpr (U::locks_batches) {
         RobustLock guard(*t.mutex);
