@@ -194,7 +194,7 @@ class Supervisor {
     const bool bad_train = end_of_epoch && !std::isfinite(p.train_loss);
     const bool bad_test = p.test.rows > 0 && !std::isfinite(p.test.loss);
     if (bad_train || bad_test) {
-      if (!copy && weights == &run_.params && cfg_.mode != Mode::serial) {
+      if (weights == &run_.params && cfg_.mode != Mode::serial) {  // live: copy first
         copy.emplace(run_.params);
         weights = &copy->params();
       }

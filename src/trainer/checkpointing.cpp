@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "trainer/run.hpp"
 
@@ -58,12 +57,12 @@ Checkpoint Run::capture(double train_seconds) const {
     c.tensors.push_back(std::move(t));
   }
   for (auto& t : c.tensors) {
-    auto bad = std::find_if(t.values.begin(), t.values.end(), [](float v) { return !std::isfinite(v); });
-    if (bad == t.values.end()) continue;
+    const std::size_t bad = first_non_finite(t.values.data(), t.values.size());
+    if (bad == t.values.size()) continue;
     std::uint64_t samples = 0;
     for (auto& w : c.workers) samples += w.samples;
-    throw divergence(cfg, fmt::format("{}[{}] = {}", t.name.substr(t.name.find(':') + 1),
-                                      bad - t.values.begin(), *bad),
+    throw divergence(cfg, fmt::format("{}[{}] = {}", t.name.substr(t.name.find(':') + 1), bad,
+                                      t.values[bad]),
                      static_cast<double>(samples) / static_cast<double>(train.rows()) + 1e-9,
                      samples);
   }

@@ -88,7 +88,6 @@ std::int64_t now_ns() noexcept {
              std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-namespace {
 // Index of the first non-finite float of p[0, n), or n: blocks OR-reduced with an
 // integer test of the exponent bits (the compiler vectorises it; 1M floats take
 // well under a millisecond), then the one block that has it searched again.
@@ -108,7 +107,6 @@ std::size_t first_non_finite(const float* p, std::size_t n) noexcept {
   }
   return n;
 }
-}  // namespace
 
 std::optional<std::string> find_non_finite(const ParamSet& p) {
   for (const auto& t : p.tensors())

@@ -46,6 +46,8 @@ std::uint64_t epoch_seed(std::uint64_t seed, unsigned rank, unsigned epoch) noex
 
 std::int64_t now_ns() noexcept;
 
+// Index of the first NaN or Inf of p[0, n), or n (vectorised).
+std::size_t first_non_finite(const float* p, std::size_t n) noexcept;
 // A non-finite value in a ParamSet: "w[17] = nan".
 std::optional<std::string> find_non_finite(const ParamSet& p);
 // "training diverged in epoch 3 at step 1234 (...): <what>; try a smaller --lr".
