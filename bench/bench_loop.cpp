@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hogwild/data_io.hpp"
+#include "hogwild/model_base.hpp"  // hogwild::prefetch
 #include "hogwild/rng.hpp"
 
 int main(int argc, char** argv) {
@@ -76,10 +77,10 @@ int main(int argc, char** argv) {
     } else {
       for (std::size_t i = 0; i < n; ++i) {
         const std::uint32_t r = order[i];
-        if (prefetch && i + 1 < n) {  // volatile asm: GCC 12 drops __builtin_prefetch here
+        if (prefetch && i + 1 < n) {  // what prefetch_row does for a sparse row
           const std::uint64_t next = off[order[i + 1]];
-          asm volatile("prefetcht0 %0" : : "m"(idx[next]));
-          asm volatile("prefetcht0 %0" : : "m"(val[next]));
+          hogwild::prefetch(idx + next);
+          hogwild::prefetch(val + next);
         }
         const std::uint64_t a = off[r], z_end = off[r + 1];
         float z = b;
