@@ -1,6 +1,7 @@
 // Parameters for calling a model's step directly, outside the trainer: one private
 // vector per TensorSpec (normal values, the spec's own scale or 0.3 where it has
-// none) and a zeroed optimiser-state vector beside each, bound as a ParamSet.
+// none) and a zeroed optimiser-state vector beside each, bound as a ParamSet; and
+// the batch loss the gradient tests differentiate.
 #pragma once
 
 #include <cstdint>
@@ -44,5 +45,19 @@ struct OwnedParams {
     set = ParamSet(std::move(t));
   }
 };
+
+// Mean loss of a batch under `p`, as the model's predict computes it: the objective
+// whose finite differences the gradient tests compare with a step.
+template <class M>
+double batch_loss(const M& m, const ParamSet& p, const Batch& b) {
+  double total = 0;
+  for (std::size_t i = 0; i < b.size; ++i) {
+    double l;
+    bool ok;
+    m.predict(p, b.row(i), b.target(i), l, ok);
+    total += l;
+  }
+  return total / static_cast<double>(b.size);
+}
 
 }  // namespace hogwild::test

@@ -41,18 +41,11 @@ Dataset rows_of(bool dense) {
 
 // Mean loss of the batch plus the L2 term lambda/2 ||W||^2 on the weight tensors.
 double objective(const MlpModel& m, const ParamSet& p, const Batch& b, float l2) {
-  double total = 0;
-  for (std::size_t i = 0; i < b.size; ++i) {
-    double l;
-    bool ok;
-    m.predict(p, b.row(i), b.target(i), l, ok);
-    total += l;
-  }
   double penalty = 0;
   for (auto& t : p.tensors())
     if (t.name[0] == 'W')
       for (std::size_t j = 0; j < t.size; ++j) penalty += 0.5 * l2 * t.data[j] * t.data[j];
-  return total / static_cast<double>(b.size) + penalty;
+  return test::batch_loss(m, p, b) + penalty;
 }
 
 struct Setup {

@@ -37,19 +37,6 @@ Dataset dense_rows() {
   return Dataset::dense(labels, val, 19, "dense");
 }
 
-// Total loss of the batch under `p` (+ the lazy L2 term on touched coordinates).
-template <class M>
-double batch_loss(const M& m, const ParamSet& p, const Batch& b) {
-  double total = 0;
-  for (std::size_t i = 0; i < b.size; ++i) {
-    double l;
-    bool ok;
-    m.predict(p, b.row(i), b.target(i), l, ok);
-    total += l;
-  }
-  return total / static_cast<double>(b.size);
-}
-
 // Checks step's implied gradient (w - w') / lr against finite differences.
 template <class M>
 void check_gradient(M& model, const Dataset& d, const std::vector<float>& targets,
@@ -68,7 +55,7 @@ void check_gradient(M& model, const Dataset& d, const std::vector<float>& target
       Owned plus(base), minus(base);
       plus.store[t][j] += static_cast<float>(eps);
       minus.store[t][j] -= static_cast<float>(eps);
-      const double numeric = (batch_loss(model, plus.set, b) - batch_loss(model, minus.set, b)) / (2 * eps);
+      const double numeric = (test::batch_loss(model, plus.set, b) - test::batch_loss(model, minus.set, b)) / (2 * eps);
       INFO("tensor " << specs[t].name << "[" << j << "]");
       CHECK(analytic == doctest::Approx(numeric).epsilon(2e-2).scale(1.0));
       ++checked;

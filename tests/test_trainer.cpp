@@ -18,10 +18,6 @@
 
 using namespace hogwild;
 
-namespace {
-
-}  // namespace
-
 TEST_CASE("history has one evaluation per epoch, loss falls, samples add up") {
   auto [tr, te] = test::generated_problem(8000, 2000, 1000, 15, 0.05, 1);
   TrainConfig c;

@@ -19,7 +19,6 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
   template <class U>
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
-  bool reports_accuracy() const { return true; }
 
   std::size_t classes() const noexcept { return classes_; }
   std::size_t stride() const noexcept { return stride_; }
