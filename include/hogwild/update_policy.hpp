@@ -108,17 +108,14 @@ float sparse_dot_shared(const float* w, const std::uint32_t* index, const float*
 
 }  // namespace detail
 
-// Serial: one process owns the parameters; plain loads and stores.
-struct SerialUpdate {
-  static constexpr Mode mode = Mode::serial;
-  static constexpr bool locks_batches = false;
-  static float read(const float* p) noexcept { return *p; }
-  static void add(float* p, float d) noexcept { *p += d; }
+// How every mode reads a block of weights: the vector kernels above, whose loads are
+// whole floats (on memory nobody else touches, under serial). Dense writes too,
+// except where a mode says otherwise (atomic).
+struct VectorReads {
   static float sparse_dot(const float* w, const std::uint32_t* index, const float* value,
                           std::uint32_t nnz) noexcept {
     return detail::sparse_dot_shared(w, index, value, nnz);
   }
-  // Dense blocks: the vector kernels below, here on memory nobody else touches.
   static float dot(const float* w, const float* x, std::size_t n) noexcept {
     return detail::dense_dot_shared(w, x, n);
   }
@@ -127,42 +124,33 @@ struct SerialUpdate {
   }
 };
 
+// Serial: one process owns the parameters; plain loads and stores.
+struct SerialUpdate : VectorReads {
+  static constexpr Mode mode = Mode::serial;
+  static constexpr bool locks_batches = false;
+  static float read(const float* p) noexcept { return *p; }
+  static void add(float* p, float d) noexcept { *p += d; }
+};
+
 // Hogwild!: no lock; the intended race described above.
-struct HogwildUpdate {
+struct HogwildUpdate : VectorReads {
   static constexpr Mode mode = Mode::hogwild;
   static constexpr bool locks_batches = false;
   static float read(const float* p) noexcept { return detail::relaxed_load(p); }
   static void add(float* p, float d) noexcept {
     detail::relaxed_store(p, detail::relaxed_load(p) + d);
   }
-  static float sparse_dot(const float* w, const std::uint32_t* index, const float* value,
-                          std::uint32_t nnz) noexcept {
-    return detail::sparse_dot_shared(w, index, value, nnz);
-  }
-  static float dot(const float* w, const float* x, std::size_t n) noexcept {
-    return detail::dense_dot_shared(w, x, n);
-  }
-  static void axpy(float* dst, float a, const float* x, std::size_t n) noexcept {
-    detail::dense_axpy_shared(dst, a, x, n);
-  }
 };
 
 // Atomic: every coordinate's update is one atomic read-modify-write (no update is
 // ever lost); reads are relaxed. Dense blocks pay per-element CAS loops: that cost
 // is what this mode exists to show.
-struct AtomicUpdate {
+struct AtomicUpdate : VectorReads {
   static constexpr Mode mode = Mode::atomic;
   static constexpr bool locks_batches = false;
   static float read(const float* p) noexcept { return detail::relaxed_load(p); }
   static void add(float* p, float d) noexcept {
     std::atomic_ref<float>(*p).fetch_add(d, std::memory_order_relaxed);
-  }
-  static float sparse_dot(const float* w, const std::uint32_t* index, const float* value,
-                          std::uint32_t nnz) noexcept {
-    return detail::sparse_dot_shared(w, index, value, nnz);
-  }
-  static float dot(const float* w, const float* x, std::size_t n) noexcept {
-    return detail::dense_dot_shared(w, x, n);
   }
   static void axpy(float* dst, float a, const float* x, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) add(dst + i, a * x[i]);
