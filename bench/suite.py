@@ -162,7 +162,7 @@ class Suite:
         src = os.path.join(a.shared_data, "spamassassin")
         self.datasets = {
             "rcv1like": {"train": self.rcv1 + ".train.cache", "test": self.rcv1 + ".test.cache",
-                         "lr": a.rcv_lr, "lr-decay": a.rcv_decay},
+                         "lr": a.rcv_lr, "lr-decay": a.rcv_decay, "merge-every": 4096},
         }
         self.have_spam = os.path.exists(f"{src}/spam.train.svm.gz")
         if not self.have_spam:
@@ -174,8 +174,11 @@ class Suite:
                                 f"{self.spam}.{part}.cache"], check=True,
                                stdout=subprocess.DEVNULL)
         # 4810 rows: many short epochs, so that each run lasts about a second
+        # (a merge visits every trained coordinate: 61k features spread over 2^20
+        # hashed slots, so about once per worker's epoch at 2 workers)
         self.datasets["spam"] = {"train": self.spam + ".train.cache",
-                                 "test": self.spam + ".test.cache", "lr": 0.5, "lr-decay": 0.97}
+                                 "test": self.spam + ".test.cache", "lr": 0.5, "lr-decay": 0.97,
+                                 "merge-every": 2048}
 
     # ---- 2. the hand-written loop as the yardstick ---------------------------------------
     def yardstick(self):
@@ -238,6 +241,10 @@ class Suite:
                                       "hot-flush": self.a.hot_flush}))
         else:
             self.note("hogwild_train has no --hot-k: the hot-coordinate rows are skipped")
+        if "--merge-every" in self.flags:  # F per dataset (scaling() fills it in)
+            c.append(("hogwild+replica", {"mode": "hogwild", "merge-every": None}))
+        else:
+            self.note("hogwild_train has no --merge-every: the replica rows are skipped")
         c += [("atomic", {"mode": "atomic"}), ("lock", {"mode": "lock"})]
         self._configs = c
         return c
@@ -248,6 +255,7 @@ class Suite:
         base = {"train": d["train"], "test": d["test"], "epochs": epochs, "lr": d["lr"],
                 "lr-decay": d["lr-decay"]}
         base.update(d.get("extra", {}))
+        merge_every = base.pop("merge-every", None)
         for rep in range(self.a.reps):
             base["seed"] = rep + 1
             self.record("scaling", name, "serial", 1, rep, self.train(dict(base, mode="serial")))
@@ -257,6 +265,10 @@ class Suite:
                 for cfg, o in self.configs():
                     if "hot-k" in o and name == "ratings":
                         continue  # a linear-model option
+                    if "merge-every" in o:
+                        if not merge_every:
+                            continue  # (MF: its rows share little; replicas would copy 44 MB)
+                        o = dict(o, **{"merge-every": merge_every})
                     self.record("scaling", name, cfg, n, rep,
                                 self.train(dict(base, workers=n, **o)))
         self.scaling_table(name, with_ceiling)
@@ -354,12 +366,24 @@ class Suite:
                                          "workers": n, "batch": batch, "epochs": epochs, "lr": lr,
                                          "seed": rep + 1}, **extra))
                     self.record("peers", model, "hogwild_train", n, rep, r)
+                    if n > 1 and model == "softmax" and "--merge-every" in self.flags:
+                        # Replicated Hogwild beside it: every example writes every weight
+                        r = self.train(dict({"train": tr, "test": te, "model": model,
+                                             "mode": "hogwild", "workers": n, "batch": batch,
+                                             "epochs": epochs, "lr": lr, "seed": rep + 1,
+                                             "merge-every": self.a.peer_merge_every}, **extra))
+                        self.record("peers", model, "hogwild_train+replica", n, rep, r)
         rows = []
         for model, *_ in cases:
-            for n in self.workers:
+            for n, ours in [(n, c) for n in self.workers
+                            for c in ("hogwild_train", "hogwild_train+replica")]:
                 k = dict(section="peers", dataset=model, workers=n)
-                t, h = dict(k, config="pytorch"), dict(k, config="hogwild_train")
-                rows.append([model, n, fmt_rate(self.med("samples_per_second", **t)),
+                t, h = dict(k, config="pytorch"), dict(k, config=ours)
+                if not self.select(**h):
+                    continue
+                label = model if ours == "hogwild_train" else \
+                    f"{model}, ours with --merge-every {self.a.peer_merge_every}"
+                rows.append([label, n, fmt_rate(self.med("samples_per_second", **t)),
                              fmt_rate(self.med("samples_per_second", **h)),
                              fmt(self.ratio("samples_per_second", h, t), ".1f") + "x",
                              fmt(self.med("test_accuracy", **t), ".4f"),
@@ -499,6 +523,7 @@ def main():
     a.spam_epochs = 100 if q else 200
     a.parse_rows = 100000 if q else 1100000
     a.hot_k, a.hot_flush = 64, 16
+    a.peer_merge_every = 256
     a.ratings = 500000 if q else 2000000
     # Quick: 3 epochs, so the step size must fall fast for serial's final loss (the
     # target) to be stable from seed to seed.

@@ -81,6 +81,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"workers", c.mode == Mode::serial ? 1u : c.workers},
       {"epochs", c.epochs},
       {"batch", c.batch},
+      {"merge_every", c.merge_every},
       {"lr", c.step_size.lr0},
       {"lr_decay", c.step_size.decay},
       {"lr_inverse", c.step_size.inverse_scale},

@@ -54,9 +54,12 @@ class ProcessGroup {
 // on. Returns that CPU's number, or -1 (and changes nothing) if affinity cannot be set.
 int pin_to_cpu(unsigned rank) noexcept;
 // Throws ResourceError when `shared_bytes` (the arena's pages) plus `private_bytes`
-// do not fit in the memory available (MemAvailable in /proc/meminfo) or in the
-// address-space limit (RLIMIT_AS, ulimit -v) left to this process.
-void check_memory(std::uint64_t shared_bytes, std::uint64_t private_bytes);
+// (the parent's evaluation copy) plus `workers` times `replica_bytes` (each
+// worker's replica, --merge-every) do not fit in the memory available (MemAvailable
+// in /proc/meminfo), or when one process's part does not fit in the address-space
+// limit (RLIMIT_AS, ulimit -v) left to this process.
+void check_memory(std::uint64_t shared_bytes, std::uint64_t private_bytes,
+                  std::uint64_t replica_bytes = 0, unsigned workers = 0);
 
 // Proportional set size of this process (/proc/self/smaps_rollup), 0 if unknown.
 std::uint64_t self_pss_bytes();

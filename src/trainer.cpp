@@ -299,6 +299,17 @@ void TrainConfig::validate() const {
   if (model_options.hot_flush == 0) throw ConfigError("--hot-flush must be at least 1");
   if (model_options.hot_k > 0 && optimizer != Optimizer::sgd)
     throw ConfigError("--hot-k works with --optimizer sgd only");
+  if (merge_every > 0) {
+    if (mode != Mode::hogwild && mode != Mode::atomic)
+      throw ConfigError(fmt::format("--merge-every works with --mode hogwild or atomic, not {}",
+                                    to_string(mode)));
+    if (optimizer != Optimizer::sgd)
+      throw ConfigError("--merge-every works with --optimizer sgd only (a replica carries no "
+                        "optimiser state)");
+    if (model_options.hot_k > 0)
+      throw ConfigError("--merge-every and --hot-k exclude each other: a replica already keeps "
+                        "every coordinate private between merges");
+  }
   if (max_restarts > 1000) throw ConfigError("--max-restarts must be at most 1000");
   if (!(checkpoint_every >= 0) || !std::isfinite(checkpoint_every))
     throw ConfigError("--checkpoint-every must be a number of seconds >= 0");

@@ -94,6 +94,33 @@ float dense_dot_shared(const float* w, const float* x, std::size_t n) noexcept {
   return r;
 }
 
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+void dense_merge_shared(float* shared, float* copy, float* base, std::size_t n) noexcept {
+  std::size_t i = 0;
+  v8f c, b, sv;
+  for (; i + 8 <= n; i += 8) {
+    vload8(c, copy + i);
+    vload8(b, base + i);
+    const v8f d = c - b;
+    vload8(sv, shared + i);
+    const auto changed = d != v8f{};
+    bool any = false;
+    for (int k = 0; k < 8; ++k) any |= changed[k] != 0;
+    if (any) {
+      sv += d;
+      vstore8(shared + i, sv);
+    }
+    vstore8(copy + i, sv);
+    vstore8(base + i, sv);
+  }
+  for (; i < n; ++i) {
+    const float d = copy[i] - base[i];
+    float v = tail_load(shared + i);
+    if (d != 0) tail_store(shared + i, v += d);
+    copy[i] = base[i] = v;
+  }
+}
+
 // Blocks of R weight rows: R accumulators (R independent FMA chains), x's lane
 // loaded once per block.
 template <int R>

@@ -37,7 +37,7 @@ TEST_CASE("--help documents every option and --version prints the version") {
   for (const char* opt : {"--train", "--test", "--model", "--workers", "--mode", "--epochs", "--lr",
                           "--batch", "--seed", "--metrics", "--summary", "--lr-decay", "--l2",
                           "--eval-every", "--shm-dir", "--cleanup", "--version", "--pin",
-                          "--huge-pages", "--hot-k", "--hot-flush", "--max-restarts",
+                          "--huge-pages", "--merge-every", "--hot-k", "--hot-flush", "--max-restarts",
                           "--checkpoint", "--checkpoint-every", "--resume"})
     CHECK_MESSAGE(r.out.find(opt) != std::string::npos, opt);
   auto v = run({test::hogwild_train_path(), "--version"});
@@ -67,6 +67,9 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--train", train, "--checkpoint-every", "5"}, "--checkpoint-every needs --checkpoint"},
            {{"--train", train, "--resume", dir.file("missing.ckpt")}, "missing.ckpt"},
            {{"--train", train, "--resume", train}, "not a hogwild checkpoint"},
+           {{"--train", train, "--mode", "lock", "--merge-every", "64"},
+            "--merge-every works with --mode hogwild or atomic, not lock"},
+           {{"--train", train, "--merge-every", "64", "--hot-k", "8"}, "exclude each other"},
        }) {
     std::vector<std::string> argv{test::hogwild_train_path()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());

@@ -48,12 +48,16 @@ double accuracy_in(const std::string& out) {
 
 TEST_CASE("a worker that dies mid-epoch is respawned and finishes its partition exactly once") {
   const Dataset d = test::linear_data(8000);
-  for (Mode m : {Mode::hogwild, Mode::lock}) {
-    INFO(to_string(m));
+  // With replicas (merge_every) the position is published only at merges, so the
+  // respawned worker retrains the rows whose updates died with its predecessor's copy.
+  for (auto [m, merge_every] : {std::pair{Mode::hogwild, 0}, std::pair{Mode::lock, 0},
+                                std::pair{Mode::hogwild, 500}}) {
+    INFO(to_string(m) << " merge every " << merge_every);
     shared_flag().store(0);
     CrashOnce model(CrashAt{6000, false});  // worker 1 owns rows 4000..7999
     TrainConfig c;
     c.mode = m;
+    c.merge_every = static_cast<std::size_t>(merge_every);
     c.workers = 2;
     c.epochs = 3;
     c.step_size.lr0 = 0.05f;

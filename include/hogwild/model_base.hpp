@@ -19,6 +19,7 @@
 
 #include "hogwild/model.hpp"
 #include "hogwild/optimizer.hpp"
+#include "hogwild/replica.hpp"
 #include "hogwild/robust_mutex.hpp"
 
 namespace hogwild {
@@ -76,6 +77,9 @@ struct EpochTask {
   RobustMutex* mutex = nullptr;                  // lock mode only
   const std::atomic<std::int32_t>* stop = nullptr;  // set by the parent to stop early
   std::int32_t parent = 0;  // a worker's parent pid: the loop ends when it is gone
+  // --merge-every: the worker's private copy. The step then trains it, and `params`
+  // is the shared set it is merged into every `every` examples and at the epoch's end.
+  Replica* replica = nullptr;
 };
 
 // Starts loading row r while the current example computes: workers visit their
@@ -171,6 +175,7 @@ class ModelBase : public Model {
     std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
     const double epoch_lr = t.step_size.epoch_start(t.epoch);
     derived().template begin_epoch<U>(t);
+    const ParamSet& trained = t.replica ? t.replica->params() : t.params;
     std::size_t begin = std::min(t.start, n);  // a restarted worker resumes mid-epoch
     for (std::size_t k = 0; begin < n; ++k) {
       if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
@@ -191,21 +196,28 @@ class ModelBase : public Model {
       if (batch > 1 && begin + ahead * size + 1 < n)
         prefetch_row(*t.data, t.rows[begin + ahead * size + 1]);
       if constexpr (params)
-        if (begin + size < n) derived().prefetch_params(t.params, t.data->row(t.rows[begin + size]));
+        if (begin + size < n) derived().prefetch_params(trained, t.data->row(t.rows[begin + size]));
       const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
       if constexpr (U::locks_batches) {
         RobustLock guard(*t.mutex);
-        loss += derived().template step<U>(b, t.params, lr);
+        loss += derived().template step<U>(b, trained, lr);
       } else {
-        loss += derived().template step<U>(b, t.params, lr);
+        loss += derived().template step<U>(b, trained, lr);
       }
       seen += size;
       begin += size;
-      if ((k & 63) == 63) {
+      // With a replica, the position is published only once its rows are merged:
+      // a respawned worker then retrains what its predecessor had not merged.
+      if (t.replica && t.replica->due(size)) {
+        t.replica->merge();
         if (t.progress) publish(*t.progress, seen, begin, loss);
+      }
+      if ((k & 63) == 63) {
+        if (t.progress && !t.replica) publish(*t.progress, seen, begin, loss);
         if (detail::orphaned(t.parent)) break;
       }
     }
+    if (t.replica) t.replica->merge();  // also when the epoch was cut short
     derived().template end_epoch<U>(t);
     if (t.progress) publish(*t.progress, seen, begin, loss);
     return loss;

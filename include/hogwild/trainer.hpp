@@ -27,6 +27,11 @@ struct TrainConfig {
   unsigned epochs = 10;
   StepSize step_size{};
   std::size_t batch = 1;
+  // Replicated Hogwild! (replica.hpp), modes hogwild and atomic with sgd: each
+  // worker trains a private copy of the parameters and adds its change to the shared
+  // ones every merge_every of its examples and at the end of each epoch. 0: off, every
+  // update goes straight to the shared weights.
+  std::size_t merge_every = 0;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm

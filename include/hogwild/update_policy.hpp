@@ -99,6 +99,14 @@ __attribute__((noinline)) void dense_outer_update_shared(float* W, std::size_t l
                                                          const float* const* xs,
                                                          std::size_t count,
                                                          std::size_t n) noexcept;
+// A replica's merge (replica.hpp) of [0, n): where copy[i] != base[i], shared[i] +=
+// copy[i] - base[i]; then copy[i] = base[i] = shared[i]. Vectorised: a block of
+// lanes that the replica did not change at all is only read; a block with any
+// change is stored whole, its unchanged lanes with the value just read (an add by
+// another worker to one of those in that instant may be lost, as a Hogwild update
+// may be).
+__attribute__((noinline)) void dense_merge_shared(float* shared, float* copy, float* base,
+                                                  std::size_t n) noexcept;
 // sum w[index[k]] * value[k] over shared w: a sparse row's margin. On CPUs with
 // AVX2 (or AVX-512) the weights are fetched with gather instructions, whose every
 // lane is one whole aligned float load, so the race is the same as relaxed_load's;

@@ -131,6 +131,11 @@ int run(int argc, char** argv) {
   app.add_flag("--pin", cfg.pin, "Pin worker k to the (k mod n)-th CPU this process may use");
   app.add_flag("--huge-pages", cfg.huge_pages,
                "Back the parameter arena with 2 MiB pages where the system allows it");
+  app.add_option("--merge-every", cfg.merge_every,
+                 "Each worker trains a private replica of the parameters and adds its change "
+                 "to the shared ones every N of its examples and at each epoch's end "
+                 "(modes hogwild, atomic; 0 = off: updates go straight to the shared weights)")
+      ->capture_default_str()->option_text("N");
   app.add_option("--hot-k", cfg.model_options.hot_k,
                  "Linear models: accumulate the bias and the K most frequent features per "
                  "worker, flushed every --hot-flush examples (0 = off)")

@@ -154,8 +154,11 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
     for (const char* n : {"snapshot0", "snapshot1"})
       blocks.push_back({n, sizeof(SnapshotSlot) + floats * sizeof(float)});
   }
-  // The arena's pages plus one private copy for evaluations and checkpoints.
-  check_memory(cfg.shm_dir.empty() ? Arena::required_bytes(blocks) : 0, floats * sizeof(float));
+  // The arena's pages plus one private copy for evaluations and checkpoints, and
+  // with --merge-every each worker's replica (its copy and its base).
+  check_memory(cfg.shm_dir.empty() ? Arena::required_bytes(blocks) : 0, floats * sizeof(float),
+               cfg.merge_every && cfg.mode != Mode::serial ? 2 * floats * sizeof(float) : 0,
+               workers);
   arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
   control = new (arena.block("control").data()) Control();
   control->mutex.init();
@@ -183,9 +186,12 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
       }
       slot_params[i] = ParamSet(std::move(st));
     }
-    if (test)
-      for (std::size_t t = 0; t < specs.size(); ++t)
-        snapshot_ranges.push_back(model.trained_ranges(t, train));
+    if (test || cfg.merge_every)
+      for (std::size_t t = 0; t < specs.size(); ++t) {
+        Model::Ranges r = model.trained_ranges(t, train);
+        if (cfg.merge_every) merge_ranges.push_back(r);
+        if (test) snapshot_ranges.push_back(std::move(r));
+      }
   }
 }
 
@@ -257,6 +263,10 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.mutex = &control->mutex;
   task.stop = &control->stop;
   task.parent = cfg.mode == Mode::serial ? 0 : control->parent;
+  if (cfg.merge_every && cfg.mode != Mode::serial) {
+    if (!replica) replica.emplace(params, merge_ranges, cfg.merge_every, cfg.mode == Mode::atomic);
+    task.replica = &*replica;
+  }
   epoch_loss[rank * cfg.epochs + e] = model.train_epoch(cfg.mode, task);
   if (stopping() || p.position.load(std::memory_order_relaxed) < rows.size())
     return;  // epoch cut short

@@ -17,6 +17,7 @@
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
+#include "hogwild/replica.hpp"
 #include "hogwild/trainer.hpp"
 
 namespace hogwild::detail {
@@ -71,6 +72,10 @@ struct Run {
   // Per tensor, what a snapshot copies (Model::trained_ranges; empty = all). A
   // slot's first snapshot copies everything.
   std::vector<Model::Ranges> snapshot_ranges;
+  // --merge-every: per tensor, what a replica merges (trained_ranges), and the
+  // worker's replica, made in the worker on its first epoch (so private to it).
+  std::vector<Model::Ranges> merge_ranges;
+  std::optional<Replica> replica;
   ParamSet params;
   unsigned workers = 1;
   std::size_t classes = 0;
