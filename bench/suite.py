@@ -255,7 +255,7 @@ class Suite:
         base = {"train": d["train"], "test": d["test"], "epochs": epochs, "lr": d["lr"],
                 "lr-decay": d["lr-decay"]}
         base.update(d.get("extra", {}))
-        merge_every = base.pop("merge-every", None)
+        merge_every = d.get("merge-every")
         for rep in range(self.a.reps):
             base["seed"] = rep + 1
             self.record("scaling", name, "serial", 1, rep, self.train(dict(base, mode="serial")))
