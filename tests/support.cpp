@@ -166,6 +166,17 @@ std::vector<std::string> our_shm_entries() {
   return out;
 }
 
+TrainConfig sgd_config(Mode mode, unsigned workers) {
+  TrainConfig c;
+  c.mode = mode;
+  c.workers = workers;
+  c.epochs = 8;
+  c.step_size.lr0 = 0.5f;
+  c.step_size.decay = 0.8f;
+  c.seed = 7;
+  return c;
+}
+
 std::pair<std::string, std::string> problem_files(const TempDir& dir, std::size_t rows,
                                                   std::size_t features) {
   auto [tr, te] = generated_problem(rows, rows / 4, features, 20, 0.05, 7);

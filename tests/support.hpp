@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hogwild/dataset.hpp"
+#include "hogwild/trainer.hpp"
 
 namespace hogwild::test {
 
@@ -60,6 +61,11 @@ Dataset slice(const Dataset& d, std::size_t begin, std::size_t end, const std::s
 std::pair<Dataset, Dataset> generated_problem(std::size_t n_train, std::size_t n_test,
                                               std::size_t features, std::size_t nnz,
                                               double noise, std::uint64_t seed);
+
+// The sparse logistic configuration the option tests (hot coordinates, replicas)
+// compare against serial on generated_problem data: 8 epochs at lr 0.5 x 0.8 per
+// epoch, seed 7.
+TrainConfig sgd_config(Mode mode, unsigned workers);
 
 // Names in /dev/shm created by this tool ("hogwild-" prefix).
 std::vector<std::string> our_shm_entries();

@@ -17,13 +17,7 @@ using namespace hogwild;
 namespace {
 
 TrainConfig config(Mode mode, unsigned workers, std::size_t hot_k, std::size_t flush) {
-  TrainConfig c;
-  c.mode = mode;
-  c.workers = workers;
-  c.epochs = 8;
-  c.step_size.lr0 = 0.5f;
-  c.step_size.decay = 0.8f;
-  c.seed = 7;
+  TrainConfig c = test::sgd_config(mode, workers);
   c.model_options.hot_k = hot_k;
   c.model_options.hot_flush = flush;
   return c;

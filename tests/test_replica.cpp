@@ -19,13 +19,7 @@ using namespace hogwild;
 namespace {
 
 TrainConfig config(Mode mode, unsigned workers, std::size_t merge_every) {
-  TrainConfig c;
-  c.mode = mode;
-  c.workers = workers;
-  c.epochs = 8;
-  c.step_size.lr0 = 0.5f;
-  c.step_size.decay = 0.8f;
-  c.seed = 7;
+  TrainConfig c = test::sgd_config(mode, workers);
   c.merge_every = merge_every;
   return c;
 }

@@ -156,9 +156,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
   }
   // The arena's pages plus one private copy for evaluations and checkpoints, and
   // with --merge-every each worker's replica (its copy and its base).
+  // (validate() admits merge_every in modes hogwild and atomic only.)
   check_memory(cfg.shm_dir.empty() ? Arena::required_bytes(blocks) : 0, floats * sizeof(float),
-               cfg.merge_every && cfg.mode != Mode::serial ? 2 * floats * sizeof(float) : 0,
-               workers);
+               cfg.merge_every ? 2 * floats * sizeof(float) : 0, workers);
   arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
   control = new (arena.block("control").data()) Control();
   control->mutex.init();
@@ -187,11 +187,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
       slot_params[i] = ParamSet(std::move(st));
     }
     if (test || cfg.merge_every)
-      for (std::size_t t = 0; t < specs.size(); ++t) {
-        Model::Ranges r = model.trained_ranges(t, train);
-        if (cfg.merge_every) merge_ranges.push_back(r);
-        if (test) snapshot_ranges.push_back(std::move(r));
-      }
+      for (std::size_t t = 0; t < specs.size(); ++t)
+        trained_ranges.push_back(model.trained_ranges(t, train));
   }
 }
 
@@ -212,10 +209,10 @@ void Run::snapshot_if_last(unsigned e) {
   for (std::size_t t = 0; t < params.count(); ++t) {
     const float* from = params.data(t);  // hoisted: the stores below may alias them
     float* to = dst.data(t);
-    if (!slot.filled || snapshot_ranges.size() <= t || snapshot_ranges[t].empty())
+    if (!slot.filled || trained_ranges.size() <= t || trained_ranges[t].empty())
       copy(from, to, 0, params.size(t));
     else
-      for (const auto& [begin, end] : snapshot_ranges[t]) copy(from, to, begin, end);
+      for (const auto& [begin, end] : trained_ranges[t]) copy(from, to, begin, end);
   }
   slot.filled = true;
   slot.time = static_cast<double>(now_ns() - control->start_ns) * 1e-9;
@@ -263,8 +260,9 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.mutex = &control->mutex;
   task.stop = &control->stop;
   task.parent = cfg.mode == Mode::serial ? 0 : control->parent;
-  if (cfg.merge_every && cfg.mode != Mode::serial) {
-    if (!replica) replica.emplace(params, merge_ranges, cfg.merge_every, cfg.mode == Mode::atomic);
+  if (cfg.merge_every) {
+    if (!replica)
+      replica.emplace(params, trained_ranges, cfg.merge_every, cfg.mode == Mode::atomic);
     task.replica = &*replica;
   }
   epoch_loss[rank * cfg.epochs + e] = model.train_epoch(cfg.mode, task);

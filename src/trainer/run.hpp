@@ -69,12 +69,12 @@ struct Run {
   std::span<std::atomic<std::uint32_t>> finishers;  // workers done with each epoch
   SnapshotSlot* slots[2] = {nullptr, nullptr};
   ParamSet slot_params[2];
-  // Per tensor, what a snapshot copies (Model::trained_ranges; empty = all). A
-  // slot's first snapshot copies everything.
-  std::vector<Model::Ranges> snapshot_ranges;
-  // --merge-every: per tensor, what a replica merges (trained_ranges), and the
-  // worker's replica, made in the worker on its first epoch (so private to it).
-  std::vector<Model::Ranges> merge_ranges;
+  // Per tensor, the coordinates training can change (Model::trained_ranges; empty =
+  // all): what a snapshot copies (a slot's first snapshot copies everything) and
+  // what a replica merges. Computed when either needs them.
+  std::vector<Model::Ranges> trained_ranges;
+  // --merge-every: the worker's replica, made in the worker on its first epoch (so
+  // private to it).
   std::optional<Replica> replica;
   ParamSet params;
   unsigned workers = 1;
