@@ -1,5 +1,5 @@
-// Binary cache and the shared mappings under every Dataset: round trips of sparse
-// and dense sets, sealing, and every kind of damage a cache file can carry.
+// Binary cache and the shared mappings under every Dataset: round trips of sparse,
+// dense and dense_u8 sets, sealing, and every kind of damage a cache file can carry.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -39,7 +39,7 @@ bool same(const Dataset& a, const Dataset& b) {
   auto eq = [](auto x, auto y) { return std::equal(x.begin(), x.end(), y.begin(), y.end()); };
   return a.layout() == b.layout() && a.rows() == b.rows() && a.cols() == b.cols() &&
          a.nnz() == b.nnz() && eq(a.labels(), b.labels()) && eq(a.offsets(), b.offsets()) &&
-         eq(a.indices(), b.indices()) && eq(a.values(), b.values());
+         eq(a.indices(), b.indices()) && eq(a.values(), b.values()) && eq(a.pixels(), b.pixels());
 }
 
 int thread_count() {
@@ -102,6 +102,13 @@ class CacheBytes {
  private:
   std::string path_, bytes_;
 };
+
+// Every byte value once, as 4 rows of 64 pixels, labels 0..3.
+Dataset all_bytes() {
+  std::vector<std::uint8_t> pixels(256);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i);
+  return Dataset::dense_u8(std::vector<float>{0, 1, 2, 3}, pixels, 64, "bytes");
+}
 
 Dataset small_sparse() {
   GenerateOptions o;
@@ -198,6 +205,65 @@ TEST_CASE("Dataset::sparse and dense copy the arrays, 64-byte aligned") {
   CHECK_FALSE(st.many_labels);
 }
 
+TEST_CASE("Dataset::dense_u8 keeps a byte a value, read as byte / 255") {
+  const Dataset d = all_bytes();
+  CHECK(d.layout() == Layout::dense_u8);
+  CHECK(std::string(to_string(d.layout())) == "dense-u8");
+  CHECK(d.dense());
+  CHECK(d.rows() == 4);
+  CHECK(d.cols() == 64);
+  CHECK(d.nnz() == 256);
+  CHECK(d.source() == "bytes");
+  CHECK(d.label(3) == 3.0f);
+  CHECK(d.values().empty());
+  CHECK(d.offsets().empty());
+  CHECK(d.indices().empty());
+  REQUIRE(d.pixels().size() == 256);
+  CHECK(reinterpret_cast<std::uintptr_t>(d.pixels().data()) % 64 == 0);
+  CHECK(d.bytes() == 4 * 4 + 256);
+  for (std::size_t r = 0; r < d.rows(); ++r) {
+    const RowView x = d.row(r);
+    CHECK(x.dense());
+    CHECK(x.value == nullptr);
+    CHECK(x.nnz == 64);
+    CHECK(x.bytes == d.pixels().data() + r * 64);
+    for (std::uint32_t j = 0; j < x.nnz; ++j) {
+      CHECK(x.bytes[j] == r * 64 + j);
+      CHECK(x.at(j) == static_cast<float>(r * 64 + j) / 255.0f);
+    }
+  }
+  // rows * cols pixels, or it is the caller's bug.
+  CHECK_THROWS_AS(Dataset::dense_u8(std::vector<float>{1}, std::vector<std::uint8_t>(3), 2, "m"),
+                  Error);
+}
+
+TEST_CASE("widened() makes floats of exactly byte / 255.0f; other layouts come back as they are") {
+  const Dataset d = all_bytes();
+  const Dataset w = d.widened();
+  CHECK(w.layout() == Layout::dense);
+  CHECK(w.rows() == d.rows());
+  CHECK(w.cols() == d.cols());
+  CHECK(w.source() == d.source());
+  CHECK(std::equal(w.labels().begin(), w.labels().end(), d.labels().begin(), d.labels().end()));
+  CHECK(w.pixels().empty());
+  REQUIRE(w.values().size() == 256);
+  for (int b = 0; b < 256; ++b) {
+    const float v = static_cast<float>(b) / 255.0f;  // as IDX images were read as floats
+    CHECK(std::memcmp(&w.values()[static_cast<std::size_t>(b)], &v, sizeof v) == 0);
+    CHECK(byte_value(static_cast<std::uint8_t>(b)) == v);
+  }
+  CHECK(w.values().front() == 0.0f);
+  CHECK(w.values().back() == 1.0f);
+  CHECK(w.row(2).value[5] == d.row(2).at(5));
+
+  const Dataset s = small_sparse();
+  const Dataset s2 = s.widened();
+  CHECK(s2.values().data() == s.values().data());  // the same arrays, not a copy
+  CHECK(same(s, s2));
+  CHECK(Dataset{}.widened().empty());
+  CHECK(Dataset::dense_u8({}, {}, 5, "none").widened().empty());
+}
+
 TEST_CASE("sparse, dense and empty datasets round-trip through the cache") {
   test::TempDir dir;
   Dataset sparse = small_sparse();
@@ -218,6 +284,19 @@ TEST_CASE("sparse, dense and empty datasets round-trip through the cache") {
   CHECK(same(dense, d2));
   CHECK(d2.row(1).value[0] == 1e-30f);
 
+  Dataset bytes = all_bytes();
+  write_cache(bytes, dir.file("b.cache"));
+  Dataset b2 = open_cache(dir.file("b.cache"));
+  CHECK(b2.layout() == Layout::dense_u8);
+  CHECK(same(bytes, b2));
+  CHECK(b2.row(3).at(63) == 1.0f);
+  CHECK(reinterpret_cast<std::uintptr_t>(b2.pixels().data()) % 64 == 0);
+  const Header bh = CacheBytes(dir.file("b.cache")).header();
+  CHECK(bh.layout == 3);
+  CHECK(bh.nnz == 256);
+  CHECK(bh.file_size == bh.values_offset + 256);  // a byte a value
+  CHECK(same(bytes, load_dataset(dir.file("b.cache"))));
+
   write_cache(Dataset::sparse({}, std::vector<std::uint64_t>{0}, {}, {}, 0, "none"),
               dir.file("e.cache"));
   CHECK(open_cache(dir.file("e.cache")).empty());
@@ -230,7 +309,7 @@ TEST_CASE("sparse, dense and empty datasets round-trip through the cache") {
     CHECK(e.path().string().find(".tmp.") == std::string::npos);
     ++files;
   }
-  CHECK(files == 4);
+  CHECK(files == 5);
   std::string msg = error_of<IoError>([&] { write_cache(sparse, dir.file("no/such/dir.cache")); });
   CHECK_MESSAGE(contains(msg, "cannot create " + dir.file("no/such/dir.cache")), msg);
 }
@@ -333,6 +412,60 @@ TEST_CASE("damaged caches are rejected, each with a message naming the damage") 
     CHECK(contains(error_of<DataError>([&] { load_dataset(bad); }), "gunzip it first"));
     std::string msg = error_of<DataError>([&] { open_cache(bad); });
     CHECK_MESSAGE(contains(msg, "not a hogwild cache (bad magic); it is gzip'ed"), msg);
+  }
+}
+
+TEST_CASE("damaged dense_u8 caches are rejected with a clear error, never a crash") {
+  test::TempDir dir;
+  const std::string path = dir.file("u8.cache"), bad = dir.file("bad.cache");
+  write_cache(all_bytes(), path);
+  const Header h = CacheBytes(path).header();
+
+  SUBCASE("truncated anywhere") {
+    const std::string bytes = test::read_text(path);
+    for (std::size_t n = 0; n < bytes.size(); ++n)
+      CHECK_THROWS_AS(parse_cache(std::string_view(bytes).substr(0, n), "u8.cache"), DataError);
+    CacheBytes c(path);
+    c.bytes().pop_back();
+    CHECK(contains(c.open_error(bad), "truncated: header says " + std::to_string(h.file_size) +
+                                          " bytes, file has " + std::to_string(h.file_size - 1)));
+  }
+  SUBCASE("a header that lies about the sizes") {
+    CacheBytes c(path);
+    Header x = h;
+    x.rows = 5;  // 5 x 64 pixels do not fit where 4 x 64 did
+    x.nnz = 5 * 64;
+    c.set_header(x);
+    CHECK(contains(c.open_error(bad), "values section (offset " + std::to_string(h.values_offset) +
+                                          ", 320 bytes)"));
+    x = h;
+    x.cols = 63;
+    c.set_header(x);
+    CHECK(contains(c.open_error(bad), "dense shape 4x63 does not match 256 values"));
+    x = h;
+    x.values_offset = h.labels_offset + 8;
+    c.set_header(x);
+    CHECK(contains(c.open_error(bad), "values section"));
+  }
+  SUBCASE("read as floats (layout 1), the values would run past the file") {
+    CacheBytes c(path);
+    Header x = h;
+    x.layout = 1;
+    c.set_header(x);
+    CHECK(contains(c.open_error(bad), "values section (offset " + std::to_string(h.values_offset) +
+                                          ", 1024 bytes)"));
+  }
+  SUBCASE("a layout this build does not know") {
+    CacheBytes c(path);
+    Header x = h;
+    x.layout = 4;
+    c.set_header(x);
+    CHECK(contains(c.open_error(bad), "unknown layout 4"));
+  }
+  SUBCASE("a label that is not finite") {
+    CacheBytes c(path);
+    c.poke<float>(h.labels_offset + 4 * 2, std::numeric_limits<float>::infinity());
+    CHECK(contains(c.open_error(bad), "row 3: label is not finite"));
   }
 }
 

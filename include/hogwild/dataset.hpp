@@ -1,6 +1,7 @@
 // A training or test set, loaded once by the parent and shared by every worker.
 // Rows are either sparse (CSR: ascending 0-based column indices and values),
-// dense (row-major floats) or ratings (CSR with exactly two entries per row: user
+// dense (row-major floats), dense bytes (row-major, value = byte / 255: 8-bit images
+// as IDX files hold them, a quarter of the float rows' memory traffic) or ratings (CSR with exactly two entries per row: user
 // id, then item id, values 1; the rating is the label). The arrays live in an anonymous shared mapping or in a
 // read-only mmap of a binary cache, so N forked workers never hold N copies.
 #pragma once
@@ -41,15 +42,25 @@ class MappedBuffer {
   std::size_t size_;
 };
 
-enum class Layout : std::uint8_t { sparse = 0, dense = 1, ratings = 2 };
+enum class Layout : std::uint8_t { sparse = 0, dense = 1, ratings = 2, dense_u8 = 3 };
 const char* to_string(Layout layout) noexcept;
 
-// A row as the models see it. index == nullptr means a dense row of nnz values.
+// A dense_u8 value is its byte times this (the same float as byte / 255.0f for every
+// byte, so widened rows and byte rows hold equal values).
+inline float byte_value(std::uint8_t b) noexcept { return static_cast<float>(b) / 255.0f; }
+
+// A row as the models see it. index == nullptr means a dense row of nnz values:
+// floats in `value`, or, for a dense_u8 set, bytes in `bytes` (value == nullptr).
+// Only models that say so (Model::reads_byte_rows) are handed byte rows; the
+// trainer widens the set to floats for the others.
 struct RowView {
   const std::uint32_t* index;
   const float* value;
   std::uint32_t nnz;
+  const std::uint8_t* bytes = nullptr;
   bool dense() const noexcept { return index == nullptr; }
+  // Value j of the row's nnz (the j-th non-zero of a sparse row), whatever its storage.
+  float at(std::uint32_t j) const noexcept { return bytes ? byte_value(bytes[j]) : value[j]; }
 };
 
 class Dataset {
@@ -62,6 +73,9 @@ class Dataset {
                         std::size_t cols, std::string source);
   static Dataset dense(std::span<const float> labels, std::span<const float> values,
                        std::size_t cols, std::string source);
+  // Dense rows of bytes (value = byte / 255); pixels has rows * cols entries.
+  static Dataset dense_u8(std::span<const float> labels, std::span<const std::uint8_t> pixels,
+                          std::size_t cols, std::string source);
   // Rating triples (user[r], item[r], labels[r]) with raw ids (see users()).
   static Dataset ratings(std::span<const float> labels, std::span<const std::uint32_t> users,
                          std::span<const std::uint32_t> items, std::string source);
@@ -69,6 +83,12 @@ class Dataset {
   static Dataset view(std::shared_ptr<MappedBuffer> storage, Layout layout, std::size_t rows,
                       std::size_t cols, const float* labels, const std::uint64_t* offsets,
                       const std::uint32_t* indices, const float* values, std::string source);
+  static Dataset view_u8(std::shared_ptr<MappedBuffer> storage, std::size_t rows,
+                         std::size_t cols, const float* labels, const std::uint8_t* pixels,
+                         std::string source);
+  // A dense_u8 set as floats (a new shared mapping, 4x its pixels' bytes); any other
+  // set is returned as it is (sharing its storage).
+  Dataset widened() const;
 
   Layout layout() const noexcept { return layout_; }
   std::size_t rows() const noexcept { return rows_; }
@@ -76,7 +96,9 @@ class Dataset {
   // (ids are kept as the file has them); users() is 0 for the other layouts.
   std::size_t cols() const noexcept { return cols_; }
   std::size_t users() const noexcept { return users_; }
-  std::size_t nnz() const noexcept { return layout_ == Layout::dense ? rows_ * cols_ : nnz_; }
+  // Dense and dense_u8: every row has cols() values.
+  bool dense() const noexcept { return layout_ == Layout::dense || layout_ == Layout::dense_u8; }
+  std::size_t nnz() const noexcept { return dense() ? rows_ * cols_ : nnz_; }
   const std::string& source() const noexcept { return source_; }
   bool empty() const noexcept { return rows_ == 0; }
 
@@ -85,19 +107,30 @@ class Dataset {
   RowView row(std::size_t r) const noexcept {
     if (layout_ == Layout::dense)
       return {nullptr, values_ + r * cols_, static_cast<std::uint32_t>(cols_)};
+    if (layout_ == Layout::dense_u8)
+      return {nullptr, nullptr, static_cast<std::uint32_t>(cols_), pixels_ + r * cols_};
     return {indices_ + offsets_[r], values_ + offsets_[r],
             static_cast<std::uint32_t>(offsets_[r + 1] - offsets_[r])};
   }
-  // Sparse and ratings layouts only (empty spans for dense).
+  // Sparse and ratings layouts only (empty spans for the dense ones).
   std::span<const std::uint64_t> offsets() const noexcept {
-    return layout_ != Layout::dense ? std::span<const std::uint64_t>{offsets_, rows_ + 1}
-                                    : std::span<const std::uint64_t>{};
+    return !dense() ? std::span<const std::uint64_t>{offsets_, rows_ + 1}
+                    : std::span<const std::uint64_t>{};
   }
   std::span<const std::uint32_t> indices() const noexcept {
-    return layout_ != Layout::dense ? std::span<const std::uint32_t>{indices_, nnz_}
-                                    : std::span<const std::uint32_t>{};
+    return !dense() ? std::span<const std::uint32_t>{indices_, nnz_}
+                    : std::span<const std::uint32_t>{};
   }
-  std::span<const float> values() const noexcept { return {values_, nnz()}; }
+  // Every layout but dense_u8 (empty there: see pixels()).
+  std::span<const float> values() const noexcept {
+    return layout_ != Layout::dense_u8 ? std::span<const float>{values_, nnz()}
+                                       : std::span<const float>{};
+  }
+  // dense_u8 only: rows * cols bytes, row-major (empty for the other layouts).
+  std::span<const std::uint8_t> pixels() const noexcept {
+    return layout_ == Layout::dense_u8 ? std::span<const std::uint8_t>{pixels_, nnz()}
+                                       : std::span<const std::uint8_t>{};
+  }
   // Bytes of the arrays (what N workers share rather than copy).
   std::size_t bytes() const noexcept;
 
@@ -109,6 +142,7 @@ class Dataset {
   const std::uint64_t* offsets_ = nullptr;
   const std::uint32_t* indices_ = nullptr;
   const float* values_ = nullptr;
+  const std::uint8_t* pixels_ = nullptr;
   std::string source_;
 };
 

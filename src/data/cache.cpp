@@ -3,6 +3,8 @@
 // uses the arrays in place, so N workers share the page cache and nothing is parsed.
 // Because a cache is trusted in place, open_cache checks everything a model could
 // trip over: header fields, section bounds, CSR structure, index range, finiteness.
+// Dense_u8 values are bytes (any byte is a value in [0, 1]): only their labels and
+// the section bounds need checking.
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_reduce.h>
 
@@ -29,13 +31,18 @@ static_assert(std::endian::native == std::endian::little,
 constexpr char kMagic[8] = {'H', 'W', 'D', 'S', 'E', 'T', '0', '1'};
 constexpr std::uint32_t kVersion = 1;
 
-// Version 1. Any change to this struct or to the section layout bumps kVersion.
+// Version 1. Any change to this struct or to the sections of an existing layout
+// bumps kVersion. A new layout value does not: a reader rejects every layout it
+// does not know with "unknown layout N" (what a build older than dense_u8 says of
+// a layout 3 cache), and reads the old layouts as before.
 struct CacheHeader {
   char magic[8];
   std::uint32_t version;
-  std::uint32_t layout;  // Layout: 0 sparse, 1 dense, 2 ratings (CSR, 2 entries a row)
+  // Layout: 0 sparse, 1 dense, 2 ratings (CSR, 2 entries a row), 3 dense_u8 (dense,
+  // values are bytes: value = byte / 255).
+  std::uint32_t layout;
   std::uint64_t rows, cols;
-  std::uint64_t nnz;  // entries of the values array (rows * cols when dense)
+  std::uint64_t nnz;  // entries of the values array (rows * cols when dense or dense_u8)
   std::uint64_t labels_offset, offsets_offset, indices_offset, values_offset;
   std::uint64_t file_size;
   std::uint64_t checksum;  // FNV-1a 64 of every byte above
@@ -63,7 +70,8 @@ struct Arrays {
   const float* labels;
   const std::uint64_t* offsets;
   const std::uint32_t* indices;
-  const float* values;
+  const float* values;         // null for dense_u8
+  const std::uint8_t* pixels;  // dense_u8 only
 };
 
 RowFault check_sparse_row(const Arrays& a, std::size_t r) {
@@ -98,12 +106,16 @@ RowFault check_dense_row(const Arrays& a, std::size_t r) {
   return RowFault::none;
 }
 
+// Every byte is a value in [0, 1]: only the label can be wrong.
+RowFault check_dense_u8_row(const Arrays& a, std::size_t r) {
+  return std::isfinite(a.labels[r]) ? RowFault::none : RowFault::label;
+}
+
 std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, Layout layout) {
-  const bool sparse = layout != Layout::dense;
+  const bool csr = detail::is_csr(layout);
   const std::string row = "row " + std::to_string(r + 1) + ": ";
   auto first = [&](auto&& pred) {  // first entry of row r for which pred holds
-    std::uint64_t b = sparse ? a.offsets[r] : r * a.cols,
-                  e = sparse ? a.offsets[r + 1] : b + a.cols;
+    std::uint64_t b = csr ? a.offsets[r] : r * a.cols, e = csr ? a.offsets[r + 1] : b + a.cols;
     for (std::uint64_t i = b; i < e; ++i)
       if (pred(i)) return i;
     return e;
@@ -127,7 +139,7 @@ std::string describe_fault(const Arrays& a, std::size_t r, RowFault f, Layout la
       return row + "feature indices not strictly ascending (" + std::to_string(a.indices[i - 1]) +
              " then " + std::to_string(a.indices[i]) + ")";
     }
-    case RowFault::value: return row + "a value is not finite";
+    case RowFault::value: return row + "a value is not finite";  // never dense_u8's bytes
     case RowFault::rating_entries:
       return row + "a rating row has " + std::to_string(a.offsets[r + 1] - a.offsets[r]) +
              " entries, not 2 (user, item)";
@@ -164,8 +176,9 @@ std::size_t first_bad_row(std::size_t rows, std::size_t work, Check check) {
 }  // namespace
 
 void write_cache(const Dataset& d, const std::string& path) {
-  const bool sparse = d.layout() != Layout::dense;  // sparse and ratings are CSR
-  const std::size_t nvalues = d.values().size();
+  const bool csr = detail::is_csr(d.layout());
+  const bool bytes = d.layout() == Layout::dense_u8;
+  const std::size_t nvalues = bytes ? d.pixels().size() : d.values().size();
   const auto s = detail::make_sections(d.layout(), sizeof(CacheHeader), d.rows(), nvalues);
 
   CacheHeader h{};
@@ -191,13 +204,16 @@ void write_cache(const Dataset& d, const std::string& path) {
   };
   put(0, &h, sizeof h);
   put(s.labels, d.labels().data(), d.rows() * sizeof(float));
-  if (sparse) {
+  if (csr) {
     const std::uint64_t zero = 0;  // a default-constructed Dataset has no offsets array
     auto offsets = d.offsets();
     put(s.offsets, offsets.data() ? offsets.data() : &zero, (d.rows() + 1) * sizeof(std::uint64_t));
     put(s.indices, d.indices().data(), nvalues * sizeof(std::uint32_t));
   }
-  put(s.values, d.values().data(), nvalues * sizeof(float));
+  if (bytes)
+    put(s.values, d.pixels().data(), nvalues);
+  else
+    put(s.values, d.values().data(), nvalues * sizeof(float));
   HOGWILD_ENFORCE_EQ(out.written(), s.end);
   out.commit();
 }
@@ -242,9 +258,11 @@ Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& pat
   if (h.file_size < size)
     throw fail("header says " + std::to_string(h.file_size) + " bytes, file has " +
                std::to_string(size) + " (trailing bytes)");
-  if (h.layout > 2) throw fail("unknown layout " + std::to_string(h.layout));
+  if (h.layout > static_cast<std::uint32_t>(Layout::dense_u8))
+    throw fail("unknown layout " + std::to_string(h.layout));
   const auto layout = static_cast<Layout>(h.layout);
-  const bool sparse = layout != Layout::dense;  // CSR arrays: sparse and ratings
+  const bool sparse = detail::is_csr(layout);  // CSR arrays: sparse and ratings
+  const bool bytes = layout == Layout::dense_u8;
 
   // Shapes: every count is bounded by the file size before anything is multiplied.
   if (h.rows > size || h.nnz > size)
@@ -270,7 +288,7 @@ Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& pat
       {"labels", h.labels_offset, h.rows * sizeof(float)},
       {"offsets", h.offsets_offset, sparse ? (h.rows + 1) * sizeof(std::uint64_t) : 0},
       {"indices", h.indices_offset, sparse ? h.nnz * sizeof(std::uint32_t) : 0},
-      {"values", h.values_offset, h.nnz * sizeof(float)},
+      {"values", h.values_offset, h.nnz * detail::value_size(layout)},
   };
   std::uint64_t end = sizeof(CacheHeader);
   for (const Section& sec : sections) {
@@ -288,7 +306,8 @@ Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& pat
            reinterpret_cast<const float*>(base + h.labels_offset),
            sparse ? reinterpret_cast<const std::uint64_t*>(base + h.offsets_offset) : nullptr,
            sparse ? reinterpret_cast<const std::uint32_t*>(base + h.indices_offset) : nullptr,
-           reinterpret_cast<const float*>(base + h.values_offset)};
+           bytes ? nullptr : reinterpret_cast<const float*>(base + h.values_offset),
+           bytes ? reinterpret_cast<const std::uint8_t*>(base + h.values_offset) : nullptr};
   if (sparse && (a.offsets[0] != 0 || a.offsets[a.rows] != a.nnz))
     throw fail("CSR offsets must run from 0 to nnz " + std::to_string(a.nnz) + ", they run from " +
                std::to_string(a.offsets[0]) + " to " + std::to_string(a.offsets[a.rows]));
@@ -296,14 +315,16 @@ Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& pat
     switch (layout) {
       case Layout::sparse: return check_sparse_row(a, r);
       case Layout::ratings: return check_ratings_row(a, r);
+      case Layout::dense_u8: return check_dense_u8_row(a, r);
       case Layout::dense: break;
     }
     return check_dense_row(a, r);
   };
-  std::size_t bad = first_bad_row(a.rows, a.rows + a.nnz, check);
+  std::size_t bad = first_bad_row(a.rows, bytes ? a.rows : a.rows + a.nnz, check);
   if (bad < a.rows)
     throw fail(describe_fault(a, bad, check(bad), layout));
 
+  if (bytes) return Dataset::view_u8(std::move(map), a.rows, a.cols, a.labels, a.pixels, path);
   return Dataset::view(std::move(map), layout, a.rows, a.cols,
                        a.labels, a.offsets, a.indices, a.values, path);
 }

@@ -4,6 +4,7 @@
 #include "hogwild/dataset.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
@@ -67,6 +68,23 @@ Dataset Dataset::dense(std::span<const float> labels, std::span<const float> val
               nullptr, nullptr, detail::section<const float>(base, s.values), std::move(source));
 }
 
+Dataset Dataset::dense_u8(std::span<const float> labels, std::span<const std::uint8_t> pixels,
+                          std::size_t cols, std::string source) {
+  const std::size_t rows = labels.size();
+  HOGWILD_ENFORCE_LE(cols, std::size_t{std::numeric_limits<std::uint32_t>::max()});
+  HOGWILD_ENFORCE(cols == 0 || rows <= pixels.size() / cols, "rows * cols overflows");
+  HOGWILD_ENFORCE_EQ(pixels.size(), rows * cols);
+
+  auto s = detail::make_sections(Layout::dense_u8, 0, rows, pixels.size());
+  auto storage = MappedBuffer::anonymous(s.end);
+  std::byte* base = storage->data();
+  copy_into(base, s.labels, labels);
+  copy_into(base, s.values, pixels);
+  storage->seal();
+  return view_u8(storage, rows, cols, detail::section<const float>(base, s.labels),
+                 detail::section<const std::uint8_t>(base, s.values), std::move(source));
+}
+
 Dataset Dataset::ratings(std::span<const float> labels, std::span<const std::uint32_t> users,
                          std::span<const std::uint32_t> items, std::string source) {
   const std::size_t rows = labels.size();
@@ -99,6 +117,7 @@ Dataset Dataset::view(std::shared_ptr<MappedBuffer> storage, Layout layout, std:
                       const std::uint32_t* indices, const float* values, std::string source) {
   // The caller (a reader or the cache) has validated the arrays; the sparse nnz is
   // whatever the last offset says.
+  HOGWILD_ENFORCE(layout != Layout::dense_u8, "dense_u8 arrays are wrapped by view_u8");
   Dataset d;
   d.storage_ = std::move(storage);
   d.layout_ = layout;
@@ -106,7 +125,7 @@ Dataset Dataset::view(std::shared_ptr<MappedBuffer> storage, Layout layout, std:
   d.cols_ = cols;
   d.labels_ = labels;
   d.values_ = values;
-  if (layout != Layout::dense) {
+  if (detail::is_csr(layout)) {
     HOGWILD_ENFORCE(offsets != nullptr, "a sparse dataset needs its offsets array");
     d.offsets_ = offsets;
     d.indices_ = indices;
@@ -122,9 +141,42 @@ Dataset Dataset::view(std::shared_ptr<MappedBuffer> storage, Layout layout, std:
   return d;
 }
 
+Dataset Dataset::view_u8(std::shared_ptr<MappedBuffer> storage, std::size_t rows,
+                         std::size_t cols, const float* labels, const std::uint8_t* pixels,
+                         std::string source) {
+  Dataset d;
+  d.storage_ = std::move(storage);
+  d.layout_ = Layout::dense_u8;
+  d.rows_ = rows;
+  d.cols_ = cols;
+  d.nnz_ = rows * cols;
+  d.labels_ = labels;
+  d.pixels_ = pixels;
+  d.source_ = std::move(source);
+  return d;
+}
+
+Dataset Dataset::widened() const {
+  if (layout_ != Layout::dense_u8) return *this;
+  // A 256-entry table of byte_value makes the loop a plain gather.
+  std::array<float, 256> table;
+  for (std::size_t b = 0; b < table.size(); ++b)
+    table[b] = byte_value(static_cast<std::uint8_t>(b));
+
+  auto s = detail::make_sections(Layout::dense, 0, rows_, nnz());
+  auto storage = MappedBuffer::anonymous(s.end);
+  std::byte* base = storage->data();
+  copy_into(base, s.labels, labels());
+  auto* values = detail::section<float>(base, s.values);
+  for (std::size_t i = 0; i < nnz(); ++i) values[i] = table[pixels_[i]];
+  storage->seal();
+  return view(storage, Layout::dense, rows_, cols_, detail::section<const float>(base, s.labels),
+              nullptr, nullptr, values, source_);
+}
+
 std::size_t Dataset::bytes() const noexcept {
-  std::size_t b = rows_ * sizeof(float) + nnz() * sizeof(float);
-  if (layout_ != Layout::dense && labels_ != nullptr)
+  std::size_t b = rows_ * sizeof(float) + nnz() * detail::value_size(layout_);
+  if (detail::is_csr(layout_) && labels_ != nullptr)
     b += (rows_ + 1) * sizeof(std::uint64_t) + nnz_ * sizeof(std::uint32_t);
   return b;
 }
@@ -134,6 +186,7 @@ const char* to_string(Layout layout) noexcept {
     case Layout::sparse: return "sparse";
     case Layout::dense: return "dense";
     case Layout::ratings: return "ratings";
+    case Layout::dense_u8: return "dense-u8";
   }
   return "?";
 }

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     double sum = 0;
     for (std::size_t r = 0; r < d.rows(); ++r) {
       const auto row = d.row(r);
-      for (std::uint32_t k = 0; k < row.nnz; ++k) sum += row.value[k] * (row.index ? row.index[k] : 1);
+      for (std::uint32_t k = 0; k < row.nnz; ++k) sum += row.at(k) * (row.index ? row.index[k] : 1);
     }
     volatile double sink = sum;
     (void)sink;
