@@ -1,5 +1,5 @@
-// Synthetic data: determinism, shape, Zipf popularity, label noise, libsvm output,
-// and the hogwild_data CLI (generate, convert, info, option errors).
+// Synthetic data: determinism, shape, Zipf popularity, label noise, libsvm output
+// (dense_u8 sets too), and the hogwild_data CLI (generate, convert, info, option errors).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -20,7 +20,7 @@ bool same(const Dataset& a, const Dataset& b) {
   auto eq = [](auto x, auto y) { return std::equal(x.begin(), x.end(), y.begin(), y.end()); };
   return a.layout() == b.layout() && a.rows() == b.rows() && a.cols() == b.cols() &&
          a.nnz() == b.nnz() && eq(a.labels(), b.labels()) && eq(a.offsets(), b.offsets()) &&
-         eq(a.indices(), b.indices()) && eq(a.values(), b.values());
+         eq(a.indices(), b.indices()) && eq(a.values(), b.values()) && eq(a.pixels(), b.pixels());
 }
 
 GenerateOptions opts(std::size_t rows, std::size_t features, std::size_t k,
@@ -158,6 +158,21 @@ TEST_CASE("generated data round-trips through libsvm text, plain and gzip") {
   const std::string text = test::read_text(dir.file("g.svm"));
   CHECK((text.rfind("0 ", 0) == 0 || text.rfind("1 ", 0) == 0));  // integral labels as integers
   CHECK(contains(text, ":0.33333334"));                           // 1/sqrt(9), shortest form
+}
+
+TEST_CASE("write_libsvm of a dense_u8 set writes what its widened() floats write") {
+  test::TempDir dir;
+  std::vector<std::uint8_t> pixels(256);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(255 - i);
+  const Dataset d = Dataset::dense_u8(std::vector<float>{0, 1, 2, 9}, pixels, 64, "bytes");
+  write_libsvm(d, dir.file("u8.svm"));
+  write_libsvm(d.widened(), dir.file("f.svm"));
+  const std::string text = test::read_text(dir.file("u8.svm"));
+  CHECK(text == test::read_text(dir.file("f.svm")));
+  CHECK(text.rfind("0 1:1 2:0.99607843 ", 0) == 0);
+  CHECK(contains(text, " 64:0.7529412\n1 "));  // 192 / 255
+  CHECK(contains(text, " 63:0.003921569\n"));   // 1 / 255; the zero pixel is left out
+  CHECK(same(read_libsvm(dir.file("u8.svm")), read_libsvm(dir.file("f.svm"))));
 }
 
 TEST_CASE("hogwild_data: --version, generate, convert, info") {

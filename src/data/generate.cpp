@@ -173,9 +173,10 @@ void write_libsvm(const Dataset& d, const std::string& path) {
     RowView row = d.row(r);
     for (std::uint32_t i = 0; i < row.nnz; ++i) {
       // Dense rows list their non-zero pixels; sparse rows keep explicit zeros.
-      if (row.dense() && row.value[i] == 0.0f) continue;
+      const float v = row.at(i);  // a dense_u8 pixel as byte_value: what widened() holds
+      if (row.dense() && v == 0.0f) continue;
       out.put(' ').number((row.dense() ? i : row.index[i]) + std::uint64_t{1});
-      out.put(':').number(row.value[i]);
+      out.put(':').number(v);
     }
     out.end_line();
   }
