@@ -110,6 +110,20 @@ std::uint32_t crc_of(std::uint32_t c, std::span<const T> s, std::size_t max_byte
   return crc(c, tail ? p + s.size_bytes() - bytes : p, bytes);
 }
 
+// crc_of d's values (their first or last max_bytes as floats). A dense_u8 set's
+// pixels are hashed as the floats they stand for (byte_value), so its fingerprint
+// is its widened() copy's, and that of the same IDX files read as floats by builds
+// before dense_u8: a checkpoint of either resumes with the other.
+std::uint32_t crc_of_values(std::uint32_t c, const Dataset& d, std::size_t max_bytes, bool tail) {
+  if (d.layout() != Layout::dense_u8) return crc_of(c, d.values(), max_bytes, tail);
+  const auto pixels = d.pixels();
+  const std::size_t n = std::min(pixels.size(), max_bytes / sizeof(float));
+  const std::uint8_t* p = tail ? pixels.data() + pixels.size() - n : pixels.data();
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = byte_value(p[i]);
+  return crc_of(c, std::span<const float>(values), SIZE_MAX, false);
+}
+
 }  // namespace
 
 DataFingerprint DataFingerprint::of(const Dataset& d) {
@@ -119,7 +133,7 @@ DataFingerprint DataFingerprint::of(const Dataset& d) {
   c = crc_of(c, d.offsets(), SIZE_MAX, false);
   for (bool tail : {false, true}) {
     c = crc_of(c, d.indices(), kEdge, tail);
-    c = crc_of(c, d.values(), kEdge, tail);
+    c = crc_of_values(c, d, kEdge, tail);
   }
   f.hash = c;
   return f;

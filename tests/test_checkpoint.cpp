@@ -241,6 +241,35 @@ TEST_CASE("hogwild: a resumed run continues every worker and converges") {
   CHECK(read_checkpoint(c.checkpoint).epochs_done() == 4);
 }
 
+TEST_CASE("a dense_u8 set's fingerprint covers its pixels and equals its widened copy's") {
+  std::vector<std::uint8_t> pixels(3 * 50);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i * 7);
+  const std::vector<float> labels = {0, 1, 2};
+  const Dataset d = Dataset::dense_u8(labels, pixels, 50, "a");
+  const DataFingerprint f = DataFingerprint::of(d);
+  CHECK(f.rows == 3);
+  CHECK(f.cols == 50);
+  CHECK(f.nnz == 150);
+  // Bytes or floats: the same data, the same fingerprint (a checkpoint of either resumes).
+  CHECK(DataFingerprint::of(d.widened()) == f);
+  for (std::size_t at : {std::size_t{0}, std::size_t{77}, pixels.size() - 1}) {
+    auto other = pixels;
+    other[at] ^= 1;
+    CAPTURE(at);
+    CHECK_FALSE(DataFingerprint::of(Dataset::dense_u8(labels, other, 50, "b")) == f);
+  }
+  // Past the 64 KiB edges that are hashed: the first and the last pixel still count.
+  std::vector<std::uint8_t> big(300 * 784, 9);
+  const std::vector<float> big_labels(300, 1.0f);
+  const DataFingerprint g = DataFingerprint::of(Dataset::dense_u8(big_labels, big, 784, "c"));
+  CHECK(DataFingerprint::of(Dataset::dense_u8(big_labels, big, 784, "c").widened()) == g);
+  for (std::size_t at : {std::size_t{0}, big.size() - 1}) {
+    auto other = big;
+    other[at] = 10;
+    CHECK_FALSE(DataFingerprint::of(Dataset::dense_u8(big_labels, other, 784, "d")) == g);
+  }
+}
+
 TEST_CASE("resume refuses other data, other options or a finished run, saying what differs") {
   auto [tr, te] = test::generated_problem(1000, 100, 50, 5, 0.05, 3);
   auto [other, unused] = test::generated_problem(1000, 100, 50, 5, 0.05, 4);
