@@ -62,6 +62,31 @@ TEST_CASE("a user-defined model trains through the same trainer in every mode") 
   }
 }
 
+TEST_CASE("dense float and byte sets mix as train and test sets; other layouts or widths do not") {
+  const Dataset d = test::linear_data(200);
+  TrainConfig c;
+  c.mode = Mode::serial;
+  c.epochs = 1;
+  c.step_size.lr0 = 0.05f;
+  auto refusal = [&](const Dataset& train_set, const Dataset& test_set) -> std::string {
+    test::Ridge<> model;
+    try {
+      train(c, model, train_set, &test_set);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // Byte rows of the same width are accepted (no rows: Ridge reads float rows only).
+  CHECK(refusal(d, Dataset::dense_u8({}, {}, 2, "bytes")) == "");
+  const std::string wide = refusal(d, Dataset::dense_u8({}, {}, 3, "bytes"));
+  CHECK_MESSAGE(wide.find("linear has 2 columns but bytes has 3") != std::string::npos, wide);
+  auto [sparse, unused] = test::generated_problem(100, 10, 20, 3, 0.0, 1);
+  const std::string mixed = refusal(sparse, Dataset::dense_u8({}, {}, 20, "bytes"));
+  CHECK_MESSAGE(mixed.find("has sparse rows but bytes has dense-u8 rows") != std::string::npos,
+                mixed);
+}
+
 TEST_CASE("invalid configurations are refused with the option's name") {
   auto [tr, te] = test::generated_problem(10, 5, 10, 2, 0.0, 2);
   auto expect = [&](TrainConfig c, const char* needle) {

@@ -47,11 +47,12 @@ Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& 
   p.features = train.cols();
   p.classes = labels.classes();
   if (test) {
-    if (test->layout() != train.layout())
+    // Dense rows of floats and of bytes hold the same kind of values: they mix.
+    if (test->layout() != train.layout() && !(test->dense() && train.dense()))
       throw ConfigError(fmt::format("{} has {} rows but {} has {} rows", train.source(),
                                     to_string(train.layout()), test->source(),
                                     to_string(test->layout())));
-    if (train.layout() == Layout::dense && test->cols() != train.cols())
+    if (train.dense() && test->cols() != train.cols())
       throw ConfigError(fmt::format("{} has {} columns but {} has {}", train.source(),
                                     train.cols(), test->source(), test->cols()));
     // Sparse test features the training set never saw get (zero) weights too.
