@@ -17,9 +17,13 @@
 
 namespace {
 
-// The first n rows of a dense dataset, as a dataset of its own.
+// The first n rows of a dense dataset (floats, or bytes as IDX images load), as a
+// dataset of its own.
 hogwild::Dataset head(const hogwild::Dataset& d, std::size_t n) {
   n = std::min(n, d.rows());
+  if (d.layout() == hogwild::Layout::dense_u8)
+    return hogwild::Dataset::dense_u8(d.labels().first(n), d.pixels().first(n * d.cols()),
+                                      d.cols(), d.source());
   return hogwild::Dataset::dense(d.labels().first(n), d.values().first(n * d.cols()), d.cols(),
                                  d.source());
 }
@@ -45,6 +49,9 @@ int main(int argc, char** argv) {
       train_set = head(train_set, 6000);
       test_set = head(test_set, 2000);
     }
+    // Floats for the MLP, which does not read byte rows yet.
+    train_set = train_set.widened();
+    test_set = test_set.widened();
     hogwild::TrainConfig cfg;
     cfg.model = "mlp";
     cfg.model_options.hidden = {256, 128};

@@ -128,6 +128,9 @@ Dataset slice(const Dataset& d, std::size_t begin, std::size_t end, const std::s
   if (d.layout() == Layout::dense)
     return Dataset::dense(labels, d.values().subspan(begin * d.cols(), (end - begin) * d.cols()),
                           d.cols(), name);
+  if (d.layout() == Layout::dense_u8)
+    return Dataset::dense_u8(labels, d.pixels().subspan(begin * d.cols(), (end - begin) * d.cols()),
+                             d.cols(), name);
   auto off = d.offsets();
   std::vector<std::uint64_t> rebased(off.begin() + static_cast<std::ptrdiff_t>(begin),
                                      off.begin() + static_cast<std::ptrdiff_t>(end) + 1);

@@ -50,6 +50,14 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+// An IDX file: magic {0, 0, 0x08, dims.size()}, big-endian dims, then `data`.
+std::string idx_bytes(const std::vector<std::uint32_t>& dims, const std::string& data) {
+  std::string s = {'\0', '\0', '\x08', static_cast<char>(dims.size())};
+  for (std::uint32_t d : dims)
+    for (int shift = 24; shift >= 0; shift -= 8) s += static_cast<char>((d >> shift) & 0xff);
+  return s + data;
+}
+
 test::RunResult data_cli(std::vector<std::string> args) {
   args.insert(args.begin(), test::hogwild_data_path());
   return test::run(args, 120);
@@ -173,6 +181,39 @@ TEST_CASE("write_libsvm of a dense_u8 set writes what its widened() floats write
   CHECK(contains(text, " 64:0.7529412\n1 "));  // 192 / 255
   CHECK(contains(text, " 63:0.003921569\n"));   // 1 / 255; the zero pixel is left out
   CHECK(same(read_libsvm(dir.file("u8.svm")), read_libsvm(dir.file("f.svm"))));
+}
+
+TEST_CASE("hogwild_data: IDX images convert to a dense_u8 cache and to libsvm as byte / 255") {
+  REQUIRE(std::filesystem::exists(test::hogwild_data_path()));
+  test::TempDir dir;
+  const std::string images = dir.file("small-images-idx3-ubyte");
+  test::write_text(images, idx_bytes({3, 2, 2}, {'\0', '\x33', '\x7f', '\xff', '\x01', '\x02',
+                                                 '\x03', '\x04', '\xff', '\xff', '\0', '\0'}));
+  test::write_text(dir.file("small-labels-idx1-ubyte"), idx_bytes({3}, {'\x07', '\0', '\x09'}));
+  const Dataset idx = read_idx(images);
+
+  auto r = data_cli({"convert", images, "--out", dir.file("s.cache")});
+  CAPTURE(r.out);
+  REQUIRE(r.exit_code == 0);
+  const Dataset cached = open_cache(dir.file("s.cache"));
+  CHECK(cached.layout() == Layout::dense_u8);
+  CHECK(same(cached, idx));  // the same labels and pixels: it trains as the IDX files do
+
+  r = data_cli({"convert", images, "--out", dir.file("s.svm"), "--format", "libsvm"});
+  REQUIRE(r.exit_code == 0);
+  write_libsvm(idx.widened(), dir.file("floats.svm"));
+  const std::string text = test::read_text(dir.file("s.svm"));
+  CHECK(text == test::read_text(dir.file("floats.svm")));
+  CHECK(text == "7 2:0.2 3:0.49803922 4:1\n0 1:0.003921569 2:0.007843138 3:0.011764706 "
+                "4:0.015686275\n9 1:1 2:1\n");
+
+  r = data_cli({"info", dir.file("s.cache")});
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "(binary cache, dense-u8)"));
+  CHECK(contains(r.out, "non-zeros:  12 (4.00 per row)\n"));
+  r = data_cli({"info", images});
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "(IDX, dense-u8)"));
 }
 
 TEST_CASE("hogwild_data: --version, generate, convert, info") {

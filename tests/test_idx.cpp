@@ -1,5 +1,6 @@
-// MNIST IDX reader: exact pixel scaling, gzip, the labels file found by name, hostile
-// and truncated headers rejected before any allocation, and the real Fashion-MNIST.
+// MNIST IDX reader: pixels kept as bytes (dense_u8) with exact widening, gzip, the
+// labels file found by name, hostile and truncated headers rejected before any
+// allocation, and the real Fashion-MNIST.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -45,7 +46,7 @@ const std::string kLabels = {'\x07', '\0', '\x09'};
 
 }  // namespace
 
-TEST_CASE("images become dense rows scaled to [0, 1], labels become floats") {
+TEST_CASE("images become dense rows of bytes (value byte / 255), labels become floats") {
   test::TempDir dir;
   const std::string images = dir.file("small-images-idx3-ubyte");
   test::write_text(images, idx_bytes({3, 2, 2}, kPixels));
@@ -53,22 +54,34 @@ TEST_CASE("images become dense rows scaled to [0, 1], labels become floats") {
 
   CHECK(detect_format(images) == FileFormat::idx);
   Dataset d = read_idx(images);
-  CHECK(d.layout() == Layout::dense);
+  CHECK(d.layout() == Layout::dense_u8);
   CHECK(d.rows() == 3);
   CHECK(d.cols() == 4);
   CHECK(d.nnz() == 12);
   CHECK(std::vector<float>(d.labels().begin(), d.labels().end()) == std::vector<float>{7, 0, 9});
+  // The pixels as the file has them.
+  CHECK(std::string(reinterpret_cast<const char*>(d.pixels().data()), d.pixels().size()) ==
+        kPixels);
+  CHECK(d.values().empty());
   RowView r0 = d.row(0);
   CHECK(r0.dense());
   CHECK(r0.nnz == 4);
-  CHECK(r0.value[0] == 0.0f);
-  CHECK(r0.value[1] == 51.0f / 255.0f);
-  CHECK(r0.value[2] == 127.0f / 255.0f);
-  CHECK(r0.value[3] == 1.0f);
-  CHECK(d.row(2).value[0] == 1.0f);
-  CHECK(d.row(1).value[3] == 4.0f / 255.0f);
+  CHECK(r0.bytes[2] == 0x7f);
+  CHECK(r0.at(0) == 0.0f);
+  CHECK(r0.at(1) == 51.0f / 255.0f);
+  CHECK(r0.at(2) == 127.0f / 255.0f);
+  CHECK(r0.at(3) == 1.0f);
+  CHECK(d.row(2).at(0) == 1.0f);
+  CHECK(d.row(1).at(3) == 4.0f / 255.0f);
   CHECK(d.source() == images);
-  CHECK(reinterpret_cast<std::uintptr_t>(d.values().data()) % 64 == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(d.pixels().data()) % 64 == 0);
+
+  // Widened: the floats IDX images used to be read as.
+  Dataset w = d.widened();
+  CHECK(w.layout() == Layout::dense);
+  CHECK(w.values().size() == 12);
+  for (std::size_t i = 0; i < kPixels.size(); ++i)
+    CHECK(w.values()[i] == static_cast<float>(static_cast<unsigned char>(kPixels[i])) / 255.0f);
 }
 
 TEST_CASE("gzip is read transparently, on either file, and the labels path is derived") {
@@ -80,12 +93,12 @@ TEST_CASE("gzip is read transparently, on either file, and the labels path is de
   CHECK(d.rows() == 3);
   CHECK(d.label(2) == 9.0f);
   Dataset e = load_dataset(images, dir.file("t10k-labels-idx1-ubyte"));
-  CHECK(std::equal(d.values().begin(), d.values().end(), e.values().begin(), e.values().end()));
+  CHECK(std::equal(d.pixels().begin(), d.pixels().end(), e.pixels().begin(), e.pixels().end()));
   // 2-D images (rows x features) are accepted too.
   test::write_text(dir.file("flat"), idx_bytes({3, 4}, kPixels));
   Dataset f = read_idx(dir.file("flat"), dir.file("t10k-labels-idx1-ubyte"));
   CHECK(f.cols() == 4);
-  CHECK(std::equal(d.values().begin(), d.values().end(), f.values().begin(), f.values().end()));
+  CHECK(std::equal(d.pixels().begin(), d.pixels().end(), f.pixels().begin(), f.pixels().end()));
 }
 
 TEST_CASE("idx_labels_path_for replaces images-idx3 in the file name") {
@@ -167,6 +180,7 @@ TEST_CASE("Fashion-MNIST: 60000 + 10000 images of 28x28, labels 0..9") {
     return;
   }
   Dataset train = load_dataset((dir / "train-images-idx3-ubyte.gz").string());
+  CHECK(train.layout() == Layout::dense_u8);
   CHECK(train.rows() == 60000);
   CHECK(train.cols() == 784);
   DatasetStats st = describe(train);
@@ -175,9 +189,10 @@ TEST_CASE("Fashion-MNIST: 60000 + 10000 images of 28x28, labels 0..9") {
     CHECK(st.label_counts[k].first == static_cast<float>(k));
     CHECK(st.label_counts[k].second == 6000);  // the training set is balanced
   }
-  auto [lo, hi] = std::minmax_element(train.values().begin(), train.values().end());
-  CHECK(*lo == 0.0f);
-  CHECK(*hi == 1.0f);
+  auto [lo, hi] = std::minmax_element(train.pixels().begin(), train.pixels().end());
+  CHECK(*lo == 0);
+  CHECK(*hi == 255);
+  CHECK(train.bytes() == 60000 * 4 + 60000 * 784);  // a byte a pixel
 
   Dataset test_set = read_idx((dir / "t10k-images-idx3-ubyte.gz").string());
   CHECK(test_set.rows() == 10000);

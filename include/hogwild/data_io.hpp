@@ -25,9 +25,10 @@ Dataset read_libsvm(const std::string& path, const LibsvmOptions& options = {});
 Dataset parse_libsvm(std::string_view text, const std::string& name,
                      const LibsvmOptions& options = {});
 
-// MNIST IDX: an images file (ubyte, 3 dims; pixels scaled to [0,1]) and a labels file
-// (ubyte, 1 dim). Either may be gzip'ed. The labels path defaults to the images path
-// with "images-idx3" replaced by "labels-idx1".
+// MNIST IDX: an images file (ubyte, 2 or 3 dims; pixels kept as bytes, a
+// Layout::dense_u8 set of values byte / 255) and a labels file (ubyte, 1 dim).
+// Either may be gzip'ed. The labels path defaults to the images path with
+// "images-idx3" replaced by "labels-idx1".
 Dataset read_idx(const std::string& images_path, const std::string& labels_path = "");
 std::string idx_labels_path_for(const std::string& images_path);
 // Same, from the (uncompressed) bytes of both files; `name` is used in messages.

@@ -1,11 +1,12 @@
 // MNIST IDX reader (the format of MNIST and Fashion-MNIST): a big-endian header
 // {0, 0, element type, number of dimensions, one uint32 per dimension} and the raw
-// elements. Only unsigned bytes (type 0x08) are read: images as 2-D or 3-D arrays,
-// labels as 1-D. Every size in the header is checked against the bytes actually
-// present before anything is allocated, so a hostile header costs nothing.
+// elements. Only unsigned bytes (type 0x08) are read: images as 2-D or 3-D arrays
+// (kept as bytes: a Layout::dense_u8 set), labels as 1-D. Every size in the header
+// is checked against the bytes actually present before anything is allocated, so a
+// hostile header costs nothing.
 #include <algorithm>
-#include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
@@ -134,22 +135,17 @@ Dataset build(std::string_view image_file, std::string_view label_file,
   if (cols > std::numeric_limits<std::uint32_t>::max())
     throw DataError(images_path, 0, "images of " + std::to_string(cols) + " pixels are too large");
 
-  // Pixels become floats in [0, 1]; a table keeps the division exact and the loop
-  // a plain gather.
-  std::array<float, 256> scale;
-  for (int v = 0; v < 256; ++v) scale[static_cast<std::size_t>(v)] = static_cast<float>(v) / 255.0f;
-
-  auto s = detail::make_sections(Layout::dense, 0, rows, rows * cols);
+  // The pixels are kept as the file has them, one byte each (Layout::dense_u8:
+  // value = byte / 255); Dataset::widened() makes floats of them where needed.
+  auto s = detail::make_sections(Layout::dense_u8, 0, rows, rows * cols);
   auto storage = MappedBuffer::anonymous(s.end);
   auto* out_labels = detail::section<float>(storage->data(), s.labels);
-  auto* out_values = detail::section<float>(storage->data(), s.values);
+  auto* out_pixels = detail::section<std::uint8_t>(storage->data(), s.values);
   const unsigned char* label_bytes = labels.data();
-  const unsigned char* pixels = images.data();
   for (std::size_t r = 0; r < rows; ++r) out_labels[r] = label_bytes[r];
-  for (std::size_t i = 0; i < rows * cols; ++i) out_values[i] = scale[pixels[i]];
+  if (rows * cols != 0) std::memcpy(out_pixels, images.data(), rows * cols);
   storage->seal();
-  return Dataset::view(storage, Layout::dense, rows, cols, out_labels, nullptr, nullptr, out_values,
-                       images_path);
+  return Dataset::view_u8(storage, rows, cols, out_labels, out_pixels, images_path);
 }
 
 }  // namespace
