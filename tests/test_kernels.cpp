@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "hogwild/rng.hpp"
 #include "hogwild/update_policy.hpp"
+#include "kernels/dense_layer.hpp"
 
 using namespace hogwild;
 
@@ -62,18 +64,36 @@ TEST_CASE("dense_dot_shared and dense_axpy_shared match the reference for every 
   }
 }
 
-TEST_CASE("dense_multi_dot_shared gives every row's dot product (row blocks of 8, 4, 2, 1)") {
-  for (std::size_t rows : {1u, 2u, 3u, 7u, 8u, 10u, 15u, 19u}) {
-    for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 31u, 784u}) {
+// A dense row of either storage: floats in [-1, 1], or bytes read as byte / 255.
+template <class T>
+std::vector<T> row_of(std::size_t n, std::uint64_t seed) {
+  if constexpr (std::is_same_v<T, float>) {
+    return uniform(n, seed);
+  } else {
+    Rng rng(seed);
+    std::vector<T> v(n);
+    for (auto& b : v) b = static_cast<T>(rng.next() & 255);
+    return v;
+  }
+}
+double value_of(float x) { return x; }
+double value_of(std::uint8_t b) { return b / 255.0; }
+
+template <class T>
+void check_multi_dot(kernels::Isa isa) {
+  for (std::size_t rows : {1u, 2u, 3u, 7u, 8u, 10u, 12u, 13u, 15u, 16u, 17u, 19u, 33u}) {
+    for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 33u, 784u}) {
       const std::size_t ld = n + 5;  // a stride wider than the row, as softmax's padding
-      const std::vector<float> W = uniform(rows * ld, rows * 1000 + n), x = uniform(n, n + 7);
+      const std::vector<float> W = uniform(rows * ld, rows * 1000 + n);
+      const std::vector<T> x = row_of<T>(n, n + 7);
       std::vector<float> out(rows + 1, 42.f);
-      detail::dense_multi_dot_shared(W.data(), ld, rows, x.data(), n, out.data());
+      kernels::multi_dot(isa, W.data(), ld, rows, x.data(), n, out.data());
       CAPTURE(rows);
       CAPTURE(n);
       for (std::size_t r = 0; r < rows; ++r) {
         double want = 0;
-        for (std::size_t i = 0; i < n; ++i) want += static_cast<double>(W[r * ld + i]) * x[i];
+        for (std::size_t i = 0; i < n; ++i)
+          want += static_cast<double>(W[r * ld + i]) * value_of(x[i]);
         CHECK(std::fabs(out[r] - want) <= 1e-5 * (1 + static_cast<double>(n)));
       }
       CHECK(out[rows] == 42.f);  // nothing written past the last row
@@ -81,18 +101,19 @@ TEST_CASE("dense_multi_dot_shared gives every row's dot product (row blocks of 8
   }
 }
 
-TEST_CASE("dense_outer_update_shared adds sum_b coeff[b][r] * x_b to every row, nothing else") {
-  for (std::size_t rows : {1u, 3u, 8u, 10u, 13u}) {
-    for (std::size_t n : {1u, 8u, 13u, 784u}) {
+template <class T>
+void check_outer_update(kernels::Isa isa) {
+  for (std::size_t rows : {1u, 3u, 8u, 10u, 12u, 13u, 25u}) {
+    for (std::size_t n : {1u, 8u, 13u, 16u, 31u, 32u, 47u, 784u}) {
       for (std::size_t count : {1u, 5u, 32u}) {
         const std::size_t ld = n + 3, cs = rows + 2;
         std::vector<float> W = uniform(rows * ld, 17 + rows + n + count);
         const std::vector<float> before = W, coeff = uniform(count * cs, 99 + count);
-        std::vector<std::vector<float>> x;
-        std::vector<const float*> xs;
-        for (std::size_t b = 0; b < count; ++b) x.push_back(uniform(n, 500 + b));
+        std::vector<std::vector<T>> x;
+        std::vector<const T*> xs;
+        for (std::size_t b = 0; b < count; ++b) x.push_back(row_of<T>(n, 500 + b));
         for (auto& v : x) xs.push_back(v.data());
-        detail::dense_outer_update_shared(W.data(), ld, rows, coeff.data(), cs, xs.data(), count, n);
+        kernels::outer_update(isa, W.data(), ld, rows, coeff.data(), cs, xs.data(), count, n);
         CAPTURE(rows);
         CAPTURE(n);
         CAPTURE(count);
@@ -101,11 +122,41 @@ TEST_CASE("dense_outer_update_shared adds sum_b coeff[b][r] * x_b to every row, 
             double want = before[r * ld + i];
             if (i < n)
               for (std::size_t b = 0; b < count; ++b)
-                want += static_cast<double>(coeff[b * cs + r]) * x[b][i];
+                want += static_cast<double>(coeff[b * cs + r]) * value_of(x[b][i]);
             CHECK(std::fabs(W[r * ld + i] - want) <= 1e-5 * (1 + static_cast<double>(count)));
           }
         }
       }
     }
+  }
+}
+
+constexpr kernels::Isa kIsas[] = {kernels::Isa::generic, kernels::Isa::avx2,
+                                  kernels::Isa::avx512};
+
+TEST_CASE("dense_multi_dot gives every row's dot product, float and byte rows, every ISA") {
+  for (kernels::Isa isa : kIsas) {
+    if (!kernels::supported(isa)) {
+      MESSAGE("skipping " << kernels::to_string(isa) << ": not supported by this CPU");
+      continue;
+    }
+    CAPTURE(kernels::to_string(isa));
+    check_multi_dot<float>(isa);
+    check_multi_dot<std::uint8_t>(isa);
+  }
+  // The entry points the models call take the best instruction set.
+  const std::vector<float> W = uniform(3 * 40, 5), x = uniform(37, 6);
+  float got[3], want[3];
+  detail::dense_multi_dot_shared(W.data(), 40, 3, x.data(), 37, got);
+  kernels::multi_dot(kernels::best_isa(), W.data(), 40, 3, x.data(), 37, want);
+  for (int r = 0; r < 3; ++r) CHECK(got[r] == want[r]);
+}
+
+TEST_CASE("dense_outer_update adds sum_b coeff[b][r] * x_b to every row, nothing else") {
+  for (kernels::Isa isa : kIsas) {
+    if (!kernels::supported(isa)) continue;
+    CAPTURE(kernels::to_string(isa));
+    check_outer_update<float>(isa);
+    check_outer_update<std::uint8_t>(isa);
   }
 }

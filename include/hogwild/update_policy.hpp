@@ -86,17 +86,28 @@ __attribute__((noinline)) float dense_dot_shared(const float* w, const float* x,
                                                  std::size_t n) noexcept;
 // out[r] = sum_i W[r * ld + i] * x[i] for r < rows, over shared W: one row of a
 // dense layer's forward pass against several weight rows, x loaded once per block
-// of rows instead of once per row.
+// of rows instead of once per row. The byte form reads x[i] as x[i] / 255 (a
+// dense_u8 row, dataset.hpp), to within rounding. Compiled for AVX-512, AVX2 and
+// baseline x86-64 (src/kernels/dense_layer.cpp), chosen once at run time.
 __attribute__((noinline)) void dense_multi_dot_shared(const float* W, std::size_t ld,
                                                       std::size_t rows, const float* x,
                                                       std::size_t n, float* out) noexcept;
+__attribute__((noinline)) void dense_multi_dot_shared(const float* W, std::size_t ld,
+                                                      std::size_t rows, const std::uint8_t* x,
+                                                      std::size_t n, float* out) noexcept;
 // W[r * ld + i] += sum_b coeff[b * cs + r] * xs[b][i] for r < rows, i < n, on shared
 // W: a mini-batch's outer-product update (the dense gradient of a linear layer,
-// scaled) in one pass over W, each lane loaded and stored once.
+// scaled) in one pass over W, each lane loaded and stored once. Byte rows as above.
 __attribute__((noinline)) void dense_outer_update_shared(float* W, std::size_t ld,
                                                          std::size_t rows, const float* coeff,
                                                          std::size_t cs,
                                                          const float* const* xs,
+                                                         std::size_t count,
+                                                         std::size_t n) noexcept;
+__attribute__((noinline)) void dense_outer_update_shared(float* W, std::size_t ld,
+                                                         std::size_t rows, const float* coeff,
+                                                         std::size_t cs,
+                                                         const std::uint8_t* const* xs,
                                                          std::size_t count,
                                                          std::size_t n) noexcept;
 // A replica's merge (replica.hpp) of [0, n): where copy[i] != base[i], shared[i] +=
