@@ -49,9 +49,6 @@ int main(int argc, char** argv) {
       train_set = head(train_set, 6000);
       test_set = head(test_set, 2000);
     }
-    // Floats for the MLP, which does not read byte rows yet.
-    train_set = train_set.widened();
-    test_set = test_set.widened();
     hogwild::TrainConfig cfg;
     cfg.model = "mlp";
     cfg.model_options.hidden = {256, 128};

@@ -324,9 +324,16 @@ TrainResult train(const TrainConfig& config, const Dataset& train_set, const Dat
   return train(config, *model, train_set, test, on_progress);
 }
 
-TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_set,
-                  const Dataset* test, const ProgressCallback& on_progress) {
+TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_bytes,
+                  const Dataset* test_bytes, const ProgressCallback& on_progress) {
   cfg.validate();
+  // Byte rows (dense_u8) go only to a model that reads them; the others get the
+  // sets as floats, one shared copy each.
+  const bool bytes = model.reads_byte_rows();
+  const Dataset train_set = bytes ? train_bytes : train_bytes.widened();
+  std::optional<Dataset> test_rows;
+  if (test_bytes) test_rows = bytes ? *test_bytes : test_bytes->widened();
+  const Dataset* test = test_rows ? &*test_rows : nullptr;
   if (train_set.rows() == 0) throw ConfigError(train_set.source() + " has no rows");
   if (cfg.mode != Mode::serial && cfg.workers > train_set.rows())
     throw ConfigError(fmt::format("--workers {} is more than the {} training rows", cfg.workers,

@@ -156,8 +156,7 @@ namespace {
 std::pair<Dataset, Dataset> problem() {
   const std::filesystem::path fm = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
   if (std::filesystem::exists(fm)) {
-    // Widened: the MLP does not read byte rows yet.
-    Dataset all = load_dataset(fm.string()).widened();
+    Dataset all = load_dataset(fm.string());
     return {test::slice(all, 0, 6000, "fashion-train"), test::slice(all, 6000, 10000, "fashion-test")};
   }
   MESSAGE("Fashion-MNIST not installed: generated rings instead");

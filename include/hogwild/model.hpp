@@ -140,6 +140,11 @@ class Model {
   virtual Ranges trained_ranges(std::size_t /*tensor*/, const Dataset& /*train*/) const {
     return {};
   }
+  // True when step and predict read a dense row's bytes (RowView::bytes, a dense_u8
+  // set: 8-bit images at a quarter of the float rows' memory traffic). The trainer
+  // gives every other model the set widened to floats (Dataset::widened), and
+  // ModelBase refuses to hand such a model byte rows.
+  virtual bool reads_byte_rows() const noexcept { return false; }
 };
 
 using ModelFactory = std::function<std::unique_ptr<Model>(const ModelOptions&)>;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 
+#include "hogwild/error.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/replica.hpp"
@@ -86,7 +87,7 @@ struct EpochTask {
 // rows in shuffled order, so every row is a cache miss no hardware prefetcher can
 // predict. For a sparse row the first 16 non-zeros (index and value) are asked
 // for, and the adjacent-line and stream prefetchers follow the rest; a dense row
-// (an image: 784 floats, 49 lines) is asked for whole, up to 8 KiB: waiting for its
+// (an image: 784 floats, 49 lines; as bytes, 13) is asked for whole, up to 8 KiB: waiting for its
 // lines was 70 % of softmax's forward pass.
 // prefetcht0 as volatile asm on x86-64: GCC 12 deleted every __builtin_prefetch
 // here once inlined (the library's binary had no prefetch instruction at all).
@@ -111,8 +112,9 @@ inline void prefetch_row(const Dataset& d, std::uint32_t r) noexcept {
     prefetch(x.value);
     return;
   }
-  const char* p = reinterpret_cast<const char*>(x.value);
-  const std::size_t bytes = std::min<std::size_t>(x.nnz * sizeof(float), 8192);
+  const char* p = x.bytes ? reinterpret_cast<const char*>(x.bytes)
+                          : reinterpret_cast<const char*>(x.value);
+  const std::size_t bytes = std::min<std::size_t>(x.nnz * (x.bytes ? 1 : sizeof(float)), 8192);
   for (std::size_t o = 0; o < bytes; o += 64) prefetch(p + o);
 }
 namespace detail {
@@ -125,11 +127,13 @@ template <class Derived>
 class ModelBase : public Model {
  public:
   double train_epoch(Mode mode, const EpochTask& task) final {
+    check_storage(*task.data);
     return dispatch_update(mode, task.optimizer, [&]<class U>() { return run<U>(task); });
   }
 
   Evaluation evaluate(const ParamSet& params, const Dataset& data,
                       const float* targets) const override {
+    check_storage(data);
     Evaluation e;
     e.rows = data.rows();
     if (data.rows() == 0) return e;
@@ -164,6 +168,14 @@ class ModelBase : public Model {
   void end_epoch(const EpochTask&) {}
 
  private:
+  // Byte rows (dense_u8) only for a model that reads them: the others would read
+  // RowView::value, which such rows leave null.
+  void check_storage(const Dataset& data) const {
+    if (data.layout() == Layout::dense_u8 && !this->reads_byte_rows())
+      throw ConfigError("model " + this->name() + " reads float rows, and " + data.source() +
+                        " holds bytes (dense-u8): pass Dataset::widened() (the trainer "
+                        "does this itself)");
+  }
   Derived& derived() { return static_cast<Derived&>(*this); }
   const Derived& derived() const { return static_cast<const Derived&>(*this); }
 

@@ -74,7 +74,10 @@ void MlpModel::load_inputs(RowAt row_at, std::size_t count, Activations& a) cons
     const std::size_t k1 = std::min(in, k0 + kLoadBlock);
     for (std::size_t b = 0; b < count; ++b) {
       const RowView r = row_at(b);
-      if (r.dense()) {
+      if (r.bytes) {  // a dense_u8 row
+        for (std::size_t k = k0; k < std::min<std::size_t>(k1, r.nnz); ++k)
+          x[k * count + b] = byte_value(r.bytes[k]);
+      } else if (r.dense()) {
         for (std::size_t k = k0; k < std::min<std::size_t>(k1, r.nnz); ++k)
           x[k * count + b] = r.value[k];
       } else if (k0 == 0) {

@@ -25,7 +25,10 @@ std::vector<TensorSpec> SoftmaxModel::parameters() const {
 template <class U>
 void SoftmaxModel::logits(const float* W, const float* bias, RowView x, float* out) const {
   if (x.dense()) {  // all classes in one pass over x (every mode reads W this way)
-    detail::dense_multi_dot_shared(W, stride_, classes_, x.value, x.nnz, out);
+    if (x.bytes)
+      detail::dense_multi_dot_shared(W, stride_, classes_, x.bytes, x.nnz, out);
+    else
+      detail::dense_multi_dot_shared(W, stride_, classes_, x.value, x.nnz, out);
     if (bias)
       for (std::size_t k = 0; k < classes_; ++k) out[k] += U::read(bias + k);
     return;
@@ -66,10 +69,24 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
   const bool dense = b.size > 0 && b.row(0).dense();
   if (dense) {
     // The batch's gradient is the outer product sum_i g_i x_i^T: one pass over W
-    // (dense_outer_update_shared) instead of one axpy per class and example.
-    rows_.resize(b.size);
-    for (std::size_t i = 0; i < b.size; ++i) rows_[i] = b.row(i).value;
+    // (dense_outer_update_shared) instead of one axpy per class and example. Rows
+    // are all floats or all bytes (one dataset).
+    const bool bytes = b.row(0).bytes != nullptr;
     const std::size_t n = b.row(0).nnz;
+    rows_.resize(b.size);
+    byte_rows_.resize(bytes ? b.size : 0);
+    for (std::size_t i = 0; i < b.size; ++i) {
+      if (bytes)
+        byte_rows_[i] = b.row(i).bytes;
+      else
+        rows_[i] = b.row(i).value;
+    }
+    auto outer_update = [&](float* dst, const float* coeff) {
+      if (bytes)
+        detail::dense_outer_update_shared(dst, stride_, K, coeff, K, byte_rows_.data(), b.size, n);
+      else
+        detail::dense_outer_update_shared(dst, stride_, K, coeff, K, rows_.data(), b.size, n);
+    };
     if (options_.l2 != 0)
       for (std::size_t k = 0; k < K; ++k)
         U::descend_axpy(p[0], k * stride_, options_.l2, W + k * stride_, features_, lr);
@@ -77,19 +94,18 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
       // w -= lr * g / B straight into the weights, as Sgd::descend_axpy would.
       coeff_.resize(b.size * K);
       for (std::size_t j = 0; j < coeff_.size(); ++j) coeff_[j] = -lr * inv * scratch_[j];
-      detail::dense_outer_update_shared(W, stride_, K, coeff_.data(), K, rows_.data(), b.size, n);
+      outer_update(W, coeff_.data());
     } else {
       // Per-coordinate rules (AdaGrad, atomic adds) need the gradient itself:
       // accumulated privately, then one descend_axpy per class.
       grad_.assign(K * stride_, 0.f);
-      detail::dense_outer_update_shared(grad_.data(), stride_, K, scratch_.data(), K,
-                                        rows_.data(), b.size, n);
+      outer_update(grad_.data(), scratch_.data());
       for (std::size_t k = 0; k < K; ++k)
         U::descend_axpy(p[0], k * stride_, inv, grad_.data() + k * stride_, features_, lr);
     }
   } else {
     for (std::size_t i = 0; i < b.size; ++i) {
-      const RowView x = b.row(i);
+      const RowView x = b.row(i);  // sparse: row_descend reads x.value
       const float* g = scratch_.data() + i * K;
       for (std::size_t k = 0; k < K; ++k)
         row_descend<U>(p[0], k * stride_, g[k] * inv, options_.l2 * inv, x, lr);

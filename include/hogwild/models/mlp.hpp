@@ -22,6 +22,7 @@ class MlpModel : public ModelBase<MlpModel> {
   template <class U>
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  bool reads_byte_rows() const noexcept override { return true; }
   // Batched forward passes (one row at a time would be a matrix-vector product).
   Evaluation evaluate(const ParamSet& params, const Dataset& data,
                       const float* targets) const override;

@@ -19,6 +19,7 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
   template <class U>
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  bool reads_byte_rows() const noexcept override { return true; }
 
   std::size_t classes() const noexcept { return classes_; }
   std::size_t stride() const noexcept { return stride_; }
@@ -36,6 +37,7 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
   std::vector<float> grad_;     // dense mini-batch gradient, private to each worker
   std::vector<float> coeff_;    // -lr/B times scratch_, for the fused SGD update
   std::vector<const float*> rows_;     // the batch's dense rows
+  std::vector<const std::uint8_t*> byte_rows_;  // or its byte rows (dense_u8)
 };
 
 }  // namespace hogwild
