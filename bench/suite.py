@@ -2,7 +2,7 @@
 """The performance suite behind bench/run.sh (docs/PERFORMANCE.md).
 
 Runs the built binaries (hogwild_train, hogwild_data, bench/bench_loop,
-bench/bench_prepare) and bench/compare/torch_hogwild.py, and writes to --out:
+bench/bench_dense_layer, bench/bench_prepare) and bench/compare/torch_hogwild.py, and writes to --out:
   tables.md      the markdown tables it also prints
   results.json   every run with its raw figures (and per-epoch test loss)
   results.csv    the same runs, one row each, without the curves
@@ -546,6 +546,8 @@ def main():
         s.ratings()
     if want("peers"):
         s.peers()
+    if want("kernels"):
+        s.kernels()
     if want("loading"):
         s.loading()
     s.yardstick_table()  # after scaling, whose runs give hogwild_train's accuracy

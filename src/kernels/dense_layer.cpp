@@ -3,7 +3,7 @@
 // (Layout::dense_u8). The templates in dense_layer.inc are compiled three times, each
 // inside a `#pragma GCC target` region: AVX-512 (16 lanes, 32 registers: a
 // 10-class layer is one register tile), AVX2+FMA (8 lanes) and baseline x86-64
-// (SSE2, the 8-lane vectors split in two). The byte loads need intrinsics, which
+// (SSE2, 4 lanes). The byte loads need intrinsics, which
 // only a region of their own instruction set may inline; hence regions rather than
 // target attributes on wrappers (gemm.cpp) or target_clones. The public functions
 // dispatch on kernels::best_isa(), a plain switch: no IFUNC, whose resolver runs
@@ -27,6 +27,7 @@ namespace hogwild::detail {
 namespace {
 
 // Vector types must not depend on a template parameter (gemm.cpp says why).
+using v4f = float __attribute__((vector_size(16)));
 using v8f = float __attribute__((vector_size(32)));
 using v16f = float __attribute__((vector_size(64)));
 
@@ -89,20 +90,20 @@ inline void load(V& v, const std::uint8_t* p) noexcept {
 
 namespace baseline {
 namespace {
-using V = v8f;
-constexpr int kLanes = 8;
-constexpr int kDotTile = 8;
-constexpr int kOuterTile = 6;
+using V = v4f;
+constexpr int kLanes = 4;
+constexpr int kDotTile = 8;    // 8 accumulators + x + a row of W, of 16 xmm registers
+constexpr int kOuterTile = 6;  // 12 accumulators + 2 x + a broadcast
 inline void load(V& v, const float* p) noexcept { std::memcpy(&v, p, sizeof v); }
 inline void store(float* p, const V& v) noexcept { std::memcpy(p, &v, sizeof v); }
 inline void load(V& v, const std::uint8_t* p) noexcept {
-#if defined(__x86_64__)  // SSE2: bytes -> 16-bit -> 32-bit lanes, two halves
+#if defined(__x86_64__)  // SSE2: bytes -> 16-bit -> 32-bit lanes
+  std::int32_t word;
+  std::memcpy(&word, p, sizeof word);
   const __m128i zero = _mm_setzero_si128();
-  const __m128i w = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), zero);
-  const __m128 lo = _mm_cvtepi32_ps(_mm_unpacklo_epi16(w, zero));
-  const __m128 hi = _mm_cvtepi32_ps(_mm_unpackhi_epi16(w, zero));
-  std::memcpy(reinterpret_cast<char*>(&v), &lo, sizeof lo);
-  std::memcpy(reinterpret_cast<char*>(&v) + sizeof lo, &hi, sizeof hi);
+  const __m128i w = _mm_unpacklo_epi8(_mm_cvtsi32_si128(word), zero);
+  const __m128 f = _mm_cvtepi32_ps(_mm_unpacklo_epi16(w, zero));
+  std::memcpy(&v, &f, sizeof v);
   v *= kByteScale;
 #else
   for (int k = 0; k < kLanes; ++k) v[k] = static_cast<float>(p[k]) * kByteScale;
