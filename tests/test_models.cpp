@@ -9,6 +9,7 @@
 #include "hogwild/labels.hpp"
 #include "hogwild/model_base.hpp"
 #include "hogwild/models/linear.hpp"
+#include "hogwild/models/mlp.hpp"
 #include "hogwild/models/softmax.hpp"
 #include "hogwild/rng.hpp"
 #include "owned_params.hpp"
@@ -137,6 +138,36 @@ TEST_CASE("softmax: gradient matches finite differences") {
       check_gradient(m, d, t, rows);
     }
   }
+}
+
+TEST_CASE("softmax and MLP losses stay finite for a confidently wrong prediction") {
+  // Logits (0, -200, 0) and target 1: p[1] = e^-200 / 2 underflows to 0 in float,
+  // but -log p[1] = 200 + log 2 is an ordinary number (it was inf, which the trainer
+  // reported as divergence).
+  const Dataset d = dense_rows();
+  const auto labels = LabelMap::fit(LabelKind::multiclass, d, "softmax");
+  const Problem problem{d.cols(), labels.classes(), d.layout()};
+  auto wrong = [&](Model& m, ParamSet& p, const std::string& bias_name) {
+    for (auto& t : p.tensors()) std::fill(t.data, t.data + t.size, 0.f);
+    for (auto& t : p.tensors())
+      if (t.name == bias_name) t.data[1] = -200.f;
+    double loss = 0;
+    bool correct = true;
+    if (auto* s = dynamic_cast<SoftmaxModel*>(&m)) s->predict(p, d.row(0), 1.f, loss, correct);
+    if (auto* s = dynamic_cast<MlpModel*>(&m)) s->predict(p, d.row(0), 1.f, loss, correct);
+    CHECK_FALSE(correct);
+    CHECK(loss == doctest::Approx(200 + std::log(2.0)).epsilon(1e-4));
+  };
+  SoftmaxModel softmax({});
+  softmax.configure(problem);
+  Owned ps(softmax.parameters(), 1);
+  wrong(softmax, ps.set, "b");
+  ModelOptions o;
+  o.hidden = {4};
+  MlpModel mlp(o);
+  mlp.configure(problem);
+  Owned pm(mlp.parameters(), 1);
+  wrong(mlp, pm.set, "b2");
 }
 
 TEST_CASE("every update mode computes the same single-process step") {

@@ -118,10 +118,11 @@ double MlpModel::softmax_columns(float* z, std::size_t B, const float* targets,
     for (std::size_t k = 1; k < K; ++k)
       if (z[k * B + b] > z[best * B + b]) best = k;
     const float m = z[best * B + b];
+    const auto y = static_cast<std::size_t>(targets[rows[b]]);
+    const float zy = z[y * B + b] - m;  // as softmax.cpp: finite where exp(zy) underflows
     float sum = 0;
     for (std::size_t k = 0; k < K; ++k) sum += (z[k * B + b] = std::exp(z[k * B + b] - m));
-    const auto y = static_cast<std::size_t>(targets[rows[b]]);
-    loss += std::log(sum) - std::log(z[y * B + b]);
+    loss += std::log(sum) - zy;
     for (std::size_t k = 0; k < K; ++k) z[k * B + b] /= sum;
     if (correct) *correct += best == y;
   }

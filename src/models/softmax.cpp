@@ -42,11 +42,13 @@ void SoftmaxModel::logits(const float* W, const float* bias, RowView x, float* o
 
 float SoftmaxModel::softmax_loss(float* z, std::size_t target) const {
   const float m = *std::max_element(z, z + classes_);
+  // -log p[target] = log sum_k exp(z_k - m) - (z_target - m): finite even where
+  // exp(z_target - m) underflows to 0 (a confidently wrong prediction).
+  const float zt = z[target] - m;
   float sum = 0;
   for (std::size_t k = 0; k < classes_; ++k) sum += (z[k] = std::exp(z[k] - m));
-  const float zt = z[target];
   for (std::size_t k = 0; k < classes_; ++k) z[k] /= sum;
-  return std::log(sum) - std::log(zt);
+  return std::log(sum) - zt;
 }
 
 template <class U>
