@@ -5,7 +5,8 @@
 // 10-class layer is one register tile), AVX2+FMA (8 lanes) and baseline x86-64
 // (SSE2, 4 lanes). The byte loads need intrinsics, which
 // only a region of their own instruction set may inline; hence regions rather than
-// target attributes on wrappers (gemm.cpp) or target_clones. The public functions
+// target attributes on wrappers (gemm.cpp) or target_clones. (Clang, which builds
+// the fuzzers, spells a region `#pragma clang attribute`.) The public functions
 // dispatch on kernels::best_isa(), a plain switch: no IFUNC, whose resolver runs
 // before ThreadSanitizer's runtime is ready (update_policy.cpp).
 #include <atomic>
@@ -44,8 +45,12 @@ constexpr float kByteScale = 1.0f / 255.0f;
 
 #if defined(__x86_64__)
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
-#pragma GCC target("avx512f,fma")  // what kernels::supported(avx512) checks
+#pragma GCC target("avx512f,fma")
+#endif  // what kernels::supported(avx512) checks
 namespace avx512 {
 namespace {
 using V = v16f;
@@ -64,10 +69,18 @@ inline void load(V& v, const std::uint8_t* p) noexcept {
 #include "kernels/dense_layer.inc"
 }  // namespace
 }  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 namespace avx2 {
 namespace {
 using V = v8f;
@@ -84,7 +97,11 @@ inline void load(V& v, const std::uint8_t* p) noexcept {
 #include "kernels/dense_layer.inc"
 }  // namespace
 }  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #endif  // __x86_64__
 
