@@ -1,10 +1,13 @@
 // bench_gemm: the dense kernel behind the MLP against a naive triple loop (and
 // against OpenBLAS's cblas_sgemm when --blas names its shared library), on the
-// three products of one 784-256 layer with a mini-batch of B rows:
+// three products of one 784-256 layer with a mini-batch of B rows (X: B x 784, row by
+// row, as the MLP keeps its input):
 //   forward   Z^T  = W · X^T        (256 x B, k = 784)
 //   gradient  dW   = dZ^T · X       (256 x 784, k = B)
 //   backprop  dX^T = W^T · dZ^T     (784 x B, k = 256)
-// plus the per-batch copy of the shared weights (kernels::copy_from_shared).
+// each also as the MLP runs it under hogwild, on live shared weights (kernels::Live:
+// W read in whole lanes, the SGD step added straight into W), plus the per-batch
+// copy of the shared weights that atomic mode still takes (kernels::copy_from_shared).
 //   build/bench/bench_gemm [--batch 32] [--reps 15] [--blas /usr/lib/x86_64-linux-gnu/libopenblas.so.0]
 // prints GFLOP/s per kernel (medians of interleaved repetitions) and the ratio to naive.
 #include <dlfcn.h>
@@ -34,6 +37,8 @@ struct Product {
   std::size_t m, n, k;
   Matrix a, b;
   bool ta, tb;  // A / B are stored transposed (for BLAS): a unit row stride
+  kernels::Live live = {};
+  bool accumulate = false;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -71,21 +76,31 @@ int main(int argc, char** argv) {
     for (auto& x : v) x = static_cast<float>(rng.normal());
     return v;
   };
-  auto W = random(out * in), Xt = random(in * B), dZt = random(out * B);
-  std::vector<float> C(in * out);
+  auto W = random(out * in), X = random(B * in), dZt = random(out * B);
+  std::vector<float> C(in * out, 0.f);
   const auto sd = [](std::size_t s) { return static_cast<std::ptrdiff_t>(s); };
+  const kernels::Live live_a{true, false}, live_c{false, true};
   const std::vector<Product> products{
-      {"forward", out, B, in, {W.data(), sd(in), 1}, {Xt.data(), sd(B), 1}, false, false},
-      {"gradient", out, in, B, {dZt.data(), sd(B), 1}, {Xt.data(), 1, sd(B)}, false, true},
+      {"forward", out, B, in, {W.data(), sd(in), 1}, {X.data(), 1, sd(in)}, false, true},
+      {"gradient", out, in, B, {dZt.data(), sd(B), 1}, {X.data(), sd(in), 1}, false, false},
       {"backprop", in, B, out, {W.data(), 1, sd(in)}, {dZt.data(), sd(B), 1}, true, false},
+      {"fwd live", out, B, in, {W.data(), sd(in), 1}, {X.data(), 1, sd(in)}, false, true, live_a},
+      // C += (the SGD step into W: the scale is in dZ); C stays near zero
+      {"grad live", out, in, B, {dZt.data(), sd(B), 1}, {X.data(), sd(in), 1}, false, false,
+       live_c, true},
+      {"back live", in, B, out, {W.data(), 1, sd(in)}, {dZt.data(), sd(B), 1}, true, false,
+       live_a},
   };
+  for (auto& v : dZt) v *= 1e-6f;  // so that repeated accumulation stays finite
 
   std::vector<std::pair<std::string, std::function<void(const Product&)>>> kernels{
-      {"naive", [&](const Product& p) { kernels::gemm_naive(p.m, p.n, p.k, p.a, p.b, C.data(), p.n, false); }}};
+      {"naive", [&](const Product& p) {
+         kernels::gemm_naive(p.m, p.n, p.k, p.a, p.b, C.data(), p.n, p.accumulate);
+       }}};
   for (kernels::Isa isa : {kernels::Isa::generic, kernels::Isa::avx2, kernels::Isa::avx512})
     if (kernels::supported(isa))
       kernels.emplace_back(std::string(kernels::to_string(isa)), [&, isa](const Product& p) {
-        kernels::gemm(isa, p.m, p.n, p.k, p.a, p.b, C.data(), p.n, false);
+        kernels::gemm(isa, p.m, p.n, p.k, p.a, p.b, C.data(), p.n, p.accumulate, p.live);
       });
   if (sgemm)
     kernels.emplace_back("OpenBLAS", [&](const Product& p) {
@@ -93,7 +108,7 @@ int main(int argc, char** argv) {
       const int ldb = static_cast<int>(p.tb ? p.b.cs : p.b.rs);
       sgemm(101, p.ta ? 112 : 111, p.tb ? 112 : 111, static_cast<int>(p.m),
             static_cast<int>(p.n), static_cast<int>(p.k), 1.f, p.a.data, lda, p.b.data, ldb,
-            0.f, C.data(), static_cast<int>(p.n));
+            p.accumulate ? 1.f : 0.f, C.data(), static_cast<int>(p.n));
     });
 
   // Each timing is one call repeated for about 0.2 s; kernels interleave (A B C A B C).

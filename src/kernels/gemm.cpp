@@ -11,6 +11,7 @@
 #include "kernels/gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -52,8 +53,16 @@ template <class V>
   std::memcpy(p, &v, sizeof v);
 }
 
+// Scalar accesses to a live tensor: relaxed std::atomic_ref, whole floats.
+inline float load_live(const float* p) {
+  return std::atomic_ref<float>(*const_cast<float*>(p)).load(std::memory_order_relaxed);
+}
+inline void store_live(float* p, float v) {
+  std::atomic_ref<float>(*p).store(v, std::memory_order_relaxed);
+}
+
 // C[0..M) x [0..nr) (=, or += unless overwrite) A-rows · packed panel, over kc.
-template <class S, int M>
+template <class S, int M, bool LiveC>
 [[gnu::always_inline]] inline void micro(std::size_t kc, const float* a, std::ptrdiff_t rs,
                                          std::ptrdiff_t cs, const float* panel, float* c,
                                          std::size_t ldc, std::size_t nr, bool overwrite) {
@@ -82,20 +91,25 @@ template <class S, int M>
     } else {
       float tile[S::nr];
       for (int v = 0; v < S::nv; ++v) store(tile + v * S::width, acc[i][v]);
-      for (std::size_t j = 0; j < nr; ++j) ci[j] = overwrite ? tile[j] : ci[j] + tile[j];
+      if constexpr (LiveC) {
+        for (std::size_t j = 0; j < nr; ++j)
+          store_live(ci + j, overwrite ? tile[j] : load_live(ci + j) + tile[j]);
+      } else {
+        for (std::size_t j = 0; j < nr; ++j) ci[j] = overwrite ? tile[j] : ci[j] + tile[j];
+      }
     }
   }
 }
 
 // The row tile for the last m < MR rows: one instantiation per height.
-template <class S, int M>
+template <class S, int M, bool LiveC>
 [[gnu::always_inline]] inline void micro_edge(int m, std::size_t kc, const float* a,
                                               std::ptrdiff_t rs, std::ptrdiff_t cs,
                                               const float* panel, float* c, std::size_t ldc,
                                               std::size_t nr, bool overwrite) {
   if constexpr (M > 0) {
-    if (m == M) return micro<S, M>(kc, a, rs, cs, panel, c, ldc, nr, overwrite);
-    micro_edge<S, M - 1>(m, kc, a, rs, cs, panel, c, ldc, nr, overwrite);
+    if (m == M) return micro<S, M, LiveC>(kc, a, rs, cs, panel, c, ldc, nr, overwrite);
+    micro_edge<S, M - 1, LiveC>(m, kc, a, rs, cs, panel, c, ldc, nr, overwrite);
   }
 }
 
@@ -116,55 +130,131 @@ template <class S>
   }
 }
 
+// dst[0, n) = src[0, n) from a live tensor: whole vector lanes, the tail one float at
+// a time (as kernels::copy_from_shared, inside the ISA's clone).
+template <class S>
+[[gnu::always_inline]] inline void copy_live(float* dst, const float* src, std::size_t n) {
+  using V = typename S::vec;
+  std::size_t i = 0;
+  V v;
+  for (; i + S::width <= n; i += S::width) {
+    load(v, src + i);
+    store(dst + i, v);
+  }
+  v4f q;
+  for (; i + 4 <= n; i += 4) {
+    load(q, src + i);
+    store(dst + i, q);
+  }
+  for (; i < n; ++i) dst[i] = load_live(src + i);
+}
+
+// A live A's rows [0, rows) x [0, kc) copied into buf before a micro-kernel reads them:
+// the micro-kernel's broadcasts fold into its multiply-adds only as plain loads, so a
+// live tile is first read in whole lanes into L1 (MR x kc floats). Returns the
+// copy's view. Either stride may be the unit one (A or A^T read in place).
+template <class S>
+[[gnu::always_inline]] inline Matrix pack_live(const float* a, std::ptrdiff_t rs,
+                                               std::ptrdiff_t cs, std::size_t rows,
+                                               std::size_t kc, float* buf) {
+  if (cs == 1) {
+    for (std::size_t i = 0; i < rows; ++i)
+      copy_live<S>(buf + i * kc, a + static_cast<std::ptrdiff_t>(i) * rs, kc);
+    return {buf, static_cast<std::ptrdiff_t>(kc), 1};
+  }
+  if (rs == 1) {
+    for (std::size_t k = 0; k < kc; ++k)
+      copy_live<S>(buf + k * S::mr, a + static_cast<std::ptrdiff_t>(k) * cs, rows);
+    return {buf, 1, static_cast<std::ptrdiff_t>(S::mr)};
+  }
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t k = 0; k < kc; ++k)
+      buf[i * kc + k] = load_live(a + static_cast<std::ptrdiff_t>(i) * rs +
+                                  static_cast<std::ptrdiff_t>(k) * cs);
+  return {buf, static_cast<std::ptrdiff_t>(kc), 1};
+}
+
 std::vector<float>& panel_buffer() {
   thread_local std::vector<float> buffer;
   return buffer;
 }
+std::vector<float>& live_a_buffer() {
+  thread_local std::vector<float> buffer;
+  return buffer;
+}
 
-template <class S>
+template <class S, bool LiveA, bool LiveC>
 [[gnu::always_inline]] inline void gemm_impl(std::size_t m, std::size_t n, std::size_t k,
                                              Matrix a, Matrix b, float* c, std::size_t ldc,
                                              bool accumulate) {
   if (k == 0) {
     if (!accumulate)
-      for (std::size_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+          if constexpr (LiveC) store_live(c + i * ldc + j, 0.f);
+          else c[i * ldc + j] = 0.f;
+        }
     return;
   }
   auto& buffer = panel_buffer();
   buffer.resize(kKc * S::nr);
   float* panel = buffer.data();
+  constexpr auto mr = static_cast<std::size_t>(S::mr);
+  float* tile = nullptr;  // the live A tile's copy
+  if constexpr (LiveA) {
+    auto& t = live_a_buffer();
+    t.resize(kKc * mr);
+    tile = t.data();
+  }
   for (std::size_t k0 = 0; k0 < k; k0 += kKc) {
     const std::size_t kc = std::min(kKc, k - k0);
     const bool overwrite = k0 == 0 && !accumulate;
     const float* ak = a.data + static_cast<std::ptrdiff_t>(k0) * a.cs;
+    // A live A is copied once per panel of B; the MLP's live products have n <= NR.
+    // (No lambda here: it would be compiled for the baseline ISA, not inlined.)
     for (std::size_t j0 = 0; j0 < n; j0 += S::nr) {
       const std::size_t nr = std::min(S::nr, n - j0);
       pack<S>(b, k0, kc, j0, nr, panel);
-      std::size_t i0 = 0;
-      for (; i0 + S::mr <= m; i0 += S::mr)
-        micro<S, S::mr>(kc, ak + static_cast<std::ptrdiff_t>(i0) * a.rs, a.rs, a.cs, panel,
-                        c + i0 * ldc + j0, ldc, nr, overwrite);
-      if (i0 < m)
-        micro_edge<S, S::mr - 1>(static_cast<int>(m - i0), kc,
-                                 ak + static_cast<std::ptrdiff_t>(i0) * a.rs, a.rs, a.cs, panel,
-                                 c + i0 * ldc + j0, ldc, nr, overwrite);
+      for (std::size_t i0 = 0; i0 < m; i0 += mr) {
+        const std::size_t rows = std::min(mr, m - i0);
+        Matrix at{ak + static_cast<std::ptrdiff_t>(i0) * a.rs, a.rs, a.cs};
+        if constexpr (LiveA) at = pack_live<S>(at.data, a.rs, a.cs, rows, kc, tile);
+        float* ct = c + i0 * ldc + j0;
+        if (rows == mr)
+          micro<S, S::mr, LiveC>(kc, at.data, at.rs, at.cs, panel, ct, ldc, nr, overwrite);
+        else
+          micro_edge<S, S::mr - 1, LiveC>(static_cast<int>(rows), kc, at.data, at.rs, at.cs,
+                                          panel, ct, ldc, nr, overwrite);
+      }
     }
   }
 }
 
+// The four operand cases, chosen once per call.
+template <class S>
+[[gnu::always_inline]] inline void gemm_live(std::size_t m, std::size_t n, std::size_t k,
+                                             Matrix a, Matrix b, float* c, std::size_t ldc,
+                                             bool acc, Live live) {
+  if (live.a && live.c) return gemm_impl<S, true, true>(m, n, k, a, b, c, ldc, acc);
+  if (live.a) return gemm_impl<S, true, false>(m, n, k, a, b, c, ldc, acc);
+  if (live.c) return gemm_impl<S, false, true>(m, n, k, a, b, c, ldc, acc);
+  gemm_impl<S, false, false>(m, n, k, a, b, c, ldc, acc);
+}
+
 __attribute__((target("avx512f"))) void gemm_avx512(std::size_t m, std::size_t n,
                                                     std::size_t k, Matrix a, Matrix b,
-                                                    float* c, std::size_t ldc, bool acc) {
-  gemm_impl<Avx512Shape>(m, n, k, a, b, c, ldc, acc);
+                                                    float* c, std::size_t ldc, bool acc,
+                                                    Live live) {
+  gemm_live<Avx512Shape>(m, n, k, a, b, c, ldc, acc, live);
 }
 __attribute__((target("avx2,fma"))) void gemm_avx2(std::size_t m, std::size_t n, std::size_t k,
                                                    Matrix a, Matrix b, float* c,
-                                                   std::size_t ldc, bool acc) {
-  gemm_impl<Avx2Shape>(m, n, k, a, b, c, ldc, acc);
+                                                   std::size_t ldc, bool acc, Live live) {
+  gemm_live<Avx2Shape>(m, n, k, a, b, c, ldc, acc, live);
 }
 void gemm_generic(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-                  std::size_t ldc, bool acc) {
-  gemm_impl<GenericShape>(m, n, k, a, b, c, ldc, acc);
+                  std::size_t ldc, bool acc, Live live) {
+  gemm_live<GenericShape>(m, n, k, a, b, c, ldc, acc, live);
 }
 
 }  // namespace
@@ -194,18 +284,33 @@ Isa best_isa() noexcept {
   return best;
 }
 
-void gemm(Isa isa, std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-          std::size_t ldc, bool accumulate) {
+namespace {
+// Every product on a live operand passes through here, so that it is on the stack of
+// every race the product takes part in (tests/tsan.supp names it).
+__attribute__((noinline)) void gemm_on_live(Isa isa, std::size_t m, std::size_t n,
+                                            std::size_t k, Matrix a, Matrix b, float* c,
+                                            std::size_t ldc, bool accumulate, Live live) {
   switch (isa) {
-    case Isa::avx512: return gemm_avx512(m, n, k, a, b, c, ldc, accumulate);
-    case Isa::avx2: return gemm_avx2(m, n, k, a, b, c, ldc, accumulate);
-    case Isa::generic: return gemm_generic(m, n, k, a, b, c, ldc, accumulate);
+    case Isa::avx512: return gemm_avx512(m, n, k, a, b, c, ldc, accumulate, live);
+    case Isa::avx2: return gemm_avx2(m, n, k, a, b, c, ldc, accumulate, live);
+    case Isa::generic: return gemm_generic(m, n, k, a, b, c, ldc, accumulate, live);
+  }
+}
+}  // namespace
+
+void gemm(Isa isa, std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
+          std::size_t ldc, bool accumulate, Live live) {
+  if (live.a || live.c) return gemm_on_live(isa, m, n, k, a, b, c, ldc, accumulate, live);
+  switch (isa) {
+    case Isa::avx512: return gemm_avx512(m, n, k, a, b, c, ldc, accumulate, live);
+    case Isa::avx2: return gemm_avx2(m, n, k, a, b, c, ldc, accumulate, live);
+    case Isa::generic: return gemm_generic(m, n, k, a, b, c, ldc, accumulate, live);
   }
 }
 
 void gemm(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-          std::size_t ldc, bool accumulate) {
-  gemm(best_isa(), m, n, k, a, b, c, ldc, accumulate);
+          std::size_t ldc, bool accumulate, Live live) {
+  gemm(best_isa(), m, n, k, a, b, c, ldc, accumulate, live);
 }
 
 void gemm_naive(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,

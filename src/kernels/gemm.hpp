@@ -25,13 +25,24 @@ std::string_view to_string(Isa isa) noexcept;
 bool supported(Isa isa) noexcept;
 Isa best_isa() noexcept;  // the one gemm() uses
 
+// Which operands of a product are live shared tensors, read and written by other
+// workers while it runs: the dense half of THE INTENDED RACE
+// (include/hogwild/update_policy.hpp). A live A is read one whole float per element
+// (a single broadcast load, as relaxed_load reads one); a live C in whole vector
+// lanes, as dense_axpy_shared writes them, its last columns (n not a multiple of
+// the tile) through relaxed std::atomic_ref. B is always private.
+struct Live {
+  bool a = false;
+  bool c = false;
+};
+
 // C (m x n, row-major, row stride ldc) = A (m x k) · B (k x n), or += when
 // accumulate. Single-threaded; uses a small per-thread packing buffer.
 void gemm(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-          std::size_t ldc, bool accumulate);
+          std::size_t ldc, bool accumulate, Live live = {});
 // The same with a given instruction set (tests and benchmarks); isa must be supported.
 void gemm(Isa isa, std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-          std::size_t ldc, bool accumulate);
+          std::size_t ldc, bool accumulate, Live live = {});
 // The textbook triple loop: the reference for tests and the baseline for bench_gemm.
 void gemm_naive(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
                 std::size_t ldc, bool accumulate);

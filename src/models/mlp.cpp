@@ -29,7 +29,6 @@ std::string tensor_name(char what, std::size_t layer) {
 }
 
 constexpr std::size_t kEvalBatch = 256;  // rows per forward pass in evaluate()
-constexpr std::size_t kLoadBlock = 64;   // input features transposed per block (stays in L1)
 
 }  // namespace
 
@@ -68,35 +67,61 @@ void MlpModel::load_inputs(RowAt row_at, std::size_t count, Activations& a) cons
   a.batch = count;
   a.act.resize(layers() + 1);
   auto& x = a.act[0];
-  x.assign(in * count, 0.f);
-  // Transposed in blocks of features so the written lines stay in L1.
-  for (std::size_t k0 = 0; k0 < in; k0 += kLoadBlock) {
-    const std::size_t k1 = std::min(in, k0 + kLoadBlock);
-    for (std::size_t b = 0; b < count; ++b) {
-      const RowView r = row_at(b);
-      if (r.bytes) {  // a dense_u8 row
-        for (std::size_t k = k0; k < std::min<std::size_t>(k1, r.nnz); ++k)
-          x[k * count + b] = byte_value(r.bytes[k]);
-      } else if (r.dense()) {
-        for (std::size_t k = k0; k < std::min<std::size_t>(k1, r.nnz); ++k)
-          x[k * count + b] = r.value[k];
-      } else if (k0 == 0) {
-        for (std::uint32_t j = 0; j < r.nnz; ++j)
-          if (r.index[j] < in) x[r.index[j] * count + b] = r.value[j];
-      }
+  x.resize(in * count);
+  // Row by row (count x in): contiguous, so a byte row widens in vector instructions;
+  // the products read it transposed through their strides.
+  // The rows are random reads from the data set; fetch a few ahead.
+  constexpr std::size_t kAhead = 3;
+  auto prefetch = [&](std::size_t b) {
+    const RowView r = row_at(b);
+    const char* p = r.bytes ? reinterpret_cast<const char*>(r.bytes)
+                            : reinterpret_cast<const char*>(r.value);
+    const std::size_t bytes = r.bytes ? r.nnz : r.nnz * sizeof(float);
+    for (std::size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o);
+    if (!r.bytes && !r.dense())
+      for (std::size_t o = 0; o < r.nnz * sizeof(std::uint32_t); o += 64)
+        __builtin_prefetch(reinterpret_cast<const char*>(r.index) + o);
+  };
+  for (std::size_t b = 0; b < std::min(kAhead, count); ++b) prefetch(b);
+  for (std::size_t b = 0; b < count; ++b) {
+    if (b + kAhead < count) prefetch(b + kAhead);
+    const RowView r = row_at(b);
+    float* xb = x.data() + b * in;
+    std::size_t filled = 0;
+    if (r.bytes) {  // a dense_u8 row
+      filled = std::min<std::size_t>(in, r.nnz);
+      for (std::size_t k = 0; k < filled; ++k) xb[k] = byte_value(r.bytes[k]);
+    } else if (r.dense()) {
+      filled = std::min<std::size_t>(in, r.nnz);
+      std::copy_n(r.value, filled, xb);
+    } else {
+      std::fill(xb, xb + in, 0.f);
+      for (std::uint32_t j = 0; j < r.nnz; ++j)
+        if (r.index[j] < in) xb[r.index[j]] = r.value[j];
+      filled = in;
     }
+    std::fill(xb + filled, xb + in, 0.f);
   }
 }
 
+// Layer l's input as the products' operands: H_l (in x B) and H_l^T (B x in). The
+// hidden activations are stored units x batch, the input rows batch x units.
+Matrix MlpModel::input(const Activations& a, std::size_t l, bool transposed) const {
+  const auto in = sd(widths_[l]), B = sd(a.batch);
+  const float* h = a.act[l].data();
+  if (l == 0) return transposed ? Matrix{h, in, 1} : Matrix{h, 1, in};
+  return transposed ? Matrix{h, 1, B} : Matrix{h, B, 1};
+}
+
 void MlpModel::forward(const std::vector<const float*>& W, const std::vector<const float*>& bias,
-                       Activations& a) const {
+                       Activations& a, bool live) const {
   const std::size_t B = a.batch;
   for (std::size_t l = 0; l < layers(); ++l) {
     const std::size_t in = widths_[l], out = widths_[l + 1];
     auto& z = a.act[l + 1];
     z.resize(out * B);
-    kernels::gemm(out, B, in, Matrix{W[l], sd(in), 1}, Matrix{a.act[l].data(), sd(B), 1},
-                  z.data(), B, false);
+    kernels::gemm(out, B, in, Matrix{W[l], sd(in), 1}, input(a, l, false),
+                  z.data(), B, false, kernels::Live{live, false});
     const bool relu = l + 1 < layers();
     for (std::size_t j = 0; j < out; ++j) {
       const float bj = bias[l] ? bias[l][j] : 0.f;
@@ -132,10 +157,17 @@ double MlpModel::softmax_columns(float* z, std::size_t B, const float* targets,
 template <class U>
 double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
   const std::size_t L = layers(), B = batch.size;
-  // Serial and lock modes own the weights for the whole batch and compute on them in
-  // place; the others take a private copy once per batch (whole-lane loads, see
-  // kernels::copy_from_shared), so the products never read floats being written.
-  constexpr bool copy = !(U::mode == Mode::serial || U::locks_batches);
+  // How the products meet the weights. Serial and lock own them for the whole batch:
+  // plain, in place. Hogwild computes on the live shared tensors in place (a live
+  // operand of the kernel: whole-float and whole-lane accesses, THE INTENDED RACE);
+  // a weight another worker changes mid-batch is one more stale read. Atomic's adds
+  // are per-float read-modify-writes the kernel cannot do, so it reads a private copy
+  // once per batch (whole lanes, kernels::copy_from_shared) and adds through U.
+  constexpr bool live = U::mode == Mode::hogwild;
+  constexpr bool copy = !live && !(U::mode == Mode::serial || U::locks_batches);
+  // With SGD the weight gradient's product adds -lr/B · D·H^T straight into W: no
+  // gradient buffer, one pass over W instead of three. AdaGrad needs the gradient.
+  constexpr bool fused = U::optimizer == Optimizer::sgd && !copy;
   std::vector<const float*> W(L), bias_in(L);
   copy_.resize(L);
   bias_copy_.resize(L);
@@ -143,11 +175,13 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
     W[l] = weights(p, l);
     bias_in[l] = bias(p, l);
     if constexpr (copy) {
-      const std::size_t out = widths_[l + 1];
-      copy_[l].resize(out * widths_[l]);
+      copy_[l].resize(widths_[l + 1] * widths_[l]);
       kernels::copy_from_shared(copy_[l].data(), W[l], copy_[l].size());
       W[l] = copy_[l].data();
+    }
+    if constexpr (copy || live) {
       if (bias_in[l]) {
+        const std::size_t out = widths_[l + 1];
         bias_copy_[l].resize(out);
         for (std::size_t j = 0; j < out; ++j) bias_copy_[l][j] = U::read(bias_in[l] + j);
         bias_in[l] = bias_copy_[l].data();
@@ -155,7 +189,7 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
     }
   }
   load_inputs([&](std::size_t i) { return batch.row(i); }, B, work_);
-  forward(W, bias_in, work_);
+  forward(W, bias_in, work_, live);
   float* top = work_.act[L].data();
   const double loss = softmax_columns(top, B, batch.targets, batch.rows, nullptr);
   for (std::size_t i = 0; i < B; ++i) top[static_cast<std::size_t>(batch.target(i)) * B + i] -= 1;
@@ -169,19 +203,32 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
     const std::size_t in = widths_[l], out = widths_[l + 1];
     const float* h = work_.act[l].data();
     const float* d = l + 1 == L ? top : delta_[l].data();
-    grad_.resize(out * in);
-    kernels::gemm(out, in, B, Matrix{d, sd(B), 1}, Matrix{h, 1, sd(B)}, grad_.data(), in, false);
-    if (l > 0) {  // before the update: serial mode reads W_l in place
+    if (l > 0) {  // before the update, which changes W_l in place
       auto& below = delta_[l - 1];
       below.resize(in * B);
       kernels::gemm(in, B, out, Matrix{W[l], 1, sd(in)}, Matrix{d, sd(B), 1}, below.data(), B,
-                    false);
-      for (std::size_t i = 0; i < in * B; ++i)
-        if (!(h[i] > 0)) below[i] = 0;
+                    false, kernels::Live{live, false});
+      // Branch-free (a select, vectorised): which units are active is data, and a
+      // branch per unit mispredicted on about half of them.
+      float* bl = below.data();
+      for (std::size_t i = 0; i < in * B; ++i) bl[i] = h[i] > 0 ? bl[i] : 0.f;
     }
-    if (l2 != 0)
-      for (std::size_t i = 0; i < out * in; ++i) grad_[i] += l2 * W[l][i];
-    U::descend_axpy(p[tensor_of(l)], 0, inv, grad_.data(), out * in, lr);
+    float* w = p.data(tensor_of(l));
+    if constexpr (fused) {
+      // W -= lr * (inv * D·H^T + l2 * W): the decay first, then the product, both on W.
+      if (l2 != 0) U::axpy(w, -lr * options_.l2, w, out * in);
+      scaled_.resize(out * B);
+      for (std::size_t i = 0; i < out * B; ++i) scaled_[i] = -lr * inv * d[i];
+      kernels::gemm(out, in, B, Matrix{scaled_.data(), sd(B), 1}, input(work_, l, true), w, in,
+                    true, kernels::Live{false, live});
+    } else {
+      grad_.resize(out * in);
+      kernels::gemm(out, in, B, Matrix{d, sd(B), 1}, input(work_, l, true), grad_.data(), in,
+                    false);
+      if (l2 != 0)
+        for (std::size_t i = 0; i < out * in; ++i) grad_[i] += l2 * W[l][i];
+      U::descend_axpy(p[tensor_of(l)], 0, inv, grad_.data(), out * in, lr);
+    }
     if (options_.bias) {
       bias_grad_.assign(out, 0.f);
       for (std::size_t j = 0; j < out; ++j)

@@ -2,13 +2,18 @@
 // cross-entropy on top (--model mlp --hidden 256,128). Layer l has weights W<l>
 // (out x in, row-major, He-initialised) and a bias b<l>; optional L2 on the weights.
 // A mini-batch runs as matrix products through the dense kernel (src/kernels/),
-// on a private copy of the weights read once per batch; the gradient is applied to
-// the shared weights through the optimiser (U::descend_axpy: SGD or AdaGrad).
+// on the shared weights in place (atomic mode: on a private copy read once per
+// batch); with SGD the weight gradient's product is added straight into the shared
+// weights, otherwise the gradient goes through the optimiser (U::descend_axpy).
 #pragma once
 
 #include "hogwild/model_base.hpp"
 
 namespace hogwild {
+
+namespace kernels {
+struct Matrix;  // src/kernels/gemm.hpp (private to the library)
+}
 
 class MlpModel : public ModelBase<MlpModel> {
  public:
@@ -31,7 +36,8 @@ class MlpModel : public ModelBase<MlpModel> {
   const std::vector<std::size_t>& widths() const noexcept { return widths_; }
 
  private:
-  // Activations of one batch, transposed: act[l] is widths_[l] x batch (act[0] the input).
+  // Activations of one batch: act[0] the input rows (batch x widths_[0]), act[l] for
+  // l > 0 transposed (widths_[l] x batch).
   struct Activations {
     std::vector<std::vector<float>> act;
     std::size_t batch = 0;
@@ -43,12 +49,15 @@ class MlpModel : public ModelBase<MlpModel> {
   }
   std::size_t tensor_of(std::size_t l) const noexcept { return options_.bias ? 2 * l : l; }
 
-  // Fills a.act[0] with row_at(0..count), transposed (units x count).
+  // Fills a.act[0] with row_at(0..count) (count x units).
   template <class RowAt>
   void load_inputs(RowAt row_at, std::size_t count, Activations& a) const;
+  // Layer l's input H_l (units x batch), or H_l^T, as a view for the kernel.
+  kernels::Matrix input(const Activations& a, std::size_t l, bool transposed) const;
   // a.act[1..L] from a.act[0]: W·h + b, ReLU on hidden layers; the top holds logits.
+  // live: W are shared tensors other workers write (read as the kernel's live operand).
   void forward(const std::vector<const float*>& W, const std::vector<const float*>& bias,
-               Activations& a) const;
+               Activations& a, bool live = false) const;
   // In place on the top layer: logits -> probabilities; loss and correctness per column.
   double softmax_columns(float* z, std::size_t batch, const float* targets,
                          const std::uint32_t* rows, std::size_t* correct) const;
@@ -58,9 +67,10 @@ class MlpModel : public ModelBase<MlpModel> {
   // Per-worker scratch (the model object is private to each process after fork).
   Activations work_;
   std::vector<std::vector<float>> delta_;  // delta_[l]: widths_[l+1] x batch
-  std::vector<std::vector<float>> copy_;   // private copies of the weights, per batch
+  std::vector<std::vector<float>> copy_;   // atomic mode: private copies of the weights
   std::vector<std::vector<float>> bias_copy_;
-  std::vector<float> grad_;                // one layer's weight gradient
+  std::vector<float> grad_;                // one layer's weight gradient (AdaGrad, atomic)
+  std::vector<float> scaled_;              // SGD: one layer's delta times -lr / batch
   std::vector<float> bias_grad_;
 };
 
