@@ -366,8 +366,9 @@ class Suite:
                                          "workers": n, "batch": batch, "epochs": epochs, "lr": lr,
                                          "seed": rep + 1}, **extra))
                     self.record("peers", model, "hogwild_train", n, rep, r)
-                    if n > 1 and model == "softmax" and "--merge-every" in self.flags:
-                        # Replicated Hogwild beside it: every example writes every weight
+                    if n > 1 and model in ("softmax", "mlp") and "--merge-every" in self.flags:
+                        # Replicated Hogwild beside it: every example (softmax) or
+                        # every batch (MLP) writes every weight
                         r = self.train(dict({"train": tr, "test": te, "model": model,
                                              "mode": "hogwild", "workers": n, "batch": batch,
                                              "epochs": epochs, "lr": lr, "seed": rep + 1,
