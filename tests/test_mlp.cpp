@@ -87,21 +87,34 @@ TEST_CASE("mlp: gradient matches finite differences") {
 }
 
 TEST_CASE("mlp: every update mode computes the same single-process step") {
-  Setup s(true, 0.01f, {9});
+  // Hidden widths past one register tile (and not a multiple of it), so that the
+  // live kernel's whole-lane tiles and its edge columns both run.
+  Setup s(true, 0.01f, {37});
   Owned base(s.model.parameters(), 5), h(base), a(base), l(base), serial(base);
+  // The same tensors marked exclusive (a worker's replica): hogwild and atomic then
+  // compute in place without the live operands or the copy.
+  Owned hx(base), ax(base);
+  const ParamSet hx_set(hx.set.tensors(), true), ax_set(ax.set.tensors(), true);
   std::vector<std::uint32_t> rows{0, 1, 2, 3, 4};
   Batch b{&s.data, s.targets.data(), rows.data(), rows.size()};
   s.model.step<Update<SerialUpdate, Sgd>>(b, serial.set, 0.3f);
   s.model.step<Update<HogwildUpdate, Sgd>>(b, h.set, 0.3f);
   s.model.step<Update<AtomicUpdate, Sgd>>(b, a.set, 0.3f);
   s.model.step<Update<LockUpdate, Sgd>>(b, l.set, 0.3f);
+  s.model.step<Update<HogwildUpdate, Sgd>>(b, hx_set, 0.3f);
+  s.model.step<Update<AtomicUpdate, Sgd>>(b, ax_set, 0.3f);
+  int changed = 0;
   for (std::size_t t = 0; t < base.store.size(); ++t)
     for (std::size_t i = 0; i < base.store[t].size(); ++i) {
       const float want = serial.store[t][i];
+      changed += want != base.store[t][i];
       CHECK(h.store[t][i] == doctest::Approx(want).epsilon(1e-5).scale(1e-5));
       CHECK(a.store[t][i] == doctest::Approx(want).epsilon(1e-5).scale(1e-5));
       CHECK(l.store[t][i] == doctest::Approx(want).epsilon(1e-5).scale(1e-5));
+      CHECK(hx.store[t][i] == doctest::Approx(want).epsilon(1e-5).scale(1e-5));
+      CHECK(ax.store[t][i] == doctest::Approx(want).epsilon(1e-5).scale(1e-5));
     }
+  CHECK(changed > 400);  // the step moved (nearly) every weight
 }
 
 TEST_CASE("mlp: AdaGrad divides each coordinate's gradient by its accumulated norm") {

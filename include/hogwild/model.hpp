@@ -42,16 +42,22 @@ class ParamSet {
     float* state = nullptr;  // optimiser state of the same size (AdaGrad), else null
   };
   ParamSet() = default;
-  explicit ParamSet(std::vector<Tensor> t) : tensors_(std::move(t)) {}
+  explicit ParamSet(std::vector<Tensor> t, bool exclusive = false)
+      : tensors_(std::move(t)), exclusive_(exclusive) {}
   float* data(std::size_t i) const noexcept { return tensors_[i].data; }
   std::size_t size(std::size_t i) const noexcept { return tensors_[i].size; }
   std::size_t count() const noexcept { return tensors_.size(); }
   const Tensor& tensor(std::size_t i) const noexcept { return tensors_[i]; }
   const Tensor& operator[](std::size_t i) const noexcept { return tensors_[i]; }
   const std::vector<Tensor>& tensors() const noexcept { return tensors_; }
+  // True when one worker alone reads and writes these floats while it trains (its
+  // replica under --merge-every): a model may then treat them as private even in a
+  // shared mode, as the MLP does. False for the shared arena.
+  bool exclusive() const noexcept { return exclusive_; }
 
  private:
   std::vector<Tensor> tensors_;
+  bool exclusive_ = false;
 };
 
 // A private copy of a ParamSet (relaxed loads from the live weights).

@@ -163,23 +163,24 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
   // a weight another worker changes mid-batch is one more stale read. Atomic's adds
   // are per-float read-modify-writes the kernel cannot do, so it reads a private copy
   // once per batch (whole lanes, kernels::copy_from_shared) and adds through U.
-  constexpr bool live = U::mode == Mode::hogwild;
-  constexpr bool copy = !live && !(U::mode == Mode::serial || U::locks_batches);
+  // A worker's own replica (--merge-every) is private in every mode: in place, plain.
+  const bool live = U::mode == Mode::hogwild && !p.exclusive();
+  const bool copy = U::mode == Mode::atomic && !p.exclusive();
   // With SGD the weight gradient's product adds -lr/B · D·H^T straight into W: no
   // gradient buffer, one pass over W instead of three. AdaGrad needs the gradient.
-  constexpr bool fused = U::optimizer == Optimizer::sgd && !copy;
+  const bool fused = U::optimizer == Optimizer::sgd && !copy;
   std::vector<const float*> W(L), bias_in(L);
   copy_.resize(L);
   bias_copy_.resize(L);
   for (std::size_t l = 0; l < L; ++l) {
     W[l] = weights(p, l);
     bias_in[l] = bias(p, l);
-    if constexpr (copy) {
+    if (copy) {
       copy_[l].resize(widths_[l + 1] * widths_[l]);
       kernels::copy_from_shared(copy_[l].data(), W[l], copy_[l].size());
       W[l] = copy_[l].data();
     }
-    if constexpr (copy || live) {
+    if (copy || live) {
       if (bias_in[l]) {
         const std::size_t out = widths_[l + 1];
         bias_copy_[l].resize(out);
@@ -214,7 +215,7 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
       for (std::size_t i = 0; i < in * B; ++i) bl[i] = h[i] > 0 ? bl[i] : 0.f;
     }
     float* w = p.data(tensor_of(l));
-    if constexpr (fused) {
+    if (fused) {
       // W -= lr * (inv * D·H^T + l2 * W): the decay first, then the product, both on W.
       if (l2 != 0) U::axpy(w, -lr * options_.l2, w, out * in);
       scaled_.resize(out * B);

@@ -18,7 +18,7 @@ Replica::Replica(const ParamSet& shared, std::vector<Model::Ranges> ranges, std:
     base_.push_back(c);
     t.push_back({s.name, c.data(), s.size});
   }
-  local_ = ParamSet(std::move(t));
+  local_ = ParamSet(std::move(t), /*exclusive=*/true);
   ranges_.resize(shared.count());
 }
 
