@@ -160,3 +160,23 @@ TEST_CASE("dense_outer_update adds sum_b coeff[b][r] * x_b to every row, nothing
     check_outer_update<std::uint8_t>(isa);
   }
 }
+
+TEST_CASE("widen_bytes gives every byte / 255 and writes nothing past n, every ISA") {
+  int checked = 0;
+  for (kernels::Isa isa : kIsas) {
+    if (!kernels::supported(isa)) continue;
+    CAPTURE(kernels::to_string(isa));
+    for (std::size_t n : {0u, 1u, 3u, 4u, 7u, 8u, 15u, 16u, 17u, 33u, 784u}) {
+      std::vector<std::uint8_t> src(n + 16);
+      for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 37 + 11);
+      std::vector<float> dst(n + 1, -1.f);
+      kernels::widen_bytes(isa, dst.data(), src.data(), n);
+      CAPTURE(n);
+      for (std::size_t i = 0; i < n; ++i)
+        CHECK(dst[i] == doctest::Approx(src[i] / 255.0).epsilon(1e-6).scale(1e-7));
+      CHECK(dst[n] == -1.f);
+      ++checked;
+    }
+  }
+  CHECK(checked >= 11);
+}

@@ -167,6 +167,21 @@ void outer_update_on(Isa isa, float* W, std::size_t ld, std::size_t rows, const 
 
 }  // namespace
 
+void widen_bytes(Isa isa, float* dst, const std::uint8_t* src, std::size_t n) noexcept {
+#if defined(__x86_64__)
+  switch (isa) {
+    case Isa::avx512: return detail::avx512::widen(dst, src, n);
+    case Isa::avx2: return detail::avx2::widen(dst, src, n);
+    case Isa::generic: break;
+  }
+#endif
+  (void)isa;
+  detail::baseline::widen(dst, src, n);
+}
+void widen_bytes(float* dst, const std::uint8_t* src, std::size_t n) noexcept {
+  widen_bytes(best_isa(), dst, src, n);
+}
+
 void multi_dot(Isa isa, const float* W, std::size_t ld, std::size_t rows, const float* x,
                std::size_t n, float* out) noexcept {
   multi_dot_on(isa, W, ld, rows, x, n, out);

@@ -10,6 +10,10 @@
 
 namespace hogwild::kernels {
 
+// dst[i] = src[i] / 255 to within rounding (a dense_u8 row as floats), vectorised.
+void widen_bytes(Isa isa, float* dst, const std::uint8_t* src, std::size_t n) noexcept;
+void widen_bytes(float* dst, const std::uint8_t* src, std::size_t n) noexcept;  // best_isa()
+
 void multi_dot(Isa isa, const float* W, std::size_t ld, std::size_t rows, const float* x,
                std::size_t n, float* out) noexcept;
 void multi_dot(Isa isa, const float* W, std::size_t ld, std::size_t rows, const std::uint8_t* x,

@@ -11,6 +11,7 @@
 
 #include "hogwild/error.hpp"
 #include "hogwild/optimizer.hpp"
+#include "kernels/dense_layer.hpp"
 #include "kernels/gemm.hpp"
 
 namespace hogwild {
@@ -90,7 +91,7 @@ void MlpModel::load_inputs(RowAt row_at, std::size_t count, Activations& a) cons
     std::size_t filled = 0;
     if (r.bytes) {  // a dense_u8 row
       filled = std::min<std::size_t>(in, r.nnz);
-      for (std::size_t k = 0; k < filled; ++k) xb[k] = byte_value(r.bytes[k]);
+      kernels::widen_bytes(xb, r.bytes, filled);
     } else if (r.dense()) {
       filled = std::min<std::size_t>(in, r.nnz);
       std::copy_n(r.value, filled, xb);
