@@ -413,6 +413,27 @@ class Suite:
                    ["data", "workers", "data (train+test)", "peak tree", "budget data+model+30 MiB/worker",
                     "within"], rows)
 
+    # ---- the dense layer's kernels: float rows against byte rows, every ISA --------
+    def kernels(self):
+        print("\n== dense layer: float rows against byte rows (bench_dense_layer)")
+        out = subprocess.run([os.path.join(self.build, "bench", "bench_dense_layer"), "--reps",
+                              str(self.a.reps)], check=True, capture_output=True,
+                             text=True).stdout
+        rows = []
+        for line in out.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) != 4 or not cells[1].endswith(("M", "k")):
+                continue  # the header, the rule, the preamble
+            rows.append(cells)
+            self.runs.append({"section": "kernels", "dataset": "dense layer 784-10",
+                              "config": cells[0], "workers": 1, "rep": 0,
+                              "float_rows_per_second": cells[1], "byte_rows_per_second": cells[2]})
+        if not rows:
+            raise SystemExit(f"bench_dense_layer printed no table:\n{out}")
+        self.table("Dense layer: 784-pixel rows as floats and as bytes (one core, shuffled, "
+                   "batch 32)", ["instruction set", "float rows, rows/s", "byte rows, rows/s",
+                                 "bytes vs floats"], rows)
+
     # ---- 7. loading ---------------------------------------------------------------
     def loading(self):
         print("\n== loading: libsvm parse and binary cache")
