@@ -152,22 +152,27 @@ class Suite:
         print(f"\n### {title}\n\n{md}", flush=True)
 
     # ---- data ---------------------------------------------------------------------
-    def prepare(self):
+    def prepare(self, sparse=True):
+        """The sparse data sets of the yardstick and scaling sections (generated once
+        into <out>/data/); sparse=False when no section that reads them runs."""
         a = self.a
+        src = os.path.join(a.shared_data, "spamassassin")
+        self.have_spam = os.path.exists(f"{src}/spam.train.svm.gz")
+        if not self.have_spam:
+            self.note(f"no SpamAssassin at {src} (--shared-data): its rows are skipped")
+        self.datasets = {}
+        if not sparse:
+            return
         self.rcv1 = os.path.join(self.data, f"rcv1like-{a.rows}")
         if not os.path.exists(self.rcv1 + ".test.cache"):
             subprocess.run([os.path.join(self.build, "bench", "bench_prepare"), "--rows",
                             str(a.rows), "--out", self.rcv1], check=True)
-        self.spam = os.path.join(self.data, "spam")
-        src = os.path.join(a.shared_data, "spamassassin")
-        self.datasets = {
-            "rcv1like": {"train": self.rcv1 + ".train.cache", "test": self.rcv1 + ".test.cache",
-                         "lr": a.rcv_lr, "lr-decay": a.rcv_decay, "merge-every": 4096},
-        }
-        self.have_spam = os.path.exists(f"{src}/spam.train.svm.gz")
+        self.datasets["rcv1like"] = {
+            "train": self.rcv1 + ".train.cache", "test": self.rcv1 + ".test.cache",
+            "lr": a.rcv_lr, "lr-decay": a.rcv_decay, "merge-every": 4096}
         if not self.have_spam:
-            self.note(f"no SpamAssassin at {src} (--shared-data): its rows are skipped")
             return
+        self.spam = os.path.join(self.data, "spam")
         for part in ("train", "test"):
             if not os.path.exists(f"{self.spam}.{part}.cache"):
                 subprocess.run([self.data_bin, "convert", f"{src}/spam.{part}.svm.gz", "--out",
@@ -556,7 +561,7 @@ def main():
     t0 = time.time()
     print(f"hogwild bench ({'quick' if q else 'full'}): {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, workers {s.workers}, out {s.out}", flush=True)
-    s.prepare()
+    s.prepare(sparse=want("yardstick") or want("scaling"))
     if want("yardstick"):
         s.yardstick()
     if want("scaling"):
