@@ -174,15 +174,13 @@ class Supervisor {
     p.restarts = run_.restarts;
     p.train_loss = evaluated_ ? run_.train_loss(evaluated_ - 1) : std::nan("");
     detail::SnapshotSlot* slot = end_of_epoch ? run_.slot_for(evaluated_) : nullptr;
-    std::optional<ParamSnapshot> copy;
     const ParamSet* weights = &run_.params;
     if (slot) {
       p.time = slot->time;
       p.samples = slot->samples;
       weights = &run_.slot_params[(evaluated_ - 1) % 2];
     } else if (cfg_.mode != Mode::serial && run_.test) {
-      copy.emplace(run_.params);
-      weights = &copy->params();
+      weights = &copy_of_live();
     }
     p.test = run_.evaluate(*weights);
     p.samples_per_second = p.time > 0 ? static_cast<double>(p.samples - base_samples_) / p.time : 0;
@@ -194,10 +192,8 @@ class Supervisor {
     const bool bad_train = end_of_epoch && !std::isfinite(p.train_loss);
     const bool bad_test = p.test.rows > 0 && !std::isfinite(p.test.loss);
     if (bad_train || bad_test) {
-      if (weights == &run_.params && cfg_.mode != Mode::serial) {  // live: copy first
-        copy.emplace(run_.params);
-        weights = &copy->params();
-      }
+      if (weights == &run_.params && cfg_.mode != Mode::serial)  // live: copy first
+        weights = &copy_of_live();
       const auto bad = detail::find_non_finite(*weights);
       throw detail::divergence(
           cfg_,
@@ -209,6 +205,18 @@ class Supervisor {
     if (slot) slot->consumed.store(1, std::memory_order_release);
     result_.history.push_back(p);
     if (on_progress_) on_progress_(p);
+  }
+
+  // The live weights copied for an evaluation when no epoch snapshot holds them
+  // (epochs shorter than the parent's poll): one buffer, refreshed where training
+  // can change it (run_.trained_ranges), so that many short epochs of a hashed
+  // model do not cost the parent an allocation and a copy of the whole space each.
+  const ParamSet& copy_of_live() {
+    if (!live_copy_)
+      live_copy_.emplace(run_.params);
+    else
+      live_copy_->refresh(run_.params, run_.trained_ranges);
+    return live_copy_->params();
   }
 
   void checkpoint_if_due() {
@@ -268,6 +276,7 @@ class Supervisor {
   }
 
   detail::Run& run_;
+  std::optional<ParamSnapshot> live_copy_;
   const TrainConfig& cfg_;
   const ProgressCallback& on_progress_;
   const double resumed_seconds_;

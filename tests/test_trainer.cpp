@@ -178,6 +178,38 @@ TEST_CASE("metrics lines and the summary are valid JSON with the documented fiel
   CHECK_THROWS_AS(MetricsWriter(dir.file("no/such/dir/m.jsonl")), IoError);
 }
 
+TEST_CASE("a linear model's trained ranges are exactly the features of the rows asked for") {
+  // What a worker's replica merges: the features of its own partition, as runs of
+  // consecutive features (no untouched coordinate inside a run).
+  auto [tr, te] = test::generated_problem(3000, 10, 1 << 16, 5, 0.05, 4);
+  const auto model = make_model("logistic");
+  model->configure(Problem{tr.cols(), 2, Layout::sparse});
+  CHECK(model->trained_ranges(1, tr, 0, tr.rows()).empty());  // the bias: all of it
+  for (auto [begin, end] : {std::pair<std::size_t, std::size_t>{0, 1500}, {1500, 3000}, {0, 3000}}) {
+    INFO("rows " << begin << ".." << end);
+    std::vector<std::uint8_t> seen(tr.cols(), 0);
+    for (std::size_t r = begin; r < end; ++r) {
+      const RowView x = tr.row(r);
+      for (std::uint32_t k = 0; k < x.nnz; ++k) seen[x.index[k]] = 1;
+    }
+    std::vector<std::uint8_t> in(tr.cols(), 0);
+    std::size_t last_end = 0;
+    for (auto [b, e] : model->trained_ranges(0, tr, begin, end)) {
+      REQUIRE(b < e);
+      REQUIRE(b >= last_end);  // sorted and disjoint
+      REQUIRE((b > last_end || last_end == 0));  // adjacent runs are one run
+      last_end = e;
+      for (std::size_t j = b; j < e; ++j) in[j] = 1;
+    }
+    CHECK(in == seen);
+  }
+  const Model::Ranges runs{{0, 2}, {5, 6}, {30, 40}, {41, 45}};
+  CHECK(coalesce_ranges(runs, 1) == runs);
+  CHECK(coalesce_ranges(runs, 2) == Model::Ranges{{0, 2}, {5, 6}, {30, 45}});
+  CHECK(coalesce_ranges(runs, 16) == Model::Ranges{{0, 6}, {30, 45}});
+  CHECK(coalesce_ranges(runs, 100) == Model::Ranges{{0, 45}});
+}
+
 TEST_CASE("an epoch's snapshot copies every weight training changed (hashed feature space)") {
   // 2^22 features, power-law popularity: most never occur in the training rows, so
   // the snapshot copies ranges of w. The last epoch's snapshot is taken when every
@@ -187,7 +219,7 @@ TEST_CASE("an epoch's snapshot copies every weight training changed (hashed feat
   auto [tr, te] = test::generated_problem(200000, 3000, 1 << 22, 5, 0.05, 11);
   const auto model = make_model("logistic");
   model->configure(Problem{tr.cols(), 2, Layout::sparse});
-  const auto ranges = model->trained_ranges(0, tr);
+  const auto ranges = coalesce_ranges(model->trained_ranges(0, tr, 0, tr.rows()), 16);
   std::size_t covered = 0;
   for (auto [b, e] : ranges) covered += e - b;
   MESSAGE(covered << " of " << tr.cols() << " weights in " << ranges.size() << " ranges");

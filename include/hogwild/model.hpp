@@ -65,6 +65,10 @@ class ParamSnapshot {
  public:
   explicit ParamSnapshot(const ParamSet& live);
   const ParamSet& params() const noexcept { return view_; }
+  // Copies again, from the same live set, only ranges[t] of tensor t (all of it where
+  // ranges has no entry or an empty one): what training can have changed since.
+  void refresh(const ParamSet& live,
+               const std::vector<std::vector<std::pair<std::size_t, std::size_t>>>& ranges);
 
  private:
   std::vector<std::vector<float>> storage_;
@@ -137,13 +141,17 @@ class Model {
   virtual double train_epoch(Mode mode, const EpochTask& task) = 0;
   virtual Evaluation evaluate(const ParamSet& params, const Dataset& data,
                               const float* targets) const = 0;
-  // The coordinates of parameter tensor `tensor` that training on `train` can
-  // change, as sorted disjoint [begin, end) ranges, when the model knows them; empty
-  // means all. A sparse linear model only ever writes the weights of features that
-  // occur in the training rows (2^20 hashed features of which SpamAssassin uses
-  // 6 %), so the trainer copies only these into each epoch's evaluation snapshot.
+  // The coordinates of parameter tensor `tensor` that training on rows
+  // [begin_row, end_row) of `train` can change, as sorted disjoint [begin, end)
+  // runs of consecutive coordinates, when the model knows them; empty means all. A
+  // sparse linear model only ever writes the weights of features that occur in its
+  // rows (2^20 hashed features of which SpamAssassin uses 6 %, and each of two
+  // workers 4 %), so the trainer copies only these into each epoch's evaluation
+  // snapshot (all rows), and a worker's replica merges only its own rows' (its
+  // partition). Callers coalesce runs as suits them (coalesce_ranges).
   using Ranges = std::vector<std::pair<std::size_t, std::size_t>>;
-  virtual Ranges trained_ranges(std::size_t /*tensor*/, const Dataset& /*train*/) const {
+  virtual Ranges trained_ranges(std::size_t /*tensor*/, const Dataset& /*train*/,
+                                std::size_t /*begin_row*/, std::size_t /*end_row*/) const {
     return {};
   }
   // True when step and predict read a dense row's bytes (RowView::bytes, a dense_u8
@@ -152,6 +160,10 @@ class Model {
   // ModelBase refuses to hand such a model byte rows.
   virtual bool reads_byte_rows() const noexcept { return false; }
 };
+
+// Ranges whose gap is under `gap` coordinates joined into one (a copy of a few
+// untouched floats costs less than another loop; 16 floats are a cache line).
+Model::Ranges coalesce_ranges(const Model::Ranges& ranges, std::size_t gap);
 
 using ModelFactory = std::function<std::unique_ptr<Model>(const ModelOptions&)>;
 

@@ -8,7 +8,9 @@
 // then reloads its copy from them — HOGWILD++'s and DimmWitted's per-core replicas.
 // The shared weights hold every worker's updates, each at most F examples late:
 // that staleness is the price (measured in docs/PERFORMANCE.md); F trades it
-// against the cost of a merge, one pass over the coordinates training can change.
+// against the cost of a merge, one pass over the coordinates the worker's own rows
+// can change (a sparse model's: its features, short runs merged inline, the base
+// packed).
 #pragma once
 
 #include <cstddef>
@@ -23,7 +25,7 @@ class Replica {
  public:
   // A private copy of `shared` (relaxed loads). ranges[t] are the coordinates of
   // tensor t that a merge visits (Model::trained_ranges; missing or empty: all of
-  // them). atomic: a merge adds with one atomic read-modify-write per coordinate
+  // them; std::invalid_argument unless sorted, disjoint and inside the tensor). atomic: a merge adds with one atomic read-modify-write per coordinate
   // (mode atomic), else with a relaxed load and store (mode hogwild: two workers
   // merging the same coordinate at the same instant may lose one of the two adds,
   // as two Hogwild updates may). Sgd only: the copy carries no optimiser state.

@@ -152,19 +152,19 @@ double LinearModel::step(const Batch& b, const ParamSet& p, float lr) {
   return total;
 }
 
-Model::Ranges LinearModel::trained_ranges(std::size_t tensor, const Dataset& train) const {
+Model::Ranges LinearModel::trained_ranges(std::size_t tensor, const Dataset& train,
+                                          std::size_t begin_row, std::size_t end_row) const {
   if (tensor != 0 || train.layout() != Layout::sparse) return {};
   std::vector<std::uint8_t> seen(features_, 0);
-  for (std::size_t r = 0; r < train.rows(); ++r) {
+  for (std::size_t r = begin_row; r < std::min(end_row, train.rows()); ++r) {
     const RowView x = train.row(r);
     for (std::uint32_t k = 0; k < x.nnz; ++k)
       if (x.index[k] < features_) seen[x.index[k]] = 1;
   }
-  constexpr std::size_t kGap = 16;  // floats per cache line: closer runs are one copy
   Ranges out;
   for (std::size_t j = 0; j < features_; ++j) {
     if (!seen[j]) continue;
-    if (!out.empty() && j - out.back().second < kGap)
+    if (!out.empty() && out.back().second == j)
       out.back().second = j + 1;
     else
       out.emplace_back(j, j + 1);

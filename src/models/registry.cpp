@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -61,6 +62,31 @@ ParamSnapshot::ParamSnapshot(const ParamSet& live) {
     t.push_back({src.name, dst.data(), src.size});
   }
   view_ = ParamSet(std::move(t));
+}
+
+void ParamSnapshot::refresh(const ParamSet& live, const std::vector<Model::Ranges>& ranges) {
+  for (std::size_t t = 0; t < storage_.size(); ++t) {
+    const float* from = live.data(t);
+    float* to = storage_[t].data();
+    const auto copy = [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) to[i] = detail::relaxed_load(from + i);
+    };
+    if (t >= ranges.size() || ranges[t].empty())
+      copy(0, storage_[t].size());
+    else
+      for (const auto& [begin, end] : ranges[t]) copy(begin, end);
+  }
+}
+
+Model::Ranges coalesce_ranges(const Model::Ranges& ranges, std::size_t gap) {
+  Model::Ranges out;
+  for (const auto& r : ranges) {
+    if (!out.empty() && r.first - out.back().second < gap)
+      out.back().second = std::max(out.back().second, r.second);
+    else
+      out.push_back(r);
+  }
+  return out;
 }
 
 }  // namespace hogwild

@@ -187,9 +187,10 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
       }
       slot_params[i] = ParamSet(std::move(st));
     }
-    if (test || cfg.merge_every)
+    if (test)  // copying a few untouched floats beats another loop: whole lines
       for (std::size_t t = 0; t < specs.size(); ++t)
-        trained_ranges.push_back(model.trained_ranges(t, train));
+        trained_ranges.push_back(
+            coalesce_ranges(model.trained_ranges(t, train, 0, train.rows()), 16));
   }
 }
 
@@ -262,8 +263,12 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.stop = &control->stop;
   task.parent = cfg.mode == Mode::serial ? 0 : control->parent;
   if (cfg.merge_every) {
-    if (!replica)
-      replica.emplace(params, trained_ranges, cfg.merge_every, cfg.mode == Mode::atomic);
+    if (!replica) {  // merging only what this worker's own rows can change
+      std::vector<Model::Ranges> mine;
+      for (std::size_t t = 0; t < specs.size(); ++t)
+        mine.push_back(model.trained_ranges(t, train, begin, end));
+      replica.emplace(params, std::move(mine), cfg.merge_every, cfg.mode == Mode::atomic);
+    }
     task.replica = &*replica;
   }
   epoch_loss[rank * cfg.epochs + e] = model.train_epoch(cfg.mode, task);

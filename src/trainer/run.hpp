@@ -69,9 +69,10 @@ struct Run {
   std::span<std::atomic<std::uint32_t>> finishers;  // workers done with each epoch
   SnapshotSlot* slots[2] = {nullptr, nullptr};
   ParamSet slot_params[2];
-  // Per tensor, the coordinates training can change (Model::trained_ranges; empty =
-  // all): what a snapshot copies (a slot's first snapshot copies everything) and
-  // what a replica merges. Computed when either needs them.
+  // Per tensor, the coordinates training can change (Model::trained_ranges over all
+  // rows, coalesced into whole lines; empty = all): what a snapshot copies (a slot's
+  // first snapshot copies everything). Computed when there is a test set. (A
+  // replica merges its own worker's ranges.)
   std::vector<Model::Ranges> trained_ranges;
   // --merge-every: the worker's replica, made in the worker on its first epoch (so
   // private to it).

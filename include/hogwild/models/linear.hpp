@@ -25,9 +25,9 @@ class LinearModel : public ModelBase<LinearModel> {
   template <class U>
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
-  // w: the features present in the (sparse) training rows, runs closer than a
-  // cache line merged.
-  Ranges trained_ranges(std::size_t tensor, const Dataset& train) const override;
+  // w: the features present in the (sparse) rows, as runs of consecutive features.
+  Ranges trained_ranges(std::size_t tensor, const Dataset& train, std::size_t begin_row,
+                        std::size_t end_row) const override;
   bool reports_accuracy() const { return classification_; }
   // Hot coordinates (options.hot_k > 0; parallel modes, SGD, sparse rows): chosen
   // from the worker's own rows at its first epoch, flushed at every epoch's end.
