@@ -81,7 +81,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"workers", c.mode == Mode::serial ? 1u : c.workers},
       {"epochs", c.epochs},
       {"batch", c.batch},
-      {"merge_every", c.merge_every},
+      {"merge_every", c.merge_every == TrainConfig::kMergeAuto ? nlohmann::json("auto")
+                                                                : nlohmann::json(c.merge_every)},
       {"lr", c.step_size.lr0},
       {"lr_decay", c.step_size.decay},
       {"lr_inverse", c.step_size.inverse_scale},
@@ -98,6 +99,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"test_loss", num(r.test.loss)},
       {"test_accuracy", num(r.test.accuracy)},
       {"peak_rss_bytes", r.peak_rss_bytes},
+      {"merges", r.merges},
+      {"merge_every_final", r.merge_every},
       {"lock_recoveries", r.lock_recoveries},
       {"huge_pages", r.huge_pages},
       {"restarts", r.restarts},

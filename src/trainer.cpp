@@ -266,6 +266,14 @@ class Supervisor {
     std::uint64_t tree = detail::self_peak_rss_bytes();
     for (auto& p : run_.progress) tree += p.private_bytes.load(std::memory_order_relaxed);
     r.peak_rss_bytes = tree;
+    if (cfg_.merge_every) {
+      std::uint64_t every = 0;
+      for (auto& p : run_.progress) {
+        r.merges += p.merges.load(std::memory_order_relaxed);
+        every += p.merge_every.load(std::memory_order_relaxed);
+      }
+      r.merge_every = static_cast<double>(every) / static_cast<double>(run_.progress.size());
+    }
     r.huge_pages = run_.arena.huge_pages();
     for (const auto& t : run_.params.tensors()) {
       r.parameters[t.name].assign(t.data, t.data + t.size);

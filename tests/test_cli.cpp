@@ -111,6 +111,22 @@ TEST_CASE("a normal run prints progress, writes metrics and summary, leaves noth
   CHECK(test::our_shm_entries() == before);
 }
 
+TEST_CASE("--merge-every auto runs replicas and reports the merges") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 4000);
+  auto r = run({test::hogwild_train_path(), "--train", train, "--test", test_file, "--workers", "2",
+                "--epochs", "2", "--merge-every", "auto", "--summary", dir.file("s.json")});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(" merges, every ") != std::string::npos);
+  auto summary = test::read_text(dir.file("s.json"));
+  CHECK(summary.find("\"merge_every\": \"auto\"") != std::string::npos);
+  CHECK(summary.find("\"merges\": 0,") == std::string::npos);
+  r = run({test::hogwild_train_path(), "--train", train, "--merge-every", "sometimes"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("--merge-every") != std::string::npos);
+}
+
 TEST_CASE("with --max-restarts 0 a SIGKILLed worker ends the run with exit 3 naming it, and no segment is left") {
   test::TempDir dir;
   auto [train, test_file] = problem_files(dir, 20000);

@@ -5,7 +5,9 @@
 // modes that allow them.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "hogwild/error.hpp"
@@ -117,6 +119,48 @@ TEST_CASE("a merge over many one-coordinate runs (a sparse model's) adds each ch
                        doctest::Contains("not sorted, disjoint and inside it"),
                        std::invalid_argument);
   CHECK_THROWS_AS(Replica(shared, {{{8, 11}}}, 1, false), std::invalid_argument);
+}
+
+TEST_CASE("--merge-every auto: F follows the cost of a merge against that of an example") {
+  // Examples slow against a tiny merge: F falls towards kAutoMin.
+  {
+    std::vector<float> w(64, 1.f);
+    Replica r(ParamSet({{"w", w.data(), w.size()}}), {}, Replica::kAuto, false);
+    CHECK(r.every() == Replica::kAutoStart);
+    for (int i = 0; i < 6; ++i) {
+      while (!r.due(16)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // "training"
+      r.merge();
+    }
+    MESSAGE("slow examples, 64-float merge: F " << r.every());
+    CHECK(r.every() < Replica::kAutoStart / 4);
+    CHECK(r.every() >= Replica::kAutoMin);
+  }
+  // A large merge (8M floats) against examples that take no time: F rises to the cap.
+  {
+    std::vector<float> w(std::size_t{1} << 23, 1.f);
+    Replica r(ParamSet({{"w", w.data(), w.size()}}), {}, Replica::kAuto, false);
+    for (int i = 0; i < 8; ++i) {
+      while (!r.due(16)) {
+      }
+      r.merge();
+    }
+    MESSAGE("instant examples, 8M-float merge: F " << r.every());
+    CHECK(r.every() == Replica::kAutoMax);
+  }
+  // Through the trainer: two workers converge like serial, and the result reports
+  // the merges and the F they ended with.
+  auto [tr, te] = test::generated_problem(40000, 10000, 2000, 20, 0.0, 3);
+  const auto serial = train(config(Mode::serial, 1, 0), tr, &te);
+  const auto r = train(config(Mode::hogwild, 2, TrainConfig::kMergeAuto), tr, &te);
+  MESSAGE("auto: loss " << r.test.loss << " (serial " << serial.test.loss << "), "
+                        << r.merges << " merges, F at the end " << r.merge_every);
+  CHECK(r.test.loss <= serial.test.loss * 1.03);
+  CHECK(r.merges >= 2 * 8);  // at least every epoch's end, both workers
+  CHECK(r.merge_every >= double(Replica::kAutoMin));
+  CHECK(r.merge_every <= double(Replica::kAutoMax));
+  CHECK(r.samples == 8ull * tr.rows());
 }
 
 TEST_CASE("merging after every example with one worker reproduces plain hogwild") {

@@ -60,6 +60,8 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint64_t> pss_bytes{0};    // proportional set size at exit
   std::atomic<std::int64_t> finish_ns{0};     // steady clock when the worker finished
   std::atomic<std::uint64_t> private_bytes{0};  // pages only this worker maps, at exit
+  std::atomic<std::uint64_t> merges{0};       // its replica's merges, at exit
+  std::atomic<std::uint64_t> merge_every{0};  // its replica's F at exit (--merge-every auto)
 };
 
 struct EpochTask {

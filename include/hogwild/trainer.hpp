@@ -30,7 +30,10 @@ struct TrainConfig {
   // Replicated Hogwild! (replica.hpp), modes hogwild and atomic with sgd: each
   // worker trains a private copy of the parameters and adds its change to the shared
   // ones every merge_every of its examples and at the end of each epoch. 0: off, every
-  // update goes straight to the shared weights.
+  // update goes straight to the shared weights. kMergeAuto (--merge-every auto): each
+  // worker times its merges and its examples and keeps a merge at about 5 % of its
+  // time (Replica::kAuto).
+  static constexpr std::size_t kMergeAuto = static_cast<std::size_t>(-1);
   std::size_t merge_every = 0;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
@@ -77,6 +80,10 @@ struct TrainResult {
   // the final checkpoint, if configured, was written. train() returns normally.
   int signal = 0;
   std::uint32_t resumed_epochs = 0;  // epochs the resumed checkpoint had completed
+  // Replicas (merge_every): merges by all workers, and the examples between merges
+  // the workers ended with, averaged (with kMergeAuto, what the timing chose).
+  std::uint64_t merges = 0;
+  double merge_every = 0;
 };
 
 // Called in the parent for every evaluation, in order.

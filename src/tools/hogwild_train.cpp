@@ -134,8 +134,10 @@ int run(int argc, char** argv) {
   app.add_option("--merge-every", cfg.merge_every,
                  "Each worker trains a private replica of the parameters and adds its change "
                  "to the shared ones every N of its examples and at each epoch's end "
-                 "(modes hogwild, atomic; 0 = off: updates go straight to the shared weights)")
-      ->capture_default_str()->option_text("N");
+                 "(modes hogwild, atomic; 0 = off: updates go straight to the shared weights; "
+                 "auto: N adapts so that merging takes about 5 % of a worker's time)")
+      ->transform(CLI::Transformer({{"auto", std::to_string(hogwild::TrainConfig::kMergeAuto)}}))
+      ->capture_default_str()->option_text("N|auto");
   app.add_option("--hot-k", cfg.model_options.hot_k,
                  "Linear models: accumulate the bias and the K most frequent features per "
                  "worker, flushed every --hot-flush examples (0 = off)")
@@ -234,6 +236,9 @@ int run(int argc, char** argv) {
   if (std::isfinite(result.test.loss)) line += fmt::format(", test loss {:.4f}", result.test.loss);
   if (std::isfinite(result.test.rmse)) line += fmt::format(", test rmse {:.4f}", result.test.rmse);
   line += fmt::format(", peak memory {}", mib(result.peak_rss_bytes));
+  if (cfg.merge_every == hogwild::TrainConfig::kMergeAuto && result.merges)
+    line += fmt::format(", {} merges, every {:.0f} examples at the end", result.merges,
+                        result.merge_every);
   if (result.restarts) line += fmt::format(", {} worker restart(s)", result.restarts);
   if (!cfg.checkpoint.empty()) line += ", checkpoint " + cfg.checkpoint;
   fmt::print("{}\n", line);

@@ -1,6 +1,9 @@
 #include "hogwild/replica.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -9,9 +12,39 @@
 
 namespace hogwild {
 
+namespace {
+
+std::uint64_t now_ns() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+constexpr std::size_t kShortRange = 16;  // floats: shorter runs merge inline
+constexpr std::size_t kAhead = 16;       // runs: how far ahead a merge prefetches
+
+// Mode atomic: one read-modify-write per changed coordinate, none lost. (Mode
+// hogwild: detail::dense_merge_shared, vectorised.)
+void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexcept {
+  for (std::size_t j = 0; j < n; ++j) {
+    const float d = copy[j] - base[j];
+    const float s =
+        d == 0 ? detail::relaxed_load(shared + j)  // nothing to add: no write, no line stolen
+               : std::atomic_ref<float>(shared[j]).fetch_add(d, std::memory_order_relaxed) + d;
+    copy[j] = base[j] = s;
+  }
+}
+
+}  // namespace
+
 Replica::Replica(const ParamSet& shared, std::vector<Model::Ranges> ranges, std::size_t every,
                  bool atomic)
     : shared_(shared), ranges_(std::move(ranges)), every_(every), atomic_(atomic) {
+  if (every_ == kAuto) {
+    adaptive_ = true;
+    every_ = kAutoStart;
+  }
+  if (every_ == 0) throw std::invalid_argument("Replica: merge every 0 examples");
   std::vector<ParamSet::Tensor> t;
   copy_.reserve(shared.count());
   base_.reserve(shared.count());
@@ -42,28 +75,11 @@ Replica::Replica(const ParamSet& shared, std::vector<Model::Ranges> ranges, std:
     t.push_back({s.name, c.data(), s.size});
   }
   local_ = ParamSet(std::move(t), /*exclusive=*/true);
+  if (adaptive_) last_merge_end_ns_ = now_ns();
 }
-
-namespace {
-
-constexpr std::size_t kShortRange = 16;  // floats: shorter runs merge inline
-constexpr std::size_t kAhead = 16;       // runs: how far ahead a merge prefetches
-
-// Mode atomic: one read-modify-write per changed coordinate, none lost. (Mode
-// hogwild: detail::dense_merge_shared, vectorised.)
-void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexcept {
-  for (std::size_t j = 0; j < n; ++j) {
-    const float d = copy[j] - base[j];
-    const float s =
-        d == 0 ? detail::relaxed_load(shared + j)  // nothing to add: no write, no line stolen
-               : std::atomic_ref<float>(shared[j]).fetch_add(d, std::memory_order_relaxed) + d;
-    copy[j] = base[j] = s;
-  }
-}
-
-}  // namespace
 
 void Replica::merge() noexcept {
+  const std::uint64_t start = adaptive_ ? now_ns() : 0;
   for (std::size_t t = 0; t < shared_.count(); ++t) {
     float* s = shared_.data(t);
     float* c = copy_[t].data();
@@ -107,6 +123,19 @@ void Replica::merge() noexcept {
         c[j] = *b = v;
       }
     }
+  }
+  if (adaptive_) {
+    const std::uint64_t end = now_ns();
+    if (last_merge_end_ns_ != 0 && pending_ > 0 && start > last_merge_end_ns_) {
+      const double per_example =
+          static_cast<double>(start - last_merge_end_ns_) / static_cast<double>(pending_);
+      const double want = kAutoRatio * static_cast<double>(end - start) / per_example;
+      // The geometric mean with the last choice: one slow merge (a page fault, the
+      // other core's burst) moves F by half as much.
+      const double next = std::sqrt(want * static_cast<double>(every_));
+      every_ = static_cast<std::size_t>(std::clamp(next, double(kAutoMin), double(kAutoMax)));
+    }
+    last_merge_end_ns_ = end;
   }
   pending_ = 0;
   ++merges_;

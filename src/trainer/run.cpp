@@ -290,6 +290,10 @@ int Run::work(unsigned rank) {
   p.finish_ns.store(now_ns(), std::memory_order_relaxed);
   p.pss_bytes.store(self_pss_bytes(), std::memory_order_relaxed);
   p.private_bytes.store(self_private_bytes(), std::memory_order_relaxed);
+  if (replica) {
+    p.merges.store(replica->merges(), std::memory_order_relaxed);
+    p.merge_every.store(replica->every(), std::memory_order_relaxed);
+  }
   return 0;
 }
 
