@@ -549,7 +549,7 @@ def main():
     a.epochs = 3 if q else 10
     a.spam_epochs = 100 if q else 200
     a.parse_rows = 100000 if q else 1100000
-    a.hot_k, a.hot_flush = 64, 16
+    a.hot_k, a.hot_flush = 4096, 512
     a.peer_merge_every = 256
     a.ratings = 500000 if q else 2000000
     # Quick: 3 epochs, so the step size must fall fast for serial's final loss (the

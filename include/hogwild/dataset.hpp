@@ -86,6 +86,10 @@ class Dataset {
   static Dataset view_u8(std::shared_ptr<MappedBuffer> storage, std::size_t rows,
                          std::size_t cols, const float* labels, const std::uint8_t* pixels,
                          std::string source);
+  // A sparse set whose every column index j reads map[j] (map has cols() entries),
+  // in a new shared mapping of the indices; labels, offsets and values stay shared
+  // with this set. Rows are no longer in ascending index order. For hot coordinates.
+  Dataset renumbered(std::span<const std::uint32_t> map) const;
   // A dense_u8 set as floats (a new shared mapping, 4x its pixels' bytes); any other
   // set is returned as it is (sharing its storage).
   Dataset widened() const;
@@ -136,6 +140,7 @@ class Dataset {
 
  private:
   std::shared_ptr<MappedBuffer> storage_;
+  std::shared_ptr<MappedBuffer> index_storage_;  // renumbered(): its own indices
   Layout layout_ = Layout::sparse;
   std::size_t rows_ = 0, cols_ = 0, nnz_ = 0, users_ = 0;
   const float* labels_ = nullptr;

@@ -99,14 +99,15 @@ struct ModelOptions {
   bool bias = true;  // learn an intercept
   std::vector<std::size_t> hidden{256, 128};  // mlp: widths of the hidden layers
   std::size_t rank = 10;  // matrix factorization: factors per user and per item
-  // Hot coordinates (sparse linear models, parallel modes): each worker adds its
-  // updates of the bias and of the hot_k features most frequent in its own rows to
-  // a private buffer, and flushes that buffer into the shared weights with one add
-  // per coordinate every hot_flush examples and at the end of each epoch
+  // Hot coordinates (models that are Model::feature_indexed, sparse rows, parallel
+  // modes, SGD): each worker trains its own copy of the bias and of the hot_k
+  // features most frequent in the training rows, and adds what it changed to the
+  // shared weights every hot_flush examples and at the end of each epoch
   // (HOGWILD++/DimmWitted-style replication of the coordinates every example
-  // touches, whose cache lines otherwise bounce between cores). 0: off.
+  // touches, whose cache lines otherwise bounce between cores;
+  // models/hot_coordinates.hpp). 0: off.
   std::size_t hot_k = 0;
-  std::size_t hot_flush = 16;
+  std::size_t hot_flush = 256;
 };
 
 // A batch of rows, by index into the dataset, with their targets.
@@ -159,6 +160,11 @@ class Model {
   // gives every other model the set widened to floats (Dataset::widened), and
   // ModelBase refuses to hand such a model byte rows.
   virtual bool reads_byte_rows() const noexcept { return false; }
+  // True when tensor 0 holds one weight per feature and the step touches it only at
+  // the row's feature indices (w + index), every other tensor being small: hot
+  // coordinates (--hot-k, hot_coordinates.hpp) then work by renumbering the hot
+  // features of the rows, without the model's knowledge. The linear models say so.
+  virtual bool feature_indexed() const noexcept { return false; }
 };
 
 // Ranges whose gap is under `gap` coordinates joined into one (a copy of a few

@@ -20,6 +20,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/optimizer.hpp"
+#include "hogwild/models/hot_coordinates.hpp"
 #include "hogwild/replica.hpp"
 #include "hogwild/robust_mutex.hpp"
 
@@ -83,6 +84,10 @@ struct EpochTask {
   // --merge-every: the worker's private copy. The step then trains it, and `params`
   // is the shared set it is merged into every `every` examples and at the epoch's end.
   Replica* replica = nullptr;
+  // --hot-k: the worker's copies of the hot coordinates. The step then trains
+  // hot->params() (over `data`, whose rows the parent renumbered), flushed every
+  // hot_flush examples and at the epoch's end.
+  HotWindow* hot = nullptr;
 };
 
 // Starts loading row r while the current example computes: workers visit their
@@ -162,7 +167,7 @@ class ModelBase : public Model {
 
   // Per-worker hooks around each epoch's batches, called in the worker process (so
   // a model's members are private to it there). A model that keeps worker-private
-  // state (hot-coordinate buffers) defines its own, found by name like `step`.
+  // state (per-worker buffers) defines its own, found by name like `step`.
   // end_epoch runs before the epoch is published, also when it was cut short.
   template <class U>
   void begin_epoch(const EpochTask&) {}
@@ -189,7 +194,7 @@ class ModelBase : public Model {
     std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
     const double epoch_lr = t.step_size.epoch_start(t.epoch);
     derived().template begin_epoch<U>(t);
-    const ParamSet& trained = t.replica ? t.replica->params() : t.params;
+    const ParamSet& trained = t.replica ? t.replica->params() : t.hot ? t.hot->params() : t.params;
     std::size_t begin = std::min(t.start, n);  // a restarted worker resumes mid-epoch
     for (std::size_t k = 0; begin < n; ++k) {
       if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
@@ -226,15 +231,28 @@ class ModelBase : public Model {
         t.replica->merge();
         if (t.progress) publish(*t.progress, seen, begin, loss);
       }
+      if (t.hot && t.hot->due(size)) flush_hot<U>(t);
       if ((k & 63) == 63) {
         if (t.progress && !t.replica) publish(*t.progress, seen, begin, loss);
         if (detail::orphaned(t.parent)) break;
       }
     }
     if (t.replica) t.replica->merge();  // also when the epoch was cut short
+    if (t.hot) flush_hot<U>(t);
     derived().template end_epoch<U>(t);
     if (t.progress) publish(*t.progress, seen, begin, loss);
     return loss;
+  }
+
+  // Under lock a flush holds the lock, as every other update does.
+  template <class U>
+  static void flush_hot(const EpochTask& t) {
+    if constexpr (U::locks_batches) {
+      RobustLock guard(*t.mutex);
+      t.hot->flush();
+    } else {
+      t.hot->flush();
+    }
   }
 
   static void publish(WorkerProgress& p, std::uint64_t seen, std::size_t position, double loss) {

@@ -156,6 +156,18 @@ Dataset Dataset::view_u8(std::shared_ptr<MappedBuffer> storage, std::size_t rows
   return d;
 }
 
+Dataset Dataset::renumbered(std::span<const std::uint32_t> map) const {
+  HOGWILD_ENFORCE(layout_ == Layout::sparse, "only a sparse set's columns can be renumbered");
+  HOGWILD_ENFORCE(map.size() == cols_, "the map needs one entry per column");
+  Dataset d = *this;
+  d.index_storage_ = MappedBuffer::anonymous(std::max<std::size_t>(nnz_, 1) * sizeof(std::uint32_t));
+  auto* out = reinterpret_cast<std::uint32_t*>(d.index_storage_->data());
+  for (std::size_t k = 0; k < nnz_; ++k) out[k] = map[indices_[k]];
+  d.index_storage_->seal();
+  d.indices_ = out;
+  return d;
+}
+
 Dataset Dataset::widened() const {
   if (layout_ != Layout::dense_u8) return *this;
   // A 256-entry table of byte_value makes the loop a plain gather.

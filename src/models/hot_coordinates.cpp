@@ -1,38 +1,70 @@
 #include "hogwild/models/hot_coordinates.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
+
+#include "hogwild/update_policy.hpp"
 
 namespace hogwild {
 
-void HotCoordinates::select(const Dataset& data, std::span<const std::uint32_t> rows,
-                            std::size_t features, std::size_t k) {
-  slot_.clear();
-  delta_.clear();
-  index_.clear();
-  bias_delta = 0;
-  pending = 0;
-  if (data.layout() != Layout::sparse || features == 0) return;
+std::vector<std::uint32_t> most_frequent_features(const Dataset& data, std::size_t features,
+                                                  std::size_t k) {
+  if (data.layout() != Layout::sparse || features == 0) return {};
   std::vector<std::uint32_t> count(features, 0);
-  for (std::uint32_t r : rows) {
-    const RowView x = data.row(r);
-    for (std::uint32_t i = 0; i < x.nnz; ++i)
-      if (x.index[i] < features) ++count[x.index[i]];
-  }
+  for (std::uint32_t j : data.indices())
+    if (j < features) ++count[j];
   std::vector<std::uint32_t> order(features);
   std::iota(order.begin(), order.end(), 0u);
-  k = std::min({k, kMaxK, features});
+  k = std::min(k, features);
   std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
                     [&](std::uint32_t a, std::uint32_t b) {
                       return count[a] != count[b] ? count[a] > count[b] : a < b;
                     });
-  slot_.assign(features, 0);
-  delta_.assign(1, 0.f);  // the cold slot: always 0, also with the bias alone hot
-  for (std::size_t s = 0; s < k && count[order[s]] > 0; ++s) {
-    index_.push_back(order[s]);
-    slot_[order[s]] = static_cast<std::uint8_t>(s + 1);
-    delta_.push_back(0.f);
+  order.resize(k);
+  while (!order.empty() && count[order.back()] == 0) order.pop_back();
+  return order;
+}
+
+std::size_t HotWindow::window_floats(const ParamSet& shared, std::size_t hot) {
+  std::size_t n = hot;
+  for (std::size_t t = 1; t < shared.count(); ++t) n += shared.size(t);
+  return n;
+}
+
+HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
+                     std::size_t flush_every, bool atomic)
+    : shared_(shared), window_(window), every_(flush_every ? flush_every : 1), atomic_(atomic) {
+  for (std::uint32_t j : hot) targets_.push_back(shared.data(0) + j);
+  std::vector<ParamSet::Tensor> t{shared.tensors()[0]};
+  float* next = window + hot.size();
+  for (std::size_t i = 1; i < shared.count(); ++i) {
+    const ParamSet::Tensor& s = shared.tensors()[i];
+    for (std::size_t j = 0; j < s.size; ++j) targets_.push_back(s.data + j);
+    t.push_back({s.name, next, s.size});
+    next += s.size;
   }
+  local_ = ParamSet(std::move(t));
+  base_.resize(targets_.size());
+  for (std::size_t s = 0; s < targets_.size(); ++s)
+    window_[s] = base_[s] = detail::relaxed_load(targets_[s]);
+}
+
+void HotWindow::flush() noexcept {
+  for (std::size_t s = 0; s < targets_.size(); ++s) {
+    const float d = window_[s] - base_[s];
+    float* target = targets_[s];
+    float v;
+    if (d == 0)
+      v = detail::relaxed_load(target);  // nothing to add: no write, no line stolen
+    else if (atomic_)
+      v = std::atomic_ref<float>(*target).fetch_add(d, std::memory_order_relaxed) + d;
+    else
+      detail::relaxed_store(target, v = detail::relaxed_load(target) + d);
+    window_[s] = base_[s] = v;
+  }
+  pending_ = 0;
+  ++flushes_;
 }
 
 }  // namespace hogwild

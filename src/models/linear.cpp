@@ -53,74 +53,7 @@ void LinearModel::loss_and_slope(float z, float y, float& loss, float& slope) co
 }
 
 template <class U>
-void LinearModel::begin_epoch(const EpochTask& t) {
-  if constexpr (U::mode == Mode::serial || U::optimizer != Optimizer::sgd) return;
-  if (options_.hot_k == 0 || hot_selected_) return;
-  hot_selected_ = true;  // once per worker: its rows are the same set every epoch
-  hot_.select(*t.data, t.rows, features_, options_.hot_k);
-}
-
-template <class U>
-void LinearModel::end_epoch(const EpochTask& t) {
-  if (!hot_.active()) return;
-  float* bias = options_.bias ? t.params.data(1) : nullptr;
-  if constexpr (U::locks_batches) {
-    RobustLock guard(*t.mutex);
-    hot_.flush<U>(t.params.data(0), bias);
-  } else {
-    hot_.flush<U>(t.params.data(0), bias);
-  }
-}
-
-// step() with the hot coordinates in the worker's private buffer: a read sees the
-// shared value plus the worker's own pending delta (delta()[0] is 0 for every cold
-// feature, so no branch), and an update of a hot coordinate stays private until
-// the flush every hot_flush examples.
-template <class U>
-double LinearModel::step_hot(const Batch& b, const ParamSet& p, float lr) {
-  float* wm = p.data(0);
-  const float* w = wm;
-  float* bias = options_.bias ? p.data(1) : nullptr;
-  const std::uint8_t* slot = hot_.slots();
-  float* delta = hot_.delta();
-  const float inv = 1 / static_cast<float>(b.size);
-  const float l2 = options_.l2 * inv;
-  slopes_.resize(b.size);
-  double total = 0;
-  for (std::size_t i = 0; i < b.size; ++i) {
-    const RowView x = b.row(i);
-    float z = bias ? U::read(bias) + hot_.bias_delta : 0.f;
-    for (std::uint32_t k = 0; k < x.nnz; ++k)
-      z += (U::read(w + x.index[k]) + delta[slot[x.index[k]]]) * x.value[k];
-    float loss;
-    loss_and_slope(z, b.target(i), loss, slopes_[i]);
-    total += loss;
-  }
-  // Where an update goes, without a branch: a third of a row's features may be
-  // hot, in no predictable order. base[1] + slot for a hot feature, base[0] + j for
-  // a cold one. The add is Sgd's descend (begin_epoch admits only Sgd).
-  float* const base[2] = {wm, delta};
-  for (std::size_t i = 0; i < b.size; ++i) {
-    const RowView x = b.row(i);
-    const float a = slopes_[i] * inv;
-    for (std::uint32_t k = 0; k < x.nnz; ++k) {
-      const std::uint32_t j = x.index[k];
-      const std::uint32_t s = slot[j];
-      const std::uint32_t hot = s != 0;
-      const std::uint32_t at = j ^ ((j ^ s) & (0u - hot));  // hot ? s : j
-      float g = a * x.value[k];
-      if (l2 != 0) g += l2 * (U::read(w + j) + delta[s]);
-      U::add(base[hot] + at, -lr * g);
-    }
-    hot_.bias_delta -= lr * a;
-  }
-  if ((hot_.pending += b.size) >= options_.hot_flush) hot_.flush<U>(p.data(0), bias);
-  return total;
-}
-
-template <class U>
 double LinearModel::step(const Batch& b, const ParamSet& p, float lr) {
-  if (U::mode != Mode::serial && hot_.active()) return step_hot<U>(b, p, lr);
   const float* w = p.data(0);
   const float* bias = options_.bias ? p.data(1) : nullptr;
   const float inv = 1 / static_cast<float>(b.size);
@@ -183,21 +116,5 @@ void LinearModel::predict(const ParamSet& p, RowView x, float target_value, doub
 }
 
 HOGWILD_INSTANTIATE_STEP(LinearModel);
-template void LinearModel::begin_epoch<Update<SerialUpdate, Sgd>>(const EpochTask&);
-template void LinearModel::end_epoch<Update<SerialUpdate, Sgd>>(const EpochTask&);
-template void LinearModel::begin_epoch<Update<SerialUpdate, AdaGrad>>(const EpochTask&);
-template void LinearModel::end_epoch<Update<SerialUpdate, AdaGrad>>(const EpochTask&);
-template void LinearModel::begin_epoch<Update<HogwildUpdate, Sgd>>(const EpochTask&);
-template void LinearModel::end_epoch<Update<HogwildUpdate, Sgd>>(const EpochTask&);
-template void LinearModel::begin_epoch<Update<HogwildUpdate, AdaGrad>>(const EpochTask&);
-template void LinearModel::end_epoch<Update<HogwildUpdate, AdaGrad>>(const EpochTask&);
-template void LinearModel::begin_epoch<Update<AtomicUpdate, Sgd>>(const EpochTask&);
-template void LinearModel::end_epoch<Update<AtomicUpdate, Sgd>>(const EpochTask&);
-template void LinearModel::begin_epoch<Update<AtomicUpdate, AdaGrad>>(const EpochTask&);
-template void LinearModel::end_epoch<Update<AtomicUpdate, AdaGrad>>(const EpochTask&);
-template void LinearModel::begin_epoch<Update<LockUpdate, Sgd>>(const EpochTask&);
-template void LinearModel::end_epoch<Update<LockUpdate, Sgd>>(const EpochTask&);
-template void LinearModel::begin_epoch<Update<LockUpdate, AdaGrad>>(const EpochTask&);
-template void LinearModel::end_epoch<Update<LockUpdate, AdaGrad>>(const EpochTask&);
 
 }  // namespace hogwild

@@ -139,8 +139,9 @@ int run(int argc, char** argv) {
       ->transform(CLI::Transformer({{"auto", std::to_string(hogwild::TrainConfig::kMergeAuto)}}))
       ->capture_default_str()->option_text("N|auto");
   app.add_option("--hot-k", cfg.model_options.hot_k,
-                 "Linear models: accumulate the bias and the K most frequent features per "
-                 "worker, flushed every --hot-flush examples (0 = off)")
+                 "Linear models, sparse rows: each worker trains its own copy of the bias and "
+                 "of the K most frequent features, added to the shared weights every "
+                 "--hot-flush examples (0 = off)")
       ->capture_default_str();
   app.add_option("--hot-flush", cfg.model_options.hot_flush,
                  "Examples between flushes of the hot coordinates")

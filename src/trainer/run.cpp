@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <sys/mman.h>
 #include <fmt/format.h>
 #include <numeric>
 
@@ -128,6 +131,29 @@ Error divergence(const TrainConfig& c, const std::string& what, double epoch,
                kExitFailure);
 }
 
+// The window of hot coordinates: the first page boundary past w's end, mapped
+// private and anonymous over the arena's pages there, before any fork: each worker
+// inherits its own copy-on-write copy, so `w + index` for a renumbered hot feature
+// reads and writes the worker's copy. The training rows are renumbered to match.
+void Run::map_hot_window(std::size_t bytes) {
+  float* w = params.data(0);
+  const auto end = reinterpret_cast<std::uintptr_t>(w + specs[0].size);
+  auto* window = reinterpret_cast<float*>((end + kPage - 1) / kPage * kPage);
+  if (::mmap(window, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+             0) == MAP_FAILED)
+    throw ResourceError(fmt::format("cannot map the {} bytes of --hot-k's window past the "
+                                    "weights (a hugetlbfs --shm-dir?): {}",
+                                    bytes, std::strerror(errno)));
+  hot_window = window;
+  const auto first = static_cast<std::size_t>(window - w);
+  if (first + hot.size() > std::numeric_limits<std::uint32_t>::max())
+    throw ConfigError("--hot-k: too many features for 32-bit indices past the weights");
+  std::vector<std::uint32_t> map(train.cols());
+  std::iota(map.begin(), map.end(), 0u);
+  for (std::size_t r = 0; r < hot.size(); ++r) map[hot[r]] = static_cast<std::uint32_t>(first + r);
+  hot_train = train.renumbered(map);
+}
+
 Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
     : cfg(c), model(m), train(tr), test(te) {
   const LabelMap labels = LabelMap::fit(model.label_kind(), train, model.name());
@@ -145,8 +171,24 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
   };
   std::size_t floats = 0;
   const bool stateful = has_state(cfg.optimizer);
+  // Hot coordinates: w's block gets room for a page-aligned window past its end.
+  std::size_t window_bytes = 0;
+  if (cfg.model_options.hot_k > 0 && cfg.mode != Mode::serial) {
+    if (!model.feature_indexed())
+      throw ConfigError(fmt::format("--hot-k works with the linear models (logistic, hinge, "
+                                    "squared), not {}", model.name()));
+    if (train.layout() != Layout::sparse)
+      throw ConfigError(fmt::format("--hot-k needs sparse rows, and {} is {}", train.source(),
+                                    to_string(train.layout())));
+    hot = most_frequent_features(train, specs[0].size, cfg.model_options.hot_k);
+    std::size_t window = hot.size();
+    for (std::size_t t = 1; t < specs.size(); ++t) window += specs[t].size;
+    window_bytes = (window * sizeof(float) + kPage - 1) / kPage * kPage;
+  }
   for (auto& s : specs) {
-    blocks.push_back({block_name(s.name), s.size * sizeof(float)});
+    blocks.push_back({block_name(s.name), s.size * sizeof(float) +
+                                              (&s == &specs[0] && window_bytes
+                                                   ? kPage + window_bytes : 0)});
     if (stateful) blocks.push_back({state_block_name(s.name), s.size * sizeof(float)});
     floats += padded(s.size);
   }
@@ -173,6 +215,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
                  stateful ? arena.array<float>(state_block_name(s.name)).data() : nullptr});
   params = ParamSet(std::move(t));
   initialise(params, specs, cfg.seed);
+  if (window_bytes) map_hot_window(window_bytes);
   if (arena.has("finishers")) {
     auto fb = arena.block("finishers");
     finishers = {new (fb.data()) std::atomic<std::uint32_t>[cfg.epochs], cfg.epochs};
@@ -249,7 +292,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   }
   // Consistent with the position whatever was published last.
   p.samples.store(std::uint64_t{e} * rows.size() + task.start, std::memory_order_relaxed);
-  task.data = &train;
+  task.data = hot_train ? &*hot_train : &train;
   task.targets = train_targets.data();
   task.rows = rows;
   task.batch = cfg.batch;
@@ -262,6 +305,12 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.mutex = &control->mutex;
   task.stop = &control->stop;
   task.parent = cfg.mode == Mode::serial ? 0 : control->parent;
+  if (hot_window) {
+    if (!hot_state)
+      hot_state.emplace(params, hot, hot_window, cfg.model_options.hot_flush,
+                        cfg.mode == Mode::atomic);
+    task.hot = &*hot_state;
+  }
   if (cfg.merge_every) {
     if (!replica) {  // merging only what this worker's own rows can change
       std::vector<Model::Ranges> mine;

@@ -77,12 +77,22 @@ struct Run {
   // --merge-every: the worker's replica, made in the worker on its first epoch (so
   // private to it).
   std::optional<Replica> replica;
+  // --hot-k (parallel modes): the hot features, the training rows with each hot
+  // feature renumbered to its slot in the window past w's end (hot_coordinates.hpp),
+  // the window (mapped private in the parent before any fork), and the worker's
+  // HotWindow, made in the worker on its first epoch.
+  std::vector<std::uint32_t> hot;
+  std::optional<Dataset> hot_train;
+  float* hot_window = nullptr;
+  std::optional<HotWindow> hot_state;
   ParamSet params;
   unsigned workers = 1;
   std::size_t classes = 0;
   unsigned restarts = 0;  // parent only
 
   Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te);
+  static constexpr std::size_t kPage = 4096;
+  void map_hot_window(std::size_t bytes);
 
   // Rows [begin, end) of the training set owned by worker `rank`.
   std::pair<std::size_t, std::size_t> partition(unsigned rank) const;

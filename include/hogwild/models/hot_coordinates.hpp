@@ -1,57 +1,63 @@
-// Hot coordinates: the bias and the few features that most examples touch. Under
-// Hogwild their cache lines bounce between cores on every example (two workers
-// racing on SpamAssassin's weights ran no faster than one). A worker that owns a
-// HotCoordinates adds its updates of those coordinates to a private buffer, reads
-// them as shared value + its own pending delta, and flushes the buffer into the
-// shared weights with one U::add per coordinate every few examples (HOGWILD++,
-// DimmWitted). Other workers see the worker's hot updates up to `flush` examples
-// late; that staleness is the price, measured in docs/PERFORMANCE.md.
+// Hot coordinates (ModelOptions::hot_k, --hot-k): the bias and the few features that
+// most examples touch. Under plain Hogwild their cache lines bounce between cores on
+// every example (two workers on SpamAssassin ran slower than one). With hot
+// coordinates each worker trains its own copy of them and adds what it changed to
+// the shared weights every hot_flush examples and at each epoch's end (HOGWILD++,
+// DimmWitted), while every other weight stays shared and updated in place.
+//
+// The step does not know. The parent renumbers the hot features of the training
+// rows (a copy of the index array) to coordinates just past the end of w that fall
+// in a window of pages it maps private (MAP_PRIVATE, before forking, so each worker
+// gets its own copy of them): `w + index` then lands in the worker's copy for a hot
+// feature and in the shared weights for any other, with no test per non-zero. The
+// window also holds the worker's copy of every other tensor (the bias); HotWindow
+// gives the step that ParamSet and does the flushes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "hogwild/dataset.hpp"
+#include "hogwild/model.hpp"
 
 namespace hogwild {
 
-class HotCoordinates {
+// The min(k, features) features most frequent in the rows of a sparse set, most
+// frequent first (ties: lower index first). Features that never occur are never hot.
+std::vector<std::uint32_t> most_frequent_features(const Dataset& data, std::size_t features,
+                                                  std::size_t k);
+
+class HotWindow {
  public:
-  static constexpr std::size_t kMaxK = 255;  // slots are bytes: the lookup stays small
+  // shared: the live parameters; tensor 0 is indexed by feature (Model::feature_indexed).
+  // hot[r]: the feature whose worker copy is window[r]; window[hot.size() ...] holds
+  // the worker's copy of tensors 1, 2, ... in order (window_floats() in all). Loads the
+  // copies from the shared weights (relaxed). atomic: a flush adds with fetch_add
+  // (mode atomic), else with a relaxed load and store.
+  HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
+            std::size_t flush_every, bool atomic);
+  HotWindow(const HotWindow&) = delete;
+  HotWindow& operator=(const HotWindow&) = delete;
 
-  // Picks the min(k, kMaxK) features most frequent in `rows` of a sparse dataset
-  // (ties: lower index first). Features never seen in `rows` are never hot.
-  void select(const Dataset& data, std::span<const std::uint32_t> rows, std::size_t features,
-              std::size_t k);
-  bool active() const noexcept { return !slot_.empty(); }
-  std::size_t size() const noexcept { return index_.size(); }
-  const std::vector<std::uint32_t>& features() const noexcept { return index_; }
-
-  // Slot of feature j: 0 for a cold feature, whose delta is always 0, so that
-  // `read(w + j) + delta()[slot(j)]` needs no branch.
-  const std::uint8_t* slots() const noexcept { return slot_.data(); }
-  float* delta() noexcept { return delta_.data(); }
-  float bias_delta = 0;
-  std::size_t pending = 0;  // examples since the last flush
-
-  // Adds every pending delta to the shared weights (one U::add each) and clears it.
-  template <class U>
-  void flush(float* w, float* bias) noexcept {
-    for (std::size_t s = 1; s < delta_.size(); ++s) {
-      if (delta_[s] != 0) U::add(w + index_[s - 1], delta_[s]);
-      delta_[s] = 0;
-    }
-    if (bias && bias_delta != 0) U::add(bias, bias_delta);
-    bias_delta = 0;
-    pending = 0;
-  }
+  static std::size_t window_floats(const ParamSet& shared, std::size_t hot);
+  // What the step trains: tensor 0 the shared weights (a renumbered hot feature's
+  // index reaches into the window), every other tensor the worker's copy.
+  const ParamSet& params() const noexcept { return local_; }
+  bool due(std::size_t examples) noexcept { return (pending_ += examples) >= every_; }
+  // For every coordinate in the window: shared += copy - base (nothing written where
+  // the copy did not change), then copy = base = shared.
+  void flush() noexcept;
+  std::uint64_t flushes() const noexcept { return flushes_; }
 
  private:
-  std::vector<std::uint8_t> slot_;    // per feature
-  std::vector<float> delta_;          // per slot; [0] is the cold slot
-  std::vector<std::uint32_t> index_;  // feature of slot s + 1
+  ParamSet shared_, local_;
+  std::vector<float*> targets_;  // the shared coordinate of each window slot
+  float* window_;
+  std::vector<float> base_;
+  std::size_t every_, pending_ = 0;
+  bool atomic_;
+  std::uint64_t flushes_ = 0;
 };
 
 }  // namespace hogwild

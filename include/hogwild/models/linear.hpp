@@ -5,7 +5,6 @@
 #pragma once
 
 #include "hogwild/model_base.hpp"
-#include "hogwild/models/hot_coordinates.hpp"
 
 namespace hogwild {
 
@@ -29,12 +28,7 @@ class LinearModel : public ModelBase<LinearModel> {
   Ranges trained_ranges(std::size_t tensor, const Dataset& train, std::size_t begin_row,
                         std::size_t end_row) const override;
   bool reports_accuracy() const { return classification_; }
-  // Hot coordinates (options.hot_k > 0; parallel modes, SGD, sparse rows): chosen
-  // from the worker's own rows at its first epoch, flushed at every epoch's end.
-  template <class U>
-  void begin_epoch(const EpochTask& t);
-  template <class U>
-  void end_epoch(const EpochTask& t);
+  bool feature_indexed() const noexcept override { return true; }
 
   // Loss and dloss/dz at margin z for target y (after the model's target mapping).
   void loss_and_slope(float z, float y, float& loss, float& slope) const noexcept;
@@ -44,16 +38,11 @@ class LinearModel : public ModelBase<LinearModel> {
     return loss_ == LinearLoss::squared && classification_ ? 2 * y - 1 : y;
   }
 
-  template <class U>
-  double step_hot(const Batch& b, const ParamSet& p, float lr);
-
   LinearLoss loss_;
   ModelOptions options_;
   std::size_t features_ = 0;
   bool classification_ = true;
   std::vector<float> slopes_;  // per-batch scratch (private to each worker process)
-  HotCoordinates hot_;         // private to each worker process, like slopes_
-  bool hot_selected_ = false;
 };
 
 }  // namespace hogwild
