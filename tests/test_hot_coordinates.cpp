@@ -62,7 +62,7 @@ TEST_CASE("a flush adds each copy's change to what the others wrote, once, and r
     std::vector<float> window(3, -1.f);
     const ParamSet shared({{"w", w.data(), w.size()}, {"b", bias.data(), 1}});
     HotWindow hot(shared, {2, 0}, window.data(), 4, atomic);
-    CHECK(HotWindow::window_floats(shared, 2) == 3);
+    CHECK(HotWindow::window_floats({{"w", 4}, {"b", 1}}, 2) == 3);
     CHECK(window == std::vector<float>{12, 10, 5});  // loaded: features 2 and 0, then b
     const ParamSet& mine = hot.params();
     CHECK(mine.data(0) == w.data());       // w stays shared

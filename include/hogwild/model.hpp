@@ -171,6 +171,11 @@ class Model {
 // untouched floats costs less than another loop; 16 floats are a cache line).
 Model::Ranges coalesce_ranges(const Model::Ranges& ranges, std::size_t gap);
 
+// Copies `from` into `to` (the same shape) with relaxed loads: ranges[t] of tensor t,
+// all of it where `ranges` has no entry or an empty one for t.
+void copy_ranges(const ParamSet& from, const ParamSet& to,
+                 const std::vector<Model::Ranges>& ranges);
+
 using ModelFactory = std::function<std::unique_ptr<Model>(const ModelOptions&)>;
 
 // The registry: every built-in model registers itself here; users may add theirs

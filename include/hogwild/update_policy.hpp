@@ -69,6 +69,24 @@ inline void relaxed_store(float* p, float v) noexcept {
 }
 #endif
 
+// One coordinate of a replica's merge or a hot window's flush: where the private
+// copy changed since it was last loaded (copy != base), shared += copy - base, with
+// one fetch_add under `atomic` (none lost) or a relaxed load and store (Hogwild's
+// contract); then copy = base = shared, so the copy picks up the others' work. An
+// unchanged coordinate is only read: no line stolen. (dense_merge_shared below is
+// the vectorised form for long runs.)
+inline void merge_coordinate(float* shared, float& copy, float& base, bool atomic) noexcept {
+  const float d = copy - base;
+  float v;
+  if (d == 0)
+    v = relaxed_load(shared);
+  else if (atomic)
+    v = std::atomic_ref<float>(*shared).fetch_add(d, std::memory_order_relaxed) + d;
+  else
+    relaxed_store(shared, v = relaxed_load(shared) + d);
+  copy = base = v;
+}
+
 using v4f = float __attribute__((vector_size(16)));
 
 inline v4f vload(const float* p) noexcept {

@@ -1,7 +1,6 @@
 #include "hogwild/models/hot_coordinates.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <numeric>
 
 #include "hogwild/update_policy.hpp"
@@ -26,9 +25,9 @@ std::vector<std::uint32_t> most_frequent_features(const Dataset& data, std::size
   return order;
 }
 
-std::size_t HotWindow::window_floats(const ParamSet& shared, std::size_t hot) {
+std::size_t HotWindow::window_floats(const std::vector<TensorSpec>& specs, std::size_t hot) {
   std::size_t n = hot;
-  for (std::size_t t = 1; t < shared.count(); ++t) n += shared.size(t);
+  for (std::size_t t = 1; t < specs.size(); ++t) n += specs[t].size;
   return n;
 }
 
@@ -51,18 +50,8 @@ HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, flo
 }
 
 void HotWindow::flush() noexcept {
-  for (std::size_t s = 0; s < targets_.size(); ++s) {
-    const float d = window_[s] - base_[s];
-    float* target = targets_[s];
-    float v;
-    if (d == 0)
-      v = detail::relaxed_load(target);  // nothing to add: no write, no line stolen
-    else if (atomic_)
-      v = std::atomic_ref<float>(*target).fetch_add(d, std::memory_order_relaxed) + d;
-    else
-      detail::relaxed_store(target, v = detail::relaxed_load(target) + d);
-    window_[s] = base_[s] = v;
-  }
+  for (std::size_t s = 0; s < targets_.size(); ++s)
+    detail::merge_coordinate(targets_[s], window_[s], base_[s], atomic_);
   pending_ = 0;
   ++flushes_;
 }

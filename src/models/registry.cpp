@@ -65,14 +65,19 @@ ParamSnapshot::ParamSnapshot(const ParamSet& live) {
 }
 
 void ParamSnapshot::refresh(const ParamSet& live, const std::vector<Model::Ranges>& ranges) {
-  for (std::size_t t = 0; t < storage_.size(); ++t) {
-    const float* from = live.data(t);
-    float* to = storage_[t].data();
+  copy_ranges(live, view_, ranges);
+}
+
+void copy_ranges(const ParamSet& from, const ParamSet& to,
+                 const std::vector<Model::Ranges>& ranges) {
+  for (std::size_t t = 0; t < from.count(); ++t) {
+    const float* src = from.data(t);  // hoisted: the stores below may alias them
+    float* dst = to.data(t);
     const auto copy = [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i) to[i] = detail::relaxed_load(from + i);
+      for (std::size_t i = begin; i < end; ++i) dst[i] = detail::relaxed_load(src + i);
     };
     if (t >= ranges.size() || ranges[t].empty())
-      copy(0, storage_[t].size());
+      copy(0, from.size(t));
     else
       for (const auto& [begin, end] : ranges[t]) copy(begin, end);
   }

@@ -1,7 +1,6 @@
 #include "hogwild/replica.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -26,13 +25,7 @@ constexpr std::size_t kAhead = 16;       // runs: how far ahead a merge prefetch
 // Mode atomic: one read-modify-write per changed coordinate, none lost. (Mode
 // hogwild: detail::dense_merge_shared, vectorised.)
 void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexcept {
-  for (std::size_t j = 0; j < n; ++j) {
-    const float d = copy[j] - base[j];
-    const float s =
-        d == 0 ? detail::relaxed_load(shared + j)  // nothing to add: no write, no line stolen
-               : std::atomic_ref<float>(shared[j]).fetch_add(d, std::memory_order_relaxed) + d;
-    copy[j] = base[j] = s;
-  }
+  for (std::size_t j = 0; j < n; ++j) detail::merge_coordinate(shared + j, copy[j], base[j], true);
 }
 
 }  // namespace
@@ -112,16 +105,8 @@ void Replica::merge() noexcept {
       }
       // A sparse model's runs are mostly one or two features long (SpamAssassin:
       // 61k features in 57k runs): inline, not a call and a vector loop's tail each.
-      for (std::size_t j = begin; j < end; ++j, ++b) {
-        if (atomic_) {
-          merge_atomic(s + j, c + j, b, 1);
-          continue;
-        }
-        const float d = c[j] - *b;
-        float v = detail::relaxed_load(s + j);
-        if (d != 0) detail::relaxed_store(s + j, v += d);
-        c[j] = *b = v;
-      }
+      for (std::size_t j = begin; j < end; ++j, ++b)
+        detail::merge_coordinate(s + j, c[j], *b, atomic_);
     }
   }
   if (adaptive_) {

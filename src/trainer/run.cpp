@@ -181,9 +181,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
       throw ConfigError(fmt::format("--hot-k needs sparse rows, and {} is {}", train.source(),
                                     to_string(train.layout())));
     hot = most_frequent_features(train, specs[0].size, cfg.model_options.hot_k);
-    std::size_t window = hot.size();
-    for (std::size_t t = 1; t < specs.size(); ++t) window += specs[t].size;
-    window_bytes = (window * sizeof(float) + kPage - 1) / kPage * kPage;
+    window_bytes =
+        (HotWindow::window_floats(specs, hot.size()) * sizeof(float) + kPage - 1) / kPage * kPage;
   }
   for (auto& s : specs) {
     blocks.push_back({block_name(s.name), s.size * sizeof(float) +
@@ -247,18 +246,10 @@ void Run::snapshot_if_last(unsigned e) {
       !slot.consumed.load(std::memory_order_acquire))
     return;  // the parent still reads it: that epoch falls back to the live weights
   slot.epoch.store(0, std::memory_order_relaxed);
-  const ParamSet& dst = slot_params[e % 2];
-  const auto copy = [](const float* from, float* to, std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) to[i] = relaxed_load(from + i);
-  };
-  for (std::size_t t = 0; t < params.count(); ++t) {
-    const float* from = params.data(t);  // hoisted: the stores below may alias them
-    float* to = dst.data(t);
-    if (!slot.filled || trained_ranges.size() <= t || trained_ranges[t].empty())
-      copy(from, to, 0, params.size(t));
-    else
-      for (const auto& [begin, end] : trained_ranges[t]) copy(from, to, begin, end);
-  }
+  // A slot's first snapshot copies everything (the untrained coordinates never
+  // change after it).
+  static const std::vector<Model::Ranges> all;
+  copy_ranges(params, slot_params[e % 2], slot.filled ? trained_ranges : all);
   slot.filled = true;
   slot.time = static_cast<double>(now_ns() - control->start_ns) * 1e-9;
   slot.samples = samples();

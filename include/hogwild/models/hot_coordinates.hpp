@@ -40,7 +40,8 @@ class HotWindow {
   HotWindow(const HotWindow&) = delete;
   HotWindow& operator=(const HotWindow&) = delete;
 
-  static std::size_t window_floats(const ParamSet& shared, std::size_t hot);
+  // Floats of the window for `hot` hot features of a model with these tensors.
+  static std::size_t window_floats(const std::vector<TensorSpec>& specs, std::size_t hot);
   // What the step trains: tensor 0 the shared weights (a renumbered hot feature's
   // index reaches into the window), every other tensor the worker's copy.
   const ParamSet& params() const noexcept { return local_; }
