@@ -142,11 +142,15 @@ TEST_CASE("hot-coordinate options are validated") {
 TEST_CASE("each worker's hot coordinates are its own: many hot features, four workers") {
   // Every feature hot (k >= features): all of w and the bias live in the windows,
   // so workers that shared their window pages would add each other's changes
-  // twice and diverge; merged only at flushes, they must still train like serial.
+  // twice and diverge (test loss ~1e14); merged only at flushes, they must still
+  // train like serial. Four workers on a two-core machine are noisy: plain hogwild x4
+  // on this problem lands between 0.299 and 0.310 against serial's 0.298 (12 runs),
+  // and this run's accuracy between 0.858 and 0.869 against 0.868 (20 runs), so the
+  // bounds are 10 % and two points, far below what sharing the window does.
   auto [tr, te] = test::generated_problem(20000, 5000, 300, 15, 0.0, 7);
   const auto serial = train(config(Mode::serial, 1, 0, 16), tr, &te);
   const auto r = train(config(Mode::hogwild, 4, 100000, 64), tr, &te);
-  MESSAGE("serial loss " << serial.test.loss << "; hogwild x4, every feature hot: " << r.test.loss);
-  CHECK(r.test.loss <= serial.test.loss * 1.03);
-  CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.01);
+  MESSAGE("serial loss " << serial.test.loss << " accuracy " << serial.test.accuracy << "; hogwild x4, every feature hot: " << r.test.loss << " accuracy " << r.test.accuracy);
+  CHECK(r.test.loss <= serial.test.loss * 1.10);
+  CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.02);
 }
