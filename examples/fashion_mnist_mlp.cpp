@@ -64,7 +64,10 @@ int main(int argc, char** argv) {
     });
     std::printf("final test accuracy %.4f with 2 hogwild workers (%.1f s)\n", r.test.accuracy,
                 r.train_seconds);
-    return r.test.accuracy > (light ? 0.75 : 0.88) ? 0 : 1;
+    // The light run's last epoch lands between 0.74 and 0.80 (12 runs; a step at
+    // the constant rate can dip by four points), chance is 0.10: 0.70 tells
+    // learning from not learning without failing on a dip.
+    return r.test.accuracy > (light ? 0.70 : 0.88) ? 0 : 1;
   } catch (const hogwild::Error& e) {
     std::fprintf(stderr, "fashion_mnist_mlp: %s\n", e.what());
     return e.exit_code();
