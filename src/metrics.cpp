@@ -88,6 +88,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"lr_inverse", c.step_size.inverse_scale},
       {"l2", c.model_options.l2},
       {"bias", c.model_options.bias},
+      {"matmul_precision", to_string(c.model_options.matmul)},
       {"seed", c.seed},
       {"train", train_path},
       {"test", test_path.empty() ? nlohmann::json() : nlohmann::json(test_path)},

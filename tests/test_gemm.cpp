@@ -4,11 +4,14 @@
 // accumulation, live (shared) operands; and the copy of a shared tensor.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "hogwild/rng.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_bf16.hpp"
 
 using namespace hogwild;
 using kernels::Isa;
@@ -77,4 +80,109 @@ TEST_CASE("copy_from_shared copies every float, including a tail shorter than a 
     for (std::size_t i = 0; i < n; ++i) CHECK(dst[i] == src[i]);
     CHECK(dst[n] == -7.f);
   }
+}
+
+// The bf16 products (src/kernels/gemm_bf16.hpp): against the naive loop on the
+// operands rounded to bf16, whose products are exact in float, so that only the
+// order of the float sums differs.
+namespace {
+
+std::vector<float> rounded(const std::vector<float>& v) {
+  std::vector<float> r(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) r[i] = kernels::bf16::widen(kernels::bf16::round(v[i]));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 rounding is to nearest, ties to even") {
+  using kernels::bf16::round;
+  using kernels::bf16::widen;
+  CHECK(widen(round(1.0f)) == 1.0f);
+  CHECK(widen(round(-2.5f)) == -2.5f);
+  CHECK(widen(round(255.0f)) == 255.0f);  // 8 significant bits: every byte is exact
+  CHECK(widen(round(257.0f)) == 256.0f);  // a tie (256 + 1/2 ulp): to even, down
+  CHECK(widen(round(259.0f)) == 260.0f);  // a tie: to even, up
+  CHECK(widen(round(1.0f + 1.0f / 128)) == 1.0f + 1.0f / 128);  // the last bit kept
+  CHECK(widen(round(1.0f + 1.0f / 200)) == 1.0f + 1.0f / 128);  // nearer 1 + 1/128 than 1
+  CHECK(std::abs(widen(round(0.1f)) - 0.1f) <= 0.1f / 256);
+}
+
+TEST_CASE("bf16 tile products match the naive loop on rounded operands") {
+  if (!kernels::bf16::available()) {
+    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    return;
+  }
+  Rng rng(11);
+  struct Shape {
+    std::size_t m, n, k;
+  };
+  int checked = 0;
+  for (Shape s : {Shape{1, 1, 1}, Shape{16, 16, 32}, Shape{17, 15, 33}, Shape{32, 32, 64},
+                  Shape{33, 47, 31}, Shape{256, 32, 784}, Shape{256, 784, 32}, Shape{10, 32, 128},
+                  Shape{5, 3, 0}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (auto e : {kernels::bf16::Epilogue::store, kernels::bf16::Epilogue::store_transposed,
+                       kernels::bf16::Epilogue::add_live}) {
+          const bool add = e == kernels::bf16::Epilogue::add_live;
+          const bool tc = e == kernels::bf16::Epilogue::store_transposed;
+          CAPTURE(s.m);
+          CAPTURE(s.n);
+          CAPTURE(s.k);
+          CAPTURE(ta);
+          CAPTURE(tb);
+          CAPTURE(static_cast<int>(e));
+          const auto a = random(s.m * s.k, rng), b = random(s.k * s.n, rng);
+          const auto ar = rounded(a), br = rounded(b);
+          // C is m x n, or n x m stored transposed; rows padded by 3 floats.
+          const std::size_t rows = tc ? s.n : s.m, ldc = (tc ? s.m : s.n) + 3;
+          auto c = random(rows * ldc, rng);
+          auto expect = c;
+          const float alpha = add ? -0.25f : 1.f;
+          std::vector<float> prod(s.m * s.n, 0.f);
+          kernels::gemm_naive(s.m, s.n, s.k, view(ar, s.m, s.k, ta), view(br, s.k, s.n, tb),
+                              prod.data(), s.n, false);
+          for (std::size_t i = 0; i < s.m; ++i)
+            for (std::size_t j = 0; j < s.n; ++j) {
+              float& out = tc ? expect[j * ldc + i] : expect[i * ldc + j];
+              out = add ? out + alpha * prod[i * s.n + j] : prod[i * s.n + j];
+            }
+          kernels::bf16::Packed pa, pb;
+          const Matrix va = view(a, s.m, s.k, ta), vb = view(b, s.k, s.n, tb);
+          kernels::bf16::pack_a(s.m, s.k, va.data, va.rs, va.cs, pa);
+          kernels::bf16::pack_b(s.k, s.n, vb.data, vb.rs, vb.cs, pb);
+          kernels::bf16::gemm(s.m, s.n, s.k, pa.data(), pb.data(), c.data(), ldc, e, alpha);
+          double worst = 0;
+          for (std::size_t i = 0; i < rows * ldc; ++i) {
+            const double want = expect[i];
+            const double tol = 1e-5 * (1 + std::sqrt(static_cast<double>(s.k))) * (1 + std::abs(want));
+            worst = std::max(worst, std::abs(c[i] - want) / tol);
+          }
+          CHECK(worst <= 1.0);  // the stride's padding untouched too
+          ++checked;
+        }
+  CHECK(checked == 9 * 12);
+}
+
+TEST_CASE("bf16 packing of a live source needs unit column stride; padding is zero") {
+  if (!kernels::bf16::available()) {
+    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    return;
+  }
+  std::vector<float> w(3 * 5, 1.f);
+  kernels::bf16::Packed p(100, 0xffff);  // stale contents must not survive
+  kernels::bf16::pack_a(3, 5, w.data(), 5, 1, p, true);
+  REQUIRE(p.size() >= 16 * 32);
+  for (std::size_t i = 0; i < 16; ++i)
+    for (std::size_t k = 0; k < 32; ++k)
+      CHECK(p[i * 32 + k] == (i < 3 && k < 5 ? kernels::bf16::round(1.f) : 0));
+  kernels::bf16::pack_b(5, 3, w.data(), 3, 1, p, true);
+  REQUIRE(p.size() >= 32 * 16);
+  for (std::size_t q = 0; q < 16; ++q)
+    for (std::size_t j = 0; j < 16; ++j)
+      for (std::size_t h = 0; h < 2; ++h)
+        CHECK(p[(q * 16 + j) * 2 + h] == (2 * q + h < 5 && j < 3 ? kernels::bf16::round(1.f) : 0));
+  CHECK_THROWS_AS(kernels::bf16::pack_a(3, 5, w.data(), 1, 3, p, true), std::invalid_argument);
+  CHECK_THROWS_AS(kernels::bf16::pack_b(5, 3, w.data(), 1, 5, p, true), std::invalid_argument);
 }

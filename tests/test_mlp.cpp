@@ -1,11 +1,14 @@
 // The MLP: its step against finite differences of its loss (dense and sparse rows,
 // batch 1 and mini-batches, L2), every mode's single-process step alike, batched
 // evaluation equal to per-row prediction, two Hogwild! workers converging like
-// serial SGD, and the CLI's --hidden checks.
+// serial SGD, and the CLI's --hidden checks; the same for --matmul-precision bf16
+// where the CPU has AMX.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "hogwild/data_io.hpp"
@@ -15,6 +18,7 @@
 #include "hogwild/optimizer.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
+#include "kernels/gemm_bf16.hpp"
 #include "owned_params.hpp"
 #include "support.hpp"
 
@@ -231,4 +235,108 @@ TEST_CASE("mlp: hogwild_train rejects bad --hidden values with exit status 2") {
   auto ok = test::run({test::hogwild_train_path(), "--train", dir.file("train.svm"), "--model",
                        "mlp", "--hidden", "8,4", "--epochs", "1", "-q"});
   CHECK_MESSAGE(ok.exit_code == 0, ok.out);
+}
+
+// --matmul-precision bf16: the products on bf16 operands (kernels/gemm_bf16.hpp).
+// Skipped where the CPU or the kernel has no AMX tile unit.
+TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike in every mode") {
+  if (!kernels::bf16::available()) {
+    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    return;
+  }
+  Setup s(true, 0.01f, {37});
+  ModelOptions bo{0.01f, true, {37}};
+  bo.matmul = MatmulPrecision::bf16;
+  MlpModel bf(bo);
+  bf.configure(Problem{s.data.cols(), 3, s.data.layout()});
+  Owned base(s.model.parameters(), 5), fp(base), serial(base), h(base), a(base), l(base), hx(base);
+  const ParamSet hx_set(hx.set.tensors(), true);
+  std::vector<std::uint32_t> rows{0, 1, 2, 3, 4};
+  Batch b{&s.data, s.targets.data(), rows.data(), rows.size()};
+  const double fp_loss = s.model.step<Update<SerialUpdate, Sgd>>(b, fp.set, 0.3f);
+  const double bf_loss = bf.step<Update<SerialUpdate, Sgd>>(b, serial.set, 0.3f);
+  bf.step<Update<HogwildUpdate, Sgd>>(b, h.set, 0.3f);
+  bf.step<Update<AtomicUpdate, Sgd>>(b, a.set, 0.3f);
+  bf.step<Update<LockUpdate, Sgd>>(b, l.set, 0.3f);
+  bf.step<Update<HogwildUpdate, Sgd>>(b, hx_set, 0.3f);
+  CHECK(bf_loss == doctest::Approx(fp_loss).epsilon(1e-2));
+  int rounded = 0;
+  double largest = 0;
+  for (std::size_t t = 0; t < base.store.size(); ++t)
+    for (std::size_t i = 0; i < base.store[t].size(); ++i)
+      largest = std::max(largest, std::abs(double(fp.store[t][i]) - base.store[t][i]));
+  for (std::size_t t = 0; t < base.store.size(); ++t)
+    for (std::size_t i = 0; i < base.store[t].size(); ++i) {
+      INFO(base.set[t].name << "[" << i << "]");
+      const double want = fp.store[t][i] - base.store[t][i];  // the fp32 step
+      const double got = serial.store[t][i] - base.store[t][i];
+      // bf16 keeps 8 significant bits: each product term is off by at most 2^-8
+      // relative, so the step by a few per cent of the largest step at most.
+      CHECK(std::abs(got - want) <= 0.03 * largest);
+      rounded += got != want;
+      const float same = serial.store[t][i];
+      CHECK(h.store[t][i] == doctest::Approx(same).epsilon(1e-5).scale(1e-5));
+      CHECK(a.store[t][i] == doctest::Approx(same).epsilon(1e-5).scale(1e-5));
+      CHECK(l.store[t][i] == doctest::Approx(same).epsilon(1e-5).scale(1e-5));
+      CHECK(hx.store[t][i] == doctest::Approx(same).epsilon(1e-5).scale(1e-5));
+    }
+  CHECK(rounded > 100);  // the products did run on rounded operands
+}
+
+TEST_CASE("mlp bf16: serial and two Hogwild! workers train like fp32") {
+  if (!kernels::bf16::available()) {
+    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    return;
+  }
+  auto [train_set, test_set] = problem();
+  TrainConfig c;
+  c.model = "mlp";
+  c.model_options.hidden = {64};
+  c.epochs = 10;
+  c.batch = 16;
+  c.step_size.lr0 = 0.1f;
+  c.step_size.decay = 0.8f;
+  c.mode = Mode::serial;
+  const auto fp = train(c, train_set, &test_set);
+  c.model_options.matmul = MatmulPrecision::bf16;
+  const auto serial = train(c, train_set, &test_set);
+  c.mode = Mode::hogwild;
+  c.workers = 2;
+  const auto hogwild = train(c, train_set, &test_set);
+  MESSAGE("fp32 serial " << fp.test.accuracy << "; bf16 serial " << serial.test.accuracy
+                         << ", hogwild x2 " << hogwild.test.accuracy);
+  CHECK(serial.test.accuracy > fp.test.accuracy - 0.02);
+  CHECK(hogwild.test.accuracy > fp.test.accuracy - 0.03);
+}
+
+TEST_CASE("hogwild_train --matmul-precision: bad values, other models and no AMX exit 2") {
+  test::TempDir dir;
+  auto [tr, te] = test::generated_problem(200, 50, 30, 5, 0.0, 3);
+  write_libsvm(tr, dir.file("train.svm"));
+  const std::string train_path = dir.file("train.svm");
+  const auto expect = [&](std::vector<std::string> argv, const std::string& message) {
+    const auto r = test::run(argv);
+    INFO(r.out);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find(message) != std::string::npos);
+  };
+  expect({test::hogwild_train_path(), "--train", train_path, "--model", "mlp",
+          "--matmul-precision", "fp16"},
+         "unknown --matmul-precision \"fp16\"; expected fp32 or bf16");
+  expect({test::hogwild_train_path(), "--train", train_path, "--model", "logistic",
+          "--matmul-precision", "bf16"},
+         "--matmul-precision bf16 applies to --model mlp only");
+  expect({"/usr/bin/env", "HOGWILD_DISABLE_AMX=1", test::hogwild_train_path(), "--train",
+          train_path, "--model", "mlp", "--matmul-precision", "bf16"},
+         "--matmul-precision bf16 cannot run here: the AMX tile unit is disabled by "
+         "HOGWILD_DISABLE_AMX; use fp32");
+  if (kernels::bf16::available()) {
+    const auto ok = test::run({test::hogwild_train_path(), "--train", train_path, "--model",
+                               "mlp", "--hidden", "8", "--epochs", "1", "--matmul-precision",
+                               "bf16", "--summary", dir.file("s.json"), "-q"});
+    CHECK_MESSAGE(ok.exit_code == 0, ok.out);
+    std::ifstream in(dir.file("s.json"));
+    const std::string summary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(summary.find("\"matmul_precision\": \"bf16\"") != std::string::npos);
+  }
 }

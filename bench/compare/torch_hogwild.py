@@ -108,7 +108,11 @@ def train_dense(rank, model, x, y, args, lo, hi, out):
         for s in range(0, hi - lo, args.batch):
             b = perm[s:s + args.batch]
             opt.zero_grad()
-            F.cross_entropy(model(x[b]), y[b]).backward()
+            # --bf16: the products on bfloat16 operands (CPU autocast; the weights
+            # and the step stay float), as hogwild_train --matmul-precision bf16.
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                loss = F.cross_entropy(model(x[b]), y[b])
+            loss.backward()
             opt.step()
     out[rank, 1] = time.monotonic()
     out[rank, 2] = pss_bytes()
@@ -167,6 +171,8 @@ def main():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--hidden", default="256,128")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--bf16", action="store_true",
+                   help="dense models: CPU autocast to bfloat16 for the products")
     args = p.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
@@ -199,6 +205,7 @@ def main():
     loss, acc = evaluate(model, args, test)
     print(json.dumps({
         "framework": "pytorch " + torch.__version__, "model": args.model,
+        "matmul_precision": "bf16" if args.bf16 else "fp32",
         "workers": args.workers, "batch": args.batch, "epochs": args.epochs, "lr": args.lr,
         "train_seconds": seconds, "samples_per_second": n * args.epochs / seconds,
         "test_loss": loss, "test_accuracy": acc,

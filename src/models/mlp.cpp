@@ -13,6 +13,7 @@
 #include "hogwild/optimizer.hpp"
 #include "kernels/dense_layer.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_bf16.hpp"
 
 namespace hogwild {
 
@@ -38,6 +39,9 @@ MlpModel::MlpModel(const ModelOptions& options) : options_(options) {
     throw ConfigError("mlp needs at least one hidden layer (e.g. --hidden 256,128)");
   for (std::size_t h : options_.hidden)
     if (h == 0) throw ConfigError("mlp hidden layer widths must be positive");
+  if (options_.matmul == MatmulPrecision::bf16 && !kernels::bf16::available())
+    throw ConfigError("--matmul-precision bf16 cannot run here: " +
+                      kernels::bf16::unavailable_reason() + "; use fp32");
 }
 
 void MlpModel::configure(const Problem& problem) {
@@ -123,16 +127,54 @@ void MlpModel::forward(const std::vector<const float*>& W, const std::vector<con
     z.resize(out * B);
     kernels::gemm(out, B, in, Matrix{W[l], sd(in), 1}, input(a, l, false),
                   z.data(), B, false, kernels::Live{live, false});
-    const bool relu = l + 1 < layers();
-    for (std::size_t j = 0; j < out; ++j) {
-      const float bj = bias[l] ? bias[l][j] : 0.f;
-      float* row = z.data() + j * B;
-      for (std::size_t b = 0; b < B; ++b) {
-        const float v = row[b] + bj;
-        row[b] = relu ? std::max(v, 0.f) : v;
-      }
+    activate(l, z.data(), B, bias[l]);
+  }
+}
+
+void MlpModel::activate(std::size_t l, float* z, std::size_t B, const float* bias) const {
+  const bool relu = l + 1 < layers();
+  for (std::size_t j = 0; j < widths_[l + 1]; ++j) {
+    const float bj = bias ? bias[j] : 0.f;
+    float* row = z + j * B;
+    for (std::size_t b = 0; b < B; ++b) {
+      const float v = row[b] + bj;
+      row[b] = relu ? std::max(v, 0.f) : v;
     }
   }
+}
+
+double MlpModel::top_delta(float* top, const Batch& batch) const {
+  const std::size_t B = batch.size;
+  const double loss = softmax_columns(top, B, batch.targets, batch.rows, nullptr);
+  for (std::size_t i = 0; i < B; ++i) top[static_cast<std::size_t>(batch.target(i)) * B + i] -= 1;
+  return loss;
+}
+
+template <class U>
+std::vector<const float*> MlpModel::read_biases(const ParamSet& p, bool shared) {
+  const std::size_t L = layers();
+  std::vector<const float*> b(L);
+  bias_copy_.resize(L);
+  for (std::size_t l = 0; l < L; ++l) {
+    b[l] = bias(p, l);
+    if (shared && b[l]) {  // other workers write them: read each float once, whole
+      bias_copy_[l].resize(widths_[l + 1]);
+      for (std::size_t j = 0; j < widths_[l + 1]; ++j) bias_copy_[l][j] = U::read(b[l] + j);
+      b[l] = bias_copy_[l].data();
+    }
+  }
+  return b;
+}
+
+template <class U>
+void MlpModel::descend_bias(const ParamSet& p, std::size_t l, const float* d, std::size_t B,
+                            float lr) {
+  if (!options_.bias) return;
+  const std::size_t out = widths_[l + 1];
+  bias_grad_.assign(out, 0.f);
+  for (std::size_t j = 0; j < out; ++j)
+    for (std::size_t i = 0; i < B; ++i) bias_grad_[j] += d[j * B + i];
+  U::descend_axpy(p[tensor_of(l) + 1], 0, 1 / static_cast<float>(B), bias_grad_.data(), out, lr);
 }
 
 double MlpModel::softmax_columns(float* z, std::size_t B, const float* targets,
@@ -157,6 +199,7 @@ double MlpModel::softmax_columns(float* z, std::size_t B, const float* targets,
 
 template <class U>
 double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
+  if (options_.matmul == MatmulPrecision::bf16) return step_bf16<U>(batch, p, lr);
   const std::size_t L = layers(), B = batch.size;
   // How the products meet the weights. Serial and lock own them for the whole batch:
   // plain, in place. Hogwild computes on the live shared tensors in place (a live
@@ -170,31 +213,21 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
   // With SGD the weight gradient's product adds -lr/B · D·H^T straight into W: no
   // gradient buffer, one pass over W instead of three. AdaGrad needs the gradient.
   const bool fused = U::optimizer == Optimizer::sgd && !copy;
-  std::vector<const float*> W(L), bias_in(L);
+  std::vector<const float*> W(L);
   copy_.resize(L);
-  bias_copy_.resize(L);
   for (std::size_t l = 0; l < L; ++l) {
     W[l] = weights(p, l);
-    bias_in[l] = bias(p, l);
     if (copy) {
       copy_[l].resize(widths_[l + 1] * widths_[l]);
       kernels::copy_from_shared(copy_[l].data(), W[l], copy_[l].size());
       W[l] = copy_[l].data();
     }
-    if (copy || live) {
-      if (bias_in[l]) {
-        const std::size_t out = widths_[l + 1];
-        bias_copy_[l].resize(out);
-        for (std::size_t j = 0; j < out; ++j) bias_copy_[l][j] = U::read(bias_in[l] + j);
-        bias_in[l] = bias_copy_[l].data();
-      }
-    }
   }
+  const auto bias_in = read_biases<U>(p, copy || live);
   load_inputs([&](std::size_t i) { return batch.row(i); }, B, work_);
   forward(W, bias_in, work_, live);
   float* top = work_.act[L].data();
-  const double loss = softmax_columns(top, B, batch.targets, batch.rows, nullptr);
-  for (std::size_t i = 0; i < B; ++i) top[static_cast<std::size_t>(batch.target(i)) * B + i] -= 1;
+  const double loss = top_delta(top, batch);
 
   // Backward, top layer first; top now holds dloss/dlogits (out x B). Gradients
   // go to the optimiser as inv * (summed gradient + B * l2 * w) = mean + l2 * w.
@@ -231,12 +264,77 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
         for (std::size_t i = 0; i < out * in; ++i) grad_[i] += l2 * W[l][i];
       U::descend_axpy(p[tensor_of(l)], 0, inv, grad_.data(), out * in, lr);
     }
-    if (options_.bias) {
-      bias_grad_.assign(out, 0.f);
-      for (std::size_t j = 0; j < out; ++j)
-        for (std::size_t i = 0; i < B; ++i) bias_grad_[j] += d[j * B + i];
-      U::descend_axpy(p[tensor_of(l) + 1], 0, inv, bias_grad_.data(), out, lr);
+    descend_bias<U>(p, l, d, B, lr);
+  }
+  return loss;
+}
+
+// The bf16 step. Every product is C (m x n) = A (m x k) · B (k x n) on packed
+// operands; a live W is packed straight from the shared tensor in whole lanes
+// (kernels::bf16, its live forms), so hogwild needs no private copy:
+//   forward    Z_l       = W_l · H_l           A = W_l (live),  B = H_l
+//   backprop   D_l-1^T   = D_l^T · W_l         A = D_l^T,       B = W_l (live)
+//   gradient   W_l      += -lr/B · D_l · H_l^T  A = D_l,         B = H_l^T
+// The backprop product is batch-major and its epilogue stores it transposed: W_l as
+// B needs only row pairs of the live tensor, not a transpose of it.
+template <class U>
+double MlpModel::step_bf16(const Batch& batch, const ParamSet& p, float lr) {
+  namespace bf = kernels::bf16;
+  const std::size_t L = layers(), B = batch.size;
+  // Hogwild's and atomic's W are written by other workers while this one reads them.
+  const bool shared = !p.exclusive() && (U::mode == Mode::hogwild || U::mode == Mode::atomic);
+  // SGD adds the step to W in the product's epilogue, in whole lanes; atomic's adds
+  // are per-float read-modify-writes, and AdaGrad needs the gradient: both take it
+  // from a buffer through U.
+  const bool fused = U::optimizer == Optimizer::sgd && U::mode != Mode::atomic;
+  const auto bias_in = read_biases<U>(p, shared);
+  load_inputs([&](std::size_t i) { return batch.row(i); }, B, work_);
+  for (std::size_t l = 0; l < L; ++l) {
+    const std::size_t in = widths_[l], out = widths_[l + 1];
+    const Matrix h = input(work_, l, false);
+    bf::pack_a(out, in, weights(p, l), sd(in), 1, pack_a_, shared);
+    bf::pack_b(in, B, h.data, h.rs, h.cs, pack_b_);
+    auto& z = work_.act[l + 1];
+    z.resize(out * B);
+    bf::gemm(out, B, in, pack_a_.data(), pack_b_.data(), z.data(), B);
+    activate(l, z.data(), B, bias_in[l]);
+  }
+  float* top = work_.act[L].data();
+  const double loss = top_delta(top, batch);
+
+  const float inv = 1 / static_cast<float>(B);
+  const float l2 = options_.l2 * static_cast<float>(B);
+  delta_.resize(L);
+  for (std::size_t l = L; l-- > 0;) {
+    const std::size_t in = widths_[l], out = widths_[l + 1];
+    const float* h = work_.act[l].data();
+    const float* d = l + 1 == L ? top : delta_[l].data();
+    float* w = weights(p, l);
+    if (l > 0) {  // before the update, which changes W_l in place
+      bf::pack_a(B, out, d, 1, sd(B), pack_a_);
+      bf::pack_b(out, in, w, sd(in), 1, pack_b_, shared);
+      auto& below = delta_[l - 1];
+      below.resize(in * B);
+      bf::gemm(B, in, out, pack_a_.data(), pack_b_.data(), below.data(), B,
+               bf::Epilogue::store_transposed);
+      float* bl = below.data();
+      for (std::size_t i = 0; i < in * B; ++i) bl[i] = h[i] > 0 ? bl[i] : 0.f;
     }
+    const Matrix ht = input(work_, l, true);
+    bf::pack_a(out, B, d, sd(B), 1, pack_a_);
+    bf::pack_b(B, in, ht.data, ht.rs, ht.cs, pack_b_);
+    if (fused) {
+      if (l2 != 0) U::axpy(w, -lr * options_.l2, w, out * in);
+      bf::gemm(out, in, B, pack_a_.data(), pack_b_.data(), w, in, bf::Epilogue::add_live,
+               -lr * inv);
+    } else {
+      grad_.resize(out * in);
+      bf::gemm(out, in, B, pack_a_.data(), pack_b_.data(), grad_.data(), in);
+      if (l2 != 0)
+        for (std::size_t i = 0; i < out * in; ++i) grad_[i] += l2 * U::read(w + i);
+      U::descend_axpy(p[tensor_of(l)], 0, inv, grad_.data(), out * in, lr);
+    }
+    descend_bias<U>(p, l, d, B, lr);
   }
   return loss;
 }

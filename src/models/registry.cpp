@@ -50,7 +50,20 @@ std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& o
     for (auto& [n, f] : registry()) known += (known.empty() ? "" : ", ") + n;
     throw ConfigError("unknown model \"" + name + "\"; expected one of: " + known);
   }
+  if (options.matmul != MatmulPrecision::fp32 && name != "mlp")
+    throw ConfigError("--matmul-precision " + std::string(to_string(options.matmul)) +
+                      " applies to --model mlp only (model \"" + name + "\")");
   return it->second(options);
+}
+
+MatmulPrecision parse_matmul_precision(const std::string& name) {
+  if (name == "fp32") return MatmulPrecision::fp32;
+  if (name == "bf16") return MatmulPrecision::bf16;
+  throw ConfigError("unknown --matmul-precision \"" + name + "\"; expected fp32 or bf16");
+}
+
+const char* to_string(MatmulPrecision p) noexcept {
+  return p == MatmulPrecision::bf16 ? "bf16" : "fp32";
 }
 
 ParamSnapshot::ParamSnapshot(const ParamSet& live) {

@@ -27,6 +27,7 @@ struct Options {
   std::string train, test, train_labels, test_labels;
   std::string mode = "hogwild";
   std::string optimizer = "sgd";
+  std::string matmul = "fp32";
   std::string metrics, summary;
   std::string hidden;
   unsigned threads = 0;
@@ -116,6 +117,11 @@ int run(int argc, char** argv) {
   app.add_option("--hidden", o.hidden,
                  "mlp: hidden layer widths, comma-separated (default 256,128)")
       ->option_text("W1,W2,...");
+  app.add_option("--matmul-precision", o.matmul,
+                 "mlp: fp32, or bf16 (the training products' operands rounded to bfloat16 and "
+                 "summed in float on the AMX tile unit, Intel Sapphire Rapids and later; the "
+                 "weights, the step and evaluation stay fp32)")
+      ->capture_default_str()->option_text("fp32|bf16");
   app.add_flag("--no-bias", o.no_bias, "Do not learn an intercept");
   app.add_option("--rank", cfg.model_options.rank, "Matrix factorization (mf): factors per user and item")
       ->capture_default_str();
@@ -180,6 +186,7 @@ int run(int argc, char** argv) {
   cfg.mode = hogwild::parse_mode(o.mode);
   cfg.optimizer = hogwild::parse_optimizer(o.optimizer);
   cfg.model_options.bias = !o.no_bias;
+  cfg.model_options.matmul = hogwild::parse_matmul_precision(o.matmul);
   if (!o.hidden.empty() || app.count("--hidden")) cfg.model_options.hidden = parse_widths(o.hidden);
   cfg.validate();
   // Segments a crashed run of ours left behind (its name lives only microseconds).

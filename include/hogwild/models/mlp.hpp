@@ -58,6 +58,21 @@ class MlpModel : public ModelBase<MlpModel> {
   // live: W are shared tensors other workers write (read as the kernel's live operand).
   void forward(const std::vector<const float*>& W, const std::vector<const float*>& bias,
                Activations& a, bool live = false) const;
+  // step() with the products on bf16 operands (kernels/gemm_bf16.hpp): the same
+  // batch, the same loss and the same update rule, each product's operands packed
+  // (rounded) first.
+  template <class U>
+  double step_bf16(const Batch& b, const ParamSet& p, float lr);
+  // z (widths_[l+1] x batch) += bias, then ReLU unless l is the top layer.
+  void activate(std::size_t l, float* z, std::size_t batch, const float* bias) const;
+  // The layers' biases for reading; shared: copied first, each float read whole.
+  template <class U>
+  std::vector<const float*> read_biases(const ParamSet& p, bool shared);
+  // The SGD (or AdaGrad) step on layer l's bias from its delta d (units x batch).
+  template <class U>
+  void descend_bias(const ParamSet& p, std::size_t l, const float* d, std::size_t batch, float lr);
+  // The batch's summed loss; top (logits, classes x batch) becomes dloss/dlogits.
+  double top_delta(float* top, const Batch& batch) const;
   // In place on the top layer: logits -> probabilities; loss and correctness per column.
   double softmax_columns(float* z, std::size_t batch, const float* targets,
                          const std::uint32_t* rows, std::size_t* correct) const;
@@ -72,6 +87,7 @@ class MlpModel : public ModelBase<MlpModel> {
   std::vector<float> grad_;                // one layer's weight gradient (AdaGrad, atomic)
   std::vector<float> scaled_;              // SGD: one layer's delta times -lr / batch
   std::vector<float> bias_grad_;
+  std::vector<std::uint16_t> pack_a_, pack_b_;  // bf16 products: packed operands
 };
 
 }  // namespace hogwild
