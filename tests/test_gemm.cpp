@@ -186,3 +186,38 @@ TEST_CASE("bf16 packing of a live source needs unit column stride; padding is ze
   CHECK_THROWS_AS(kernels::bf16::pack_a(3, 5, w.data(), 1, 3, p, true), std::invalid_argument);
   CHECK_THROWS_AS(kernels::bf16::pack_b(5, 3, w.data(), 1, 5, p, true), std::invalid_argument);
 }
+
+TEST_CASE("bf16 packs of byte rows equal the packs of the rows widened to floats") {
+  if (!kernels::bf16::available()) {
+    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    return;
+  }
+  Rng rng(5);
+  for (std::size_t count : {1u, 5u, 16u, 32u, 33u})
+    for (std::size_t width : {1u, 15u, 16u, 17u, 784u}) {
+      CAPTURE(count);
+      CAPTURE(width);
+      // Each row at its own address, as a batch's rows are; floats as byte / 255.
+      std::vector<std::vector<std::uint8_t>> rows(count, std::vector<std::uint8_t>(width));
+      std::vector<const std::uint8_t*> ptr;
+      std::vector<float> widened;
+      for (auto& r : rows) {
+        for (auto& b : r) b = static_cast<std::uint8_t>(rng.below(256));
+        ptr.push_back(r.data());
+        for (auto b : r) widened.push_back(static_cast<float>(b) * (1.0f / 255.0f));
+      }
+      const auto w = static_cast<std::ptrdiff_t>(width);
+      kernels::bf16::Packed from_bytes, from_floats;
+      // The forward product's H (width x count) and the gradient's H^T (count x width).
+      kernels::bf16::pack_b_byte_columns(width, count, ptr.data(), from_bytes);
+      kernels::bf16::pack_b(width, count, widened.data(), 1, w, from_floats);
+      const std::size_t size = kernels::bf16::pad(width, 32) * kernels::bf16::pad(count, 16);
+      CHECK(std::equal(from_bytes.begin(), from_bytes.begin() + static_cast<std::ptrdiff_t>(size),
+                       from_floats.begin()));
+      kernels::bf16::pack_b_byte_rows(count, width, ptr.data(), from_bytes);
+      kernels::bf16::pack_b(count, width, widened.data(), w, 1, from_floats);
+      const std::size_t size_rows = kernels::bf16::pad(count, 32) * kernels::bf16::pad(width, 16);
+      CHECK(std::equal(from_bytes.begin(), from_bytes.begin() + static_cast<std::ptrdiff_t>(size_rows),
+                       from_floats.begin()));
+    }
+}

@@ -283,6 +283,41 @@ TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike 
   CHECK(rounded > 100);  // the products did run on rounded operands
 }
 
+TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats") {
+  if (!kernels::bf16::available()) {
+    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    return;
+  }
+  Rng rng(3);
+  const std::size_t rows = 40, cols = 50;  // a batch past one tile of rows and columns
+  std::vector<float> labels(rows), floats(rows * cols);
+  std::vector<std::uint8_t> pixels(rows * cols);
+  for (std::size_t i = 0; i < rows; ++i) labels[i] = static_cast<float>(i % 3);
+  for (std::size_t i = 0; i < pixels.size(); ++i) {
+    pixels[i] = static_cast<std::uint8_t>(rng.below(256));
+    floats[i] = static_cast<float>(pixels[i]) * (1.0f / 255.0f);
+  }
+  const Dataset bytes = Dataset::dense_u8(labels, pixels, cols, "bytes");
+  const Dataset dense = Dataset::dense(labels, floats, cols, "floats");
+  ModelOptions o{0, true, {20}};
+  o.matmul = MatmulPrecision::bf16;
+  MlpModel m(o);
+  m.configure(Problem{cols, 3, bytes.layout()});
+  Owned base(m.parameters(), 2), from_bytes(base), from_floats(base);
+  std::vector<std::uint32_t> batch(rows);
+  for (std::uint32_t i = 0; i < rows; ++i) batch[i] = (i * 7) % rows;  // shuffled
+  Batch bb{&bytes, labels.data(), batch.data(), rows}, bf{&dense, labels.data(), batch.data(), rows};
+  CHECK(m.step<Update<HogwildUpdate, Sgd>>(bb, from_bytes.set, 0.5f) ==
+        doctest::Approx(m.step<Update<HogwildUpdate, Sgd>>(bf, from_floats.set, 0.5f)));
+  int moved = 0;
+  for (std::size_t t = 0; t < base.store.size(); ++t)
+    for (std::size_t i = 0; i < base.store[t].size(); ++i) {
+      CHECK(from_bytes.store[t][i] == from_floats.store[t][i]);
+      moved += from_bytes.store[t][i] != base.store[t][i];
+    }
+  CHECK(moved > 500);
+}
+
 TEST_CASE("mlp bf16: serial and two Hogwild! workers train like fp32") {
   if (!kernels::bf16::available()) {
     MESSAGE("skipping: " << kernels::bf16::unavailable_reason());

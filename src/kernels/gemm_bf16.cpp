@@ -47,7 +47,8 @@ std::string probe() {
   const bool tile = d & (1u << 24), amx_bf16 = d & (1u << 22);
   if (!tile || !amx_bf16)
     return "this CPU has no AMX-BF16 tile unit (Intel Xeon Sapphire Rapids and later have one)";
-  if (!__builtin_cpu_supports("avx512bw")) return "this CPU has no AVX-512BW";
+  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+    return "this CPU has no AVX-512BW/VL";
   constexpr long kReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM (asm/prctl.h)
   constexpr long kXtileData = 18;         // XFEATURE_XTILEDATA
   if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) != 0)
@@ -97,11 +98,11 @@ void pack_b_scalar(std::size_t k, std::size_t n, const float* src, std::ptrdiff_
 #if defined(__x86_64__)
 
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,amx-tile,amx-bf16"))), \
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16"))), \
                              apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,amx-tile,amx-bf16")
+#pragma GCC target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")
 #endif
 namespace {
 
@@ -110,17 +111,28 @@ inline __mmask16 first(std::size_t count) {
                      : static_cast<__mmask16>((1u << count) - 1);
 }
 
-// The bf16 roundings of 16 floats (the first count of p; zeros after), in the low
-// halves of 16 32-bit lanes. Masked loads read each float whole.
-inline __m512i round16(const float* p, std::size_t count) {
-  if (count == 0) return _mm512_setzero_si512();
-  const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(first(count), p));
+// The bf16 roundings of 16 floats, in the low halves of 16 32-bit lanes.
+inline __m512i round_bits(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
   // The maskz forms: GCC 12's unmasked shifts start from a self-initialised
   // _mm512_undefined, which -Wmaybe-uninitialized reports (GCC PR 105593).
   const __mmask16 all = 0xffff;
   const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all, u, 16), _mm512_set1_epi32(1));
   return _mm512_maskz_srli_epi32(
       all, _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+}
+
+// round_bits of the first count values at p (zeros after). Masked loads read each
+// float whole; bytes are dense_u8 pixels, value byte / 255 (as the kernels widen them).
+inline __m512i round16(const float* p, std::size_t count) {
+  if (count == 0) return _mm512_setzero_si512();
+  return round_bits(_mm512_maskz_loadu_ps(first(count), p));
+}
+inline __m512i round16(const std::uint8_t* p, std::size_t count) {
+  if (count == 0) return _mm512_setzero_si512();
+  const __m512i wide = _mm512_maskz_cvtepu8_epi32(0xffff, _mm_maskz_loadu_epi8(first(count), p));
+  return round_bits(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xffff, wide),
+                                  _mm512_set1_ps(1.0f / 255.0f)));
 }
 
 // Rows with unit column stride: 16 floats at a time.
@@ -137,14 +149,15 @@ void pack_a_rows(std::size_t m, std::size_t k, const float* src, std::ptrdiff_t 
   }
 }
 
-// Pairs of rows with unit column stride, interleaved: one 64-byte store per 16 columns.
-void pack_b_rows(std::size_t k, std::size_t n, const float* src, std::ptrdiff_t rs,
-                 std::uint16_t* dst) {
+// Pairs of rows (row(p): a pointer to row p's n values), interleaved: one 64-byte
+// store per 16 columns.
+template <class Row>
+void pack_b_rows(std::size_t k, std::size_t n, Row row, std::uint16_t* dst) {
   const std::size_t np = pad(n, kRows), kp = pad(k, kDepth);
   for (std::size_t q = 0; q < kp / 2; ++q) {
     const std::size_t p = 2 * q;
-    const float* s0 = src + static_cast<std::ptrdiff_t>(std::min(p, k - 1)) * rs;
-    const float* s1 = src + static_cast<std::ptrdiff_t>(std::min(p + 1, k - 1)) * rs;
+    const auto* s0 = row(std::min(p, k - 1));
+    const auto* s1 = row(std::min(p + 1, k - 1));
     std::uint16_t* d = dst + q * np * 2;
     for (std::size_t j = 0; j < np; j += 16) {
       const std::size_t count = n - j;  // j < np, so j < n
@@ -155,12 +168,12 @@ void pack_b_rows(std::size_t k, std::size_t n, const float* src, std::ptrdiff_t 
   }
 }
 
-// Columns with unit row stride (src(p, j) = src[p + j * cs]): column j's pairs
-// (p, p + 1) are adjacent floats; 32 of them rounded, narrowed and scattered to
-// their 16 rows of the pair layout at once. Padding columns [n, np) are the
-// caller's (zero).
-void pack_b_columns(std::size_t k, std::size_t n, const float* src, std::ptrdiff_t cs,
-                    std::uint16_t* dst) {
+// Columns of contiguous values (column(j): a pointer to column j's k values):
+// column j's pairs (p, p + 1) are adjacent; 32 of them rounded, narrowed and
+// scattered to their 16 rows of the pair layout at once. Padding columns [n, np)
+// are the caller's (zero).
+template <class Column>
+void pack_b_columns(std::size_t k, std::size_t n, Column column, std::uint16_t* dst) {
   const std::size_t np = pad(n, kRows), kp = pad(k, kDepth);
   auto* words = reinterpret_cast<std::int32_t*>(dst);
   const __m512i step = _mm512_mullo_epi32(
@@ -171,7 +184,7 @@ void pack_b_columns(std::size_t k, std::size_t n, const float* src, std::ptrdiff
                                          34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8,
                                          6, 4, 2, 0);
   for (std::size_t j = 0; j < n; ++j) {
-    const float* col = src + static_cast<std::ptrdiff_t>(j) * cs;
+    const auto* col = column(j);
     for (std::size_t p = 0; p < kp; p += 32) {
       const __m512i lo = round16(col + std::min(p, k), p < k ? k - p : 0);
       const __m512i hi = round16(col + std::min(p + 16, k), p + 16 < k ? k - p - 16 : 0);
@@ -202,6 +215,11 @@ void pack_a_columns(std::size_t m, std::size_t k, const float* src, std::ptrdiff
                                    _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xffff, hi, 16)), 4);
     }
   }
+}
+
+// Row (or column) i of a strided float matrix, for the templates above.
+inline auto strided(const float* src, std::ptrdiff_t stride) {
+  return [=](std::size_t i) { return src + static_cast<std::ptrdiff_t>(i) * stride; };
 }
 
 struct alignas(64) TileConfig {
@@ -323,7 +341,7 @@ __attribute__((noinline)) void pack_live_a(std::size_t m, std::size_t k, const f
 __attribute__((noinline)) void pack_live_b(std::size_t k, std::size_t n, const float* src,
                                            std::ptrdiff_t rs, std::uint16_t* dst) {
 #if defined(__x86_64__)
-  pack_b_rows(k, n, src, rs, dst);
+  pack_b_rows(k, n, strided(src, rs), dst);
 #endif
 }
 __attribute__((noinline)) void gemm_bf16_on_live(std::size_t m, std::size_t n, std::size_t k,
@@ -369,14 +387,38 @@ void pack_b(std::size_t k, std::size_t n, const float* src, std::ptrdiff_t rs,
   // The rows path writes every element, padding included.
   if (live) return pack_live_b(k, n, src, rs, dst.data());
 #if defined(__x86_64__)
-  if (cs == 1) return pack_b_rows(k, n, src, rs, dst.data());
+  if (cs == 1) return pack_b_rows(k, n, strided(src, rs), dst.data());
   if (rs == 1) {
     if (n % kRows) zero();
-    return pack_b_columns(k, n, src, cs, dst.data());
+    return pack_b_columns(k, n, strided(src, cs), dst.data());
   }
 #endif
   zero();
   pack_b_scalar(k, n, src, rs, cs, dst.data());
+}
+
+void pack_b_byte_columns(std::size_t k, std::size_t n, const std::uint8_t* const* columns,
+                         Packed& dst) {
+  require_available();
+  const std::size_t size = pad(k, kDepth) * pad(n, kRows);
+  grow(dst, size);
+  if (k == 0 || n % kRows) std::fill_n(dst.begin(), size, std::uint16_t{0});
+#if defined(__x86_64__)
+  if (k > 0) pack_b_columns(k, n, [=](std::size_t j) { return columns[j]; }, dst.data());
+#endif
+}
+
+void pack_b_byte_rows(std::size_t k, std::size_t n, const std::uint8_t* const* rows, Packed& dst) {
+  require_available();
+  const std::size_t size = pad(k, kDepth) * pad(n, kRows);
+  grow(dst, size);
+  if (k == 0 || n == 0) {
+    std::fill_n(dst.begin(), size, std::uint16_t{0});
+    return;
+  }
+#if defined(__x86_64__)
+  pack_b_rows(k, n, [=](std::size_t p) { return rows[p]; }, dst.data());
+#endif
 }
 
 void gemm(std::size_t m, std::size_t n, std::size_t k, const std::uint16_t* a,

@@ -51,6 +51,15 @@ void pack_a(std::size_t m, std::size_t k, const float* src, std::ptrdiff_t rs,
 void pack_b(std::size_t k, std::size_t n, const float* src, std::ptrdiff_t rs,
             std::ptrdiff_t cs, Packed& dst, bool live = false);
 
+// B operands from rows of bytes (dense_u8 pixels, value byte / 255 as
+// Dataset::row gives them), each row at its own address. pack_b_byte_columns: the
+// k x n matrix whose column j is the k bytes at columns[j] (the input rows of a
+// batch as the forward product's H). pack_b_byte_rows: the k x n matrix whose row
+// p is the n bytes at rows[p] (the same rows as the weight gradient's H^T).
+void pack_b_byte_columns(std::size_t k, std::size_t n, const std::uint8_t* const* columns,
+                         Packed& dst);
+void pack_b_byte_rows(std::size_t k, std::size_t n, const std::uint8_t* const* rows, Packed& dst);
+
 // What the product does with C (m x n of it, row stride ldc floats): store it;
 // store its transpose (c[j * ldc + i], n x m); or add alpha times it to a live C
 // in whole vector lanes (the SGD step into shared W).

@@ -288,12 +288,32 @@ double MlpModel::step_bf16(const Batch& batch, const ParamSet& p, float lr) {
   // from a buffer through U.
   const bool fused = U::optimizer == Optimizer::sgd && U::mode != Mode::atomic;
   const auto bias_in = read_biases<U>(p, shared);
-  load_inputs([&](std::size_t i) { return batch.row(i); }, B, work_);
+  // Byte rows of the full width (images) are packed straight from the data set,
+  // with no float copy of the batch; other rows go through load_inputs.
+  byte_rows_.resize(B);
+  bool bytes = true;
+  for (std::size_t i = 0; i < B && bytes; ++i) {
+    const RowView r = batch.row(i);
+    bytes = r.bytes && r.nnz == widths_[0];
+    byte_rows_[i] = r.bytes;
+  }
+  if (bytes) {
+    for (const std::uint8_t* r : byte_rows_)  // random rows: fetch them all first
+      for (std::size_t o = 0; o < widths_[0]; o += 64) __builtin_prefetch(r + o);
+    work_.batch = B;
+    work_.act.resize(L + 1);
+  } else {
+    load_inputs([&](std::size_t i) { return batch.row(i); }, B, work_);
+  }
   for (std::size_t l = 0; l < L; ++l) {
     const std::size_t in = widths_[l], out = widths_[l + 1];
-    const Matrix h = input(work_, l, false);
     bf::pack_a(out, in, weights(p, l), sd(in), 1, pack_a_, shared);
-    bf::pack_b(in, B, h.data, h.rs, h.cs, pack_b_);
+    if (l == 0 && bytes) {
+      bf::pack_b_byte_columns(in, B, byte_rows_.data(), pack_b_);
+    } else {
+      const Matrix h = input(work_, l, false);
+      bf::pack_b(in, B, h.data, h.rs, h.cs, pack_b_);
+    }
     auto& z = work_.act[l + 1];
     z.resize(out * B);
     bf::gemm(out, B, in, pack_a_.data(), pack_b_.data(), z.data(), B);
@@ -320,9 +340,13 @@ double MlpModel::step_bf16(const Batch& batch, const ParamSet& p, float lr) {
       float* bl = below.data();
       for (std::size_t i = 0; i < in * B; ++i) bl[i] = h[i] > 0 ? bl[i] : 0.f;
     }
-    const Matrix ht = input(work_, l, true);
     bf::pack_a(out, B, d, sd(B), 1, pack_a_);
-    bf::pack_b(B, in, ht.data, ht.rs, ht.cs, pack_b_);
+    if (l == 0 && bytes) {
+      bf::pack_b_byte_rows(B, in, byte_rows_.data(), pack_b_);
+    } else {
+      const Matrix ht = input(work_, l, true);
+      bf::pack_b(B, in, ht.data, ht.rs, ht.cs, pack_b_);
+    }
     if (fused) {
       if (l2 != 0) U::axpy(w, -lr * options_.l2, w, out * in);
       bf::gemm(out, in, B, pack_a_.data(), pack_b_.data(), w, in, bf::Epilogue::add_live,

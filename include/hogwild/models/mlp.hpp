@@ -88,6 +88,7 @@ class MlpModel : public ModelBase<MlpModel> {
   std::vector<float> scaled_;              // SGD: one layer's delta times -lr / batch
   std::vector<float> bias_grad_;
   std::vector<std::uint16_t> pack_a_, pack_b_;  // bf16 products: packed operands
+  std::vector<const std::uint8_t*> byte_rows_;  // bf16: the batch's byte rows
 };
 
 }  // namespace hogwild
