@@ -7,7 +7,8 @@
 //   backprop  dX^T = W^T · dZ^T     (784 x B, k = 256)
 // each also as the MLP runs it under hogwild, on live shared weights (kernels::Live:
 // W read in whole lanes, the SGD step added straight into W), plus the per-batch
-// copy of the shared weights that atomic mode still takes (kernels::copy_from_shared).
+// copy of the shared weights that atomic mode still takes (kernels::copy_from_shared);
+// and, where the CPU has AMX, the bf16 products with their operands' packing.
 //   build/bench/bench_gemm [--batch 32] [--reps 15] [--blas /usr/lib/x86_64-linux-gnu/libopenblas.so.0]
 // prints GFLOP/s per kernel (medians of interleaved repetitions) and the ratio to naive.
 #include <dlfcn.h>
@@ -22,6 +23,7 @@
 
 #include "hogwild/rng.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/gemm_bf16.hpp"
 
 using namespace hogwild;
 using kernels::Matrix;
@@ -102,6 +104,34 @@ int main(int argc, char** argv) {
       kernels.emplace_back(std::string(kernels::to_string(isa)), [&, isa](const Product& p) {
         kernels::gemm(isa, p.m, p.n, p.k, p.a, p.b, C.data(), p.n, p.accumulate, p.live);
       });
+  // bf16 operands on the AMX tile unit (--matmul-precision bf16), packing included:
+  // the MLP packs both operands of every product every batch.
+  kernels::bf16::Packed pa, pb;
+  if (kernels::bf16::available())
+    kernels.emplace_back("bf16 AMX+pack", [&](const Product& p) {
+      kernels::bf16::pack_a(p.m, p.k, p.a.data, p.a.rs, p.a.cs, pa, p.live.a && p.a.cs == 1);
+      kernels::bf16::pack_b(p.k, p.n, p.b.data, p.b.rs, p.b.cs, pb);
+      kernels::bf16::gemm(p.m, p.n, p.k, pa.data(), pb.data(), C.data(), p.n,
+                          p.accumulate ? kernels::bf16::Epilogue::add_live
+                                       : kernels::bf16::Epilogue::store);
+    });
+  else
+    fmt::print("no bf16 column: {}\n", kernels::bf16::unavailable_reason());
+  // The tiles alone, on operands packed once (what packing costs is the difference).
+  std::vector<std::pair<kernels::bf16::Packed, kernels::bf16::Packed>> packed;
+  if (kernels::bf16::available()) {
+    for (const auto& p : products) {
+      packed.emplace_back();
+      kernels::bf16::pack_a(p.m, p.k, p.a.data, p.a.rs, p.a.cs, packed.back().first);
+      kernels::bf16::pack_b(p.k, p.n, p.b.data, p.b.rs, p.b.cs, packed.back().second);
+    }
+    kernels.emplace_back("bf16 AMX only", [&](const Product& p) {
+      const auto& [a, b] = packed[static_cast<std::size_t>(&p - products.data())];
+      kernels::bf16::gemm(p.m, p.n, p.k, a.data(), b.data(), C.data(), p.n,
+                          p.accumulate ? kernels::bf16::Epilogue::add_live
+                                       : kernels::bf16::Epilogue::store);
+    });
+  }
   if (sgemm)
     kernels.emplace_back("OpenBLAS", [&](const Product& p) {
       const int lda = static_cast<int>(p.ta ? p.a.cs : p.a.rs);

@@ -34,6 +34,15 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def amx_bf16():
+    """Whether this CPU has the AMX-BF16 tile unit (--matmul-precision bf16)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " amx_bf16" in line for line in f)
+    except OSError:
+        return False
+
+
 def fmt_rate(r):
     if r is None:
         return "n/a"
@@ -355,6 +364,11 @@ class Suite:
                              f"{fm}/t10k-images-idx3-ubyte.gz", 32, 3, 0.1, {"hidden": "256,128"}))
         else:
             self.note("hogwild_train has no --model mlp: the MLP comparison is skipped")
+        # bf16 products beside fp32 where this CPU has the AMX tile unit: ours with
+        # --matmul-precision bf16, PyTorch with CPU autocast to bfloat16.
+        bf16 = "--matmul-precision" in self.flags and "mlp" in self.models and amx_bf16()
+        if "mlp" in self.models and not bf16:
+            self.note("no AMX-BF16 here (or no --matmul-precision): the MLP's bf16 rows are skipped")
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         for rep in range(self.a.peer_reps):
             for model, tr, te, batch, epochs, lr, extra in cases:
@@ -371,6 +385,23 @@ class Suite:
                                          "workers": n, "batch": batch, "epochs": epochs, "lr": lr,
                                          "seed": rep + 1}, **extra))
                     self.record("peers", model, "hogwild_train", n, rep, r)
+                    if bf16 and model == "mlp":
+                        out = subprocess.run(cmd + ["--bf16"], check=True, capture_output=True,
+                                             text=True, env=env).stdout
+                        self.record("peers", model, "pytorch+bf16", n, rep,
+                                    json.loads(out.splitlines()[-1]))
+                        r = self.train(dict({"train": tr, "test": te, "model": model,
+                                             "mode": "hogwild", "workers": n, "batch": batch,
+                                             "epochs": epochs, "lr": lr, "seed": rep + 1,
+                                             "matmul-precision": "bf16"}, **extra))
+                        self.record("peers", model, "hogwild_train+bf16", n, rep, r)
+                        if n > 1 and "--merge-every" in self.flags:
+                            r = self.train(dict({"train": tr, "test": te, "model": model,
+                                                 "mode": "hogwild", "workers": n, "batch": batch,
+                                                 "epochs": epochs, "lr": lr, "seed": rep + 1,
+                                                 "matmul-precision": "bf16",
+                                                 "merge-every": self.a.peer_merge_every}, **extra))
+                            self.record("peers", model, "hogwild_train+bf16+replica", n, rep, r)
                     if n > 1 and model in ("softmax", "mlp") and "--merge-every" in self.flags:
                         # Replicated Hogwild beside it: every example (softmax) or
                         # every batch (MLP) writes every weight
@@ -380,15 +411,20 @@ class Suite:
                                              "merge-every": self.a.peer_merge_every}, **extra))
                         self.record("peers", model, "hogwild_train+replica", n, rep, r)
         rows = []
+        F = self.a.peer_merge_every
+        pairs = [("hogwild_train", "pytorch", ""),
+                 ("hogwild_train+replica", "pytorch", f", ours with --merge-every {F}"),
+                 ("hogwild_train+bf16", "pytorch", ", ours bf16 against PyTorch fp32"),
+                 ("hogwild_train+bf16+replica", "pytorch",
+                  f", ours bf16 with --merge-every {F} against PyTorch fp32"),
+                 ("hogwild_train+bf16", "pytorch+bf16", ", both bf16 (PyTorch autocast)")]
         for model, *_ in cases:
-            for n, ours in [(n, c) for n in self.workers
-                            for c in ("hogwild_train", "hogwild_train+replica")]:
+            for n, (ours, theirs, how) in [(n, p) for n in self.workers for p in pairs]:
                 k = dict(section="peers", dataset=model, workers=n)
-                t, h = dict(k, config="pytorch"), dict(k, config=ours)
-                if not self.select(**h):
+                t, h = dict(k, config=theirs), dict(k, config=ours)
+                if not self.select(**h) or not self.select(**t):
                     continue
-                label = model if ours == "hogwild_train" else \
-                    f"{model}, ours with --merge-every {self.a.peer_merge_every}"
+                label = model + how
                 rows.append([label, n, fmt_rate(self.med("samples_per_second", **t)),
                              fmt_rate(self.med("samples_per_second", **h)),
                              fmt(self.ratio("samples_per_second", h, t), ".1f") + "x",
