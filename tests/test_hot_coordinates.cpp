@@ -4,11 +4,15 @@
 // every few examples must converge within bounds of plain Hogwild in every parallel
 // mode.
 #include <doctest/doctest.h>
+#include <sys/mman.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "hogwild/error.hpp"
+#include "hogwild/model_base.hpp"
 #include "hogwild/models/hot_coordinates.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
@@ -153,4 +157,73 @@ TEST_CASE("each worker's hot coordinates are its own: many hot features, four wo
   MESSAGE("serial loss " << serial.test.loss << " accuracy " << serial.test.accuracy << "; hogwild x4, every feature hot: " << r.test.loss << " accuracy " << r.test.accuracy);
   CHECK(r.test.loss <= serial.test.loss * 1.10);
   CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.02);
+}
+
+namespace {
+
+// A flag in a shared anonymous page: forked workers see and set the same one.
+std::atomic<int>& crashed() {
+  static auto* p = static_cast<std::atomic<int>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  return *p;
+}
+
+// Counts examples into its weights: every row adds its values to w (w += x), so
+// with one feature, hot, and value 1, w[0] at the end is the number of examples
+// whose updates reached the shared weights. The worker that meets crash_row first
+// aborts right after that row's update, once per run.
+class Counter : public ModelBase<Counter> {
+ public:
+  explicit Counter(std::uint32_t crash_row) : crash_row_(crash_row) {}
+  std::string name() const override { return "counter"; }
+  LabelKind label_kind() const override { return LabelKind::real; }
+  bool feature_indexed() const noexcept override { return true; }
+  void configure(const Problem& p) override { features_ = p.features; }
+  std::vector<TensorSpec> parameters() const override { return {{"w", features_, {}}}; }
+  template <class U>
+  double step(const Batch& b, const ParamSet& p, float lr) {
+    for (std::size_t i = 0; i < b.size; ++i) {
+      row_descend<U>(p[0], 0, -1 / lr, 0, b.row(i), lr);
+      if (b.rows[i] == crash_row_ && crashed().exchange(1) == 0) std::abort();
+    }
+    return 0;
+  }
+  void predict(const ParamSet&, RowView, float, double& loss, bool& ok) const {
+    loss = 0;
+    ok = false;
+  }
+  bool reports_accuracy() const { return false; }
+
+ private:
+  std::uint32_t crash_row_;
+  std::size_t features_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("a worker that dies between flushes is respawned at its last flush: no hot update lost") {
+  // Its window dies with it, so the position it publishes is the one of its last
+  // flush: the respawned worker retrains exactly the rows whose hot updates were
+  // lost. Atomic mode, so that the two workers' flushes add exactly.
+  const std::size_t rows = 4000;
+  std::vector<float> labels(rows, 0.f), values(rows, 1.f);
+  std::vector<std::uint32_t> index(rows, 0);
+  std::vector<std::uint64_t> offsets(rows + 1);
+  std::iota(offsets.begin(), offsets.end(), std::uint64_t{0});
+  const Dataset d = Dataset::sparse(labels, offsets, index, values, 1, "ones");
+  for (std::size_t flush : {100u, 500u, 1500u}) {
+    CAPTURE(flush);
+    crashed().store(0);
+    Counter model(3300);  // worker 1 owns rows 2000..3999
+    TrainConfig c = config(Mode::atomic, 2, 1, flush);
+    c.batch = 1;
+    c.epochs = 3;
+    c.step_size.lr0 = 1;
+    c.step_size.decay = 1;
+    const auto r = train(c, model, d, nullptr);
+    CHECK(crashed().load() == 1);  // it did crash
+    CHECK(r.restarts == 1);
+    CHECK(r.samples == 3 * rows);
+    CHECK(r.parameters.at("w")[0] == static_cast<float>(3 * rows));
+  }
 }

@@ -49,8 +49,9 @@ struct StepSize {
 // Per-worker counters, each on its own cache lines (no false sharing between
 // workers). Written by the worker with relaxed stores, read by the parent, and read
 // back by a restarted worker (or a resumed run) to continue where this one stopped:
-// `epoch`, `position` and `loss` are published together every 64 mini-batches and
-// at the end of the epoch's loop.
+// `epoch`, `position` and `loss` are published together every 64 mini-batches (at
+// each merge or flush instead when the worker trains a replica or hot coordinates,
+// whose unmerged changes a crash loses) and at the end of the epoch's loop.
 struct alignas(128) WorkerProgress {
   std::atomic<std::uint64_t> samples{0};      // examples processed, all epochs
   std::atomic<std::uint32_t> epochs_done{0};  // release: epoch loss is published
@@ -225,15 +226,19 @@ class ModelBase : public Model {
       }
       seen += size;
       begin += size;
-      // With a replica, the position is published only once its rows are merged:
-      // a respawned worker then retrains what its predecessor had not merged.
+      // With a replica or hot coordinates, the position is published only once its
+      // rows are merged or flushed: what a crash loses is the private copy, and a
+      // respawned worker then retrains exactly the rows whose updates were in it.
       if (t.replica && t.replica->due(size)) {
         t.replica->merge();
         if (t.progress) publish(*t.progress, seen, begin, loss);
       }
-      if (t.hot && t.hot->due(size)) flush_hot<U>(t);
+      if (t.hot && t.hot->due(size)) {
+        flush_hot<U>(t);
+        if (t.progress) publish(*t.progress, seen, begin, loss);
+      }
       if ((k & 63) == 63) {
-        if (t.progress && !t.replica) publish(*t.progress, seen, begin, loss);
+        if (t.progress && !t.replica && !t.hot) publish(*t.progress, seen, begin, loss);
         if (detail::orphaned(t.parent)) break;
       }
     }

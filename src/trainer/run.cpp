@@ -264,7 +264,8 @@ std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
 
 // Epoch e's order is recomputed from (seed, rank, e), so a respawned worker finds
 // the same order and skips the `position` rows its predecessor published; at most
-// the 64 mini-batches since the last publication are trained twice.
+// the 64 mini-batches since the last publication (with a replica or hot
+// coordinates: since the last merge or flush) are trained twice.
 void Run::run_epoch(unsigned rank, unsigned e) {
   WorkerProgress& p = progress[rank];
   auto [begin, end] = partition(rank);
