@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -244,6 +245,12 @@ bool gone(pid_t pid) {
   std::string s;
   std::getline(stat, s);
   return s.empty() || s.find(") Z ") != std::string::npos;
+}
+
+std::atomic<int>& shared_flag() {
+  static auto* flag = static_cast<std::atomic<int>*>(
+      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  return *flag;
 }
 
 }  // namespace hogwild::test

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -88,5 +89,9 @@ std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n);
 int wait_exit(pid_t pid, double seconds);
 // True once `pid` is gone or a zombie.
 bool gone(pid_t pid);
+
+// A flag in a shared anonymous page, the same one in the test process and every
+// worker it forks (tests use it to crash a worker once per run).
+std::atomic<int>& shared_flag();
 
 }  // namespace hogwild::test

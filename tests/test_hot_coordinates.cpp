@@ -4,9 +4,7 @@
 // every few examples must converge within bounds of plain Hogwild in every parallel
 // mode.
 #include <doctest/doctest.h>
-#include <sys/mman.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
@@ -161,13 +159,6 @@ TEST_CASE("each worker's hot coordinates are its own: many hot features, four wo
 
 namespace {
 
-// A flag in a shared anonymous page: forked workers see and set the same one.
-std::atomic<int>& crashed() {
-  static auto* p = static_cast<std::atomic<int>*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  return *p;
-}
-
 // Counts examples into its weights: every row adds its values to w (w += x), so
 // with one feature, hot, and value 1, w[0] at the end is the number of examples
 // whose updates reached the shared weights. The worker that meets crash_row first
@@ -184,7 +175,7 @@ class Counter : public ModelBase<Counter> {
   double step(const Batch& b, const ParamSet& p, float lr) {
     for (std::size_t i = 0; i < b.size; ++i) {
       row_descend<U>(p[0], 0, -1 / lr, 0, b.row(i), lr);
-      if (b.rows[i] == crash_row_ && crashed().exchange(1) == 0) std::abort();
+      if (b.rows[i] == crash_row_ && test::shared_flag().exchange(1) == 0) std::abort();
     }
     return 0;
   }
@@ -213,7 +204,7 @@ TEST_CASE("a worker that dies between flushes is respawned at its last flush: no
   const Dataset d = Dataset::sparse(labels, offsets, index, values, 1, "ones");
   for (std::size_t flush : {100u, 500u, 1500u}) {
     CAPTURE(flush);
-    crashed().store(0);
+    test::shared_flag().store(0);
     Counter model(3300);  // worker 1 owns rows 2000..3999
     TrainConfig c = config(Mode::atomic, 2, 1, flush);
     c.batch = 1;
@@ -221,7 +212,7 @@ TEST_CASE("a worker that dies between flushes is respawned at its last flush: no
     c.step_size.lr0 = 1;
     c.step_size.decay = 1;
     const auto r = train(c, model, d, nullptr);
-    CHECK(crashed().load() == 1);  // it did crash
+    CHECK(test::shared_flag().load() == 1);  // it did crash
     CHECK(r.restarts == 1);
     CHECK(r.samples == 3 * rows);
     CHECK(r.parameters.at("w")[0] == static_cast<float>(3 * rows));

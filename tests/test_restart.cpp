@@ -2,10 +2,8 @@
 // partition from its progress record; beyond --max-restarts the run stops.
 #include <doctest/doctest.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -20,12 +18,7 @@ using namespace hogwild;
 
 namespace {
 
-// A flag in a shared anonymous page: forked workers see and set the same one.
-std::atomic<int>& shared_flag() {
-  static auto* p = static_cast<std::atomic<int>*>(
-      mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  return *p;
-}
+using test::shared_flag;
 
 // Aborts the worker that meets row `row` first (inside the mini-batch, so in lock
 // mode while holding the lock): once per run, or on every visit when `always`.

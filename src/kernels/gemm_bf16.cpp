@@ -135,6 +135,19 @@ inline __m512i round16(const std::uint8_t* p, std::size_t count) {
                                   _mm512_set1_ps(1.0f / 255.0f)));
 }
 
+// Lane l of the result holds l * stride: the offsets of a 16-lane scatter whose
+// lanes land stride elements apart.
+inline __m512i lane_offsets(std::size_t stride) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int>(stride)));
+}
+
+// The 32-bit words of the pair layout from two round_bits results: lo's bf16 in the
+// low half (row p), hi's in the high half (row p + 1).
+inline __m512i pair_words(__m512i lo, __m512i hi) {
+  return _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xffff, hi, 16));
+}
+
 // Rows with unit column stride: 16 floats at a time.
 void pack_a_rows(std::size_t m, std::size_t k, const float* src, std::ptrdiff_t rs,
                  std::uint16_t* dst) {
@@ -163,7 +176,7 @@ void pack_b_rows(std::size_t k, std::size_t n, Row row, std::uint16_t* dst) {
       const std::size_t count = n - j;  // j < np, so j < n
       const __m512i lo = p < k ? round16(s0 + j, count) : _mm512_setzero_si512();
       const __m512i hi = p + 1 < k ? round16(s1 + j, count) : _mm512_setzero_si512();
-      _mm512_storeu_si512(d + j * 2, _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xffff, hi, 16)));
+      _mm512_storeu_si512(d + j * 2, pair_words(lo, hi));
     }
   }
 }
@@ -176,9 +189,7 @@ template <class Column>
 void pack_b_columns(std::size_t k, std::size_t n, Column column, std::uint16_t* dst) {
   const std::size_t np = pad(n, kRows), kp = pad(k, kDepth);
   auto* words = reinterpret_cast<std::int32_t*>(dst);
-  const __m512i step = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int>(np)));
+  const __m512i step = lane_offsets(np);
   // (_mm512_set_epi16 lists the last element first.)
   const __m512i evens = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36,
                                          34, 32, 30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8,
@@ -201,9 +212,7 @@ void pack_a_columns(std::size_t m, std::size_t k, const float* src, std::ptrdiff
                     std::uint16_t* dst) {
   const std::size_t kp = pad(k, kDepth);
   auto* words = reinterpret_cast<std::int32_t*>(dst);
-  const __m512i step = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int>(kp / 2)));
+  const __m512i step = lane_offsets(kp / 2);
   for (std::size_t i = 0; i < m; i += 16) {
     const std::size_t count = std::min<std::size_t>(16, m - i);
     for (std::size_t p = 0; p < kp; p += 2) {
@@ -212,7 +221,7 @@ void pack_a_columns(std::size_t m, std::size_t k, const float* src, std::ptrdiff
       const __m512i hi = p + 1 < k ? round16(src + static_cast<std::ptrdiff_t>(p + 1) * cs + i, count)
                                    : _mm512_setzero_si512();
       _mm512_mask_i32scatter_epi32(words + i * (kp / 2) + p / 2, first(count), step,
-                                   _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xffff, hi, 16)), 4);
+                                   pair_words(lo, hi), 4);
     }
   }
 }
@@ -238,9 +247,7 @@ inline void epilogue(const float* tile, float* c, std::size_t ldc, std::size_t i
   const std::size_t rows = std::min<std::size_t>(16, m - i);
   if constexpr (E == Epilogue::store_transposed) {
     // Row r of the tile is column i + r of C^T: 16 floats ldc apart.
-    const __m512i down = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(static_cast<int>(ldc)));
+    const __m512i down = lane_offsets(ldc);
     for (std::size_t r = 0; r < rows; ++r)
       _mm512_mask_i32scatter_ps(c + j * ldc + i + r, mask, down, _mm512_load_ps(tile + r * 16), 4);
     return;
