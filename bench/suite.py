@@ -43,6 +43,25 @@ def amx_bf16():
         return False
 
 
+def cpu_name():
+    """The CPU's model and the vector units the kernels choose between: every
+    figure says which machine it was measured on (Intel with AMX and AMD without
+    take different kernels)."""
+    model, flags = "unknown CPU", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown CPU":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    units = [u for u, f in (("AVX-512", "avx512f"), ("AVX-512 BF16", "avx512_bf16"),
+                            ("AMX-BF16", "amx_bf16")) if f in flags]
+    return f"{model} ({', '.join(units) or 'no AVX-512'})"
+
+
 def fmt_rate(r):
     if r is None:
         return "n/a"
@@ -325,6 +344,13 @@ class Suite:
         if "mf" not in self.models:
             self.note("hogwild_train has no --model mf: the matrix-factorisation rows are skipped")
             return
+        if self.ratings_data():
+            self.scaling("ratings", self.a.epochs)
+
+    def ratings_data(self):
+        """Generates the ratings set once; True when self.datasets has it."""
+        if "ratings" in self.datasets:
+            return True
         # Netflix-like in shape (many users, fewer items, popularity skew), scaled down.
         prefix = os.path.join(self.data, f"ratings-{self.a.ratings}")
         if not os.path.exists(prefix + ".test.cache"):
@@ -336,11 +362,64 @@ class Suite:
             if r.returncode != 0:
                 self.note("`hogwild_data generate --kind ratings` failed, MF rows skipped: "
                           + (r.stderr.strip().splitlines() or ["?"])[-1])
-                return
+                return False
         self.datasets["ratings"] = {"train": prefix + ".train.cache",
                                     "test": prefix + ".test.cache", "lr": 0.02, "lr-decay": 0.9,
                                     "extra": {"model": "mf", "rank": 10, "l2": 0.02}}
-        self.scaling("ratings", self.a.epochs)
+        return True
+
+    # ---- which rows each worker trains: one permutation of all rows, or slices ------
+    def partition(self):
+        """--partition shuffled (each epoch one permutation of all rows, split among
+        the workers) against contiguous (worker k's slice of the file, shuffled inside
+        it): what visiting rows spread over the whole set costs, hogwild mode."""
+        print("\n== partition: shuffled (whole-set permutation) against contiguous slices")
+        if "--partition" not in self.flags:
+            self.note("hogwild_train has no --partition: the partition rows are skipped")
+            return
+        fm = self.a.fashion_mnist
+        cases = []
+        for name in ("rcv1like", "spam"):
+            if name in self.datasets:
+                d = self.datasets[name]
+                cases.append((name, {"train": d["train"], "test": d["test"], "lr": d["lr"],
+                                     "lr-decay": d["lr-decay"],
+                                     "epochs": self.a.epochs if name == "rcv1like"
+                                     else self.a.spam_epochs}))
+        if os.path.exists(f"{fm}/train-images-idx3-ubyte.gz"):
+            cases.append(("fmnist softmax", {"train": f"{fm}/train-images-idx3-ubyte.gz",
+                                             "test": f"{fm}/t10k-images-idx3-ubyte.gz",
+                                             "model": "softmax", "batch": 32, "lr": 0.1,
+                                             "epochs": 3}))
+        if "mf" in self.models and self.ratings_data():
+            d = self.datasets["ratings"]
+            cases.append(("ratings", dict({"train": d["train"], "test": d["test"], "lr": d["lr"],
+                                           "lr-decay": d["lr-decay"], "epochs": self.a.epochs},
+                                          **d["extra"])))
+        for rep in range(self.a.reps):
+            for name, base in cases:
+                for n in self.workers:
+                    for part in ("shuffled", "contiguous"):
+                        r = self.train(dict(base, mode="hogwild", workers=n, partition=part,
+                                            seed=rep + 1))
+                        self.record("partition", name, part, n, rep, r)
+        rows = []
+        for name, _ in cases:
+            for n in self.workers:
+                k = dict(section="partition", dataset=name, workers=n)
+                sh, co = dict(k, config="shuffled"), dict(k, config="contiguous")
+                metric = "test_rmse" if name == "ratings" else "test_accuracy"
+                rows.append([name, n, fmt_rate(self.med("samples_per_second", **sh)),
+                             fmt_rate(self.med("samples_per_second", **co)),
+                             fmt(self.ratio("samples_per_second", sh, co), ".2f") + "x",
+                             fmt(self.med(metric, **sh), ".4f"),
+                             fmt(self.med(metric, **co), ".4f")])
+        self.table("Partition: shuffled (one permutation of all rows per epoch) against "
+                   "contiguous slices, hogwild", ["data", "workers", "shuffled examples/s",
+                                                   "contiguous examples/s",
+                                                   "shuffled vs contiguous",
+                                                   "shuffled accuracy (MF: rmse)",
+                                                   "contiguous accuracy (MF: rmse)"], rows)
 
     # ---- 5 and 6. PyTorch side by side, memory -------------------------------------
     def peers(self):
@@ -502,6 +581,160 @@ class Suite:
                 for w, s in res.items()]
         self.table("Loading", ["what", "input", "median time", "text throughput"], rows)
 
+    # ---- sparse or dense rows: the crossover behind --storage auto ------------------
+    def density(self):
+        print("\n== density: the same rows stored sparse, as dense bytes and as dense floats")
+        a = self.a
+        images = f"{a.fashion_mnist}/train-images-idx3-ubyte.gz"
+        if not os.path.exists(images) or "--storage" not in self.flags:
+            self.note(f"no {images} or no --storage: the density section is skipped")
+            return
+        prefix = os.path.join(self.data, f"density-{a.density_rows}")
+        if not all(os.path.exists(f"{prefix}-{d}.u8.cache") for d in a.densities):
+            out = subprocess.run([os.path.join(self.build, "bench", "bench_density_data"),
+                                  "--images", images, "--rows", str(a.density_rows), "--densities",
+                                  ",".join(map(str, a.densities)), "--out", prefix],
+                                 check=True, capture_output=True, text=True).stdout
+            print(out, end="")
+        # Examples per run: each run lasts about a second at the slower storage.
+        cases = [("softmax", ("sparse", "u8", "f32"), 360000, {}),
+                 ("mlp", ("sparse", "u8", "f32"), a.density_mlp_samples, {"hidden": "256,128"}),
+                 ("logistic", ("sparse", "f32"), 360000, {})]
+        workers = [n for n in (1, 2) if n in self.workers]
+        for rep in range(a.density_reps):
+            for d in a.densities:
+                for model, kinds, samples, extra in cases:
+                    for n in workers:
+                        for kind in kinds:
+                            binary = ".bin" if model == "logistic" else ""
+                            r = self.train(dict({
+                                "train": f"{prefix}-{d}{binary}.{kind}.cache", "model": model,
+                                "mode": "hogwild", "workers": n, "batch": 32, "lr": 0.1,
+                                "epochs": max(1, -(-samples // a.density_rows)), "seed": rep + 1,
+                                "storage": "sparse" if kind == "sparse" else "dense"}, **extra))
+                            self.record("density", f"{model}@{d}", kind, n, rep, r)
+        rows, cross = [], []
+        for model, kinds, *_ in cases:
+            for n in workers:
+                wins = []
+                for d in a.densities:
+                    k = dict(section="density", dataset=f"{model}@{d}", workers=n)
+                    rate = {c: self.med("samples_per_second", config=c, **k) for c in kinds}
+                    vs = {c: self.ratio("samples_per_second", dict(k, config=c),
+                                        dict(k, config="sparse")) for c in kinds}
+                    dense = "u8" if "u8" in kinds else "f32"
+                    wins.append((d, vs[dense]))
+                    rows.append([model, n, d, fmt_rate(rate["sparse"]),
+                                 fmt_rate(rate.get("u8")) if "u8" in kinds else "-",
+                                 fmt_rate(rate["f32"]),
+                                 fmt(vs.get("u8"), ".2f") + "x" if "u8" in kinds else "-",
+                                 fmt(vs["f32"], ".2f") + "x"])
+                # The crossover: the lowest density from which dense is never slower.
+                at = next((d for i, (d, _) in enumerate(wins)
+                           if all(v is not None and v >= 1 for _, v in wins[i:])), None)
+                cross.append([model, n, "dense bytes" if "u8" in kinds else "dense floats",
+                              "never" if at is None else f">= {at}"])
+        self.table(f"Sparse or dense rows: Fashion-MNIST ({a.density_rows} rows) with pixels "
+                   "below a cut zeroed (or zeros set to 1/255 above its own density 0.50), "
+                   f"hogwild, batch 32, lr 0.1, {a.density_reps} interleaved repetitions; "
+                   "examples/s and dense against sparse in the same repetition (logistic: "
+                   "binary labels, class >= 5)",
+                   ["model", "workers", "density", "sparse", "dense bytes", "dense floats",
+                    "bytes / sparse", "floats / sparse"], rows)
+        self.table("Crossover: lowest measured density from which dense rows are never slower "
+                   "than sparse ones", ["model", "workers", "dense form", "dense wins at density"],
+                   cross)
+
+    # ---- libsvm text against IDX for the same images, beside PyTorch ----------------
+    def libsvm_text(self, idx, out):
+        """Fashion-MNIST IDX as LIBSVM's data page serves such sets: values scaled to
+        [0, 1] and printed with "%g" (6 significant digits: 0.0117647), zeros omitted,
+        1-based indices."""
+        if os.path.exists(out):
+            return
+        import gzip
+        table = [f" {{}}:{k / 255:g}" for k in range(256)]
+        with gzip.open(idx) as f:
+            raw = f.read()
+        with gzip.open(idx.replace("images-idx3", "labels-idx1")) as f:
+            labels = f.read()[8:]
+        n, r, c = (int.from_bytes(raw[i:i + 4], "big") for i in (4, 8, 12))
+        cols = r * c
+        with open(out + ".tmp", "w") as f:
+            for i in range(n):
+                row = raw[16 + i * cols:16 + (i + 1) * cols]
+                f.write(str(labels[i]) + "".join(table[b].format(j + 1)
+                                                 for j, b in enumerate(row) if b) + "\n")
+        os.replace(out + ".tmp", out)
+
+    def formats(self):
+        print("\n== formats: Fashion-MNIST from libsvm text and from IDX, beside PyTorch")
+        a = self.a
+        fm = a.fashion_mnist
+        idx = {p: f"{fm}/{p}-images-idx3-ubyte.gz" for p in ("train", "t10k")}
+        if not os.path.exists(idx["train"]) or "--storage" not in self.flags:
+            self.note(f"no {idx['train']} or no --storage: the formats section is skipped")
+            return
+        svm = {p: os.path.join(self.data, f"fashion-mnist.{p}.svm") for p in idx}
+        for p in idx:
+            self.libsvm_text(idx[p], svm[p])
+        try:
+            subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True,
+                           capture_output=True)
+            torch = True
+        except subprocess.CalledProcessError:
+            torch = False
+            self.note("python3-torch is not installed: the formats section runs without PyTorch")
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        n = min(2, self.workers[-1])
+        base = {"mode": "hogwild", "workers": n, "batch": 32, "epochs": 3, "lr": 0.1}
+        forms = [("libsvm text, auto", svm, "auto"), ("libsvm text, sparse", svm, "sparse"),
+                 ("IDX", idx, "auto")]
+        models = [("softmax", {}), ("mlp", {"hidden": "256,128"})]
+        for rep in range(a.format_reps):
+            for model, extra in models:
+                if torch:
+                    # PyTorch reads IDX: its rows are the same floats either way, and
+                    # its figure excludes loading.
+                    cmd = ["/usr/bin/python3", os.path.join(HERE, "compare", "torch_hogwild.py"),
+                           "--model", model, "--train", idx["train"], "--test", idx["t10k"],
+                           "--workers", str(n), "--batch", "32", "--epochs", "3", "--lr", "0.1",
+                           "--seed", str(rep + 1)]
+                    cmd += [x for k, v in extra.items() for x in ("--" + k, v)]
+                    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                         env=env).stdout
+                    self.record("formats", model, "pytorch", n, rep, json.loads(out.splitlines()[-1]))
+                for form, files, storage in forms:
+                    r = self.train(dict(base, train=files["train"], test=files["t10k"],
+                                        model=model, storage=storage, seed=rep + 1, **extra))
+                    self.record("formats", model, form, n, rep, r)
+        rows = []
+        target = {"softmax": 5, "mlp": 3}
+        for model, _ in models:
+            k = dict(section="formats", dataset=model, workers=n)
+            for form, *_ in forms:
+                h = dict(k, config=form)
+                vs_idx = self.ratio("samples_per_second", h, dict(k, config="IDX"))
+                vs_torch = self.ratio("samples_per_second", h, dict(k, config="pytorch"))
+                judged = "sparse" not in form  # forced sparse rows: the reference
+                rows.append([model, form, fmt_rate(self.med("samples_per_second", **h)),
+                             fmt(vs_idx, ".2f") + "x" + (
+                                 "" if form == "IDX" or vs_idx is None or not judged
+                                 else " (ok)" if vs_idx >= 0.9 else " (target >= 0.9)"),
+                             fmt(vs_torch, ".1f") + "x" + (
+                                 "" if vs_torch is None or not judged
+                                 else " (ok)" if vs_torch >= target[model]
+                                 else f" (target >= {target[model]})"),
+                             fmt(self.med("test_accuracy", **h), ".4f")])
+            t = dict(k, config="pytorch")
+            if self.select(**t):
+                rows.append([model, "PyTorch (IDX)", fmt_rate(self.med("samples_per_second", **t)),
+                             "-", "1x", fmt(self.med("test_accuracy", **t), ".4f")])
+        self.table(f"File formats: Fashion-MNIST as libsvm text (LIBSVM's \"%g\" values) and as "
+                   f"IDX, hogwild x{n}, batch 32, 3 epochs, lr 0.1, fp32 (MLP 784-256-128-10); "
+                   "ratios from the same repetition",
+                   ["model", "data", "examples/s", "vs IDX", "vs PyTorch", "accuracy"], rows)
+
     # ---- output -------------------------------------------------------------------
     def plots(self):
         try:
@@ -548,7 +781,8 @@ class Suite:
 
     def write(self):
         with open(os.path.join(self.out, "results.json"), "w") as f:
-            json.dump({"quick": self.a.quick, "cores": os.cpu_count(), "load": os.getloadavg(),
+            json.dump({"quick": self.a.quick, "cpu": cpu_name(), "cores": os.cpu_count(),
+                       "load": os.getloadavg(),
                        "notes": self.notes, "runs": self.runs}, f, indent=1)
         keys = ["section", "dataset", "config", "workers", "rep", "samples_per_second",
                 "nnz_per_second", "train_seconds", "test_loss", "test_accuracy", "test_rmse",
@@ -558,7 +792,7 @@ class Suite:
             w.writeheader()
             w.writerows(self.runs)
         with open(os.path.join(self.out, "tables.md"), "w") as f:
-            f.write(f"# hogwild bench ({'quick' if self.a.quick else 'full'}), "
+            f.write(f"# hogwild bench ({'quick' if self.a.quick else 'full'}), {cpu_name()}, "
                     f"{os.cpu_count()} cores, {self.a.reps} interleaved repetitions, medians\n\n")
             for title, md in self.tables:
                 f.write(f"## {title}\n\n{md}\n")
@@ -587,6 +821,11 @@ def main():
     a.parse_rows = 100000 if q else 1100000
     a.hot_k, a.hot_flush = 4096, 512
     a.peer_merge_every = 256
+    a.densities = [0.05, 0.1, 0.2, 0.35, 0.5] if q else [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75]
+    a.density_rows = 20000 if q else 60000
+    a.density_mlp_samples = 40000 if q else 120000
+    a.density_reps = min(a.reps, 2) if q else a.reps
+    a.format_reps = a.reps
     a.ratings = 500000 if q else 2000000
     # Quick: 3 epochs, so the step size must fall fast for serial's final loss (the
     # target) to be stable from seed to seed.
@@ -595,9 +834,9 @@ def main():
     only = set(filter(None, a.only.split(",")))
     want = lambda x: not only or x in only  # noqa: E731
     t0 = time.time()
-    print(f"hogwild bench ({'quick' if q else 'full'}): {os.cpu_count()} cores, load "
+    print(f"hogwild bench ({'quick' if q else 'full'}): {cpu_name()}, {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, workers {s.workers}, out {s.out}", flush=True)
-    s.prepare(sparse=want("yardstick") or want("scaling"))
+    s.prepare(sparse=want("yardstick") or want("scaling") or want("partition"))
     if want("yardstick"):
         s.yardstick()
     if want("scaling"):
@@ -605,6 +844,8 @@ def main():
         if s.have_spam:
             s.scaling("spam", a.spam_epochs, with_ceiling=True)
         s.memory()
+    if want("partition"):
+        s.partition()
     if want("ratings"):
         s.ratings()
     if want("peers"):
@@ -613,6 +854,10 @@ def main():
         s.kernels()
     if want("loading"):
         s.loading()
+    if want("density"):
+        s.density()
+    if want("formats"):
+        s.formats()
     s.yardstick_table()  # after scaling, whose runs give hogwild_train's accuracy
     s.plots()
     s.write()

@@ -262,6 +262,7 @@ std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainC
       {"--model", c.model},
       {"--mode", std::string(to_string(c.mode))},
       {"--workers", fmt::format("{}", c.mode == Mode::serial ? 1u : c.workers)},
+      {"--partition", to_string(c.partition)},
       {"--batch", fmt::format("{}", c.batch)},
       {"--lr", fmt::format("{}", c.step_size.lr0)},
       {"--lr-decay", fmt::format("{}", c.step_size.decay)},
@@ -287,7 +288,9 @@ void check_resumable(const Checkpoint& c, const TrainConfig& config, const Datas
   for (const auto& option : mine) {
     auto it = std::find_if(c.config.begin(), c.config.end(),
                            [&](auto& p) { return p.first == option.first; });
-    const std::string theirs = it == c.config.end() ? "(absent)" : it->second;
+    // Checkpoints written before --partition existed trained contiguous slices.
+    const std::string absent = option.first == "--partition" ? "contiguous" : "(absent)";
+    const std::string theirs = it == c.config.end() ? absent : it->second;
     if (theirs != option.second) differ(option.first, theirs, option.second);
   }
   const DataFingerprint data = DataFingerprint::of(train);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -72,6 +73,31 @@ std::string format_progress(const Progress& p, unsigned epochs) {
   return s;
 }
 
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (seconds >= 1e8) return ">3y";
+  const auto s = static_cast<std::uint64_t>(std::ceil(seconds));
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+}
+
+std::string format_live_progress(const LiveProgress& p, std::size_t width) {
+  const auto left = [&](std::uint64_t total, std::uint64_t done) {
+    return p.rate > 0 ? format_duration(static_cast<double>(total - std::min(total, done)) / p.rate)
+                      : std::string("?");
+  };
+  const double percent = p.epoch_rows ? 100.0 * static_cast<double>(p.epoch_samples) /
+                                            static_cast<double>(p.epoch_rows)
+                                      : 0;
+  std::string s = fmt::format("epoch {}/{}  {:.1f}% of epoch  {} examples/s  ETA epoch {}, run {}",
+                              p.epochs_done + 1, p.epochs, std::min(percent, 100.0),
+                              human_rate(p.rate), left(p.epoch_rows, p.epoch_samples),
+                              left(p.total, p.samples));
+  if (s.size() > width) s.resize(width);
+  return s;
+}
+
 std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::string& train_path,
                          const std::string& test_path) {
   nlohmann::json j{
@@ -79,6 +105,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"mode", std::string(to_string(c.mode))},
       {"optimizer", std::string(to_string(c.optimizer))},
       {"workers", c.mode == Mode::serial ? 1u : c.workers},
+      {"partition", to_string(c.partition)},
       {"epochs", c.epochs},
       {"batch", c.batch},
       {"merge_every", c.merge_every == TrainConfig::kMergeAuto ? nlohmann::json("auto")

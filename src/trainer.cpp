@@ -10,14 +10,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <fmt/format.h>
+#include <mutex>
 #include <optional>
+#include <stop_token>
+#include <thread>
 
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
 #include "process.hpp"
+#include "trainer/live_meter.hpp"
 #include "trainer/run.hpp"
 
 namespace hogwild {
@@ -75,8 +80,10 @@ void sleep_ms(int ms) {
 
 class Supervisor {
  public:
-  Supervisor(detail::Run& run, const ProgressCallback& cb, double resumed_seconds)
-      : run_(run), cfg_(run.cfg), on_progress_(cb), resumed_seconds_(resumed_seconds) {
+  Supervisor(detail::Run& run, const ProgressCallback& cb, const LiveCallback& on_live,
+             double resumed_seconds)
+      : run_(run), live_(run, on_live), cfg_(run.cfg), on_progress_(cb),
+        resumed_seconds_(resumed_seconds) {
     run_.control->start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                  t0_.time_since_epoch()).count();
     evaluated_ = run_.min_epochs();
@@ -96,7 +103,12 @@ class Supervisor {
  private:
   void serial() {
     for (unsigned e = run_.progress[0].epochs_done.load(); e < cfg_.epochs; ++e) {
-      run_.run_epoch(0, e);
+      {
+        std::optional<std::jthread> ticker;  // the only poll while the parent trains
+        if (live_)
+          ticker.emplace([this, paused = paused_](std::stop_token stop) { tick(stop, paused); });
+        run_.run_epoch(0, e);
+      }  // joined: the live callback has returned before the epoch's report
       if (g_signal) return;
       const auto pause_start = Clock::now();
       evaluated_ = e + 1;
@@ -146,10 +158,21 @@ class Supervisor {
         report(fraction(), false);
       }
       checkpoint_if_due();
+      live_.tick(seconds_since(t0_));
       sleep_ms(10);
     }
     if (evaluated_ < cfg_.epochs)
       throw WorkerError(fmt::format("workers ended after {} of {} epochs", evaluated_, cfg_.epochs));
+  }
+
+  // Serial mode's ticker thread: `paused` is the evaluation time before this epoch.
+  void tick(std::stop_token stop, double paused) {
+    std::mutex m;
+    std::condition_variable_any cv;  // only to wait for the stop request
+    std::unique_lock lock(m);
+    while (!cv.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; }) &&
+           !stop.stop_requested())
+      live_.tick(seconds_since(t0_) - paused);
   }
 
   // SIGINT/SIGTERM: the stop flag is set; workers publish their place and exit 0.
@@ -284,6 +307,7 @@ class Supervisor {
   }
 
   detail::Run& run_;
+  detail::LiveMeter live_;
   std::optional<ParamSnapshot> live_copy_;
   const TrainConfig& cfg_;
   const ProgressCallback& on_progress_;
@@ -335,21 +359,28 @@ void TrainConfig::validate() const {
 }
 
 TrainResult train(const TrainConfig& config, const Dataset& train_set, const Dataset* test,
-                  const ProgressCallback& on_progress) {
+                  const ProgressCallback& on_progress, const LiveCallback& on_live) {
   config.validate();
   auto model = make_model(config.model, config.model_options);
-  return train(config, *model, train_set, test, on_progress);
+  return train(config, *model, train_set, test, on_progress, on_live);
 }
 
 TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_bytes,
-                  const Dataset* test_bytes, const ProgressCallback& on_progress) {
+                  const Dataset* test_bytes, const ProgressCallback& on_progress,
+                  const LiveCallback& on_live) {
   cfg.validate();
   // Byte rows (dense_u8) go only to a model that reads them; the others get the
-  // sets as floats, one shared copy each.
+  // sets as floats, one shared copy each. The test set follows the training set's
+  // storage (stored_like): a sparse test set beside dense training rows (a libsvm
+  // test file loaded sparse, or one whose highest index is lower) becomes dense rows
+  // of the training width, whose weights are the only trained ones.
   const bool bytes = model.reads_byte_rows();
   const Dataset train_set = bytes ? train_bytes : train_bytes.widened();
   std::optional<Dataset> test_rows;
-  if (test_bytes) test_rows = bytes ? *test_bytes : test_bytes->widened();
+  if (test_bytes) {
+    const Dataset aligned = stored_like(*test_bytes, train_bytes);
+    test_rows = bytes ? aligned : aligned.widened();
+  }
   const Dataset* test = test_rows ? &*test_rows : nullptr;
   if (train_set.rows() == 0) throw ConfigError(train_set.source() + " has no rows");
   if (cfg.mode != Mode::serial && cfg.workers > train_set.rows())
@@ -363,7 +394,7 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
   detail::Run run(cfg, model, train_set, test);
   if (resume) run.restore(*resume, cfg.resume);
   SignalScope signals(&run.control->stop);
-  return Supervisor(run, on_progress, resume ? resume->train_seconds : 0).go();
+  return Supervisor(run, on_progress, on_live, resume ? resume->train_seconds : 0).go();
 }
 
 }  // namespace hogwild

@@ -302,6 +302,29 @@ TEST_CASE("resume refuses other data, other options or a finished run, saying wh
   r = serial_config(4);
   r.model = "hinge";
   CHECK(refused(r, tr).find("--model logistic") != std::string::npos);
+  // Another partition trains other rows at each position: refused too.
+  r = serial_config(4);
+  r.partition = Partition::contiguous;
+  CHECK(refused(r, tr).find("written with --partition shuffled; this run has --partition "
+                            "contiguous") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint from before --partition reads as contiguous") {
+  auto [tr, te] = test::generated_problem(1000, 100, 50, 5, 0.05, 3);
+  test::TempDir dir;
+  TrainConfig c = serial_config(2);
+  c.partition = Partition::contiguous;
+  c.checkpoint = dir.file("ck.bin");
+  train(c, tr, &te);
+  Checkpoint old = read_checkpoint(c.checkpoint);
+  std::erase_if(old.config, [](const auto& o) { return o.first == "--partition"; });
+  write_checkpoint(old, c.checkpoint);
+  TrainConfig r = serial_config(4);
+  r.resume = c.checkpoint;
+  r.checkpoint.clear();
+  CHECK_THROWS_WITH_AS(train(r, tr, &te), doctest::Contains("--partition contiguous"), ConfigError);
+  r.partition = Partition::contiguous;
+  CHECK(train(r, tr, &te).resumed_epochs == 2);
 }
 
 namespace {

@@ -38,7 +38,7 @@ TEST_CASE("--help documents every option and --version prints the version") {
                           "--batch", "--seed", "--metrics", "--summary", "--lr-decay", "--l2",
                           "--eval-every", "--shm-dir", "--cleanup", "--version", "--pin",
                           "--huge-pages", "--merge-every", "--hot-k", "--hot-flush", "--max-restarts",
-                          "--checkpoint", "--checkpoint-every", "--resume"})
+                          "--checkpoint", "--checkpoint-every", "--resume", "--partition"})
     CHECK_MESSAGE(r.out.find(opt) != std::string::npos, opt);
   auto v = run({test::hogwild_train_path(), "--version"});
   CHECK(v.exit_code == 0);
@@ -70,6 +70,10 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--train", train, "--mode", "lock", "--merge-every", "64"},
             "--merge-every works with --mode hogwild or atomic, not lock"},
            {{"--train", train, "--merge-every", "64", "--hot-k", "8"}, "exclude each other"},
+           {{"--train", train, "--partition", "random"},
+            "--partition must be shuffled or contiguous, got \"random\""},
+           {{"--train", train, "--storage", "packed"},
+            "--storage expects auto, sparse or dense, got \"packed\""},
        }) {
     std::vector<std::string> argv{test::hogwild_train_path()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
@@ -109,6 +113,28 @@ TEST_CASE("a normal run prints progress, writes metrics and summary, leaves noth
   auto metrics = test::read_text(dir.file("m.jsonl"));
   CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 3);
   CHECK(test::our_shm_entries() == before);
+}
+
+TEST_CASE("--storage: the load line says how rows are stored; --hot-k keeps them sparse") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 400, 40);  // 20 non-zeros of 40: density 0.5
+  auto load_lines = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv{test::hogwild_train_path(), "--train", train, "--test",
+                                  test_file, "--workers", "2", "--epochs", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto r = run(argv);
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    return r.out.substr(0, r.out.find("model "));
+  };
+  const std::string dense = load_lines({});
+  CHECK_MESSAGE(dense.find("stored dense (density 0.5)") != std::string::npos, dense);
+  CHECK_MESSAGE(dense.find("stored dense as the training set") != std::string::npos, dense);
+  const std::string sparse = load_lines({"--storage", "sparse"});
+  CHECK_MESSAGE(sparse.find("stored sparse (density 0.5)") != std::string::npos, sparse);
+  const std::string hot = load_lines({"--hot-k", "8"});
+  CHECK_MESSAGE(hot.find("stored sparse, kept for --hot-k (density 0.5)") != std::string::npos, hot);
+  CHECK_MESSAGE(hot.find("stored sparse as the training set") != std::string::npos, hot);
 }
 
 TEST_CASE("--merge-every auto runs replicas and reports the merges") {

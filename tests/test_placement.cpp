@@ -18,7 +18,7 @@ using namespace hogwild;
 namespace {
 
 // Records, from inside each worker, how many CPUs it may run on, by rank (the
-// partition its smallest row falls in), in a shared page the test process owns.
+// contiguous slice its smallest row falls in), in a shared page the test process owns.
 class AffinityProbe : public ModelBase<AffinityProbe> {
  public:
   AffinityProbe(int* out, std::size_t rows, unsigned workers)
@@ -71,6 +71,7 @@ TEST_CASE("--pin puts each worker on exactly one CPU, rank mod CPUs") {
     TrainConfig c;
     c.mode = Mode::hogwild;
     c.workers = 3;
+    c.partition = Partition::contiguous;  // the probe finds a worker's rank by its rows
     c.epochs = 1;
     c.pin = pin;
     train(c, probe, tr, &te);

@@ -47,7 +47,7 @@ TEST_CASE("a worker that dies mid-epoch is respawned and finishes its partition 
                                 std::pair{Mode::hogwild, 500}}) {
     INFO(to_string(m) << " merge every " << merge_every);
     shared_flag().store(0);
-    CrashOnce model(CrashAt{6000, false});  // worker 1 owns rows 4000..7999
+    CrashOnce model(CrashAt{6000, false});  // whichever worker row 6000 falls to
     TrainConfig c;
     c.mode = m;
     c.merge_every = static_cast<std::size_t>(merge_every);
@@ -73,6 +73,7 @@ TEST_CASE("beyond --max-restarts the run stops with a clear error and leaves not
   CrashOnce model(CrashAt{1500, true});
   TrainConfig c;
   c.workers = 2;
+  c.partition = Partition::contiguous;  // so that row 1500 is worker 1's
   c.epochs = 2;
   c.max_restarts = 2;
   try {

@@ -61,9 +61,37 @@ Dataset parse_cache(std::string_view bytes, const std::string& name);
 enum class FileFormat { libsvm, idx, cache, ratings };
 // Sniffs the (possibly gzip'ed) content of a file.
 FileFormat detect_format(const std::string& path);
+
+// How load_dataset stores rows. `automatic`: a sparse set (libsvm text, a sparse
+// cache) becomes dense rows (Dataset::densified: bytes when every value is k/255)
+// when its density nnz / (rows * cols) is at least dense_at, and dense files (IDX, a
+// dense cache) stay dense. `dense`: every set but ratings as dense rows. `sparse`:
+// CSR rows, a dense file's non-zeros too (Dataset::sparsified). Dense rows run the
+// models' vector kernels; sparse rows pay per non-zero and take memory in proportion
+// to it. Ratings are always stored as they are.
+enum class Storage : std::uint8_t { automatic, sparse, dense };
+// "auto", "sparse" or "dense"; anything else is a ConfigError naming the choices.
+Storage parse_storage(std::string_view text);
+const char* to_string(Storage storage) noexcept;
+// The density from which dense rows are chosen (bench/suite.py density;
+// docs/PERFORMANCE.md, "Sparse or dense rows"): softmax trains faster on dense bytes
+// from 0.05 and on dense floats from about 0.1 (at 0.19, MNIST's, bytes run 3.6x the
+// sparse rows); the MLP runs the same either way. The linear models step per non-zero
+// and win on sparse rows up to 0.2-0.35: hogwild_train uses kDenseDensityLinear for them.
+inline constexpr double kDenseDensity = 0.15;
+inline constexpr double kDenseDensityLinear = 0.35;
+// True when `storage` turns the sparse set `d` into dense rows (false for any
+// other layout).
+bool stores_dense(const Dataset& d, Storage storage, double dense_at = kDenseDensity) noexcept;
+
+struct LoadOptions {
+  unsigned threads = 0;  // libsvm parser threads (LibsvmOptions::threads)
+  Storage storage = Storage::automatic;
+  double dense_at = kDenseDensity;
+};
 // Loads any supported file; for IDX images, `labels_path` names the labels file.
 Dataset load_dataset(const std::string& path, const std::string& labels_path = "",
-                     const LibsvmOptions& options = {});
+                     const LoadOptions& options = {});
 
 // Reads a whole file into memory, inflating gzip transparently.
 std::string read_file_maybe_gz(const std::string& path);

@@ -93,6 +93,16 @@ class Dataset {
   // A dense_u8 set as floats (a new shared mapping, 4x its pixels' bytes); any other
   // set is returned as it is (sharing its storage).
   Dataset widened() const;
+  // The set as dense rows of `cols` columns, in a new shared mapping (src/data/storage.cpp).
+  // A sparse set's entries at columns >= cols are dropped; it becomes bytes (dense_u8)
+  // when every stored value is some k/255 to six significant digits (the precision
+  // of LIBSVM's "%g": 0.0117647 for 3/255; the byte then reads exactly byte_value(k)),
+  // floats otherwise. A dense or dense_u8 set keeps its kind, rows cut or zero-padded
+  // (returned as it is when cols == cols()). Ratings are refused (ConfigError).
+  Dataset densified(std::size_t cols) const;
+  // A dense or dense_u8 set as CSR rows of its non-zero values (floats, cols()
+  // columns); a sparse or ratings set is returned as it is.
+  Dataset sparsified() const;
 
   Layout layout() const noexcept { return layout_; }
   std::size_t rows() const noexcept { return rows_; }
@@ -158,5 +168,14 @@ struct DatasetStats {
   bool many_labels = false;                                 // more than 1000 distinct labels
 };
 DatasetStats describe(const Dataset& d);
+
+// nnz / (rows * cols) of a sparse set (0 for an empty one); 1 for the dense layouts.
+double density(const Dataset& d) noexcept;
+
+// `d` stored the way `like` stores its rows, for a test set that must agree with its
+// training set: dense rows of like.cols() columns when `like` is dense or dense_u8
+// (columns beyond those have no trained weight), sparse rows when `like` is sparse.
+// Ratings sets, and sets already stored so, are returned as they are.
+Dataset stored_like(const Dataset& d, const Dataset& like);
 
 }  // namespace hogwild

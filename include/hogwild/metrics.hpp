@@ -30,6 +30,13 @@ class MetricsWriter {
 // "epoch   3/10  1.23M samples/s  train loss 0.2345  test loss 0.2456  accuracy 0.9712  1.2s"
 std::string format_progress(const Progress& p, unsigned epochs);
 
+// The live line of a terminal, cut to `width` columns:
+// "epoch 3/10  41.2% of epoch  1.23M examples/s  ETA epoch 4s, run 52s"
+// (ETAs from the recent rate; "?" while there is none).
+std::string format_live_progress(const LiveProgress& p, std::size_t width);
+// A duration for a person: "4s", "3m05s", "1h02m"; "?" when not finite or negative.
+std::string format_duration(double seconds);
+
 // The summary object (see docs/CLI.md for the fields).
 std::string summary_json(const TrainConfig& config, const TrainResult& result,
                          const std::string& train_path, const std::string& test_path);

@@ -1,5 +1,5 @@
 // The trainer: places the model's parameters in the arena, forks N workers that
-// each own a contiguous partition of the training rows, supervises them, evaluates
+// each train their share of every epoch's rows, supervises them, evaluates
 // the live weights while they run, and removes everything on the way out.
 #pragma once
 
@@ -18,12 +18,22 @@
 
 namespace hogwild {
 
+// Which rows each worker trains in an epoch (src/trainer/epoch_order.hpp):
+// shuffled: one permutation of all rows per epoch, drawn from (seed, epoch), split
+// among the workers (as DistributedSampler; a file sorted by class or user costs no
+// accuracy); contiguous: worker k keeps the k-th slice of the file's rows and
+// shuffles inside it (for locality experiments).
+enum class Partition : std::uint8_t { shuffled, contiguous };
+const char* to_string(Partition p) noexcept;
+Partition parse_partition(const std::string& name);  // ConfigError on anything else
+
 struct TrainConfig {
   std::string model = "logistic";
   ModelOptions model_options{};
   Mode mode = Mode::hogwild;
   Optimizer optimizer = Optimizer::sgd;  // AdaGrad's accumulators live in the arena too
   unsigned workers = 1;     // serial always uses 1 (the parent itself)
+  Partition partition = Partition::shuffled;
   unsigned epochs = 10;
   StepSize step_size{};
   std::size_t batch = 1;
@@ -89,6 +99,26 @@ struct TrainResult {
 // Called in the parent for every evaluation, in order.
 using ProgressCallback = std::function<void(const Progress&)>;
 
+// Where a run stands between evaluations, from the workers' progress records (which
+// they publish every 64 mini-batches): what a live display needs.
+struct LiveProgress {
+  double time = 0;                  // seconds of training since this process started it
+  std::uint64_t samples = 0;        // examples processed, all workers and epochs (a
+                                    // resumed run's earlier ones included)
+  std::uint64_t total = 0;          // examples of the whole run: rows * epochs
+  std::uint64_t epoch_samples = 0;  // examples of the current epoch done
+  std::uint64_t epoch_rows = 0;     // examples in an epoch (the training rows)
+  unsigned epochs_done = 0;         // epochs completed by all workers (the current one
+  unsigned epochs = 0;              // is epochs_done + 1, of `epochs`)
+  double epoch_time = 0;            // seconds since the current epoch began
+  double rate = 0;                  // examples per second over the last few seconds
+};
+
+// Called in the parent about every 100 ms while an epoch runs, never at the same
+// time as the ProgressCallback. In serial mode it is called from a thread the
+// parent runs beside the epoch's loop (joined before the epoch's evaluation).
+using LiveCallback = std::function<void(const LiveProgress&)>;
+
 // Trains `config.model` (from the registry) on `train`; `test` may be null.
 // Failures throw (error.hpp): a worker that crashed more than max_restarts times
 // (WorkerError), divergence (Error naming epoch and step; no checkpoint is written
@@ -96,9 +126,10 @@ using ProgressCallback = std::function<void(const Progress&)>;
 // disk or too little memory (ResourceError). SIGINT/SIGTERM do not throw: see
 // TrainResult::signal.
 TrainResult train(const TrainConfig& config, const Dataset& train, const Dataset* test,
-                  const ProgressCallback& on_progress = {});
+                  const ProgressCallback& on_progress = {}, const LiveCallback& on_live = {});
 // Same with a model object the caller built (a user-defined model).
 TrainResult train(const TrainConfig& config, Model& model, const Dataset& train,
-                  const Dataset* test, const ProgressCallback& on_progress = {});
+                  const Dataset* test, const ProgressCallback& on_progress = {},
+                  const LiveCallback& on_live = {});
 
 }  // namespace hogwild

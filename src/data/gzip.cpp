@@ -276,8 +276,11 @@ FileFormat detect_format(const std::string& path) {
   return sniff(path).format;
 }
 
-Dataset load_dataset(const std::string& path, const std::string& labels_path,
-                     const LibsvmOptions& options) {
+namespace {
+
+// The file's rows as its format holds them (libsvm: sparse).
+Dataset load_as_stored(const std::string& path, const std::string& labels_path,
+                       const LoadOptions& options) {
   Sniffed s = sniff(path);
   switch (s.format) {
     case FileFormat::cache:
@@ -297,9 +300,18 @@ Dataset load_dataset(const std::string& path, const std::string& labels_path,
       if (!labels_path.empty())
         throw ConfigError("a labels file is only used with IDX images; " + path +
                           " is libsvm text, whose labels are in the file");
-      return read_libsvm(path, options);
+      return read_libsvm(path, LibsvmOptions{options.threads});
   }
   throw Error("unknown file format");  // unreachable: the switch covers every format
+}
+
+}  // namespace
+
+Dataset load_dataset(const std::string& path, const std::string& labels_path,
+                     const LoadOptions& options) {
+  Dataset d = load_as_stored(path, labels_path, options);
+  if (options.storage == Storage::sparse) return d.sparsified();
+  return stores_dense(d, options.storage, options.dense_at) ? d.densified(d.cols()) : d;
 }
 
 }  // namespace hogwild

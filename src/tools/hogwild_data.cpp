@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include "hogwild/config.hpp"
 #include "hogwild/data_io.hpp"
@@ -43,7 +44,7 @@ void save(const Dataset& d, const std::string& out, const std::string& format) {
     write_libsvm(d, out);
   fmt::print("wrote {}: {} rows, {} features, {} non-zeros ({})\n", out, d.rows(), d.cols(),
              d.nnz(),
-             format == "cache" ? "binary cache"
+             format == "cache" ? fmt::format("binary cache, {}", to_string(d.layout()))
              : ratings         ? (out.ends_with(".gz") ? "ratings, gzip" : "ratings")
              : out.ends_with(".gz") ? "libsvm, gzip"
                                     : "libsvm");
@@ -62,7 +63,9 @@ const char* format_name(FileFormat f) {
 void info(const std::string& path, const std::string& labels, unsigned threads) {
   const FileFormat format = detect_format(path);
   const auto t0 = std::chrono::steady_clock::now();
-  Dataset d = load_dataset(path, labels, LibsvmOptions{threads});
+  // As the file holds it (the infinite density keeps sparse text sparse).
+  Dataset d = load_dataset(path, labels,
+                           {threads, Storage::automatic, std::numeric_limits<double>::infinity()});
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DatasetStats st = describe(d);
   const double cells = static_cast<double>(st.rows) * static_cast<double>(st.cols);
@@ -141,7 +144,7 @@ int main(int argc, char** argv) {
   g->add_option("--format", gen_format, "Force the output format")
       ->check(CLI::IsMember({"libsvm", "cache"}));
 
-  std::string conv_in, conv_labels, conv_out, conv_format;
+  std::string conv_in, conv_labels, conv_out, conv_format, conv_storage = "auto";
   unsigned conv_threads = 0;
   auto* c = app.add_subcommand("convert", "Convert libsvm text or IDX images to the binary cache");
   c->add_option("input", conv_in, "libsvm (.gz too), IDX images or a cache")->required();
@@ -151,6 +154,10 @@ int main(int argc, char** argv) {
   c->add_option("--format", conv_format, "Output format (default: cache)")
       ->check(CLI::IsMember({"libsvm", "cache"}));
   c->add_option("--threads", conv_threads, "Parser threads (0 = all cores)")->capture_default_str();
+  c->add_option("--storage", conv_storage,
+                "Rows in the cache: sparse, dense (bytes when every value is k/255), or auto "
+                "(dense from the density where the dense kernels win, as hogwild_train loads)")
+      ->capture_default_str();
 
   std::string info_in, info_labels;
   unsigned info_threads = 0;
@@ -185,7 +192,8 @@ int main(int argc, char** argv) {
                                       gen.nnz_per_row, gen.features));
       save(generate_sparse(gen), gen_out, format_for(gen_out, gen_format));
     } else if (*c) {
-      save(load_dataset(conv_in, conv_labels, LibsvmOptions{conv_threads}), conv_out,
+      const Storage storage = parse_storage(conv_storage);
+      save(load_dataset(conv_in, conv_labels, {conv_threads, storage}), conv_out,
            conv_format.empty() ? "cache" : conv_format);
     } else if (*i) {
       info(info_in, info_labels, info_threads);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -20,16 +21,19 @@
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/trainer.hpp"
+#include "progress_line.hpp"
 
 namespace {
 
 struct Options {
   std::string train, test, train_labels, test_labels;
   std::string mode = "hogwild";
+  std::string partition = "shuffled";
   std::string optimizer = "sgd";
   std::string matmul = "fp32";
   std::string metrics, summary;
   std::string hidden;
+  std::string storage = "auto";
   unsigned threads = 0;
   bool no_bias = false;
   bool quiet = false;
@@ -58,14 +62,36 @@ std::vector<std::size_t> parse_widths(const std::string& text) {
   }
 }
 
-hogwild::Dataset load(const std::string& path, const std::string& labels, unsigned threads,
-                      bool quiet, const char* what) {
+// Loads a data set and stores its rows as --storage says; a test set (`train` given)
+// is stored as the training set is (hogwild::stored_like), as train() would. The
+// line printed says how, and the density a sparse file had.
+hogwild::Dataset load(const std::string& path, const std::string& labels, const Options& o,
+                      hogwild::Storage storage, double dense_at, const char* what, bool hot_k,
+                      const hogwild::Dataset* train = nullptr) {
+  using hogwild::Storage;
   const auto t0 = std::chrono::steady_clock::now();
-  hogwild::Dataset d = hogwild::load_dataset(path, labels, hogwild::LibsvmOptions{threads});
+  // Infinity: sparse files stay sparse here, and the choice is made below.
+  hogwild::Dataset d = hogwild::load_dataset(
+      path, labels, {o.threads, Storage::automatic, std::numeric_limits<double>::infinity()});
+  const bool was_sparse = d.layout() == hogwild::Layout::sparse;
+  const std::size_t nnz = d.nnz();
+  const double density = hogwild::density(d);
+  std::string how;
+  if (train) {
+    d = hogwild::stored_like(d, *train);
+    how = " as the training set";
+  } else if (hot_k && storage == Storage::automatic && hogwild::stores_dense(d, storage, dense_at)) {
+    how = ", kept for --hot-k";  // hot coordinates renumber sparse rows
+  } else if (storage == Storage::sparse) {
+    d = d.sparsified();
+  } else if (hogwild::stores_dense(d, storage, dense_at)) {
+    d = d.densified(d.cols());
+  }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!quiet)
-    fmt::print("{} {}: {} rows, {} features, {} non-zeros ({:.2f}s)\n", what, path, d.rows(),
-               d.cols(), d.nnz(), s);
+  if (!o.quiet)
+    fmt::print("{} {}: {} rows, {} features, {} non-zeros ({:.2f}s), stored {}{}{}\n", what, path,
+               d.rows(), d.cols(), nnz, s, to_string(d.layout()), how,
+               was_sparse ? fmt::format(" (density {:.3g})", density) : std::string());
   return d;
 }
 
@@ -98,6 +124,12 @@ int run(int argc, char** argv) {
                  "serial (one process, the reference), hogwild (lock-free), atomic "
                  "(atomic add per coordinate), lock (one mutex around each mini-batch)")
       ->capture_default_str();
+  app.add_option("--partition", o.partition,
+                 "Which rows each worker trains: shuffled (each epoch, one permutation of all "
+                 "rows drawn from the seed and the epoch, split among the workers; a file "
+                 "sorted by class or user costs no accuracy) or contiguous (worker k keeps the "
+                 "k-th slice of the file's rows and shuffles inside it, for locality studies)")
+      ->capture_default_str()->option_text("shuffled|contiguous");
   app.add_option("--optimizer", o.optimizer,
                  "sgd, or adagrad (per-coordinate steps; its accumulators are shared by all "
                  "workers like the weights)")
@@ -164,6 +196,14 @@ int run(int argc, char** argv) {
   app.add_option("--resume", cfg.resume,
                  "Continue the run saved in FILE (same data and options; --epochs may grow)")
       ->option_text("FILE");
+  app.add_option("--storage", o.storage,
+                 "Rows of libsvm text and caches: sparse, dense (bytes when every value is "
+                 "k/255, else floats), or auto (dense from a density of " +
+                     fmt::format("{:g} ({:g} for the linear models)", hogwild::kDenseDensity,
+                                 hogwild::kDenseDensityLinear) +
+                     ", where the dense kernels win; sparse with --hot-k). The test set "
+                     "follows the training set")
+      ->capture_default_str()->option_text("auto|sparse|dense");
   app.add_option("--threads", o.threads, "Threads for parsing text data (0 = all cores)")
       ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "Print only the final summary line");
@@ -184,9 +224,11 @@ int run(int argc, char** argv) {
   }
   if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
   cfg.mode = hogwild::parse_mode(o.mode);
+  cfg.partition = hogwild::parse_partition(o.partition);
   cfg.optimizer = hogwild::parse_optimizer(o.optimizer);
   cfg.model_options.bias = !o.no_bias;
   cfg.model_options.matmul = hogwild::parse_matmul_precision(o.matmul);
+  const hogwild::Storage storage = hogwild::parse_storage(o.storage);
   if (!o.hidden.empty() || app.count("--hidden")) cfg.model_options.hidden = parse_widths(o.hidden);
   cfg.validate();
   // Segments a crashed run of ours left behind (its name lives only microseconds).
@@ -214,23 +256,35 @@ int run(int argc, char** argv) {
                                          dir.string()));
   }
 
-  hogwild::Dataset train = load(o.train, o.train_labels, o.threads, o.quiet, "train");
+  const bool hot_k = cfg.model_options.hot_k > 0 && cfg.mode != hogwild::Mode::serial;
+  // The linear models step per non-zero: sparse rows serve them to a higher density.
+  const double dense_at =
+      model->feature_indexed() ? hogwild::kDenseDensityLinear : hogwild::kDenseDensity;
+  hogwild::Dataset train = load(o.train, o.train_labels, o, storage, dense_at, "train", hot_k);
   std::optional<hogwild::Dataset> test;
-  if (!o.test.empty()) test = load(o.test, o.test_labels, o.threads, o.quiet, "test ");
+  if (!o.test.empty())
+    test = load(o.test, o.test_labels, o, storage, dense_at, "test ", hot_k, &train);
   if (!o.quiet)
     fmt::print("model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
                cfg.model, o.mode, o.optimizer, cfg.mode == hogwild::Mode::serial ? 1 : cfg.workers,
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   std::fflush(stdout);
 
-  auto result = hogwild::train(cfg, *model, train, test ? &*test : nullptr,
-                               [&](const hogwild::Progress& p) {
-                                 if (metrics) metrics->write(p);
-                                 if (!o.quiet) {
-                                   fmt::print("{}\n", hogwild::format_progress(p, cfg.epochs));
-                                   std::fflush(stdout);
-                                 }
-                               });
+  // Erased before every line printed below, and when an error unwinds past it.
+  hogwild::tools::ProgressLine live(stdout, !o.quiet);
+  auto result = hogwild::train(
+      cfg, *model, train, test ? &*test : nullptr,
+      [&](const hogwild::Progress& p) {
+        live.clear();
+        if (metrics) metrics->write(p);
+        if (!o.quiet) {
+          fmt::print("{}\n", hogwild::format_progress(p, cfg.epochs));
+          std::fflush(stdout);
+        }
+      },
+      live.active() ? [&](const hogwild::LiveProgress& p) { live.update(p); }
+                    : hogwild::LiveCallback());
+  live.clear();
   if (!o.summary.empty())
     hogwild::write_file_atomically(o.summary, hogwild::summary_json(cfg, result, o.train, o.test));
   std::string line = fmt::format("{}: {} samples in {:.2f}s ({:.0f} samples/s)",

@@ -15,6 +15,7 @@
 #include "hogwild/labels.hpp"
 #include "hogwild/rng.hpp"
 #include "process.hpp"
+#include "trainer/epoch_order.hpp"
 
 namespace hogwild::detail {
 
@@ -79,13 +80,6 @@ Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& 
 std::size_t padded(std::size_t floats) { return (floats + 15) / 16 * 16; }
 
 }  // namespace
-
-std::uint64_t epoch_seed(std::uint64_t seed, unsigned rank, unsigned epoch) noexcept {
-  std::uint64_t s = seed;
-  std::uint64_t h = splitmix64(s);
-  s = h ^ (static_cast<std::uint64_t>(rank) << 32 | epoch);
-  return splitmix64(s);
-}
 
 std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -258,20 +252,17 @@ void Run::snapshot_if_last(unsigned e) {
 }
 
 std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
-  const std::size_t n = train.rows();
-  return {n * rank / workers, n * (rank + 1) / workers};
+  return share(train.rows(), workers, rank);
 }
 
-// Epoch e's order is recomputed from (seed, rank, e), so a respawned worker finds
-// the same order and skips the `position` rows its predecessor published; at most
-// the 64 mini-batches since the last publication (with a replica or hot
+// Epoch e's order is recomputed from the seed, e and the rank, so a respawned worker
+// finds the same rows and skips the `position` rows its predecessor published; at
+// most the 64 mini-batches since the last publication (with a replica or hot
 // coordinates: since the last merge or flush) are trained twice.
 void Run::run_epoch(unsigned rank, unsigned e) {
   WorkerProgress& p = progress[rank];
-  auto [begin, end] = partition(rank);
-  std::vector<std::uint32_t> rows(end - begin);
-  std::iota(rows.begin(), rows.end(), static_cast<std::uint32_t>(begin));
-  Rng(epoch_seed(cfg.seed, rank, e)).shuffle(std::span<std::uint32_t>(rows));
+  std::vector<std::uint32_t> rows;
+  epoch_rows(cfg.partition, train.rows(), workers, rank, cfg.seed, e, rows);
 
   EpochTask task;
   if (p.epoch.load(std::memory_order_acquire) == e) {
@@ -304,7 +295,10 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     task.hot = &*hot_state;
   }
   if (cfg.merge_every) {
-    if (!replica) {  // merging only what this worker's own rows can change
+    if (!replica) {  // merging only what this worker's own rows can change: its slice,
+      // or under a shuffled partition (a new share each epoch) every row's
+      auto [begin, end] = cfg.partition == Partition::contiguous
+                              ? partition(rank) : std::pair<std::size_t, std::size_t>{0, train.rows()};
       std::vector<Model::Ranges> mine;
       for (std::size_t t = 0; t < specs.size(); ++t)
         mine.push_back(model.trained_ranges(t, train, begin, end));

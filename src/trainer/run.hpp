@@ -2,7 +2,8 @@
 // (parameters, per-worker progress, epoch losses, snapshot slots), and the worker
 // body. A worker's place is entirely in its WorkerProgress record, so a crashed
 // worker can be respawned — or a run resumed from a checkpoint — and continue its
-// partition where it stopped: the shuffle of epoch e is drawn from (seed, rank, e).
+// share where it stopped: epoch e's order is recomputed from the seed, e and the
+// worker's rank (epoch_order.hpp).
 #pragma once
 
 #include <atomic>
@@ -41,9 +42,6 @@ struct alignas(64) SnapshotSlot {
   double time = 0;                         // seconds since start when taken
   std::uint64_t samples = 0;
 };
-
-// The stream worker `rank` shuffles epoch `epoch` with.
-std::uint64_t epoch_seed(std::uint64_t seed, unsigned rank, unsigned epoch) noexcept;
 
 std::int64_t now_ns() noexcept;
 
@@ -94,7 +92,7 @@ struct Run {
   static constexpr std::size_t kPage = 4096;
   void map_hot_window(std::size_t bytes);
 
-  // Rows [begin, end) of the training set owned by worker `rank`.
+  // Positions [begin, end) of each epoch's order owned by worker `rank`.
   std::pair<std::size_t, std::size_t> partition(unsigned rank) const;
   // The body of a worker (forked, or the parent itself in serial mode): the epochs
   // from its progress record on.

@@ -1,0 +1,139 @@
+// Sparse or dense rows for the same data: Dataset::densified and sparsified, the
+// storage choice of load_dataset (Storage, stores_dense), and stored_like, which
+// makes a test set agree with its training set. Dense rows of bytes are what IDX
+// images load as; a libsvm file of the same images gets them back here.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "data/sections.hpp"
+#include "hogwild/data_io.hpp"
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+
+namespace {
+
+// k when v is k/255 to six significant digits (a relative error of at most 5e-6 from
+// "%g", plus the float's own rounding), else -1. Neighbouring k/255 are at least
+// 1/255 apart relatively, so the match is never ambiguous.
+int byte_of(float v) noexcept {
+  if (!(v >= 0.0f && v <= 1.0f)) return -1;
+  const double k = std::nearbyint(static_cast<double>(v) * 255.0);
+  const double exact = k / 255.0;
+  return std::fabs(static_cast<double>(v) - exact) <= 6e-6 * exact ? static_cast<int>(k) : -1;
+}
+
+// Every stored value some k/255 and every row's indices strictly ascending (a
+// duplicate index would have to be summed, and a sum need not be k/255).
+bool holds_bytes(const Dataset& d) {
+  for (std::size_t r = 0; r < d.rows(); ++r) {
+    const RowView x = d.row(r);
+    for (std::uint32_t j = 0; j < x.nnz; ++j) {
+      if (byte_of(x.value[j]) < 0) return false;
+      if (j > 0 && x.index[j] <= x.index[j - 1]) return false;
+    }
+  }
+  return true;
+}
+
+std::size_t checked_cells(std::size_t rows, std::size_t cols) {
+  HOGWILD_ENFORCE_LE(cols, std::size_t{std::numeric_limits<std::uint32_t>::max()});
+  HOGWILD_ENFORCE(cols == 0 || rows <= std::numeric_limits<std::size_t>::max() / 4 / cols,
+                  "rows * cols overflows");
+  return rows * cols;
+}
+
+}  // namespace
+
+Dataset Dataset::densified(std::size_t cols) const {
+  if (layout_ == Layout::ratings)
+    throw ConfigError(source_ + " holds rating triples, which have no dense form");
+  if (dense() && cols == cols_) return *this;
+  const std::size_t cells = checked_cells(rows_, cols);
+  const bool bytes = layout_ == Layout::dense_u8 || (layout_ == Layout::sparse && holds_bytes(*this));
+  const Layout out = bytes ? Layout::dense_u8 : Layout::dense;
+  auto s = detail::make_sections(out, 0, rows_, cells);
+  auto storage = MappedBuffer::anonymous(s.end);  // zero-filled: the absent entries
+  std::byte* base = storage->data();
+  if (rows_) std::memcpy(base + s.labels, labels_, rows_ * sizeof(float));
+  auto* pixels = detail::section<std::uint8_t>(base, s.values);
+  auto* values = detail::section<float>(base, s.values);
+  const std::size_t keep = std::min(cols, cols_);
+  for (std::size_t r = 0; r < rows_; ++r) {
+    if (layout_ == Layout::dense_u8) {
+      std::memcpy(pixels + r * cols, pixels_ + r * cols_, keep);
+    } else if (layout_ == Layout::dense) {
+      std::memcpy(values + r * cols, values_ + r * cols_, keep * sizeof(float));
+    } else {
+      const RowView x = row(r);
+      for (std::uint32_t j = 0; j < x.nnz; ++j) {
+        if (x.index[j] >= cols) continue;
+        if (bytes)
+          pixels[r * cols + x.index[j]] = static_cast<std::uint8_t>(byte_of(x.value[j]));
+        else
+          values[r * cols + x.index[j]] += x.value[j];  // a duplicate index sums, as in a dot
+      }
+    }
+  }
+  storage->seal();
+  const auto* labels = detail::section<const float>(base, s.labels);
+  if (bytes) return view_u8(storage, rows_, cols, labels, pixels, source_);
+  return view(storage, Layout::dense, rows_, cols, labels, nullptr, nullptr, values, source_);
+}
+
+Dataset Dataset::sparsified() const {
+  if (!dense()) return *this;
+  std::vector<std::uint64_t> offsets{0};
+  offsets.reserve(rows_ + 1);
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
+  for (std::size_t r = 0; r < rows_; ++r) {
+    const RowView x = row(r);
+    for (std::uint32_t j = 0; j < x.nnz; ++j) {
+      const float v = x.at(j);
+      if (v == 0.0f) continue;
+      indices.push_back(j);
+      values.push_back(v);
+    }
+    offsets.push_back(indices.size());
+  }
+  return sparse(labels(), offsets, indices, values, cols_, source_);
+}
+
+double density(const Dataset& d) noexcept {
+  if (d.dense()) return 1.0;
+  const double cells = static_cast<double>(d.rows()) * static_cast<double>(d.cols());
+  return cells > 0 ? static_cast<double>(d.nnz()) / cells : 0.0;
+}
+
+Dataset stored_like(const Dataset& d, const Dataset& like) {
+  if (d.layout() == Layout::ratings || like.layout() == Layout::ratings) return d;
+  return like.dense() ? d.densified(like.cols()) : d.sparsified();
+}
+
+Storage parse_storage(std::string_view text) {
+  if (text == "auto") return Storage::automatic;
+  if (text == "sparse") return Storage::sparse;
+  if (text == "dense") return Storage::dense;
+  throw ConfigError("--storage expects auto, sparse or dense, got \"" + std::string(text) + "\"");
+}
+
+const char* to_string(Storage storage) noexcept {
+  switch (storage) {
+    case Storage::automatic: return "auto";
+    case Storage::sparse: return "sparse";
+    case Storage::dense: return "dense";
+  }
+  return "?";
+}
+
+bool stores_dense(const Dataset& d, Storage storage, double dense_at) noexcept {
+  if (d.layout() != Layout::sparse || storage == Storage::sparse) return false;
+  return storage == Storage::dense || (!d.empty() && density(d) >= dense_at);
+}
+
+}  // namespace hogwild
