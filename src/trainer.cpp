@@ -189,24 +189,37 @@ class Supervisor {
     return static_cast<double>(run_.samples()) / static_cast<double>(run_.train.rows());
   }
 
+  // Evaluates the epoch's snapshot (end_of_epoch, when a worker took one) or a
+  // copy of the live weights, stamped with what that copy holds (Progress).
   void report(double epoch, bool end_of_epoch) {
     Progress p;
-    p.time = seconds_since(t0_) - paused_;
     p.epoch = epoch;
-    p.samples = run_.samples();
     p.restarts = run_.restarts;
     p.train_loss = evaluated_ ? run_.train_loss(evaluated_ - 1) : std::nan("");
     detail::SnapshotSlot* slot = end_of_epoch ? run_.slot_for(evaluated_) : nullptr;
     const ParamSet* weights = &run_.params;
+    detail::CaptureCounts counts;
     if (slot) {
-      p.time = slot->time;
-      p.samples = slot->samples;
+      counts = run_.counts_of(*slot);
       weights = &run_.slot_params[(evaluated_ - 1) % 2];
     } else if (cfg_.mode != Mode::serial && run_.test) {
-      weights = &copy_of_live();
+      counts = run_.capture([&] { weights = &copy_of_live(); });
+    } else {  // serial (the parent is the worker) or nothing to evaluate: the counters now
+      counts = run_.capture([] {});
     }
+    p.time = counts.time - paused_;  // serial: evaluation pauses are not training
+    p.worker_samples_min = counts.low;
+    p.worker_samples_max = counts.high;
+    for (std::uint64_t s : counts.low) p.samples_min += s;
+    for (std::uint64_t s : counts.high) p.samples_max += s;
+    p.samples = p.samples_min + (p.samples_max - p.samples_min) / 2;
+    const auto eval_start = Clock::now();
     p.test = run_.evaluate(*weights);
-    p.samples_per_second = p.time > 0 ? static_cast<double>(p.samples - base_samples_) / p.time : 0;
+    p.eval_seconds = seconds_since(eval_start);
+    p.reported_time = seconds_since(t0_) - paused_;
+    p.samples_per_second =
+        p.time > 0 ? static_cast<double>(p.samples - std::min(p.samples, base_samples_)) / p.time
+                   : 0;
     p.end_of_epoch = end_of_epoch;
     // Divergence shows in the losses: a non-finite weight that a row touches makes
     // that row's loss non-finite. The weights themselves are scanned only then (for

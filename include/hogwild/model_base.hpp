@@ -52,8 +52,14 @@ struct StepSize {
 // `epoch`, `position` and `loss` are published together every 64 mini-batches (at
 // each merge or flush instead when the worker trains a replica or hot coordinates,
 // whose unmerged changes a crash loses) and at the end of the epoch's loop.
+// `begun` and `samples` bracket every write to the shared weights (each mini-batch's
+// step; a replica's merge, a hot window's flush): begun is raised before the writes,
+// samples after (release), so a copy of the weights holds the updates of between
+// sum(samples) read before it (acquire) and sum(begun) read after it (after an
+// acquire fence): what an evaluation's metrics line says it scored (capture_counts).
 struct alignas(128) WorkerProgress {
-  std::atomic<std::uint64_t> samples{0};      // examples processed, all epochs
+  std::atomic<std::uint64_t> samples{0};      // examples whose updates are in the weights
+  std::atomic<std::uint64_t> begun{0};        // ... and those whose writes have begun
   std::atomic<std::uint32_t> epochs_done{0};  // release: epoch loss is published
   std::atomic<std::int32_t> pid{0};
   std::atomic<std::uint32_t> epoch{0};        // the epoch `position` refers to
@@ -218,6 +224,10 @@ class ModelBase : public Model {
       if constexpr (params)
         if (begin + size < n) derived().prefetch_params(trained, t.data->row(t.rows[begin + size]));
       const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
+      // Straight to the shared weights: the step's writes are bracketed (see
+      // WorkerProgress); a private replica or window is bracketed at its merge.
+      const bool shared = t.progress && !t.replica && !t.hot;
+      if (shared) begin_writes(*t.progress, seen + size);
       if constexpr (U::locks_batches) {
         RobustLock guard(*t.mutex);
         loss += derived().template step<U>(b, trained, lr);
@@ -226,14 +236,17 @@ class ModelBase : public Model {
       }
       seen += size;
       begin += size;
+      if (shared) t.progress->samples.store(seen, std::memory_order_release);
       // With a replica or hot coordinates, the position is published only once its
       // rows are merged or flushed: what a crash loses is the private copy, and a
       // respawned worker then retrains exactly the rows whose updates were in it.
       if (t.replica && t.replica->due(size)) {
+        if (t.progress) begin_writes(*t.progress, seen);
         t.replica->merge();
         if (t.progress) publish(*t.progress, seen, begin, loss);
       }
       if (t.hot && t.hot->due(size)) {
+        if (t.progress) begin_writes(*t.progress, seen);
         flush_hot<U>(t);
         if (t.progress) publish(*t.progress, seen, begin, loss);
       }
@@ -242,6 +255,7 @@ class ModelBase : public Model {
         if (detail::orphaned(t.parent)) break;
       }
     }
+    if ((t.replica || t.hot) && t.progress) begin_writes(*t.progress, seen);
     if (t.replica) t.replica->merge();  // also when the epoch was cut short
     if (t.hot) flush_hot<U>(t);
     derived().template end_epoch<U>(t);
@@ -262,8 +276,14 @@ class ModelBase : public Model {
 
   static void publish(WorkerProgress& p, std::uint64_t seen, std::size_t position, double loss) {
     p.loss.store(loss, std::memory_order_relaxed);
-    p.samples.store(seen, std::memory_order_relaxed);
+    p.samples.store(seen, std::memory_order_release);
     p.position.store(position, std::memory_order_relaxed);
+  }
+  // Before writes to the shared weights that bring them to `seen` examples: the
+  // fence orders the store of begun before every later store (the writes).
+  static void begin_writes(WorkerProgress& p, std::uint64_t seen) {
+    p.begun.store(seen, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
   }
 };
 

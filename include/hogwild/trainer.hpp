@@ -58,14 +58,24 @@ struct TrainConfig {
   void validate() const;
 };
 
-// One evaluation of the live weights (after an epoch, or every eval_every seconds).
+// One evaluation (after an epoch, or every eval_every seconds), stamped with when
+// the weights it scores were captured, not when the parent got round to them:
+// workers write while the weights are copied, so the copy holds the updates of
+// between samples_min and samples_max examples (equal when no worker wrote during
+// the copy; their difference is the evaluation's own staleness).
 struct Progress {
-  double time = 0;           // seconds since training started
+  double time = 0;           // seconds of training when the weights were captured
   double epoch = 0;          // epochs completed by all workers (fractional for timed evals)
-  std::uint64_t samples = 0; // examples processed so far, all workers
+  std::uint64_t samples = 0; // examples whose updates the evaluated weights hold: the
+                             // middle of [samples_min, samples_max]
+  std::uint64_t samples_min = 0, samples_max = 0;
+  std::vector<std::uint64_t> worker_samples_min, worker_samples_max;  // the same, per worker
   double train_loss = 0;     // mean progressive loss of the last completed epoch
   Evaluation test{};         // on the test set (NaN fields when there is none)
-  double samples_per_second = 0;
+  double samples_per_second = 0;  // samples / time (a resumed run: this process's share)
+  double eval_seconds = 0;   // wall time of the evaluation itself
+  double reported_time = 0;  // seconds of training when the evaluation was done: how far
+                             // the parent is behind the workers is reported_time - time
   bool end_of_epoch = true;
   unsigned restarts = 0;     // workers respawned so far
 };

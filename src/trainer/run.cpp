@@ -187,6 +187,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
   }
   if (cfg.mode != Mode::serial) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
+    blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
     for (const char* n : {"snapshot0", "snapshot1"})
       blocks.push_back({n, sizeof(SnapshotSlot) + floats * sizeof(float)});
   }
@@ -222,6 +223,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
         data += padded(s.size);
       }
       slot_params[i] = ParamSet(std::move(st));
+      slot_counts[i] = arena.array<std::uint64_t>("snapshot_counts").subspan(2 * workers * i,
+                                                                             2 * workers);
     }
     if (test)  // copying a few untouched floats beats another loop: whole lines
       for (std::size_t t = 0; t < specs.size(); ++t)
@@ -243,10 +246,12 @@ void Run::snapshot_if_last(unsigned e) {
   // A slot's first snapshot copies everything (the untrained coordinates never
   // change after it).
   static const std::vector<Model::Ranges> all;
-  copy_ranges(params, slot_params[e % 2], slot.filled ? trained_ranges : all);
+  const CaptureCounts c = capture(
+      [&] { copy_ranges(params, slot_params[e % 2], slot.filled ? trained_ranges : all); });
   slot.filled = true;
-  slot.time = static_cast<double>(now_ns() - control->start_ns) * 1e-9;
-  slot.samples = samples();
+  slot.time = c.time;
+  std::copy(c.low.begin(), c.low.end(), slot_counts[e % 2].begin());
+  std::copy(c.high.begin(), c.high.end(), slot_counts[e % 2].begin() + workers);
   slot.consumed.store(0, std::memory_order_relaxed);
   slot.epoch.store(e + 1, std::memory_order_release);
 }
@@ -274,6 +279,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     p.epoch.store(e, std::memory_order_release);
   }
   // Consistent with the position whatever was published last.
+  p.begun.store(std::uint64_t{e} * rows.size() + task.start, std::memory_order_relaxed);
   p.samples.store(std::uint64_t{e} * rows.size() + task.start, std::memory_order_relaxed);
   task.data = hot_train ? &*hot_train : &train;
   task.targets = train_targets.data();
@@ -335,6 +341,15 @@ int Run::work(unsigned rank) {
 Evaluation Run::evaluate(const ParamSet& p) const {
   if (!test) return {};
   return model.evaluate(p, *test, test_targets.data());
+}
+
+CaptureCounts Run::counts_of(const SnapshotSlot& slot) const {
+  const std::span<std::uint64_t> counts = slot_counts[&slot == slots[1]];
+  CaptureCounts c;
+  c.low.assign(counts.begin(), counts.begin() + workers);
+  c.high.assign(counts.begin() + workers, counts.end());
+  c.time = slot.time;
+  return c;
 }
 
 SnapshotSlot* Run::slot_for(unsigned e) const {

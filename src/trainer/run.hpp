@@ -31,16 +31,25 @@ struct Control {
   RobustMutex mutex;
 };
 
+// What a copy of the weights holds, read around the copy (WorkerProgress): per
+// worker, the examples whose updates are surely in it (`low`, its samples before)
+// and those that may be (`high`, its begun after), and when it was taken (seconds
+// since training started, the middle of the copy).
+struct CaptureCounts {
+  std::vector<std::uint64_t> low, high;
+  double time = 0;
+};
+
 // The weights as they were when the last worker finished an epoch, copied by that
 // worker so that each epoch's evaluation is exact however late the parent gets to
 // it, and no worker waits. Two slots alternate; a slot is reused only after the
 // parent has consumed it (otherwise that epoch is evaluated on the live weights).
+// The slot's CaptureCounts: `time` here, the per-worker counts in Run::slot_counts.
 struct alignas(64) SnapshotSlot {
   std::atomic<std::uint32_t> epoch{0};     // 1-based epoch held; 0 = free
   std::atomic<std::uint32_t> consumed{1};  // set by the parent after evaluating
   bool filled = false;                     // a whole copy was taken once
   double time = 0;                         // seconds since start when taken
-  std::uint64_t samples = 0;
 };
 
 std::int64_t now_ns() noexcept;
@@ -67,6 +76,7 @@ struct Run {
   std::span<std::atomic<std::uint32_t>> finishers;  // workers done with each epoch
   SnapshotSlot* slots[2] = {nullptr, nullptr};
   ParamSet slot_params[2];
+  std::span<std::uint64_t> slot_counts[2];  // per slot: low[workers], then high[workers]
   // Per tensor, the coordinates training can change (Model::trained_ranges over all
   // rows, coalesced into whole lines; empty = all): what a snapshot copies (a slot's
   // first snapshot copies everything). Computed when there is a test set. (A
@@ -102,8 +112,27 @@ struct Run {
   bool stopping() const { return control->stop.load(std::memory_order_relaxed) != 0; }
 
   Evaluation evaluate(const ParamSet& p) const;
-  // The snapshot slot holding epoch e (1-based), or null.
+  // The snapshot slot holding epoch e (1-based), or null, and what it holds.
   SnapshotSlot* slot_for(unsigned e) const;
+  CaptureCounts counts_of(const SnapshotSlot& slot) const;
+  // Runs copy() (a copy of the shared weights, or nothing) between reading every
+  // worker's `samples` and every worker's `begun`: what the copy holds.
+  template <class Copy>
+  CaptureCounts capture(Copy&& copy) const {
+    CaptureCounts c;
+    c.low.reserve(workers);
+    c.high.reserve(workers);
+    for (auto& p : progress) c.low.push_back(p.samples.load(std::memory_order_acquire));
+    const std::int64_t t0 = now_ns();
+    copy();
+    const std::int64_t t1 = now_ns();
+    std::atomic_thread_fence(std::memory_order_acquire);  // the copy's loads come first
+    for (auto& p : progress) c.high.push_back(p.begun.load(std::memory_order_relaxed));
+    // A respawned worker's counters restart at its published position: never below.
+    for (unsigned w = 0; w < workers; ++w) c.high[w] = std::max(c.high[w], c.low[w]);
+    c.time = static_cast<double>((t0 + t1) / 2 - control->start_ns) * 1e-9;
+    return c;
+  }
   // Mean progressive loss of epoch e (0-based) over all workers.
   double train_loss(unsigned e) const;
   std::uint64_t samples() const;
