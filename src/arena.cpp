@@ -14,6 +14,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
@@ -49,6 +50,43 @@ struct Header {
 
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
+// A transparent huge page of shared memory.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+// kB of this process's mapping that starts at `base` mapped through 2 MiB pages
+// (smaps' ShmemPmdMapped): what the kernel gave, whatever was asked.
+std::size_t pmd_mapped_kb(const void* base) {
+  std::ifstream smaps("/proc/self/smaps");
+  char head[32];
+  std::snprintf(head, sizeof head, "%lx-", reinterpret_cast<unsigned long>(base));
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (line.rfind(head, 0) == 0) {
+      inside = true;
+    } else if (inside && line.rfind("ShmemPmdMapped:", 0) == 0) {
+      return std::strtoull(line.c_str() + 15, nullptr, 10);
+    }
+  }
+  return 0;
+}
+
+// A 2 MiB-aligned address where `size` bytes can be mapped (MAP_FIXED), or null.
+// Shared memory is mapped through 2 MiB pages only where the address is aligned as
+// the file offset is (smaps' THPeligible stays 0 otherwise): a mapping at the
+// kernel's 4 KiB-aligned choice got none, MADV_HUGEPAGE or not. The area is
+// reserved PROT_NONE with 2 MiB to spare, and the spare is given back.
+void* huge_aligned_address(std::size_t size) {
+  void* area = mmap(nullptr, size + kHugePage, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (area == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(area);
+  const std::uintptr_t aligned = align_up(start, kHugePage);
+  if (aligned > start) munmap(area, aligned - start);
+  const std::uintptr_t end = start + size + kHugePage;
+  if (end > aligned + size) munmap(reinterpret_cast<void*>(aligned + size), end - aligned - size);
+  return reinterpret_cast<void*>(aligned);  // still reserved: MAP_FIXED replaces it
+}
+
 std::string mib(std::size_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
@@ -68,13 +106,16 @@ std::size_t free_bytes(const std::string& dir) {
 
 // Reserves the pages now: on tmpfs an over-committed segment would otherwise
 // SIGBUS on first touch, long after start-up.
+ResourceError no_space(std::size_t bytes, const std::string& where) {
+  return ResourceError(fmt::format(
+      "the parameter arena needs {} but {} has only {} free; free some space, enlarge it "
+      "(mount -o remount,size=... /dev/shm) or put the arena on disk with --shm-dir DIR",
+      mib(bytes), where, mib(free_bytes(where))));
+}
+
 void reserve(int fd, std::size_t bytes, const std::string& where) {
   int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (rc == ENOSPC || rc == EFBIG)
-    throw ResourceError(fmt::format(
-        "the parameter arena needs {} but {} has only {} free; free some space, enlarge it "
-        "(mount -o remount,size=... /dev/shm) or put the arena on disk with --shm-dir DIR",
-        mib(bytes), where, mib(free_bytes(where))));
+  if (rc == ENOSPC || rc == EFBIG) throw no_space(bytes, where);
   if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL)
     throw ResourceError(fmt::format("cannot reserve {} in {}: {}", mib(bytes), where,
                                     std::strerror(rc)));
@@ -105,6 +146,27 @@ std::string shmem_thp_setting() {
   return a == std::string::npos || b == std::string::npos ? "" : line.substr(a + 1, b - a - 1);
 }
 
+// The huge= option of the tmpfs mount that holds `dir` ("never" when absent), from
+// /proc/mounts: the longest mount point that is a prefix of dir.
+std::string tmpfs_huge_option(const std::string& dir) {
+  std::ifstream mounts("/proc/mounts");
+  std::string device, point, type, options, best_point, best = "never";
+  std::string rest;
+  while (mounts >> device >> point >> type >> options && std::getline(mounts, rest)) {
+    const bool under = dir == point || dir.rfind(point.back() == '/' ? point : point + "/", 0) == 0;
+    if (!under || point.size() < best_point.size()) continue;
+    best_point = point;
+    best = "never";
+    if (type != "tmpfs") continue;
+    for (std::size_t at = 0; at < options.size();) {
+      const std::size_t end = std::min(options.find(',', at), options.size());
+      if (options.compare(at, 5, "huge=") == 0) best = options.substr(at + 5, end - at - 5);
+      at = end + 1;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 HugePagesStatus huge_pages_status(const ArenaOptions& options) {
@@ -115,13 +177,25 @@ HugePagesStatus huge_pages_status(const ArenaOptions& options) {
     return {false, fmt::format("{} is not a hugetlbfs mount: the arena uses normal pages "
                                "(mount -t hugetlbfs none DIR and reserve pages with "
                                "/proc/sys/vm/nr_hugepages)", options.dir)};
+  // /dev/shm is a tmpfs mount: its own huge= option decides (shmem_enabled governs
+  // the kernel's internal mount), unless shmem_enabled forces or denies for all.
+  // Checked here by smaps (tests/test_placement.cpp): shmem_enabled "advise" alone
+  // gave the arena no 2 MiB page; "force", or /dev/shm mounted huge=advise with
+  // MADV_HUGEPAGE, did.
   const std::string thp = shmem_thp_setting();
-  if (thp == "always" || thp == "within_size" || thp == "advise" || thp == "force")
-    return {true, "arena in /dev/shm with MADV_HUGEPAGE (transparent huge pages: " + thp + ")"};
-  return {false, fmt::format("transparent huge pages are off for shared memory "
-                             "(/sys/kernel/mm/transparent_hugepage/shmem_enabled is \"{}\"): "
-                             "the arena uses 4 KiB pages; set it to \"advise\" or use "
-                             "--shm-dir on a hugetlbfs mount", thp.empty() ? "unknown" : thp)};
+  if (thp == "deny")
+    return {false, "transparent huge pages are denied for all shared memory "
+                   "(/sys/kernel/mm/transparent_hugepage/shmem_enabled is \"deny\"): the "
+                   "arena uses 4 KiB pages"};
+  if (thp == "force")
+    return {true, "arena in /dev/shm on 2 MiB pages (shmem_enabled is \"force\")"};
+  const std::string mount = tmpfs_huge_option("/dev/shm");
+  if (mount == "always" || mount == "within_size" || mount == "advise")
+    return {true, "arena in /dev/shm with MADV_HUGEPAGE (/dev/shm mounted huge=" + mount + ")"};
+  return {false, fmt::format("transparent huge pages are off for /dev/shm (mounted huge={}): "
+                             "the arena uses 4 KiB pages; remount it with huge=advise "
+                             "(mount -o remount,huge=advise /dev/shm) or use --shm-dir on a "
+                             "hugetlbfs mount", mount)};
 }
 
 std::size_t Arena::required_bytes(const std::vector<BlockSpec>& blocks) {
@@ -145,10 +219,12 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
   std::size_t size = required_bytes(blocks);
   const HugePagesStatus huge = huge_pages_status(options);
   if (huge.ok) {
-    if (const std::size_t page = hugetlbfs_page(options.dir)) size = align_up(size, page);
+    const std::size_t page = hugetlbfs_page(options.dir);
+    size = align_up(size, page ? page : kHugePage);
   }
 
   Arena a;
+  bool advised = false;  // /dev/shm: MADV_HUGEPAGE accepted on the aligned mapping
   a.size_ = size;
   a.name_ = unique_name();
   std::shared_ptr<bip::mapped_region> region;
@@ -163,8 +239,22 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
         ~Unlink() { bip::shared_memory_object::remove(n); }
       } unlink_guard{a.name_.c_str()};
       shm.truncate(static_cast<bip::offset_t>(size));
-      reserve(shm.get_mapping_handle().handle, size, "/dev/shm");
-      region = std::make_shared<bip::mapped_region>(shm, bip::read_write);
+      const int fd = shm.get_mapping_handle().handle;
+      if (void* at = huge.ok ? huge_aligned_address(size) : nullptr) {
+        // The pages must be allocated through the advised mapping: posix_fallocate
+        // before it allocated 4 KiB pages that no advice merges later (smaps: none on
+        // 2 MiB pages under huge=advise). MADV_POPULATE_WRITE faults them in and, where
+        // an access would raise SIGBUS (a full /dev/shm), fails instead.
+        region = std::make_shared<bip::mapped_region>(shm, bip::read_write, 0, size, at, MAP_FIXED);
+        advised = madvise(region->get_address(), size, MADV_HUGEPAGE) == 0;
+        if (!advised || madvise(region->get_address(), size, MADV_POPULATE_WRITE) != 0) {
+          if (advised && errno != EINVAL) throw no_space(size, "/dev/shm");
+          reserve(fd, size, "/dev/shm");  // a kernel before 5.14: no SIGBUS, small pages
+        }
+      } else {
+        reserve(fd, size, "/dev/shm");
+        region = std::make_shared<bip::mapped_region>(shm, bip::read_write);
+      }
     } else {
       a.file_backed_ = true;
       std::error_code ec;
@@ -196,9 +286,12 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
 
   a.base_ = static_cast<std::byte*>(region->get_address());
   a.region_ = region;  // the mapping lives as long as the Arena (and across fork)
-  // hugetlbfs needs no advice; on /dev/shm the advice must come before first touch.
+  // hugetlbfs needs no advice; /dev/shm took it above, before any page existed, and
+  // the answer is what smaps says the kernel did: on kernel 6.18, /dev/shm mounted
+  // huge=advise with MADV_HUGEPAGE got no 2 MiB page (huge=always and
+  // shmem_enabled=force did), so asking is not the same as getting.
   a.huge_pages_ = huge.ok && (hugetlbfs_page(options.dir) != 0 ||
-                              madvise(a.base_, size, MADV_HUGEPAGE) == 0);
+                              (advised && pmd_mapped_kb(a.base_) > 0));
 
   auto* h = reinterpret_cast<Header*>(a.base_);
   std::memcpy(h->magic, kMagic, sizeof kMagic);

@@ -22,7 +22,14 @@ inline constexpr bool kThreadSanitizer = true;
 #else
 inline constexpr bool kThreadSanitizer = false;
 #endif
-// True (after printing SKIPPED) when the CLI cannot run under this build.
+// Marks the running test case skipped (it cannot run here: no AMX, no ../shared,
+// not root, ...): prints "SKIPPED: <why>" and counts it; the caller then returns.
+// A test executable that skipped a case and failed none exits 77, which meson
+// reports as SKIP, never as a pass. Such cases carry a doctest test_suite
+// ("amx", "shared_data", "cli", ...) that tests/meson.build registers as a test of
+// its own, so that a skip does not hide the passes of the cases beside it.
+void skip(const std::string& why);
+// True (after skip()) when the CLI cannot run under this build.
 bool skip_cli_under_tsan();
 
 // A fresh temporary directory, removed with everything in it on destruction.
@@ -43,7 +50,8 @@ void write_text(const std::string& path, const std::string& text);
 void write_gzip(const std::string& path, const std::string& bytes);
 std::string read_text(const std::string& path);
 
-// Folder of the shared real datasets, or nullopt (the caller skips) when absent.
+// Folder of the shared real datasets, or nullopt (after skip(): the caller
+// returns) when absent.
 std::optional<std::filesystem::path> shared_data();
 
 struct RunResult {

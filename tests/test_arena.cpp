@@ -184,20 +184,37 @@ TEST_CASE("modes parse and print") {
   CHECK_THROWS_AS(parse_mode("wild"), ConfigError);
 }
 
-TEST_CASE("the dense vectorised path computes what the scalar loop computes") {
-  std::vector<float> w(37), x(37);
-  for (int i = 0; i < 37; ++i) {
-    w[i] = 0.5f * static_cast<float>(i);
-    x[i] = 1.0f / static_cast<float>(i + 1);
+TEST_CASE("the dense vectorised path computes what a plain scalar loop computes") {
+  // The reference is written here, not taken from another mode (SerialUpdate and
+  // HogwildUpdate share the vector kernel): every length around the vector widths,
+  // at an aligned and an unaligned start, so both the blocks and the tail count.
+  for (std::size_t n : {0u, 1u, 3u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u, 33u, 37u, 100u}) {
+    for (std::size_t offset : {0u, 1u}) {
+      INFO("n " << n << " offset " << offset);
+      std::vector<float> wb(n + offset), xb(n + offset);
+      for (std::size_t i = 0; i < n + offset; ++i) {
+        wb[i] = 0.5f * static_cast<float>(i) - 3.0f;
+        xb[i] = 1.0f / static_cast<float>(i + 1);
+      }
+      float* w = wb.data() + offset;
+      const float* x = xb.data() + offset;
+      std::vector<float> expect(w, w + n);
+      double dot = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        expect[i] = w[i] + -0.25f * x[i];
+        dot += static_cast<double>(expect[i]) * x[i];
+      }
+      std::vector<float> serial(w, w + n), atomic(w, w + n);
+      HogwildUpdate::axpy(w, -0.25f, x, n);
+      SerialUpdate::axpy(serial.data(), -0.25f, x, n);
+      AtomicUpdate::axpy(atomic.data(), -0.25f, x, n);
+      for (std::size_t i = 0; i < n; ++i) {
+        CHECK(w[i] == doctest::Approx(expect[i]).epsilon(1e-6));
+        CHECK(serial[i] == doctest::Approx(expect[i]).epsilon(1e-6));
+        CHECK(atomic[i] == doctest::Approx(expect[i]).epsilon(1e-6));
+      }
+      CHECK(HogwildUpdate::dot(w, x, n) == doctest::Approx(dot).epsilon(1e-5));
+      CHECK(SerialUpdate::dot(w, x, n) == doctest::Approx(dot).epsilon(1e-5));
+    }
   }
-  auto ref = w;
-  SerialUpdate::axpy(ref.data(), -0.25f, x.data(), 37);
-  HogwildUpdate::axpy(w.data(), -0.25f, x.data(), 37);
-  for (int i = 0; i < 37; ++i) CHECK(w[i] == doctest::Approx(ref[i]).epsilon(1e-6));
-  auto atomic = ref;
-  AtomicUpdate::axpy(atomic.data(), 0.25f, x.data(), 37);
-  HogwildUpdate::axpy(ref.data(), 0.25f, x.data(), 37);
-  for (int i = 0; i < 37; ++i) CHECK(atomic[i] == doctest::Approx(ref[i]).epsilon(1e-6));
-  CHECK(HogwildUpdate::dot(w.data(), x.data(), 37) ==
-        doctest::Approx(SerialUpdate::dot(w.data(), x.data(), 37)).epsilon(1e-5));
 }

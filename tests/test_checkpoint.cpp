@@ -364,7 +364,7 @@ TEST_CASE("non-finite weights stop the run naming epoch and step; the good check
   for (float v : kept.tensors.at(0).values) CHECK(std::isfinite(v));
 }
 
-TEST_CASE("hogwild_train killed at random moments while checkpointing always leaves a loadable one") {
+TEST_CASE("hogwild_train killed at random moments while checkpointing always leaves a loadable one" * doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   // 16 MB of weights, written to tmpfs back to back (no disk traffic): a good

@@ -211,7 +211,7 @@ TEST_CASE("killing the parent takes the workers with it") {
   CHECK(test::our_shm_entries().empty());
 }
 
-TEST_CASE("SpamAssassin end to end: 2 hogwild workers reach 0.96 test accuracy") {
+TEST_CASE("SpamAssassin end to end: 2 hogwild workers reach 0.96 test accuracy" * doctest::test_suite("shared_data")) {
   auto data = test::shared_data();
   if (!data) return;
   const auto sa = *data / "spamassassin";

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "support.hpp"
 #include "hogwild/rng.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_bf16.hpp"
@@ -108,9 +109,9 @@ TEST_CASE("bf16 rounding is to nearest, ties to even") {
   CHECK(std::abs(widen(round(0.1f)) - 0.1f) <= 0.1f / 256);
 }
 
-TEST_CASE("bf16 tile products match the naive loop on rounded operands") {
+TEST_CASE("bf16 tile products match the naive loop on rounded operands" * doctest::test_suite("amx")) {
   if (!kernels::bf16::available()) {
-    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    test::skip(kernels::bf16::unavailable_reason());
     return;
   }
   Rng rng(11);
@@ -165,9 +166,9 @@ TEST_CASE("bf16 tile products match the naive loop on rounded operands") {
   CHECK(checked == 9 * 12);
 }
 
-TEST_CASE("bf16 packing of a live source needs unit column stride; padding is zero") {
+TEST_CASE("bf16 packing of a live source needs unit column stride; padding is zero" * doctest::test_suite("amx")) {
   if (!kernels::bf16::available()) {
-    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    test::skip(kernels::bf16::unavailable_reason());
     return;
   }
   std::vector<float> w(3 * 5, 1.f);
@@ -187,9 +188,9 @@ TEST_CASE("bf16 packing of a live source needs unit column stride; padding is ze
   CHECK_THROWS_AS(kernels::bf16::pack_b(5, 3, w.data(), 1, 5, p, true), std::invalid_argument);
 }
 
-TEST_CASE("bf16 packs of byte rows equal the packs of the rows widened to floats") {
+TEST_CASE("bf16 packs of byte rows equal the packs of the rows widened to floats" * doctest::test_suite("amx")) {
   if (!kernels::bf16::available()) {
-    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    test::skip(kernels::bf16::unavailable_reason());
     return;
   }
   Rng rng(5);

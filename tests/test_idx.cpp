@@ -173,10 +173,10 @@ TEST_CASE("malformed IDX files give clear errors naming the file") {
   CHECK_MESSAGE(contains(msg, "cannot open " + dir.file("nope")), msg);
 }
 
-TEST_CASE("Fashion-MNIST: 60000 + 10000 images of 28x28, labels 0..9") {
+TEST_CASE("Fashion-MNIST: 60000 + 10000 images of 28x28, labels 0..9" * doctest::test_suite("fashion_mnist")) {
   const std::filesystem::path dir = "/usr/share/datasets/fashion-mnist";
   if (!std::filesystem::exists(dir / "train-images-idx3-ubyte.gz")) {
-    MESSAGE("SKIPPED: Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)");
+    test::skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)");
     return;
   }
   Dataset train = load_dataset((dir / "train-images-idx3-ubyte.gz").string());

@@ -364,7 +364,7 @@ TEST_CASE("damaged gzip and missing files give clear errors") {
   CHECK_THROWS_AS(read_libsvm(dir.path().string()), IoError);
 }
 
-TEST_CASE("SpamAssassin: the real files parse to their published counts") {
+TEST_CASE("SpamAssassin: the real files parse to their published counts" * doctest::test_suite("shared_data")) {
   auto shared = test::shared_data();
   if (!shared) return;
   const std::string train = (*shared / "spamassassin" / "spam.train.svm.gz").string();

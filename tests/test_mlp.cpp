@@ -239,9 +239,9 @@ TEST_CASE("mlp: hogwild_train rejects bad --hidden values with exit status 2") {
 
 // --matmul-precision bf16: the products on bf16 operands (kernels/gemm_bf16.hpp).
 // Skipped where the CPU or the kernel has no AMX tile unit.
-TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike in every mode") {
+TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike in every mode" * doctest::test_suite("amx")) {
   if (!kernels::bf16::available()) {
-    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    test::skip(kernels::bf16::unavailable_reason());
     return;
   }
   Setup s(true, 0.01f, {37});
@@ -283,9 +283,9 @@ TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike 
   CHECK(rounded > 100);  // the products did run on rounded operands
 }
 
-TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats") {
+TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats" * doctest::test_suite("amx")) {
   if (!kernels::bf16::available()) {
-    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    test::skip(kernels::bf16::unavailable_reason());
     return;
   }
   Rng rng(3);
@@ -318,9 +318,9 @@ TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats") {
   CHECK(moved > 500);
 }
 
-TEST_CASE("mlp bf16: serial and two Hogwild! workers train like fp32") {
+TEST_CASE("mlp bf16: serial and two Hogwild! workers train like fp32" * doctest::test_suite("amx")) {
   if (!kernels::bf16::available()) {
-    MESSAGE("skipping: " << kernels::bf16::unavailable_reason());
+    test::skip(kernels::bf16::unavailable_reason());
     return;
   }
   auto [train_set, test_set] = problem();

@@ -3,10 +3,15 @@
 // problem and on the real SpamAssassin corpus.
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
+
+#include <atomic>
+#include <chrono>
 #include <cmath>
 
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/model_base.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
@@ -27,7 +32,68 @@ TrainConfig config(Mode mode, unsigned workers, unsigned epochs, float lr) {
   return c;
 }
 
+// Counts the workers inside its step at once, in a shared page: each step enters,
+// raises the high-water mark, works about 20 us, and leaves.
+struct Occupancy {
+  std::atomic<int> inside{0};
+  std::atomic<int> most{0};
+};
+
+class Crowd : public ModelBase<Crowd> {
+ public:
+  explicit Crowd(Occupancy* o) : o_(o) {}
+  std::string name() const override { return "crowd"; }
+  LabelKind label_kind() const override { return LabelKind::real; }
+  void configure(const Problem&) override {}
+  std::vector<TensorSpec> parameters() const override { return {{"w", 1, {}}}; }
+  template <class U>
+  double step(const Batch&, const ParamSet& p, float) {
+    const int now = o_->inside.fetch_add(1) + 1;
+    for (int seen = o_->most.load(); now > seen && !o_->most.compare_exchange_weak(seen, now);) {
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    U::add(p.data(0), 1.0f);
+    o_->inside.fetch_sub(1);
+    return 0;
+  }
+  void predict(const ParamSet&, RowView, float, double& loss, bool& ok) const {
+    loss = 0;
+    ok = false;
+  }
+  bool reports_accuracy() const { return false; }
+
+ private:
+  Occupancy* o_;
+};
+
 }  // namespace
+
+TEST_CASE("lock mode lets one worker at a time into a step; hogwild lets them all in") {
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(page != MAP_FAILED);
+  auto* o = new (page) Occupancy();
+  std::vector<float> labels(4000, 0.0f), values(4000, 1.0f);
+  const Dataset d = Dataset::dense(labels, values, 1, "ones");
+  for (Mode m : {Mode::lock, Mode::hogwild}) {
+    o->inside = 0;
+    o->most = 0;
+    Crowd model(o);
+    TrainConfig c;
+    c.mode = m;
+    c.workers = 2;
+    c.epochs = 2;
+    const auto r = train(c, model, d, nullptr);
+    MESSAGE(to_string(m) << " x2: at most " << o->most.load() << " worker(s) inside a step");
+    CHECK(r.samples == 2 * d.rows());
+    if (m == Mode::lock)
+      CHECK(o->most.load() == 1);
+    else
+      CHECK(o->most.load() == 2);
+  }
+  munmap(page, 4096);
+}
 
 TEST_CASE("all modes converge on a generated problem; hogwild within 0.5 points of serial") {
   // Labels from a hidden logistic model: about 0.86 is the best a linear model gets.
@@ -48,7 +114,7 @@ TEST_CASE("all modes converge on a generated problem; hogwild within 0.5 points 
   }
 }
 
-TEST_CASE("hogwild with 2 and 4 workers matches serial on SpamAssassin (real data)") {
+TEST_CASE("hogwild with 2 and 4 workers matches serial on SpamAssassin (real data)" * doctest::test_suite("shared_data")) {
   auto data = test::shared_data();
   if (!data) return;
   const Dataset train_set = read_libsvm((*data / "spamassassin" / "spam.train.svm.gz").string());

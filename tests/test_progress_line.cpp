@@ -316,7 +316,7 @@ TEST_CASE("the trainer reports live progress while epochs run") {
   }
 }
 
-TEST_CASE("hogwild_train draws the live line on a terminal only") {
+TEST_CASE("hogwild_train draws the live line on a terminal only" * doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   auto [tr, te] = test::generated_problem(kRows, 1000, 2000, 20, 0.05, 3);

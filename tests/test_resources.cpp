@@ -45,9 +45,9 @@ TEST_CASE("a model larger than the available memory is refused before anything i
   CHECK(test::our_shm_entries().empty());
 }
 
-TEST_CASE("an address-space limit (ulimit -v) too small for the model is a clear error") {
+TEST_CASE("an address-space limit (ulimit -v) too small for the model is a clear error" * doctest::test_suite("address_space")) {
   if (kSanitized) {
-    MESSAGE("SKIPPED: sanitizers need an unlimited address space");
+    test::skip("sanitizers need an unlimited address space");
     return;
   }
   test::TempDir dir;
@@ -59,14 +59,14 @@ TEST_CASE("an address-space limit (ulimit -v) too small for the model is a clear
   CHECK(r.out.find("address-space limit (ulimit -v)") != std::string::npos);
 }
 
-TEST_CASE("a full disk while writing a checkpoint stops the run with exit 4; the old one is intact") {
+TEST_CASE("a full disk while writing a checkpoint stops the run with exit 4; the old one is intact" * doctest::test_suite("tmpfs")) {
   test::TempDir dir;
   auto [train, test_file] = test::problem_files(dir, 2000, 50000);  // 200 KB checkpoints
   // A 300 KiB tmpfs: room for one checkpoint, not for its replacement beside it.
   const std::string disk = dir.file("disk");
   std::filesystem::create_directory(disk);
   if (mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=300k") != 0) {
-    MESSAGE("SKIPPED: cannot mount a small tmpfs here (needs root): " << std::strerror(errno));
+    test::skip(std::string("cannot mount a small tmpfs here (needs root): ") + std::strerror(errno));
     return;
   }
   struct Unmount {

@@ -90,7 +90,7 @@ TEST_CASE("beyond --max-restarts the run stops with a clear error and leaves not
   CHECK(test::our_shm_entries() == before);
 }
 
-TEST_CASE("hogwild_train: a worker SIGKILLed at 50% is respawned; accuracy within 0.5 points") {
+TEST_CASE("hogwild_train: a worker SIGKILLed at 50% is respawned; accuracy within 0.5 points" * doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   auto [train_file, test_file] = test::problem_files(dir, 100000);

@@ -28,10 +28,11 @@ struct ArenaOptions {
   // directory, for machines whose /dev/shm is too small.
   std::string dir;
   // Back the arena with 2 MiB pages where the system allows it (fewer TLB misses on
-  // large models): MADV_HUGEPAGE on /dev/shm, honoured when
-  // /sys/kernel/mm/transparent_hugepage/shmem_enabled is "always", "within_size" or
-  // "advise"; a `dir` on hugetlbfs is huge by construction (the size is rounded up
-  // to its page size). Where neither holds the arena keeps 4 KiB pages and
+  // large models): on /dev/shm the arena is mapped at a 2 MiB-aligned address with
+  // MADV_HUGEPAGE, honoured when /dev/shm is mounted huge=always, within_size or
+  // advise, or when /sys/kernel/mm/transparent_hugepage/shmem_enabled is "force";
+  // a `dir` on hugetlbfs is huge by construction (the size is rounded up to its
+  // page size). Where neither holds the arena keeps 4 KiB pages and
   // Arena::huge_pages() is false; huge_pages_status() says why.
   bool huge_pages = false;
 };
@@ -79,7 +80,8 @@ class Arena {
   // The name the segment had while it existed (for messages).
   const std::string& name() const noexcept { return name_; }
   bool file_backed() const noexcept { return file_backed_; }
-  // True when options.huge_pages was asked for and the system honours it.
+  // True when options.huge_pages was asked for and the arena got them: on /dev/shm,
+  // when /proc/self/smaps shows part of the mapping on 2 MiB pages.
   bool huge_pages() const noexcept { return huge_pages_; }
 
   // Bytes a segment holding these blocks needs (header included).

@@ -285,6 +285,10 @@ int run(int argc, char** argv) {
       live.active() ? [&](const hogwild::LiveProgress& p) { live.update(p); }
                     : hogwild::LiveCallback());
   live.clear();
+  if (cfg.huge_pages && !result.huge_pages &&
+      hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true}).ok)
+    fmt::print(stderr, "hogwild_train: warning: --huge-pages: the system allows them, but the "
+                       "kernel mapped the arena on 4 KiB pages (smaps; docs/CLI.md)\n");
   if (!o.summary.empty())
     hogwild::write_file_atomically(o.summary, hogwild::summary_json(cfg, result, o.train, o.test));
   std::string line = fmt::format("{}: {} samples in {:.2f}s ({:.0f} samples/s)",
