@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -19,6 +20,16 @@
 #include "hogwild/model_base.hpp"
 
 namespace hogwild::detail {
+
+namespace {
+
+std::atomic<std::int32_t> g_terminated{0};  // this worker got SIGTERM (lock-free: signal-safe)
+
+extern "C" void on_worker_term(int) { g_terminated.store(1, std::memory_order_relaxed); }
+
+}  // namespace
+
+const std::atomic<std::int32_t>& worker_terminated() noexcept { return g_terminated; }
 
 bool WorkerExit::ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
@@ -46,9 +57,16 @@ pid_t ProcessGroup::spawn(unsigned rank, const std::function<int()>& body) {
     sigset_t none;
     sigemptyset(&none);
     for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
-    // The parent handles SIGINT/SIGTERM for the whole group: a ^C at the terminal
-    // reaches every process, and workers must not die before the parent decides.
+    // The parent handles SIGINT for the whole group: a ^C at the terminal reaches
+    // every process, and workers must not die before the parent decides. SIGTERM
+    // (systemd, timeout: the whole process group) ends the worker's batch, and the
+    // worker publishes its place and exits kExitTerminated.
     signal(SIGINT, SIG_IGN);
+    g_terminated.store(0, std::memory_order_relaxed);
+    struct sigaction term {};
+    term.sa_handler = on_worker_term;
+    sigemptyset(&term.sa_mask);
+    sigaction(SIGTERM, &term, nullptr);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     int code = kExitFailure;
     try {

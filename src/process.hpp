@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -30,7 +31,8 @@ class ProcessGroup {
 
   // Forks a worker that runs `body` and _exit()s with its return value; an
   // exception escaping `body` is printed and becomes exit status 1. The child dies
-  // with the parent (PR_SET_PDEATHSIG) and gets default signal dispositions.
+  // with the parent (PR_SET_PDEATHSIG), ignores SIGINT (the parent decides) and
+  // turns SIGTERM into worker_terminated(); other signals take their defaults.
   pid_t spawn(unsigned rank, const std::function<int()>& body);
 
   // Reaps workers that have ended, without blocking.
@@ -49,6 +51,10 @@ class ProcessGroup {
   std::vector<Child> children_;
   std::size_t running_ = 0;
 };
+
+// Set in a worker by SIGTERM: its loop ends the batch, publishes its place and the
+// worker exits kExitTerminated. Always 0 outside workers.
+const std::atomic<std::int32_t>& worker_terminated() noexcept;
 
 // Pins the calling process to one CPU: the (rank mod n)-th of the n CPUs it may run
 // on. Returns that CPU's number, or -1 (and changes nothing) if affinity cannot be set.

@@ -4,6 +4,7 @@
 #include "hogwild/trainer.hpp"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,7 +179,10 @@ class Supervisor {
   // SIGINT/SIGTERM: the stop flag is set; workers publish their place and exit 0.
   void stop(detail::ProcessGroup& group) {
     for (int i = 0; i < 500 && group.running() > 0; ++i) {
-      group.reap();
+      for (const auto& exit : group.reap())  // a clean stop exits 0, or 143 on SIGTERM
+        if (!WIFEXITED(exit.status))
+          std::fprintf(stderr, "hogwild: worker %u (pid %d) %s while the run stopped\n",
+                       exit.rank, exit.pid, exit.describe().c_str());
       if (group.running() > 0) sleep_ms(10);
     }
     group.kill_all(SIGKILL);
@@ -406,7 +410,9 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
   }
   detail::Run run(cfg, model, train_set, test);
   if (resume) run.restore(*resume, cfg.resume);
-  SignalScope signals(&run.control->stop);
+  g_signal = 0;
+  std::optional<SignalScope> signals;
+  if (cfg.handle_signals) signals.emplace(&run.control->stop);
   return Supervisor(run, on_progress, on_live, resume ? resume->train_seconds : 0).go();
 }
 

@@ -89,8 +89,10 @@ struct Background {
   std::string out_path;  // its stdout and stderr
 };
 // Starts hogwild_train with `args`, output to dir/out_name, without waiting.
+// With own_group, in a process group of its own (its pid), as a service manager or
+// `timeout` starts it, so that kill(-pid, sig) reaches it and its workers.
 Background start_train(const std::vector<std::string>& args, const TempDir& dir,
-                       const std::string& out_name = "out.txt");
+                       const std::string& out_name = "out.txt", bool own_group = false);
 // Waits for `n` workers to exist (and to be past start-up), up to a few seconds.
 std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n);
 // waitpid with a deadline; returns the exit code, -signal, or -1000 on a hang.

@@ -13,6 +13,7 @@
 #include "hogwild/trainer.hpp"
 #include "ridge.hpp"
 #include "support.hpp"
+#include "trainer/run.hpp"
 
 using namespace hogwild;
 
@@ -130,3 +131,22 @@ TEST_CASE("hogwild_train: a worker SIGKILLed at 50% is respawned; accuracy withi
   CHECK(b > 0.8);
   CHECK(std::abs(a - b) <= 0.005);
 }
+
+TEST_CASE("a respawned worker's finish of an epoch is counted once") {
+  // Killed after it counted its finish (while copying the snapshot, say), a worker
+  // is respawned, finds its epoch done and gets here again: counted twice, the
+  // epoch looked finished by all while the other worker still trained it.
+  const Dataset d = test::linear_data(1000);
+  test::Ridge<> model;
+  TrainConfig c;
+  c.mode = Mode::hogwild;
+  c.workers = 2;
+  c.epochs = 3;
+  detail::Run run(c, model, d, &d);
+  CHECK_FALSE(run.count_finish(0, 0));
+  CHECK_FALSE(run.count_finish(0, 0));  // worker 0 again, respawned
+  CHECK(run.count_finish(1, 0));        // worker 1 is the last
+  CHECK_FALSE(run.count_finish(1, 1));
+  CHECK(run.count_finish(0, 1));
+}
+

@@ -125,6 +125,51 @@ TEST_CASE("SIGINT/SIGTERM write the final checkpoint and the summary, exit 130/1
   }
 }
 
+TEST_CASE("a SIGTERM to the whole process group: workers end their batch, the run stops as with one") {
+  // systemd and timeout signal the whole group: the workers get SIGTERM too. They
+  // end their batch and exit 143 instead of dying of it (which the parent reports as
+  // "killed by signal ... while the run stopped").
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 20000);
+  const std::string ck = dir.file("ck.bin");
+  auto bg = test::start_train({"--train", train, "--test", test_file, "--workers", "2", "--epochs",
+                               "2000", "--checkpoint", ck},
+                              dir, "out.txt", true);
+  auto workers = test::wait_for_workers(bg.pid, 2);
+  REQUIRE(workers.size() == 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE(kill(-bg.pid, SIGTERM) == 0);
+  const int code = test::wait_exit(bg.pid, 30);
+  const auto out = test::read_text(bg.out_path);
+  INFO(out);
+  CHECK(code == 143);
+  CHECK(out.find("terminated (SIGTERM)") != std::string::npos);
+  CHECK(out.find("killed by signal") == std::string::npos);
+  CHECK(all_gone_within(workers, 1));
+  CHECK(entries_of(bg.pid) == 0);
+  std::uint64_t saved = 0;
+  for (auto& w : read_checkpoint(ck).workers) saved += w.samples;
+  CHECK(saved > 0);
+}
+
+TEST_CASE("a SIGTERM to one worker alone: it ends its batch, exits 143 and is respawned") {
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 20000);
+  auto bg = test::start_train({"--train", train, "--test", test_file, "--workers", "2", "--epochs",
+                               "400", "--summary", dir.file("s.json")},
+                              dir);
+  auto workers = test::wait_for_workers(bg.pid, 2);
+  REQUIRE(workers.size() == 2);
+  REQUIRE(kill(workers[1], SIGTERM) == 0);
+  const int code = test::wait_exit(bg.pid, 120);
+  const auto out = test::read_text(bg.out_path);
+  INFO(out);
+  CHECK(code == 0);
+  CHECK(out.find("exited with status 143; restarting it") != std::string::npos);
+  CHECK(test::read_text(dir.file("s.json")).find("\"samples\": " + std::to_string(400 * 20000)) !=
+        std::string::npos);
+}
+
 TEST_CASE("a second SIGINT exits at once: 130, no segment, no temporary file left") {
   test::TempDir dir;
   auto [train, test_file] = test::problem_files(dir, 4000, 2000000);  // 8 MB checkpoints

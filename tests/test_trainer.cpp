@@ -298,3 +298,40 @@ TEST_CASE("an epoch's snapshot copies every weight training changed (hashed feat
   loss /= static_cast<double>(te.rows());
   CHECK(r.test.loss == doctest::Approx(loss).epsilon(1e-4));
 }
+
+namespace {
+extern "C" void host_handler(int) {}
+void (*current_handler(int sig))(int) {
+  struct sigaction now {};
+  sigaction(sig, nullptr, &now);
+  return now.sa_handler;
+}
+}  // namespace
+
+TEST_CASE("train() leaves the embedding program's SIGINT/SIGTERM handlers alone unless asked") {
+  auto [tr, te] = test::generated_problem(4000, 500, 100, 5, 0.05, 2);
+  struct sigaction mine {}, old_int {}, old_term {};
+  mine.sa_handler = host_handler;
+  sigemptyset(&mine.sa_mask);
+  sigaction(SIGINT, &mine, &old_int);
+  sigaction(SIGTERM, &mine, &old_term);
+  for (bool asked : {false, true}) {
+    INFO("handle_signals " << asked);
+    TrainConfig c;
+    c.workers = 2;
+    c.epochs = 2;
+    c.handle_signals = asked;
+    bool ours_during = true;
+    train(c, tr, &te, [&](const Progress&) {
+      ours_during = ours_during && current_handler(SIGINT) == host_handler &&
+                    current_handler(SIGTERM) == host_handler;
+    });
+    CHECK(ours_during == !asked);  // asked: the run's own handlers while it runs
+    const bool ours_after =
+        current_handler(SIGINT) == host_handler && current_handler(SIGTERM) == host_handler;
+    CHECK(ours_after);  // and ours again afterwards
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+}
+

@@ -70,6 +70,7 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint64_t> private_bytes{0};  // pages only this worker maps, at exit
   std::atomic<std::uint64_t> merges{0};       // its replica's merges, at exit
   std::atomic<std::uint64_t> merge_every{0};  // its replica's F at exit (--merge-every auto)
+  std::atomic<std::uint32_t> counted{0};      // epochs whose finish it added to the count
 };
 
 struct EpochTask {
@@ -87,6 +88,7 @@ struct EpochTask {
   WorkerProgress* progress = nullptr;            // may be null (serial)
   RobustMutex* mutex = nullptr;                  // lock mode only
   const std::atomic<std::int32_t>* stop = nullptr;  // set by the parent to stop early
+  const std::atomic<std::int32_t>* terminated = nullptr;  // this worker got SIGTERM
   std::int32_t parent = 0;  // a worker's parent pid: the loop ends when it is gone
   // --merge-every: the worker's private copy. The step then trains it, and `params`
   // is the shared set it is merged into every `every` examples and at the epoch's end.
@@ -205,6 +207,7 @@ class ModelBase : public Model {
     std::size_t begin = std::min(t.start, n);  // a restarted worker resumes mid-epoch
     for (std::size_t k = 0; begin < n; ++k) {
       if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
+      if (t.terminated && t.terminated->load(std::memory_order_relaxed)) break;
       const std::size_t size = std::min(batch, n - begin);
       const Batch b{t.data, t.targets, t.rows.data() + begin, size};
       // A pipeline over the next rows: offsets, then the row's data, then (for a

@@ -54,6 +54,12 @@ struct TrainConfig {
   std::string checkpoint;     // write checkpoints to this file (at the end, when stopped,
   double checkpoint_every = 0;  // and every this many seconds; 0: only then)
   std::string resume;         // continue from this checkpoint
+  // Install SIGINT/SIGTERM handlers in this process for the run (the CLI asks): the
+  // first signal stops the workers after their batch and train() returns with the
+  // weights at the stop (TrainResult::signal); a second exits at once. Off, the
+  // embedding program's handlers stay as they are. Workers, the library's own
+  // processes, always end their batch on SIGTERM (a process-group kill) and exit 143.
+  bool handle_signals = false;
   // Throws ConfigError naming the first invalid field.
   void validate() const;
 };

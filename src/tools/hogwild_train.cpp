@@ -224,6 +224,7 @@ int run(int argc, char** argv) {
   }
   if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
   cfg.mode = hogwild::parse_mode(o.mode);
+  cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.partition = hogwild::parse_partition(o.partition);
   cfg.optimizer = hogwild::parse_optimizer(o.optimizer);
   cfg.model_options.bias = !o.no_bias;

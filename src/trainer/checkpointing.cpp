@@ -96,6 +96,7 @@ void Run::restore(const Checkpoint& c, const std::string& path) {
       throw fail(fmt::format("worker {}'s record is inconsistent", w));
     WorkerProgress& p = progress[w];
     p.epochs_done.store(std::min(s.epochs_done, cfg.epochs), std::memory_order_relaxed);
+    p.counted.store(std::min(s.epochs_done, cfg.epochs), std::memory_order_relaxed);
     p.epoch.store(s.epoch, std::memory_order_relaxed);
     p.position.store(s.position, std::memory_order_relaxed);
     p.loss.store(s.loss, std::memory_order_relaxed);

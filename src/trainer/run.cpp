@@ -235,9 +235,21 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
 
 // Called by a worker after finishing epoch e: the last one to finish copies the
 // weights into the slot of epoch e, if the parent is done with that slot.
-void Run::snapshot_if_last(unsigned e) {
+bool Run::count_finish(unsigned rank, unsigned e) {
+  // Once per worker and epoch: a worker respawned after counting (killed while it
+  // copied the snapshot, say) counted again, and the next epoch's snapshot was then
+  // taken before every worker had finished it. The mark comes first: a death
+  // between mark and count leaves the epoch one short, so it is evaluated on the
+  // live weights instead, never early.
+  WorkerProgress& p = progress[rank];
+  if (p.counted.load(std::memory_order_acquire) > e) return false;
+  p.counted.store(e + 1, std::memory_order_release);
+  return finishers[e].fetch_add(1, std::memory_order_acq_rel) + 1 == workers;
+}
+
+void Run::snapshot_if_last(unsigned rank, unsigned e) {
   if (finishers.empty() || !test) return;  // nothing would evaluate the snapshot
-  if (finishers[e].fetch_add(1, std::memory_order_acq_rel) + 1 != workers) return;
+  if (!count_finish(rank, e)) return;
   SnapshotSlot& slot = *slots[e % 2];
   if (slot.epoch.load(std::memory_order_acquire) != 0 &&
       !slot.consumed.load(std::memory_order_acquire))
@@ -293,6 +305,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.progress = &p;
   task.mutex = &control->mutex;
   task.stop = &control->stop;
+  task.terminated = &worker_terminated();
   task.parent = cfg.mode == Mode::serial ? 0 : control->parent;
   if (hot_window) {
     if (!hot_state)
@@ -313,9 +326,10 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     task.replica = &*replica;
   }
   epoch_loss[rank * cfg.epochs + e] = model.train_epoch(cfg.mode, task);
-  if (stopping() || p.position.load(std::memory_order_relaxed) < rows.size())
+  if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
+      p.position.load(std::memory_order_relaxed) < rows.size())
     return;  // epoch cut short
-  snapshot_if_last(e);  // before epochs_done: the parent then finds the slot ready
+  snapshot_if_last(rank, e);  // before epochs_done: the parent then finds the slot ready
   p.epochs_done.store(e + 1, std::memory_order_release);
 }
 
@@ -323,11 +337,14 @@ int Run::work(unsigned rank) {
   WorkerProgress& p = progress[rank];
   p.pid.store(getpid(), std::memory_order_relaxed);
   if (cfg.pin && cfg.mode != Mode::serial) pin_to_cpu(rank);
-  for (unsigned e = p.epochs_done.load(std::memory_order_acquire); e < cfg.epochs && !stopping();
-       ++e) {
+  const auto& terminated = worker_terminated();
+  for (unsigned e = p.epochs_done.load(std::memory_order_acquire);
+       e < cfg.epochs && !stopping() && !terminated.load(std::memory_order_relaxed); ++e) {
     if (orphaned(control->parent)) return kExitWorkerFailed;
     run_epoch(rank, e);
   }
+  // SIGTERM: the batch ended and the place is published (a respawn continues there).
+  if (terminated.load(std::memory_order_relaxed)) return kExitTerminated;
   p.finish_ns.store(now_ns(), std::memory_order_relaxed);
   p.pss_bytes.store(self_pss_bytes(), std::memory_order_relaxed);
   p.private_bytes.store(self_private_bytes(), std::memory_order_relaxed);

@@ -146,8 +146,12 @@ struct Run {
   // Before any worker starts: puts a checkpoint's tensors and records in place.
   void restore(const Checkpoint& c, const std::string& path);
 
+  // Worker `rank` finished epoch e: adds it to the epoch's count once, however
+  // often a respawned worker gets here; true when it was the last to finish.
+  bool count_finish(unsigned rank, unsigned e);
+
  private:
-  void snapshot_if_last(unsigned e);
+  void snapshot_if_last(unsigned rank, unsigned e);
   std::vector<std::string> tensor_blocks() const;
 };
 
