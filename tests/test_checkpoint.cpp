@@ -8,10 +8,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <cmath>
-#include <cstring>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "hogwild/trainer.hpp"
 #include "ridge.hpp"
 #include "support.hpp"
+#include "trainer/run.hpp"
 
 using namespace hogwild;
 
@@ -425,3 +427,28 @@ TEST_CASE("a NaN weight left by the very last row, with no test set, still stops
   CHECK(msg.find("training diverged after epoch 2") != std::string::npos);
   CHECK(msg.find("theta[1] = nan") != std::string::npos);
 }
+
+TEST_CASE("a worker's record is read from one publication, however fast it publishes") {
+  // The writer publishes (position k, loss k) as fast as it can; a reader that
+  // took position from one publication and loss from the next (the checkpoint's
+  // read before the seqlock) would see them differ.
+  WorkerProgress p;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (std::uint64_t k = 1; !done.load(std::memory_order_relaxed); ++k)
+      detail::publish_record(p, k, k, static_cast<double>(k));
+  });
+  std::size_t reads = 0, torn = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    const WorkerState s = detail::read_record(p, nullptr, 1000);
+    torn += static_cast<double>(s.position) != s.loss;
+    ++reads;
+  }
+  done = true;
+  writer.join();
+  MESSAGE(reads << " reads, " << torn << " torn");
+  CHECK(reads > 1000);
+  CHECK(torn == 0);
+}
+

@@ -71,6 +71,7 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint64_t> merges{0};       // its replica's merges, at exit
   std::atomic<std::uint64_t> merge_every{0};  // its replica's F at exit (--merge-every auto)
   std::atomic<std::uint32_t> counted{0};      // epochs whose finish it added to the count
+  std::atomic<std::uint32_t> seq{0};          // seqlock over epoch, position, loss, epochs_done
 };
 
 struct EpochTask {
@@ -137,6 +138,27 @@ namespace detail {
 // True when `parent` is non-zero and no longer this process's parent: a worker
 // whose parent died stops within 64 mini-batches even if PR_SET_PDEATHSIG missed.
 bool orphaned(std::int32_t parent) noexcept;
+
+// The writer's half of WorkerProgress's seqlock (its one writer is the worker):
+// `seq` is odd while epoch, position, loss or epochs_done change, so a reader
+// (the parent's checkpoint) takes them only from one publication.
+inline void record_write_begin(WorkerProgress& p) noexcept {
+  p.seq.store(p.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // odd before the fields change
+}
+inline void record_write_end(WorkerProgress& p) noexcept {
+  p.seq.store(p.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+// The worker's place: `position` rows of its epoch done, their summed `loss`, and
+// `seen` examples whose updates are in the shared weights.
+inline void publish_record(WorkerProgress& p, std::uint64_t seen, std::size_t position,
+                           double loss) noexcept {
+  record_write_begin(p);
+  p.loss.store(loss, std::memory_order_relaxed);
+  p.position.store(position, std::memory_order_relaxed);
+  record_write_end(p);
+  p.samples.store(seen, std::memory_order_release);  // also stored every batch, outside
+}
 }  // namespace detail
 
 template <class Derived>
@@ -246,15 +268,16 @@ class ModelBase : public Model {
       if (t.replica && t.replica->due(size)) {
         if (t.progress) begin_writes(*t.progress, seen);
         t.replica->merge();
-        if (t.progress) publish(*t.progress, seen, begin, loss);
+        if (t.progress) detail::publish_record(*t.progress, seen, begin, loss);
       }
       if (t.hot && t.hot->due(size)) {
         if (t.progress) begin_writes(*t.progress, seen);
         flush_hot<U>(t);
-        if (t.progress) publish(*t.progress, seen, begin, loss);
+        if (t.progress) detail::publish_record(*t.progress, seen, begin, loss);
       }
       if ((k & 63) == 63) {
-        if (t.progress && !t.replica && !t.hot) publish(*t.progress, seen, begin, loss);
+        if (t.progress && !t.replica && !t.hot)
+          detail::publish_record(*t.progress, seen, begin, loss);
         if (detail::orphaned(t.parent)) break;
       }
     }
@@ -262,7 +285,7 @@ class ModelBase : public Model {
     if (t.replica) t.replica->merge();  // also when the epoch was cut short
     if (t.hot) flush_hot<U>(t);
     derived().template end_epoch<U>(t);
-    if (t.progress) publish(*t.progress, seen, begin, loss);
+    if (t.progress) detail::publish_record(*t.progress, seen, begin, loss);
     return loss;
   }
 
@@ -277,11 +300,6 @@ class ModelBase : public Model {
     }
   }
 
-  static void publish(WorkerProgress& p, std::uint64_t seen, std::size_t position, double loss) {
-    p.loss.store(loss, std::memory_order_relaxed);
-    p.samples.store(seen, std::memory_order_release);
-    p.position.store(position, std::memory_order_relaxed);
-  }
   // Before writes to the shared weights that bring them to `seen` examples: the
   // fence orders the store of begun before every later store (the writes).
   static void begin_writes(WorkerProgress& p, std::uint64_t seen) {

@@ -15,23 +15,26 @@ bool saved_block(const std::string& name) {
   return name.starts_with("param:") || name.starts_with("state:");
 }
 
-// One worker's record, read while it may be written: retried until its epoch is
-// the same before and after, so position and loss belong to that epoch.
-WorkerState read_record(const WorkerProgress& p, const double* losses) {
+}  // namespace
+
+WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint64_t share) {
   WorkerState s;
-  for (;;) {
-    s.epoch = p.epoch.load(std::memory_order_acquire);
+  for (;;) {  // the reader's half of the seqlock (record_write_begin/end)
+    const std::uint32_t seq = p.seq.load(std::memory_order_acquire);
+    if (seq & 1) continue;  // a publication is under way
+    s.epoch = p.epoch.load(std::memory_order_relaxed);
     s.position = p.position.load(std::memory_order_relaxed);
     s.loss = p.loss.load(std::memory_order_relaxed);
-    s.epochs_done = p.epochs_done.load(std::memory_order_acquire);
-    s.samples = p.samples.load(std::memory_order_relaxed);
-    if (p.epoch.load(std::memory_order_acquire) == s.epoch) break;
+    s.epochs_done = p.epochs_done.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);  // the fields before seq again
+    if (p.seq.load(std::memory_order_relaxed) == seq) break;
   }
-  s.epoch_loss.assign(losses, losses + s.epochs_done);
+  // The examples of the epochs before and of this one's published position (the
+  // live counter runs ahead of it between publications: it moves every batch).
+  s.samples = std::uint64_t{s.epoch} * share + s.position;
+  if (losses) s.epoch_loss.assign(losses, losses + s.epochs_done);
   return s;
 }
-
-}  // namespace
 
 std::vector<std::string> Run::tensor_blocks() const {
   std::vector<std::string> out;
@@ -49,7 +52,8 @@ Checkpoint Run::capture(double train_seconds) const {
   // Records first, then the weights: the weights may hold updates of rows after
   // the recorded positions, which a resume trains again (Hogwild tolerates that).
   for (unsigned w = 0; w < workers; ++w)
-    c.workers.push_back(read_record(progress[w], epoch_loss.data() + w * cfg.epochs));
+    c.workers.push_back(read_record(progress[w], epoch_loss.data() + w * cfg.epochs,
+                                    partition(w).second - partition(w).first));
   for (auto& name : tensor_blocks()) {
     auto live = arena.array<float>(name);
     NamedTensor t{name, std::vector<float>(live.size())};

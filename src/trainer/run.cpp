@@ -286,9 +286,11 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     task.start = std::min<std::size_t>(p.position.load(std::memory_order_relaxed), rows.size());
     task.start_loss = p.loss.load(std::memory_order_relaxed);
   } else {
+    record_write_begin(p);
     p.position.store(0, std::memory_order_relaxed);
     p.loss.store(0, std::memory_order_relaxed);
-    p.epoch.store(e, std::memory_order_release);
+    p.epoch.store(e, std::memory_order_relaxed);
+    record_write_end(p);
   }
   // Consistent with the position whatever was published last.
   p.begun.store(std::uint64_t{e} * rows.size() + task.start, std::memory_order_relaxed);
@@ -330,7 +332,9 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       p.position.load(std::memory_order_relaxed) < rows.size())
     return;  // epoch cut short
   snapshot_if_last(rank, e);  // before epochs_done: the parent then finds the slot ready
+  record_write_begin(p);
   p.epochs_done.store(e + 1, std::memory_order_release);
+  record_write_end(p);
 }
 
 int Run::work(unsigned rank) {

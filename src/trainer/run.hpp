@@ -62,6 +62,11 @@ std::optional<std::string> find_non_finite(const ParamSet& p);
 Error divergence(const TrainConfig& c, const std::string& what, double epoch,
                  std::uint64_t samples);
 
+// One worker's record as one publication left it (a seqlock read: retried while
+// the worker writes it); samples = epoch * share + position. `losses`: the
+// worker's per-epoch losses, copied for the epochs done (or null).
+WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint64_t share);
+
 struct Run {
   const TrainConfig& cfg;
   Model& model;
