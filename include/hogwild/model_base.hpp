@@ -135,6 +135,17 @@ inline void prefetch_row(const Dataset& d, std::uint32_t r) noexcept {
   for (std::size_t o = 0; o < bytes; o += 64) prefetch(p + o);
 }
 namespace detail {
+// std::atomic_thread_fence, but a compiler barrier under ThreadSanitizer: it does
+// not model fences (GCC refuses them with -fsanitize=thread), and every access
+// these fences order is atomic, so it has no race to report either way.
+inline void fence(std::memory_order order) noexcept {
+#if defined(__SANITIZE_THREAD__)
+  std::atomic_signal_fence(order);
+#else
+  std::atomic_thread_fence(order);
+#endif
+}
+
 // True when `parent` is non-zero and no longer this process's parent: a worker
 // whose parent died stops within 64 mini-batches even if PR_SET_PDEATHSIG missed.
 bool orphaned(std::int32_t parent) noexcept;
@@ -144,7 +155,7 @@ bool orphaned(std::int32_t parent) noexcept;
 // (the parent's checkpoint) takes them only from one publication.
 inline void record_write_begin(WorkerProgress& p) noexcept {
   p.seq.store(p.seq.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);  // odd before the fields change
+  fence(std::memory_order_release);  // odd before the fields change
 }
 inline void record_write_end(WorkerProgress& p) noexcept {
   p.seq.store(p.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -304,7 +315,7 @@ class ModelBase : public Model {
   // fence orders the store of begun before every later store (the writes).
   static void begin_writes(WorkerProgress& p, std::uint64_t seen) {
     p.begun.store(seen, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
+    detail::fence(std::memory_order_release);
   }
 };
 

@@ -26,7 +26,7 @@ WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint
     s.position = p.position.load(std::memory_order_relaxed);
     s.loss = p.loss.load(std::memory_order_relaxed);
     s.epochs_done = p.epochs_done.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);  // the fields before seq again
+    fence(std::memory_order_acquire);  // the fields before seq again
     if (p.seq.load(std::memory_order_relaxed) == seq) break;
   }
   // The examples of the epochs before and of this one's published position (the

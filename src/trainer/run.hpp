@@ -131,7 +131,7 @@ struct Run {
     const std::int64_t t0 = now_ns();
     copy();
     const std::int64_t t1 = now_ns();
-    std::atomic_thread_fence(std::memory_order_acquire);  // the copy's loads come first
+    fence(std::memory_order_acquire);  // the copy's loads come first
     for (auto& p : progress) c.high.push_back(p.begun.load(std::memory_order_relaxed));
     // A respawned worker's counters restart at its published position: never below.
     for (unsigned w = 0; w < workers; ++w) c.high[w] = std::max(c.high[w], c.low[w]);
