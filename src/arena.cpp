@@ -104,8 +104,6 @@ std::size_t free_bytes(const std::string& dir) {
   return static_cast<std::size_t>(s.f_bavail) * s.f_frsize;
 }
 
-// Reserves the pages now: on tmpfs an over-committed segment would otherwise
-// SIGBUS on first touch, long after start-up.
 ResourceError no_space(std::size_t bytes, const std::string& where) {
   return ResourceError(fmt::format(
       "the parameter arena needs {} but {} has only {} free; free some space, enlarge it "
@@ -113,6 +111,8 @@ ResourceError no_space(std::size_t bytes, const std::string& where) {
       mib(bytes), where, mib(free_bytes(where))));
 }
 
+// Reserves the pages now: on tmpfs an over-committed segment would otherwise
+// SIGBUS on first touch, long after start-up.
 void reserve(int fd, std::size_t bytes, const std::string& where) {
   int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (rc == ENOSPC || rc == EFBIG) throw no_space(bytes, where);

@@ -176,7 +176,8 @@ class Supervisor {
       live_.tick(seconds_since(t0_) - paused);
   }
 
-  // SIGINT/SIGTERM: the stop flag is set; workers publish their place and exit 0.
+  // SIGINT/SIGTERM: the stop flag is set; workers publish their place and exit 0
+  // (143 when a process-group SIGTERM reached them too).
   void stop(detail::ProcessGroup& group) {
     for (int i = 0; i < 500 && group.running() > 0; ++i) {
       for (const auto& exit : group.reap())  // a clean stop exits 0, or 143 on SIGTERM

@@ -13,6 +13,7 @@
 #include "hogwild/model_base.hpp"
 #include "hogwild/models/hot_coordinates.hpp"
 #include "hogwild/trainer.hpp"
+#include "probe.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -163,11 +164,10 @@ namespace {
 // with one feature, hot, and value 1, w[0] at the end is the number of examples
 // whose updates reached the shared weights. The worker that meets crash_row first
 // aborts right after that row's update, once per run.
-class Counter : public ModelBase<Counter> {
+class Counter : public test::Probe<Counter> {
  public:
   explicit Counter(std::uint32_t crash_row) : crash_row_(crash_row) {}
   std::string name() const override { return "counter"; }
-  LabelKind label_kind() const override { return LabelKind::real; }
   bool feature_indexed() const noexcept override { return true; }
   void configure(const Problem& p) override { features_ = p.features; }
   std::vector<TensorSpec> parameters() const override { return {{"w", features_, {}}}; }
@@ -179,11 +179,6 @@ class Counter : public ModelBase<Counter> {
     }
     return 0;
   }
-  void predict(const ParamSet&, RowView, float, double& loss, bool& ok) const {
-    loss = 0;
-    ok = false;
-  }
-  bool reports_accuracy() const { return false; }
 
  private:
   std::uint32_t crash_row_;

@@ -14,6 +14,7 @@
 #include "hogwild/model_base.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
+#include "probe.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -39,11 +40,10 @@ struct Occupancy {
   std::atomic<int> most{0};
 };
 
-class Crowd : public ModelBase<Crowd> {
+class Crowd : public test::Probe<Crowd> {
  public:
   explicit Crowd(Occupancy* o) : o_(o) {}
   std::string name() const override { return "crowd"; }
-  LabelKind label_kind() const override { return LabelKind::real; }
   void configure(const Problem&) override {}
   std::vector<TensorSpec> parameters() const override { return {{"w", 1, {}}}; }
   template <class U>
@@ -58,11 +58,6 @@ class Crowd : public ModelBase<Crowd> {
     o_->inside.fetch_sub(1);
     return 0;
   }
-  void predict(const ParamSet&, RowView, float, double& loss, bool& ok) const {
-    loss = 0;
-    ok = false;
-  }
-  bool reports_accuracy() const { return false; }
 
  private:
   Occupancy* o_;

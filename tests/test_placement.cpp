@@ -16,6 +16,7 @@
 #include "hogwild/data_io.hpp"
 #include "hogwild/model_base.hpp"
 #include "hogwild/trainer.hpp"
+#include "probe.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -24,12 +25,11 @@ namespace {
 
 // Records, from inside each worker, how many CPUs it may run on, by rank (the
 // contiguous slice its smallest row falls in), in a shared page the test process owns.
-class AffinityProbe : public ModelBase<AffinityProbe> {
+class AffinityProbe : public test::Probe<AffinityProbe> {
  public:
   AffinityProbe(int* out, std::size_t rows, unsigned workers)
       : out_(out), rows_(rows), workers_(workers) {}
   std::string name() const override { return "probe"; }
-  LabelKind label_kind() const override { return LabelKind::real; }
   void configure(const Problem& p) override { d_ = p.features; }
   std::vector<TensorSpec> parameters() const override { return {{"w", d_, {}}}; }
   template <class U>
@@ -46,11 +46,6 @@ class AffinityProbe : public ModelBase<AffinityProbe> {
   double step(const Batch&, const ParamSet&, float) {
     return 0;
   }
-  void predict(const ParamSet&, RowView, float, double& loss, bool& ok) const {
-    loss = 0;
-    ok = false;
-  }
-  bool reports_accuracy() const { return false; }
 
  private:
   int* out_;

@@ -83,6 +83,8 @@ inline constexpr double kDenseDensityLinear = 0.35;
 // True when `storage` turns the sparse set `d` into dense rows (false for any
 // other layout).
 bool stores_dense(const Dataset& d, Storage storage, double dense_at = kDenseDensity) noexcept;
+// `d` with its rows stored as `storage` says (what load_dataset does to a file's rows).
+Dataset with_storage(const Dataset& d, Storage storage, double dense_at = kDenseDensity);
 
 struct LoadOptions {
   unsigned threads = 0;  // libsvm parser threads (LibsvmOptions::threads)

@@ -56,7 +56,7 @@ struct StepSize {
 // step; a replica's merge, a hot window's flush): begun is raised before the writes,
 // samples after (release), so a copy of the weights holds the updates of between
 // sum(samples) read before it (acquire) and sum(begun) read after it (after an
-// acquire fence): what an evaluation's metrics line says it scored (capture_counts).
+// acquire fence): what an evaluation's metrics line says it scored (Run::capture).
 struct alignas(128) WorkerProgress {
   std::atomic<std::uint64_t> samples{0};      // examples whose updates are in the weights
   std::atomic<std::uint64_t> begun{0};        // ... and those whose writes have begun
@@ -159,6 +159,13 @@ inline void record_write_begin(WorkerProgress& p) noexcept {
 }
 inline void record_write_end(WorkerProgress& p) noexcept {
   p.seq.store(p.seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+// Before writes to the shared weights that bring them to `seen` examples (a
+// batch's step, a replica's merge, a hot window's flush): the fence orders the
+// store of begun before every later store (the writes).
+inline void begin_writes(WorkerProgress& p, std::uint64_t seen) noexcept {
+  p.begun.store(seen, std::memory_order_relaxed);
+  fence(std::memory_order_release);
 }
 // The worker's place: `position` rows of its epoch done, their summed `loss`, and
 // `seen` examples whose updates are in the shared weights.
@@ -263,7 +270,7 @@ class ModelBase : public Model {
       // Straight to the shared weights: the step's writes are bracketed (see
       // WorkerProgress); a private replica or window is bracketed at its merge.
       const bool shared = t.progress && !t.replica && !t.hot;
-      if (shared) begin_writes(*t.progress, seen + size);
+      if (shared) detail::begin_writes(*t.progress, seen + size);
       if constexpr (U::locks_batches) {
         RobustLock guard(*t.mutex);
         loss += derived().template step<U>(b, trained, lr);
@@ -277,12 +284,12 @@ class ModelBase : public Model {
       // rows are merged or flushed: what a crash loses is the private copy, and a
       // respawned worker then retrains exactly the rows whose updates were in it.
       if (t.replica && t.replica->due(size)) {
-        if (t.progress) begin_writes(*t.progress, seen);
+        if (t.progress) detail::begin_writes(*t.progress, seen);
         t.replica->merge();
         if (t.progress) detail::publish_record(*t.progress, seen, begin, loss);
       }
       if (t.hot && t.hot->due(size)) {
-        if (t.progress) begin_writes(*t.progress, seen);
+        if (t.progress) detail::begin_writes(*t.progress, seen);
         flush_hot<U>(t);
         if (t.progress) detail::publish_record(*t.progress, seen, begin, loss);
       }
@@ -292,7 +299,7 @@ class ModelBase : public Model {
         if (detail::orphaned(t.parent)) break;
       }
     }
-    if ((t.replica || t.hot) && t.progress) begin_writes(*t.progress, seen);
+    if ((t.replica || t.hot) && t.progress) detail::begin_writes(*t.progress, seen);
     if (t.replica) t.replica->merge();  // also when the epoch was cut short
     if (t.hot) flush_hot<U>(t);
     derived().template end_epoch<U>(t);
@@ -311,12 +318,6 @@ class ModelBase : public Model {
     }
   }
 
-  // Before writes to the shared weights that bring them to `seen` examples: the
-  // fence orders the store of begun before every later store (the writes).
-  static void begin_writes(WorkerProgress& p, std::uint64_t seen) {
-    p.begun.store(seen, std::memory_order_relaxed);
-    detail::fence(std::memory_order_release);
-  }
 };
 
 // Row kernels shared by the linear models: one branch per row on dense vs sparse.

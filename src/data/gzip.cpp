@@ -309,9 +309,8 @@ Dataset load_as_stored(const std::string& path, const std::string& labels_path,
 
 Dataset load_dataset(const std::string& path, const std::string& labels_path,
                      const LoadOptions& options) {
-  Dataset d = load_as_stored(path, labels_path, options);
-  if (options.storage == Storage::sparse) return d.sparsified();
-  return stores_dense(d, options.storage, options.dense_at) ? d.densified(d.cols()) : d;
+  return with_storage(load_as_stored(path, labels_path, options), options.storage,
+                      options.dense_at);
 }
 
 }  // namespace hogwild

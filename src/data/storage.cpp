@@ -136,4 +136,9 @@ bool stores_dense(const Dataset& d, Storage storage, double dense_at) noexcept {
   return storage == Storage::dense || (!d.empty() && density(d) >= dense_at);
 }
 
+Dataset with_storage(const Dataset& d, Storage storage, double dense_at) {
+  if (storage == Storage::sparse) return d.sparsified();
+  return stores_dense(d, storage, dense_at) ? d.densified(d.cols()) : d;
+}
+
 }  // namespace hogwild

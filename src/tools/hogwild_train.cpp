@@ -82,10 +82,8 @@ hogwild::Dataset load(const std::string& path, const std::string& labels, const 
     how = " as the training set";
   } else if (hot_k && storage == Storage::automatic && hogwild::stores_dense(d, storage, dense_at)) {
     how = ", kept for --hot-k";  // hot coordinates renumber sparse rows
-  } else if (storage == Storage::sparse) {
-    d = d.sparsified();
-  } else if (hogwild::stores_dense(d, storage, dense_at)) {
-    d = d.densified(d.cols());
+  } else {
+    d = hogwild::with_storage(d, storage, dense_at);
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.quiet)

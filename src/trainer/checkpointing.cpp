@@ -51,9 +51,10 @@ Checkpoint Run::capture(double train_seconds) const {
   c.train_seconds = train_seconds;
   // Records first, then the weights: the weights may hold updates of rows after
   // the recorded positions, which a resume trains again (Hogwild tolerates that).
-  for (unsigned w = 0; w < workers; ++w)
-    c.workers.push_back(read_record(progress[w], epoch_loss.data() + w * cfg.epochs,
-                                    partition(w).second - partition(w).first));
+  for (unsigned w = 0; w < workers; ++w) {
+    const auto [begin, end] = partition(w);
+    c.workers.push_back(read_record(progress[w], epoch_loss.data() + w * cfg.epochs, end - begin));
+  }
   for (auto& name : tensor_blocks()) {
     auto live = arena.array<float>(name);
     NamedTensor t{name, std::vector<float>(live.size())};

@@ -49,7 +49,7 @@ class RowPermutation {
   std::uint64_t keys_[6] = {};
 };
 
-// The stream a contiguous partition's worker `rank` shuffles epoch `epoch` with.
+// The stream worker `rank` shuffles its share of epoch `epoch` with (either partition).
 std::uint64_t epoch_seed(std::uint64_t seed, unsigned rank, unsigned epoch) noexcept;
 // The key of epoch `epoch`'s permutation of all rows (the same for every worker).
 std::uint64_t permutation_key(std::uint64_t seed, unsigned epoch) noexcept;

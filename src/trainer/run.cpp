@@ -233,8 +233,6 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
   }
 }
 
-// Called by a worker after finishing epoch e: the last one to finish copies the
-// weights into the slot of epoch e, if the parent is done with that slot.
 bool Run::count_finish(unsigned rank, unsigned e) {
   // Once per worker and epoch: a worker respawned after counting (killed while it
   // copied the snapshot, say) counted again, and the next epoch's snapshot was then
@@ -247,6 +245,8 @@ bool Run::count_finish(unsigned rank, unsigned e) {
   return finishers[e].fetch_add(1, std::memory_order_acq_rel) + 1 == workers;
 }
 
+// Called by a worker after finishing epoch e: the last one to finish copies the
+// weights into the slot of epoch e, if the parent is done with that slot.
 void Run::snapshot_if_last(unsigned rank, unsigned e) {
   if (finishers.empty() || !test) return;  // nothing would evaluate the snapshot
   if (!count_finish(rank, e)) return;
