@@ -261,7 +261,7 @@ std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainC
   return {
       {"--model", c.model},
       {"--mode", std::string(to_string(c.mode))},
-      {"--workers", fmt::format("{}", c.mode == Mode::serial ? 1u : c.workers)},
+      {"--workers", fmt::format("{}", is_parallel(c.mode) ? c.workers : 1u)},
       {"--partition", to_string(c.partition)},
       {"--batch", fmt::format("{}", c.batch)},
       {"--lr", fmt::format("{}", c.step_size.lr0)},

@@ -1,5 +1,7 @@
 #include "hogwild/optimizer.hpp"
 
+#include <vector>
+
 #include "hogwild/error.hpp"
 
 namespace hogwild {
@@ -41,6 +43,13 @@ void dense_adagrad_shared(float* w, float* G, float a, const float* x, std::size
     relaxed_store(G + i, acc);
     relaxed_store(w + i, relaxed_load(w + i) - lr * g / (__builtin_sqrtf(acc) + eps));
   }
+}
+
+float* block_scratch(std::size_t floats) {
+  // Per thread: a worker process steps on one thread, tests may on several.
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < floats) scratch.resize(floats);
+  return scratch.data();
 }
 
 }  // namespace detail

@@ -59,6 +59,10 @@ const std::atomic<std::int32_t>& worker_terminated() noexcept;
 // Pins the calling process to one CPU: the (rank mod n)-th of the n CPUs it may run
 // on. Returns that CPU's number, or -1 (and changes nothing) if affinity cannot be set.
 int pin_to_cpu(unsigned rank) noexcept;
+
+// True when `parent` is non-zero and no longer this process's parent: a worker
+// whose parent died stops within 64 mini-batches even if PR_SET_PDEATHSIG missed.
+bool orphaned(std::int32_t parent) noexcept;
 // Throws ResourceError when `shared_bytes` (the arena's pages) plus `private_bytes`
 // (the parent's evaluation copy) plus `workers` times `replica_bytes` (each
 // worker's replica, --merge-every) do not fit in the memory available (MemAvailable

@@ -94,7 +94,7 @@ class Supervisor {
   }
 
   TrainResult go() {
-    if (cfg_.mode == Mode::serial)
+    if (!run_.mode.parallel())
       serial();
     else
       parallel();
@@ -207,7 +207,7 @@ class Supervisor {
     if (slot) {
       counts = run_.counts_of(*slot);
       weights = &run_.slot_params[(evaluated_ - 1) % 2];
-    } else if (cfg_.mode != Mode::serial && run_.test) {
+    } else if (run_.mode.parallel() && run_.test) {
       counts = run_.capture([&] { weights = &copy_of_live(); });
     } else {  // serial (the parent is the worker) or nothing to evaluate: the counters now
       counts = run_.capture([] {});
@@ -233,7 +233,7 @@ class Supervisor {
     const bool bad_train = end_of_epoch && !std::isfinite(p.train_loss);
     const bool bad_test = p.test.rows > 0 && !std::isfinite(p.test.loss);
     if (bad_train || bad_test) {
-      if (weights == &run_.params && cfg_.mode != Mode::serial)  // live: copy first
+      if (weights == &run_.params && run_.mode.parallel())  // live: copy first
         weights = &copy_of_live();
       const auto bad = detail::find_non_finite(*weights);
       throw detail::divergence(
@@ -274,7 +274,7 @@ class Supervisor {
 
   TrainResult finish() {
     double elapsed = seconds_since(t0_) - paused_;
-    if (cfg_.mode != Mode::serial && !g_signal) {  // the last worker's finish, not when the parent noticed
+    if (run_.mode.parallel() && !g_signal) {  // the last worker's finish, not when the parent noticed
       std::int64_t last = 0;
       for (auto& p : run_.progress) last = std::max(last, p.finish_ns.load(std::memory_order_relaxed));
       if (last > run_.control->start_ns)
@@ -341,7 +341,7 @@ class Supervisor {
 }  // namespace
 
 void TrainConfig::validate() const {
-  if (mode != Mode::serial && workers == 0) throw ConfigError("--workers must be at least 1");
+  if (is_parallel(mode) && workers == 0) throw ConfigError("--workers must be at least 1");
   if (workers > 1024) throw ConfigError(fmt::format("--workers {} is absurd (at most 1024)", workers));
   if (epochs == 0) throw ConfigError("--epochs must be at least 1");
   if (epochs > 1000000) throw ConfigError("--epochs must be at most 1000000");
@@ -359,9 +359,16 @@ void TrainConfig::validate() const {
   if (model_options.hot_k > 0 && optimizer != Optimizer::sgd)
     throw ConfigError("--hot-k works with --optimizer sgd only");
   if (merge_every > 0) {
-    if (mode != Mode::hogwild && mode != Mode::atomic)
-      throw ConfigError(fmt::format("--merge-every works with --mode hogwild or atomic, not {}",
+    if (!detail::mode_def(mode).replicas()) {
+      std::string with;  // "hogwild or atomic"
+      std::vector<std::string> names;
+      for (const auto& n : mode_names())
+        if (detail::mode_def(parse_mode(n)).replicas()) names.push_back(n);
+      for (std::size_t i = 0; i < names.size(); ++i)
+        with += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+      throw ConfigError(fmt::format("--merge-every works with --mode {}, not {}", with,
                                     to_string(mode)));
+    }
     if (optimizer != Optimizer::sgd)
       throw ConfigError("--merge-every works with --optimizer sgd only (a replica carries no "
                         "optimiser state)");
@@ -401,7 +408,7 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
   }
   const Dataset* test = test_rows ? &*test_rows : nullptr;
   if (train_set.rows() == 0) throw ConfigError(train_set.source() + " has no rows");
-  if (cfg.mode != Mode::serial && cfg.workers > train_set.rows())
+  if (is_parallel(cfg.mode) && cfg.workers > train_set.rows())
     throw ConfigError(fmt::format("--workers {} is more than the {} training rows", cfg.workers,
                                   train_set.rows()));
   std::optional<Checkpoint> resume;

@@ -6,26 +6,7 @@
 #include <immintrin.h>
 #endif
 
-#include "hogwild/error.hpp"
-
 namespace hogwild {
-
-std::string_view to_string(Mode m) noexcept {
-  switch (m) {
-    case Mode::serial: return "serial";
-    case Mode::hogwild: return "hogwild";
-    case Mode::atomic: return "atomic";
-    case Mode::lock: return "lock";
-  }
-  return "?";
-}
-
-Mode parse_mode(std::string_view s) {
-  for (Mode m : {Mode::serial, Mode::hogwild, Mode::atomic, Mode::lock})
-    if (s == to_string(m)) return m;
-  throw ConfigError("unknown mode \"" + std::string(s) +
-                    "\"; expected serial, hogwild, atomic or lock");
-}
 
 namespace detail {
 
@@ -55,6 +36,11 @@ inline void tail_store(float* p, float v) noexcept {
 }
 }  // namespace
 
+// Without contraction: dst[i] + round(a * x[i]), the rounding the gradient path
+// reproduces (opaque() in update_policy.hpp). The loop is bound by memory, not by
+// the separate multiply.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 void dense_axpy_shared(float* dst, float a, const float* x, std::size_t n) noexcept {
   std::size_t i = 0;
@@ -71,6 +57,7 @@ void dense_axpy_shared(float* dst, float a, const float* x, std::size_t n) noexc
   for (; i + 4 <= n; i += 4) vstore(dst + i, vload(dst + i) + v4f{a, a, a, a} * vload(x + i));
   for (; i < n; ++i) tail_store(dst + i, tail_load(dst + i) + a * x[i]);
 }
+#pragma GCC pop_options
 
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 float dense_dot_shared(const float* w, const float* x, std::size_t n) noexcept {

@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "hogwild/error.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
 #include "trainer/epoch_order.hpp"

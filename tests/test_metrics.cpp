@@ -38,7 +38,7 @@ class Counter : public ModelBase<Counter> {
                        std::chrono::duration<double, std::micro>(spin_us_);
     while (std::chrono::steady_clock::now() < until) {
     }
-    for (std::size_t i = 0; i < b.size; ++i) U::add(p.data(0) + b.rows[i], 1.0f);
+    for (std::size_t i = 0; i < b.size; ++i) U::descend(p[0], b.rows[i], -1.0f, 1.0f);
     return 0;
   }
   void predict(const ParamSet& p, RowView, float, double& loss, bool& ok) const {

@@ -54,7 +54,7 @@ class Crowd : public test::Probe<Crowd> {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
     while (std::chrono::steady_clock::now() < until) {
     }
-    U::add(p.data(0), 1.0f);
+    U::descend(p[0], 0, -1.0f, 1.0f);  // w += 1
     o_->inside.fetch_sub(1);
     return 0;
   }

@@ -32,12 +32,11 @@ class AffinityProbe : public test::Probe<AffinityProbe> {
   std::string name() const override { return "probe"; }
   void configure(const Problem& p) override { d_ = p.features; }
   std::vector<TensorSpec> parameters() const override { return {{"w", d_, {}}}; }
-  template <class U>
-  void begin_epoch(const EpochTask& t) {
+  void begin_epoch(std::span<const std::uint32_t> rows) override {
     cpu_set_t set;
     CPU_ZERO(&set);
     sched_getaffinity(0, sizeof set, &set);
-    const std::uint32_t first = *std::min_element(t.rows.begin(), t.rows.end());
+    const std::uint32_t first = *std::min_element(rows.begin(), rows.end());
     const auto rank = static_cast<std::size_t>(first) * workers_ / rows_;
     out_[2 * rank] = CPU_COUNT(&set);
     out_[2 * rank + 1] = sched_getcpu();

@@ -32,7 +32,7 @@ struct DataFingerprint {
   std::string describe() const;  // "2000 rows, 100 columns, 10000 non-zeros, hash 1a2b3c4d"
 };
 
-// A worker's place in the run (see WorkerProgress in model_base.hpp).
+// A worker's place in the run (see WorkerProgress in src/trainer/progress.hpp).
 struct WorkerState {
   std::uint32_t epochs_done = 0;
   std::uint32_t epoch = 0;     // the epoch `position` refers to

@@ -1,7 +1,8 @@
-// A model: named parameter tensors plus a gradient step. The library owns
-// everything else (arena, fork, partitions, modes, evaluation, metrics). Built-in
-// models and user-defined ones use exactly this interface; see model_base.hpp for
-// the CRTP helper that turns one templated `step` into every update mode.
+// A model: named parameter tensors, their initialisation, a gradient step and an
+// evaluation. The library owns everything else (arena, workers, partitions, the
+// step loop, modes, metrics). Built-in models and user-defined ones use exactly
+// this interface; see model_base.hpp for the CRTP helper that compiles one
+// templated `step` for every access policy.
 #pragma once
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,10 +42,14 @@ class ParamSet {
     float* data;
     std::size_t size;
     float* state = nullptr;  // optimiser state of the same size (AdaGrad), else null
+    float* grad = nullptr;   // the gradient path's buffer of the same size (gradient.hpp)
+    bool exclusive = false;  // as ParamSet::exclusive()
   };
   ParamSet() = default;
   explicit ParamSet(std::vector<Tensor> t, bool exclusive = false)
-      : tensors_(std::move(t)), exclusive_(exclusive) {}
+      : tensors_(std::move(t)), exclusive_(exclusive) {
+    for (auto& x : tensors_) x.exclusive = exclusive;
+  }
   float* data(std::size_t i) const noexcept { return tensors_[i].data; }
   std::size_t size(std::size_t i) const noexcept { return tensors_[i].size; }
   std::size_t count() const noexcept { return tensors_.size(); }
@@ -138,7 +144,13 @@ struct Evaluation {
   std::size_t rows = 0;
 };
 
-struct EpochTask;  // model_base.hpp
+// Which compilation of a model's step a batch runs: `access` is the policy's index
+// in HOGWILD_ACCESS_POLICIES (update_policy.hpp; access_index<P>() in
+// model_base.hpp), `optimizer` an Optimizer (optimizer.hpp). A mode picks it.
+struct StepKind {
+  std::uint8_t access = 0;
+  std::uint8_t optimizer = 0;
+};
 
 class Model {
  public:
@@ -148,9 +160,20 @@ class Model {
   // Called once, by the parent, after the problem is known and before parameters().
   virtual void configure(const Problem& problem) = 0;
   virtual std::vector<TensorSpec> parameters() const = 0;
-  // One pass over task.rows in the given mode; returns the summed training loss of
-  // the examples, each computed before its own update.
-  virtual double train_epoch(Mode mode, const EpochTask& task) = 0;
+  // One mini-batch's gradient step, compiled for `kind`; returns the batch's summed
+  // training loss, each example's computed before its own update.
+  virtual double train_batch(StepKind kind, const Batch& batch, const ParamSet& params,
+                             float lr) = 0;
+  // True for a model whose step reads scattered parameter rows that a data row
+  // names (MF's two factor rows): the step loop then asks for those of the next
+  // batch's first row (prefetch_params) while this batch computes.
+  virtual bool prefetches_params() const noexcept { return false; }
+  virtual void prefetch_params(const ParamSet&, RowView) const noexcept {}
+  // Per-worker hooks around each epoch's batches, called in the worker process (so
+  // a model's members are private to it there): `rows` are the worker's rows of
+  // the epoch, in order. end_epoch runs also when the epoch was cut short.
+  virtual void begin_epoch(std::span<const std::uint32_t> /*rows*/) {}
+  virtual void end_epoch() {}
   virtual Evaluation evaluate(const ParamSet& params, const Dataset& data,
                               const float* targets) const = 0;
   // The coordinates of parameter tensor `tensor` that training on rows
@@ -169,8 +192,10 @@ class Model {
   // True when step and predict read a dense row's bytes (RowView::bytes, a dense_u8
   // set: 8-bit images at a quarter of the float rows' memory traffic). The trainer
   // gives every other model the set widened to floats (Dataset::widened), and
-  // ModelBase refuses to hand such a model byte rows.
+  // check_rows refuses to hand such a model byte rows.
   virtual bool reads_byte_rows() const noexcept { return false; }
+  // Throws ConfigError when `data` holds byte rows and the model reads floats.
+  void check_rows(const Dataset& data) const;
   // True when tensor 0 holds one weight per feature and the step touches it only at
   // the row's feature indices (w + index), every other tensor being small: hot
   // coordinates (--hot-k, hot_coordinates.hpp) then work by renumbering the hot

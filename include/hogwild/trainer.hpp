@@ -11,10 +11,11 @@
 #include <vector>
 
 #include "hogwild/dataset.hpp"
+#include "hogwild/mode.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/model_base.hpp"
 #include "hogwild/optimizer.hpp"
-#include "hogwild/update_policy.hpp"
+#include "hogwild/step_size.hpp"
 
 namespace hogwild {
 

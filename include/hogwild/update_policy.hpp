@@ -1,7 +1,10 @@
-// Update modes: how a worker reads and writes the shared parameters. A model's
-// gradient step is written once against this small interface (read, add, dot,
-// axpy) and instantiated for every mode, so a model never knows which mode it runs
-// under and a mode never knows which model it updates.
+// Access policies: how a step reads and writes the parameters it is given. A
+// model's gradient step is written once against the update interface
+// (optimizer.hpp: these reads plus the optimiser's descend operations) and compiled
+// for every policy listed in HOGWILD_ACCESS_POLICIES below, so a model never knows
+// which mode it runs under and a mode never knows which model it updates. A mode
+// (mode.hpp, src/modes/) names the policy its steps run with; several modes may
+// share one (the ddp, dp and ps modes all take GradientCapture, gradient.hpp).
 #pragma once
 
 #include <atomic>
@@ -12,12 +15,6 @@
 #include <string_view>
 
 namespace hogwild {
-
-enum class Mode : std::uint8_t { serial, hogwild, atomic, lock };
-
-std::string_view to_string(Mode m) noexcept;
-// Throws ConfigError naming the valid modes.
-Mode parse_mode(std::string_view s);
 
 namespace detail {
 
@@ -87,6 +84,20 @@ inline void merge_coordinate(float* shared, float& copy, float& base, bool atomi
   copy = base = v;
 }
 
+// v, where the compiler can no longer see how it was computed: an add of it is never
+// fused into a multiply-add (GCC contracts a * b + c by default). The SGD write
+// w + (-lr g) is then rounded as w + round(-lr g) whether the step adds it to w or
+// the gradient path (gradient.hpp) stores round(-lr g) and adds it later: the two
+// give the same bits.
+inline float opaque(float v) noexcept {
+#if defined(__x86_64__)
+  asm("" : "+x"(v));
+#else
+  asm("" : "+g"(v));
+#endif
+  return v;
+}
+
 using v4f = float __attribute__((vector_size(16)));
 
 inline v4f vload(const float* p) noexcept {
@@ -96,7 +107,8 @@ inline v4f vload(const float* p) noexcept {
 }
 inline void vstore(float* p, v4f v) noexcept { std::memcpy(p, &v, sizeof v); }
 
-// dst[i] += a * x[i] on shared dst, vectorised (see THE INTENDED RACE).
+// dst[i] += a * x[i] on shared dst, vectorised (see THE INTENDED RACE); each
+// product is rounded before the add (no fused multiply-add; see opaque()).
 __attribute__((noinline)) void dense_axpy_shared(float* dst, float a, const float* x,
                                                  std::size_t n) noexcept;
 // sum w[i] * x[i] over shared w, vectorised.
@@ -161,18 +173,34 @@ struct VectorReads {
   }
 };
 
+// What a policy tells the update interface (optimizer.hpp) about the memory its
+// step touches:
+//   concurrent_writers  other processes write these floats while the step reads
+//                       them: a dense read goes through whole-float or whole-lane
+//                       loads (a "live" operand of the kernels)
+//   shared_memory       other processes may read these floats while the step
+//                       writes them (at least the parent's evaluator): dense writes
+//                       are whole floats or lanes
+//   plain_adds          a write is a plain load, add and store, so a kernel may add
+//                       a whole gradient block into the weights in its own loop
+//                       (the fused SGD paths of the dense models)
+// A tensor private to one worker (ParamSet::exclusive, its replica) is neither
+// written nor read by anyone else, whatever the policy says.
+
 // Serial: one process owns the parameters; plain loads and stores.
 struct SerialUpdate : VectorReads {
-  static constexpr Mode mode = Mode::serial;
-  static constexpr bool locks_batches = false;
+  static constexpr bool concurrent_writers = false;
+  static constexpr bool shared_memory = false;
+  static constexpr bool plain_adds = true;
   static float read(const float* p) noexcept { return *p; }
   static void add(float* p, float d) noexcept { *p += d; }
 };
 
 // Hogwild!: no lock; the intended race described above.
 struct HogwildUpdate : VectorReads {
-  static constexpr Mode mode = Mode::hogwild;
-  static constexpr bool locks_batches = false;
+  static constexpr bool concurrent_writers = true;
+  static constexpr bool shared_memory = true;
+  static constexpr bool plain_adds = true;
   static float read(const float* p) noexcept { return detail::relaxed_load(p); }
   static void add(float* p, float d) noexcept {
     detail::relaxed_store(p, detail::relaxed_load(p) + d);
@@ -183,8 +211,9 @@ struct HogwildUpdate : VectorReads {
 // ever lost); reads are relaxed. Dense blocks pay per-element CAS loops: that cost
 // is what this mode exists to show.
 struct AtomicUpdate : VectorReads {
-  static constexpr Mode mode = Mode::atomic;
-  static constexpr bool locks_batches = false;
+  static constexpr bool concurrent_writers = true;
+  static constexpr bool shared_memory = true;
+  static constexpr bool plain_adds = false;
   static float read(const float* p) noexcept { return detail::relaxed_load(p); }
   static void add(float* p, float d) noexcept {
     std::atomic_ref<float>(*p).fetch_add(d, std::memory_order_relaxed);
@@ -195,11 +224,21 @@ struct AtomicUpdate : VectorReads {
 };
 
 // Lock: the trainer holds one robust interprocess mutex around the read, gradient
-// and update of each mini-batch ("locking updates"). Inside the lock no other worker
-// writes, but the parent's evaluator may read, so accesses stay those of hogwild.
+// and update of each mini-batch ("locking updates", src/modes/lock.cpp). Inside the
+// lock no other worker writes, so dense reads are plain; the parent's evaluator may
+// read, so writes stay those of hogwild.
 struct LockUpdate : HogwildUpdate {
-  static constexpr Mode mode = Mode::lock;
-  static constexpr bool locks_batches = true;
+  static constexpr bool concurrent_writers = false;
 };
+
+// The access policies every model's step is compiled for, in one list: X(policy,
+// arg) per entry. A mode that needs a new policy adds it here (GradientCapture, the
+// gradient path, is defined in gradient.hpp).
+#define HOGWILD_ACCESS_POLICIES(X, arg) \
+  X(SerialUpdate, arg)                  \
+  X(HogwildUpdate, arg)                 \
+  X(AtomicUpdate, arg)                  \
+  X(LockUpdate, arg)                    \
+  X(GradientCapture, arg)
 
 }  // namespace hogwild

@@ -201,29 +201,15 @@ template <class U>
 double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
   if (options_.matmul == MatmulPrecision::bf16) return step_bf16<U>(batch, p, lr);
   const std::size_t L = layers(), B = batch.size;
-  // How the products meet the weights. Serial and lock own them for the whole batch:
-  // plain, in place. Hogwild computes on the live shared tensors in place (a live
-  // operand of the kernel: whole-float and whole-lane accesses, THE INTENDED RACE);
-  // a weight another worker changes mid-batch is one more stale read. Atomic's adds
-  // are per-float read-modify-writes the kernel cannot do, so it reads a private copy
-  // once per batch (whole lanes, kernels::copy_from_shared) and adds through U.
-  // A worker's own replica (--merge-every) is private in every mode: in place, plain.
-  const bool live = U::mode == Mode::hogwild && !p.exclusive();
-  const bool copy = U::mode == Mode::atomic && !p.exclusive();
-  // With SGD the weight gradient's product adds -lr/B · D·H^T straight into W: no
-  // gradient buffer, one pass over W instead of three. AdaGrad needs the gradient.
-  const bool fused = U::optimizer == Optimizer::sgd && !copy;
+  // How the products meet the weights: where other workers write them meanwhile
+  // (hogwild, atomic), they are the kernel's live operand (whole-float and
+  // whole-lane reads, THE INTENDED RACE), and a weight another worker changes
+  // mid-batch is one more stale read; otherwise (serial, lock, a worker's own
+  // replica, the gradient path) plain reads.
+  const bool live = U::live(p);
   std::vector<const float*> W(L);
-  copy_.resize(L);
-  for (std::size_t l = 0; l < L; ++l) {
-    W[l] = weights(p, l);
-    if (copy) {
-      copy_[l].resize(widths_[l + 1] * widths_[l]);
-      kernels::copy_from_shared(copy_[l].data(), W[l], copy_[l].size());
-      W[l] = copy_[l].data();
-    }
-  }
-  const auto bias_in = read_biases<U>(p, copy || live);
+  for (std::size_t l = 0; l < L; ++l) W[l] = weights(p, l);
+  const auto bias_in = read_biases<U>(p, live);
   load_inputs([&](std::size_t i) { return batch.row(i); }, B, work_);
   forward(W, bias_in, work_, live);
   float* top = work_.act[L].data();
@@ -248,22 +234,20 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
       float* bl = below.data();
       for (std::size_t i = 0; i < in * B; ++i) bl[i] = h[i] > 0 ? bl[i] : 0.f;
     }
-    float* w = p.data(tensor_of(l));
-    if (fused) {
-      // W -= lr * (inv * D·H^T + l2 * W): the decay first, then the product, both on W.
-      if (l2 != 0) U::axpy(w, -lr * options_.l2, w, out * in);
-      scaled_.resize(out * B);
-      for (std::size_t i = 0; i < out * B; ++i) scaled_[i] = -lr * inv * d[i];
-      kernels::gemm(out, in, B, Matrix{scaled_.data(), sd(B), 1}, input(work_, l, true), w, in,
-                    true, kernels::Live{false, live});
-    } else {
-      grad_.resize(out * in);
-      kernels::gemm(out, in, B, Matrix{d, sd(B), 1}, input(work_, l, true), grad_.data(), in,
-                    false);
-      if (l2 != 0)
-        for (std::size_t i = 0; i < out * in; ++i) grad_[i] += l2 * W[l][i];
-      U::descend_axpy(p[tensor_of(l)], 0, inv, grad_.data(), out * in, lr);
-    }
+    // The weight gradient inv * (D·H^T + B l2 W): the update interface decides where
+    // the product goes (with SGD straight into W, scaled by -lr/B; otherwise into
+    // a gradient block).
+    U::descend_block(p[tensor_of(l)], Block{0, out, in, in}, inv, l2, lr,
+                     [&](float* dst, float alpha, bool overwrite, bool live_dst) {
+                       const float* a = d;
+                       if (alpha != 1) {
+                         scaled_.resize(out * B);
+                         for (std::size_t i = 0; i < out * B; ++i) scaled_[i] = alpha * d[i];
+                         a = scaled_.data();
+                       }
+                       kernels::gemm(out, in, B, Matrix{a, sd(B), 1}, input(work_, l, true), dst,
+                                     in, !overwrite, kernels::Live{false, live_dst});
+                     });
     descend_bias<U>(p, l, d, B, lr);
   }
   return loss;
@@ -281,12 +265,8 @@ template <class U>
 double MlpModel::step_bf16(const Batch& batch, const ParamSet& p, float lr) {
   namespace bf = kernels::bf16;
   const std::size_t L = layers(), B = batch.size;
-  // Hogwild's and atomic's W are written by other workers while this one reads them.
-  const bool shared = !p.exclusive() && (U::mode == Mode::hogwild || U::mode == Mode::atomic);
-  // SGD adds the step to W in the product's epilogue, in whole lanes; atomic's adds
-  // are per-float read-modify-writes, and AdaGrad needs the gradient: both take it
-  // from a buffer through U.
-  const bool fused = U::optimizer == Optimizer::sgd && U::mode != Mode::atomic;
+  // W written by other workers while this one reads it (hogwild, atomic).
+  const bool shared = U::live(p);
   const auto bias_in = read_biases<U>(p, shared);
   // Byte rows of the full width (images) are packed straight from the data set,
   // with no float copy of the batch; other rows go through load_inputs.
@@ -347,17 +327,16 @@ double MlpModel::step_bf16(const Batch& batch, const ParamSet& p, float lr) {
       const Matrix ht = input(work_, l, true);
       bf::pack_b(B, in, ht.data, ht.rs, ht.cs, pack_b_);
     }
-    if (fused) {
-      if (l2 != 0) U::axpy(w, -lr * options_.l2, w, out * in);
-      bf::gemm(out, in, B, pack_a_.data(), pack_b_.data(), w, in, bf::Epilogue::add_live,
-               -lr * inv);
-    } else {
-      grad_.resize(out * in);
-      bf::gemm(out, in, B, pack_a_.data(), pack_b_.data(), grad_.data(), in);
-      if (l2 != 0)
-        for (std::size_t i = 0; i < out * in; ++i) grad_[i] += l2 * U::read(w + i);
-      U::descend_axpy(p[tensor_of(l)], 0, inv, grad_.data(), out * in, lr);
-    }
+    // The product's epilogue scales it by alpha and adds it in whole lanes (SGD:
+    // straight into W), or stores it (a gradient block).
+    U::descend_block(p[tensor_of(l)], Block{0, out, in, in}, inv, l2, lr,
+                     [&](float* dst, float alpha, bool overwrite, bool) {
+                       if (overwrite)
+                         bf::gemm(out, in, B, pack_a_.data(), pack_b_.data(), dst, in);
+                       else
+                         bf::gemm(out, in, B, pack_a_.data(), pack_b_.data(), dst, in,
+                                  bf::Epilogue::add_live, alpha);
+                     });
     descend_bias<U>(p, l, d, B, lr);
   }
   return loss;

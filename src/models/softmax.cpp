@@ -61,7 +61,7 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
   // Forward pass for the whole batch at the weights as read now.
   for (std::size_t i = 0; i < b.size; ++i) {
     float* z = scratch_.data() + i * K;
-    if (i + 2 < b.size) prefetch_row(*b.data, b.rows[i + 2]);  // rows 0, 1: run()
+    if (i + 2 < b.size) prefetch_row(*b.data, b.rows[i + 2]);  // rows 0, 1: the step loop
     logits<U>(W, bias, b.row(i), z);
     const auto y = static_cast<std::size_t>(b.target(i));
     total += softmax_loss(z, y);
@@ -70,9 +70,9 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
   const float inv = 1 / static_cast<float>(b.size);
   const bool dense = b.size > 0 && b.row(0).dense();
   if (dense) {
-    // The batch's gradient is the outer product sum_i g_i x_i^T: one pass over W
-    // (dense_outer_update_shared) instead of one axpy per class and example. Rows
-    // are all floats or all bytes (one dataset).
+    // The batch's gradient is the outer product sum_i g_i x_i^T: with SGD one pass
+    // over W (dense_outer_update_shared, U::descend_block) instead of one axpy per
+    // class and example. Rows are all floats or all bytes (one dataset).
     const bool bytes = b.row(0).bytes != nullptr;
     const std::size_t n = b.row(0).nnz;
     rows_.resize(b.size);
@@ -83,28 +83,28 @@ double SoftmaxModel::step(const Batch& b, const ParamSet& p, float lr) {
       else
         rows_[i] = b.row(i).value;
     }
-    auto outer_update = [&](float* dst, const float* coeff) {
-      if (bytes)
-        detail::dense_outer_update_shared(dst, stride_, K, coeff, K, byte_rows_.data(), b.size, n);
-      else
-        detail::dense_outer_update_shared(dst, stride_, K, coeff, K, rows_.data(), b.size, n);
-    };
     if (options_.l2 != 0)
       for (std::size_t k = 0; k < K; ++k)
         U::descend_axpy(p[0], k * stride_, options_.l2, W + k * stride_, features_, lr);
-    if constexpr (U::optimizer == Optimizer::sgd && U::mode != Mode::atomic) {
-      // w -= lr * g / B straight into the weights, as Sgd::descend_axpy would.
-      coeff_.resize(b.size * K);
-      for (std::size_t j = 0; j < coeff_.size(); ++j) coeff_[j] = -lr * inv * scratch_[j];
-      outer_update(W, coeff_.data());
-    } else {
-      // Per-coordinate rules (AdaGrad, atomic adds) need the gradient itself:
-      // accumulated privately, then one descend_axpy per class.
-      grad_.assign(K * stride_, 0.f);
-      outer_update(grad_.data(), scratch_.data());
-      for (std::size_t k = 0; k < K; ++k)
-        U::descend_axpy(p[0], k * stride_, inv, grad_.data() + k * stride_, features_, lr);
-    }
+    // The gradient's block: K rows of the features, stride_ apart; alpha * G is the
+    // outer product of alpha * scratch_ (the classes' dloss/dlogits) with the rows.
+    U::descend_block(p[0], Block{0, K, features_, stride_}, inv, 0.f, lr,
+                     [&](float* dst, float alpha, bool overwrite, bool) {
+                       const float* coeff = scratch_.data();
+                       if (alpha != 1) {
+                         coeff_.resize(b.size * K);
+                         for (std::size_t j = 0; j < coeff_.size(); ++j)
+                           coeff_[j] = alpha * scratch_[j];
+                         coeff = coeff_.data();
+                       }
+                       if (overwrite) std::fill(dst, dst + K * stride_, 0.f);
+                       if (bytes)
+                         detail::dense_outer_update_shared(dst, stride_, K, coeff, K,
+                                                           byte_rows_.data(), b.size, n);
+                       else
+                         detail::dense_outer_update_shared(dst, stride_, K, coeff, K,
+                                                           rows_.data(), b.size, n);
+                     });
   } else {
     for (std::size_t i = 0; i < b.size; ++i) {
       const RowView x = b.row(i);  // sparse: row_descend reads x.value

@@ -235,7 +235,7 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "hogwild_train: removed /dev/shm/{}, left by a dead run\n", n);
   auto model = hogwild::make_model(cfg.model, cfg.model_options);  // fail fast on a bad name
   const unsigned cores = std::thread::hardware_concurrency();
-  if (cfg.mode != hogwild::Mode::serial && cores && cfg.workers > cores)
+  if (hogwild::is_parallel(cfg.mode) && cores && cfg.workers > cores)
     fmt::print(stderr, "hogwild_train: warning: {} workers on {} cores; they will share cores\n",
                cfg.workers, cores);
 
@@ -255,7 +255,7 @@ int run(int argc, char** argv) {
                                          dir.string()));
   }
 
-  const bool hot_k = cfg.model_options.hot_k > 0 && cfg.mode != hogwild::Mode::serial;
+  const bool hot_k = cfg.model_options.hot_k > 0 && hogwild::is_parallel(cfg.mode);
   // The linear models step per non-zero: sparse rows serve them to a higher density.
   const double dense_at =
       model->feature_indexed() ? hogwild::kDenseDensityLinear : hogwild::kDenseDensity;
@@ -265,7 +265,7 @@ int run(int argc, char** argv) {
     test = load(o.test, o.test_labels, o, storage, dense_at, "test ", hot_k, &train);
   if (!o.quiet)
     fmt::print("model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
-               cfg.model, o.mode, o.optimizer, cfg.mode == hogwild::Mode::serial ? 1 : cfg.workers,
+               cfg.model, o.mode, o.optimizer, hogwild::is_parallel(cfg.mode) ? cfg.workers : 1,
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   std::fflush(stdout);
 

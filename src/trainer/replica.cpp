@@ -1,4 +1,4 @@
-#include "hogwild/replica.hpp"
+#include "trainer/replica.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -16,6 +16,7 @@
 #include "hogwild/rng.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
+#include "trainer/step_loop.hpp"
 
 namespace hogwild::detail {
 
@@ -149,14 +150,14 @@ void Run::map_hot_window(std::size_t bytes) {
 }
 
 Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
-    : cfg(c), model(m), train(tr), test(te) {
+    : cfg(c), mode(mode_def(c.mode)), model(m), train(tr), test(te) {
   const LabelMap labels = LabelMap::fit(model.label_kind(), train, model.name());
   train_targets = labels.targets(train);
   if (test) test_targets = labels.targets(*test);
   classes = labels.classes();
   model.configure(make_problem(train, test, labels));
   specs = model.parameters();
-  workers = cfg.mode == Mode::serial ? 1 : cfg.workers;
+  workers = mode.parallel() ? cfg.workers : 1;
 
   std::vector<BlockSpec> blocks{
       {"control", sizeof(Control)},
@@ -167,7 +168,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
   const bool stateful = has_state(cfg.optimizer);
   // Hot coordinates: w's block gets room for a page-aligned window past its end.
   std::size_t window_bytes = 0;
-  if (cfg.model_options.hot_k > 0 && cfg.mode != Mode::serial) {
+  if (cfg.model_options.hot_k > 0 && mode.parallel()) {
     if (!model.feature_indexed())
       throw ConfigError(fmt::format("--hot-k works with the linear models (logistic, hinge, "
                                     "squared), not {}", model.name()));
@@ -185,7 +186,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
     if (stateful) blocks.push_back({state_block_name(s.name), s.size * sizeof(float)});
     floats += padded(s.size);
   }
-  if (cfg.mode != Mode::serial) {
+  if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
     for (const char* n : {"snapshot0", "snapshot1"})
@@ -302,17 +303,17 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.step_size = cfg.step_size;
   task.epoch = e;
   task.workers = workers;
-  task.optimizer = cfg.optimizer;
+  task.kind = StepKind{mode.access(), static_cast<std::uint8_t>(cfg.optimizer)};
   task.params = params;
   task.progress = &p;
-  task.mutex = &control->mutex;
+  task.mutex = mode.locks_batches() ? &control->mutex : nullptr;
   task.stop = &control->stop;
   task.terminated = &worker_terminated();
-  task.parent = cfg.mode == Mode::serial ? 0 : control->parent;
+  task.parent = mode.parallel() ? control->parent : 0;
   if (hot_window) {
     if (!hot_state)
       hot_state.emplace(params, hot, hot_window, cfg.model_options.hot_flush,
-                        cfg.mode == Mode::atomic);
+                        mode.atomic_merges());
     task.hot = &*hot_state;
   }
   if (cfg.merge_every) {
@@ -323,11 +324,11 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       std::vector<Model::Ranges> mine;
       for (std::size_t t = 0; t < specs.size(); ++t)
         mine.push_back(model.trained_ranges(t, train, begin, end));
-      replica.emplace(params, std::move(mine), cfg.merge_every, cfg.mode == Mode::atomic);
+      replica.emplace(params, std::move(mine), cfg.merge_every, mode.atomic_merges());
     }
     task.replica = &*replica;
   }
-  epoch_loss[rank * cfg.epochs + e] = model.train_epoch(cfg.mode, task);
+  epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
       p.position.load(std::memory_order_relaxed) < rows.size())
     return;  // epoch cut short
@@ -340,7 +341,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
 int Run::work(unsigned rank) {
   WorkerProgress& p = progress[rank];
   p.pid.store(getpid(), std::memory_order_relaxed);
-  if (cfg.pin && cfg.mode != Mode::serial) pin_to_cpu(rank);
+  if (cfg.pin && mode.parallel()) pin_to_cpu(rank);
   const auto& terminated = worker_terminated();
   for (unsigned e = p.epochs_done.load(std::memory_order_acquire);
        e < cfg.epochs && !stopping() && !terminated.load(std::memory_order_relaxed); ++e) {

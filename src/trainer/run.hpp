@@ -18,8 +18,12 @@
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
-#include "hogwild/replica.hpp"
+#include "hogwild/robust_mutex.hpp"
 #include "hogwild/trainer.hpp"
+#include "modes/mode_def.hpp"
+#include "trainer/hot_window.hpp"
+#include "trainer/progress.hpp"
+#include "trainer/replica.hpp"
 
 namespace hogwild::detail {
 
@@ -69,6 +73,7 @@ WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint
 
 struct Run {
   const TrainConfig& cfg;
+  const ModeDef& mode;
   Model& model;
   const Dataset& train;
   const Dataset* test;

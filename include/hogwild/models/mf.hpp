@@ -28,11 +28,12 @@ class MfModel : public ModelBase<MfModel> {
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
   // The factor rows (and biases) rating x will read, asked for one rating ahead
-  // (ModelBase::run): 100k users x rank 10 is 4 MB of P, past L2, visited in
+  // (the trainer's step loop): 100k users x rank 10 is 4 MB of P, past L2, visited in
   // shuffled order, and under hogwild the lines are often in the other core's
   // cache. Measured (2M ratings, rank 10, 3 interleaved runs): hogwild x2 8.6M ->
   // 11.2M ratings/s, serial unchanged (3.86M vs 3.83M).
-  void prefetch_params(const ParamSet& p, RowView x) const noexcept {
+  bool prefetches_params() const noexcept override { return true; }
+  void prefetch_params(const ParamSet& p, RowView x) const noexcept override {
     const std::size_t u = x.index[0], i = x.index[1];
     if (u >= users_ || i >= items_) return;
     const float* pu = p.data(0) + u * rank_;

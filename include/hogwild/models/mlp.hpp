@@ -2,9 +2,9 @@
 // cross-entropy on top (--model mlp --hidden 256,128). Layer l has weights W<l>
 // (out x in, row-major, He-initialised) and a bias b<l>; optional L2 on the weights.
 // A mini-batch runs as matrix products through the dense kernel (src/kernels/),
-// on the shared weights in place (atomic mode: on a private copy read once per
-// batch); with SGD the weight gradient's product is added straight into the shared
-// weights, otherwise the gradient goes through the optimiser (U::descend_axpy).
+// on the weights in place; each weight gradient's product goes to
+// U::descend_block, which (with SGD) adds it straight into the weights or takes it
+// into a gradient block.
 #pragma once
 
 #include "hogwild/model_base.hpp"
@@ -82,10 +82,8 @@ class MlpModel : public ModelBase<MlpModel> {
   // Per-worker scratch (the model object is private to each process after fork).
   Activations work_;
   std::vector<std::vector<float>> delta_;  // delta_[l]: widths_[l+1] x batch
-  std::vector<std::vector<float>> copy_;   // atomic mode: private copies of the weights
   std::vector<std::vector<float>> bias_copy_;
-  std::vector<float> grad_;                // one layer's weight gradient (AdaGrad, atomic)
-  std::vector<float> scaled_;              // SGD: one layer's delta times -lr / batch
+  std::vector<float> scaled_;              // alpha times one layer's delta (descend_block)
   std::vector<float> bias_grad_;
   std::vector<std::uint16_t> pack_a_, pack_b_;  // bf16 products: packed operands
   std::vector<const std::uint8_t*> byte_rows_;  // bf16: the batch's byte rows

@@ -34,8 +34,7 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
   ModelOptions options_;
   std::size_t features_ = 0, classes_ = 0, stride_ = 0;
   std::vector<float> scratch_;  // per-batch probabilities, private to each worker
-  std::vector<float> grad_;     // dense mini-batch gradient, private to each worker
-  std::vector<float> coeff_;    // -lr/B times scratch_, for the fused SGD update
+  std::vector<float> coeff_;    // alpha times scratch_ (U::descend_block's product)
   std::vector<const float*> rows_;     // the batch's dense rows
   std::vector<const std::uint8_t*> byte_rows_;  // or its byte rows (dense_u8)
 };

@@ -1,4 +1,4 @@
-#include "hogwild/models/hot_coordinates.hpp"
+#include "trainer/hot_window.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -1,0 +1,16 @@
+#include "hogwild/model.hpp"
+
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+
+// Byte rows (dense_u8) only for a model that reads them: the others would read
+// RowView::value, which such rows leave null.
+void Model::check_rows(const Dataset& data) const {
+  if (data.layout() == Layout::dense_u8 && !reads_byte_rows())
+    throw ConfigError("model " + name() + " reads float rows, and " + data.source() +
+                      " holds bytes (dense-u8): pass Dataset::widened() (the trainer "
+                      "does this itself)");
+}
+
+}  // namespace hogwild

@@ -1,0 +1,23 @@
+// atomic: like hogwild, but every coordinate's update is one atomic
+// read-modify-write, so no update is lost.
+#include "hogwild/model_base.hpp"
+#include "modes/mode_def.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+class Atomic final : public ModeDef {
+ public:
+  std::string_view name() const override { return "atomic"; }
+  std::uint8_t access() const override { return access_index<AtomicUpdate>(); }
+  bool replicas() const override { return true; }
+  bool atomic_merges() const override { return true; }
+};
+}  // namespace
+
+const ModeDef& atomic_mode() {
+  static const Atomic mode;
+  return mode;
+}
+
+}  // namespace hogwild::detail

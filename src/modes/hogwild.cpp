@@ -1,0 +1,22 @@
+// hogwild: forked workers update the shared weights with no lock (Niu et al. 2011);
+// the intended race is described in include/hogwild/update_policy.hpp.
+#include "hogwild/model_base.hpp"
+#include "modes/mode_def.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+class Hogwild final : public ModeDef {
+ public:
+  std::string_view name() const override { return "hogwild"; }
+  std::uint8_t access() const override { return access_index<HogwildUpdate>(); }
+  bool replicas() const override { return true; }
+};
+}  // namespace
+
+const ModeDef& hogwild_mode() {
+  static const Hogwild mode;
+  return mode;
+}
+
+}  // namespace hogwild::detail

@@ -1,0 +1,22 @@
+// lock: one robust interprocess mutex held around each mini-batch's read, gradient
+// and update ("locking updates"): the baseline that shows what Hogwild saves.
+#include "hogwild/model_base.hpp"
+#include "modes/mode_def.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+class Lock final : public ModeDef {
+ public:
+  std::string_view name() const override { return "lock"; }
+  std::uint8_t access() const override { return access_index<LockUpdate>(); }
+  bool locks_batches() const override { return true; }
+};
+}  // namespace
+
+const ModeDef& lock_mode() {
+  static const Lock mode;
+  return mode;
+}
+
+}  // namespace hogwild::detail

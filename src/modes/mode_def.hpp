@@ -1,0 +1,35 @@
+// What the trainer asks of a mode (include/hogwild/mode.hpp names it). A mode is
+// one file here defining a ModeDef, plus one line in registry.cpp; the trainer
+// reads these answers instead of testing which mode it runs.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "hogwild/mode.hpp"
+
+namespace hogwild::detail {
+
+class ModeDef {
+ public:
+  virtual ~ModeDef() = default;
+  virtual std::string_view name() const = 0;
+  // The access policy its steps are compiled with: access_index<P>() of a policy in
+  // HOGWILD_ACCESS_POLICIES (include/hogwild/update_policy.hpp).
+  virtual std::uint8_t access() const = 0;
+  // False: the calling process alone trains (one worker, nothing forked).
+  virtual bool parallel() const { return true; }
+  // Each mini-batch's step, and each flush of a hot window, holds the run's robust
+  // lock (one writer at a time).
+  virtual bool locks_batches() const { return false; }
+  // --merge-every: workers may train private replicas merged into the shared
+  // weights; atomic_merges: those merges, and hot-window flushes, add with one
+  // atomic read-modify-write per coordinate (else a relaxed load and store).
+  virtual bool replicas() const { return false; }
+  virtual bool atomic_merges() const { return false; }
+};
+
+// The registered mode `m` (registry.cpp).
+const ModeDef& mode_def(Mode m);
+
+}  // namespace hogwild::detail

@@ -1,0 +1,64 @@
+// The modes, one line each, in Mode id order (Mode::serial is 0, ...). A mode is
+// one file in this directory defining `const ModeDef& <name>_mode()`.
+#include <string>
+#include <vector>
+
+#include "hogwild/error.hpp"
+#include "modes/mode_def.hpp"
+
+#define HOGWILD_MODES(X) \
+  X(serial)              \
+  X(hogwild)             \
+  X(atomic)              \
+  X(lock)
+
+namespace hogwild {
+
+namespace detail {
+#define HOGWILD_DECLARE_MODE_(name) const ModeDef& name##_mode();
+HOGWILD_MODES(HOGWILD_DECLARE_MODE_)
+#undef HOGWILD_DECLARE_MODE_
+
+namespace {
+const std::vector<const ModeDef*>& modes() {
+#define HOGWILD_LIST_MODE_(name) &name##_mode(),
+  static const std::vector<const ModeDef*> all{HOGWILD_MODES(HOGWILD_LIST_MODE_)};
+#undef HOGWILD_LIST_MODE_
+  return all;
+}
+}  // namespace
+
+const ModeDef& mode_def(Mode m) {
+  const auto& all = modes();
+  if (m.id() >= all.size())
+    throw ConfigError("no mode has id " + std::to_string(m.id()) + " (there are " +
+                      std::to_string(all.size()) + ")");
+  return *all[m.id()];
+}
+}  // namespace detail
+
+std::string_view to_string(Mode m) noexcept {
+  const auto& all = detail::modes();
+  return m.id() < all.size() ? all[m.id()]->name() : std::string_view("?");
+}
+
+std::vector<std::string> mode_names() {
+  std::vector<std::string> names;
+  for (const auto* m : detail::modes()) names.emplace_back(m->name());
+  return names;
+}
+
+Mode parse_mode(std::string_view s) {
+  const auto& all = detail::modes();
+  std::string known;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (s == all[i]->name()) return Mode(static_cast<std::uint8_t>(i));
+    known += i == 0 ? "" : i + 1 == all.size() ? " or " : ", ";
+    known += all[i]->name();
+  }
+  throw ConfigError("unknown mode \"" + std::string(s) + "\"; expected " + known);
+}
+
+bool is_parallel(Mode m) { return detail::mode_def(m).parallel(); }
+
+}  // namespace hogwild

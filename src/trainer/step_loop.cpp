@@ -1,0 +1,90 @@
+#include "trainer/step_loop.hpp"
+
+#include <algorithm>
+
+#include "hogwild/prefetch.hpp"
+#include "process.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+
+// Runs f() holding the mode's lock, if it has one.
+template <class F>
+decltype(auto) locked(RobustMutex* mutex, F&& f) {
+  if (!mutex) return f();
+  RobustLock guard(*mutex);
+  return f();
+}
+
+}  // namespace
+
+double train_epoch(Model& model, const EpochTask& t) {
+  model.check_rows(*t.data);
+  double loss = t.start_loss;
+  const std::size_t n = t.rows.size();
+  const std::size_t batch = t.batch ? t.batch : 1;
+  std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
+  const double epoch_lr = t.step_size.epoch_start(t.epoch);
+  model.begin_epoch(t.rows);
+  const ParamSet& trained = t.replica ? t.replica->params() : t.hot ? t.hot->params() : t.params;
+  // Straight to the shared weights: the step's writes are bracketed (WorkerProgress);
+  // a private replica or window is bracketed at its merge.
+  const bool shared = t.progress && !t.replica && !t.hot;
+  // A pipeline over the next rows: offsets, then the row's data, then (for a model
+  // whose rows name scattered parameter rows, like MF's two factor rows) the
+  // parameters it will touch, each stage one batch after the one it needs. (The
+  // offsets stage measured 9 % slower for the linear model on RCV1-like, whose step
+  // starts on the row right away; MF gained 53 % with it.)
+  const bool params = model.prefetches_params();
+  const std::size_t ahead = params ? 2 : 1;  // how far ahead the row's data is
+  std::size_t begin = std::min(t.start, n);  // a restarted worker resumes mid-epoch
+  for (std::size_t k = 0; begin < n; ++k) {
+    if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
+    if (t.terminated && t.terminated->load(std::memory_order_relaxed)) break;
+    const std::size_t size = std::min(batch, n - begin);
+    const Batch b{t.data, t.targets, t.rows.data() + begin, size};
+    if (params && begin + (ahead + 1) * size < n)
+      prefetch_offsets(*t.data, t.rows[begin + (ahead + 1) * size]);
+    if (begin + ahead * size < n) prefetch_row(*t.data, t.rows[begin + ahead * size]);
+    if (batch > 1 && begin + ahead * size + 1 < n)
+      prefetch_row(*t.data, t.rows[begin + ahead * size + 1]);
+    if (params && begin + size < n) model.prefetch_params(trained, t.data->row(t.rows[begin + size]));
+    const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
+    if (shared) begin_writes(*t.progress, seen + size);
+    if (t.mutex) {
+      RobustLock guard(*t.mutex);
+      loss += model.train_batch(t.kind, b, trained, lr);
+    } else {
+      loss += model.train_batch(t.kind, b, trained, lr);
+    }
+    seen += size;
+    begin += size;
+    if (shared) t.progress->samples.store(seen, std::memory_order_release);
+    // With a replica or hot coordinates, the position is published only once its
+    // rows are merged or flushed: what a crash loses is the private copy, and a
+    // respawned worker then retrains exactly the rows whose updates were in it.
+    if (t.replica && t.replica->due(size)) {
+      if (t.progress) begin_writes(*t.progress, seen);
+      t.replica->merge();
+      if (t.progress) publish_record(*t.progress, seen, begin, loss);
+    }
+    if (t.hot && t.hot->due(size)) {
+      if (t.progress) begin_writes(*t.progress, seen);
+      locked(t.mutex, [&] { t.hot->flush(); });  // under lock, as every other update
+      if (t.progress) publish_record(*t.progress, seen, begin, loss);
+    }
+    if ((k & 63) == 63) {
+      if (shared) publish_record(*t.progress, seen, begin, loss);
+      if (orphaned(t.parent)) break;
+    }
+  }
+  if ((t.replica || t.hot) && t.progress) begin_writes(*t.progress, seen);
+  if (t.replica) t.replica->merge();  // also when the epoch was cut short
+  if (t.hot) locked(t.mutex, [&] { t.hot->flush(); });
+  model.end_epoch();
+  if (t.progress) publish_record(*t.progress, seen, begin, loss);
+  return loss;
+}
+
+}  // namespace hogwild::detail

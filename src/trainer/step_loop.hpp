@@ -1,0 +1,53 @@
+// The worker's step loop: one epoch of mini-batches over the worker's rows. It owns
+// everything around the model's step: the step size, the prefetch pipeline, the
+// mode's lock, the replica's merges and the hot window's flushes, the bracket of
+// the progress record around every write to the shared weights, and the stop,
+// SIGTERM and parent-alive checks. The model only steps (Model::train_batch).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+#include "hogwild/model.hpp"
+#include "hogwild/optimizer.hpp"
+#include "hogwild/robust_mutex.hpp"
+#include "hogwild/step_size.hpp"
+#include "trainer/hot_window.hpp"
+#include "trainer/progress.hpp"
+#include "trainer/replica.hpp"
+
+namespace hogwild::detail {
+
+struct EpochTask {
+  const Dataset* data = nullptr;
+  const float* targets = nullptr;
+  std::span<const std::uint32_t> rows;  // this worker's rows for this epoch, in order
+  std::size_t start = 0;                 // rows[0, start) were done by an earlier run
+  double start_loss = 0;                 // their summed loss
+  std::size_t batch = 1;
+  StepSize step_size{};
+  unsigned epoch = 0;
+  unsigned workers = 1;
+  StepKind kind{};  // the step's compilation: the mode's access policy, the optimiser
+  ParamSet params;
+  WorkerProgress* progress = nullptr;            // may be null (serial)
+  RobustMutex* mutex = nullptr;  // held around each batch and flush (ModeDef::locks_batches)
+  const std::atomic<std::int32_t>* stop = nullptr;  // set by the parent to stop early
+  const std::atomic<std::int32_t>* terminated = nullptr;  // this worker got SIGTERM
+  std::int32_t parent = 0;  // a worker's parent pid: the loop ends when it is gone
+  // --merge-every: the worker's private copy. The step then trains it, and `params`
+  // is the shared set it is merged into every `every` examples and at the epoch's end.
+  Replica* replica = nullptr;
+  // --hot-k: the worker's copies of the hot coordinates. The step then trains
+  // hot->params() (over `data`, whose rows the parent renumbered), flushed every
+  // hot_flush examples and at the epoch's end.
+  HotWindow* hot = nullptr;
+};
+
+// Trains t.rows[t.start, end) with `model`; returns the summed training loss of
+// the epoch's rows (t.start_loss included), each example's computed before its own
+// update. Publishes the worker's place in t.progress as it goes.
+double train_epoch(Model& model, const EpochTask& t);
+
+}  // namespace hogwild::detail
