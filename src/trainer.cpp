@@ -360,13 +360,8 @@ void TrainConfig::validate() const {
     throw ConfigError("--hot-k works with --optimizer sgd only");
   if (merge_every > 0) {
     if (!detail::mode_def(mode).replicas()) {
-      std::string with;  // "hogwild or atomic"
-      std::vector<std::string> names;
-      for (const auto& n : mode_names())
-        if (detail::mode_def(parse_mode(n)).replicas()) names.push_back(n);
-      for (std::size_t i = 0; i < names.size(); ++i)
-        with += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-      throw ConfigError(fmt::format("--merge-every works with --mode {}, not {}", with,
+      throw ConfigError(fmt::format("--merge-every works with --mode {}, not {}",
+                                    detail::mode_names_where(&detail::ModeDef::replicas),
                                     to_string(mode)));
     }
     if (optimizer != Optimizer::sgd)

@@ -2,6 +2,7 @@
 #include "support.hpp"
 
 #include "hogwild/data_io.hpp"
+#include "hogwild/rng.hpp"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -131,6 +132,13 @@ static std::string env_or(const char* name, const char* fallback) {
 }
 std::string hogwild_train_path() { return env_or("HOGWILD_TRAIN", "src/hogwild_train"); }
 std::string hogwild_data_path() { return env_or("HOGWILD_DATA", "src/hogwild_data"); }
+
+Dataset gaussian_rows(const std::vector<float>& labels, std::size_t cols, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> val(labels.size() * cols);
+  for (auto& v : val) v = static_cast<float>(rng.normal());
+  return Dataset::dense(labels, val, cols, "dense");
+}
 
 Dataset slice(const Dataset& d, std::size_t begin, std::size_t end, const std::string& name) {
   auto labels = d.labels().subspan(begin, end - begin);

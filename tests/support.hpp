@@ -64,6 +64,8 @@ RunResult run(const std::vector<std::string>& argv, double timeout_seconds = 240
 std::string hogwild_train_path();
 std::string hogwild_data_path();
 
+// Dense rows of `cols` standard-normal values (Rng(seed)), one per label.
+Dataset gaussian_rows(const std::vector<float>& labels, std::size_t cols, std::uint64_t seed);
 // Rows [begin, end) of a dataset as a dataset of its own.
 Dataset slice(const Dataset& d, std::size_t begin, std::size_t end, const std::string& name);
 // A generated sparse problem split into train (first n_train rows) and test.

@@ -30,13 +30,7 @@ Dataset sparse_rows() {
   return Dataset::sparse(labels, off, idx, val, 6, "sparse");
 }
 
-Dataset dense_rows() {
-  Rng rng(7);
-  std::vector<float> labels{0, 1, 2, 1, 0};
-  std::vector<float> val(5 * 19);
-  for (auto& v : val) v = static_cast<float>(rng.normal());
-  return Dataset::dense(labels, val, 19, "dense");
-}
+Dataset dense_rows() { return test::gaussian_rows({0, 1, 2, 1, 0}, 19, 7); }
 
 // Checks step's implied gradient (w - w') / lr against finite differences.
 template <class M>

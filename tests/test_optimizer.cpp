@@ -31,11 +31,7 @@ Dataset sparse_rows(bool multiclass) {
 }
 
 Dataset dense_rows(bool multiclass) {
-  Rng rng(7);
-  std::vector<float> labels{0, 1, multiclass ? 2.f : 1.f, 1, 0};
-  std::vector<float> val(5 * 19);
-  for (auto& v : val) v = static_cast<float>(rng.normal());
-  return Dataset::dense(labels, val, 19, "dense");
+  return test::gaussian_rows({0, 1, multiclass ? 2.f : 1.f, 1, 0}, 19, 7);
 }
 
 // One AdaGrad step from zero state must equal w - lr * g / (|g| + eps) with g the

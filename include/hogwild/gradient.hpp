@@ -48,15 +48,7 @@ struct Update<GradientCapture, Opt> : GradientCapture {
   }
   static void descend_row(const ParamSet::Tensor& w, std::size_t offset, float a, float l2,
                           RowView x, float lr) noexcept {
-    if (x.dense()) {
-      if (l2 != 0) descend_axpy(w, offset, l2, w.data + offset, x.nnz, lr);
-      return descend_axpy(w, offset, a, x.value, x.nnz, lr);
-    }
-    const float* base = w.data + offset;
-    for (std::uint32_t k = 0; k < x.nnz; ++k) {
-      const float g = a * x.value[k];
-      descend(w, offset + x.index[k], l2 != 0 ? g + l2 * base[x.index[k]] : g, lr);
-    }
+    detail::descend_row_each<Update>(w, offset, a, l2, x, lr);
   }
   template <class Product>
   static void descend_block(const ParamSet::Tensor& t, Block b, float scale, float l2, float lr,
@@ -68,15 +60,7 @@ struct Update<GradientCapture, Opt> : GradientCapture {
           descend_axpy(t, b.offset + r * b.ld, scale * l2, t.data + b.offset + r * b.ld, b.cols, lr);
       product(t.grad + b.offset, step, false, false);
     } else {
-      float* g = detail::block_scratch(b.rows * b.ld);
-      product(g, 1.f, true, false);
-      for (std::size_t r = 0; r < b.rows; ++r) {
-        float* gr = g + r * b.ld;
-        const float* wr = t.data + b.offset + r * b.ld;
-        if (l2 != 0)
-          for (std::size_t i = 0; i < b.cols; ++i) gr[i] += l2 * wr[i];
-        descend_axpy(t, b.offset + r * b.ld, scale, gr, b.cols, lr);
-      }
+      detail::descend_block_rows<Update>(t, b, scale, l2, lr, product);
     }
   }
 };

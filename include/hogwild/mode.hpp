@@ -36,6 +36,9 @@ std::string_view to_string(Mode m) noexcept;
 Mode parse_mode(std::string_view s);
 // Every registered mode's name, in registry order.
 std::vector<std::string> mode_names();
+// Every registered mode with what it does, for --help: "serial (one process, the
+// reference), hogwild (lock-free), ...".
+std::string mode_help();
 // False for a mode in which the calling process alone trains (serial): TrainConfig's
 // `workers` is then 1 whatever it says.
 bool is_parallel(Mode m);

@@ -98,6 +98,38 @@ struct Block {
   std::size_t offset = 0, rows = 1, cols = 0, ld = 0;
 };
 
+namespace detail {
+// The generic forms of descend_row and descend_block, through U's reads and its
+// descend / descend_axpy (each policy's Update keeps its fast special cases).
+template <class U>
+void descend_row_each(const ParamSet::Tensor& w, std::size_t offset, float a, float l2, RowView x,
+                      float lr) noexcept {
+  if (x.dense()) {
+    if (l2 != 0) U::descend_axpy(w, offset, l2, w.data + offset, x.nnz, lr);
+    return U::descend_axpy(w, offset, a, x.value, x.nnz, lr);
+  }
+  const float* base = w.data + offset;
+  for (std::uint32_t k = 0; k < x.nnz; ++k) {
+    const float g = a * x.value[k];
+    U::descend(w, offset + x.index[k], l2 != 0 ? g + l2 * U::read(base + x.index[k]) : g, lr);
+  }
+}
+// G from the product into a scratch block, then row by row (+ l2 w) to descend_axpy.
+template <class U, class Product>
+void descend_block_rows(const ParamSet::Tensor& t, Block b, float scale, float l2, float lr,
+                        Product&& product) {
+  const float* w = t.data + b.offset;
+  float* g = block_scratch(b.rows * b.ld);
+  product(g, 1.f, true, false);
+  for (std::size_t r = 0; r < b.rows; ++r) {
+    float* gr = g + r * b.ld;
+    if (l2 != 0)
+      for (std::size_t i = 0; i < b.cols; ++i) gr[i] += l2 * U::read(w + r * b.ld + i);
+    U::descend_axpy(t, b.offset + r * b.ld, scale, gr, b.cols, lr);
+  }
+}
+}  // namespace detail
+
 // What a model's step<U> receives: the policy's reads plus the optimiser's descend
 // operations (see the top of this file).
 template <class Access, class Opt>
@@ -117,11 +149,7 @@ struct Update : Access {
   }
   static void descend_row(const ParamSet::Tensor& w, std::size_t offset, float a, float l2,
                           RowView x, float lr) noexcept {
-    if (x.dense()) {
-      if (l2 != 0) descend_axpy(w, offset, l2, w.data + offset, x.nnz, lr);
-      return descend_axpy(w, offset, a, x.value, x.nnz, lr);
-    }
-    if constexpr (Opt::kind == Optimizer::sgd) {
+    if (Opt::kind == Optimizer::sgd && !x.dense()) {
       // Sgd::descend spelled out on a local pointer: through descend(w, ...) the
       // compiler reloads w.data after every relaxed store.
       float* d = w.data + offset;
@@ -132,11 +160,7 @@ struct Update : Access {
       }
       return;
     }
-    const float* base = w.data + offset;
-    for (std::uint32_t k = 0; k < x.nnz; ++k) {
-      const float g = a * x.value[k];
-      descend(w, offset + x.index[k], l2 != 0 ? g + l2 * Access::read(base + x.index[k]) : g, lr);
-    }
+    detail::descend_row_each<Update>(w, offset, a, l2, x, lr);
   }
   // product(dst, alpha, overwrite, live) writes (overwrite) or adds alpha * G to
   // the block's shape at dst; live: other processes read or write dst meanwhile.
@@ -146,21 +170,14 @@ struct Update : Access {
   template <class Product>
   static void descend_block(const ParamSet::Tensor& t, Block b, float scale, float l2, float lr,
                             Product&& product) {
-    float* w = t.data + b.offset;
     if constexpr (Opt::kind == Optimizer::sgd && Access::plain_adds) {
+      float* w = t.data + b.offset;
       const float step = -lr * scale;
       if (l2 != 0)
         for (std::size_t r = 0; r < b.rows; ++r) Access::axpy(w + r * b.ld, step * l2, w + r * b.ld, b.cols);
       product(w, step, false, Access::shared_memory && !t.exclusive);
     } else {
-      float* g = detail::block_scratch(b.rows * b.ld);
-      product(g, 1.f, true, false);
-      for (std::size_t r = 0; r < b.rows; ++r) {
-        float* gr = g + r * b.ld;
-        if (l2 != 0)
-          for (std::size_t i = 0; i < b.cols; ++i) gr[i] += l2 * Access::read(w + r * b.ld + i);
-        descend_axpy(t, b.offset + r * b.ld, scale, gr, b.cols, lr);
-      }
+      detail::descend_block_rows<Update>(t, b, scale, l2, lr, product);
     }
   }
 };

@@ -9,6 +9,7 @@ namespace {
 class Atomic final : public ModeDef {
  public:
   std::string_view name() const override { return "atomic"; }
+  std::string_view summary() const override { return "atomic add per coordinate"; }
   std::uint8_t access() const override { return access_index<AtomicUpdate>(); }
   bool replicas() const override { return true; }
   bool atomic_merges() const override { return true; }

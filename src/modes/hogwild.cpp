@@ -9,6 +9,7 @@ namespace {
 class Hogwild final : public ModeDef {
  public:
   std::string_view name() const override { return "hogwild"; }
+  std::string_view summary() const override { return "lock-free"; }
   std::uint8_t access() const override { return access_index<HogwildUpdate>(); }
   bool replicas() const override { return true; }
 };

@@ -9,6 +9,7 @@ namespace {
 class Lock final : public ModeDef {
  public:
   std::string_view name() const override { return "lock"; }
+  std::string_view summary() const override { return "one mutex around each mini-batch"; }
   std::uint8_t access() const override { return access_index<LockUpdate>(); }
   bool locks_batches() const override { return true; }
 };

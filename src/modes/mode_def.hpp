@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "hogwild/mode.hpp"
@@ -14,6 +15,8 @@ class ModeDef {
  public:
   virtual ~ModeDef() = default;
   virtual std::string_view name() const = 0;
+  // What it does, for --help: "lock-free".
+  virtual std::string_view summary() const = 0;
   // The access policy its steps are compiled with: access_index<P>() of a policy in
   // HOGWILD_ACCESS_POLICIES (include/hogwild/update_policy.hpp).
   virtual std::uint8_t access() const = 0;
@@ -31,5 +34,10 @@ class ModeDef {
 
 // The registered mode `m` (registry.cpp).
 const ModeDef& mode_def(Mode m);
+// The names of the registered modes for which (def.*has)() is true, joined for a
+// message: "hogwild or atomic".
+std::string mode_names_where(bool (ModeDef::*has)() const);
+// "a, b or c".
+std::string join_or(const std::vector<std::string>& names);
 
 }  // namespace hogwild::detail

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "hogwild/error.hpp"
 #include "modes/mode_def.hpp"
 
@@ -28,6 +30,20 @@ const std::vector<const ModeDef*>& modes() {
 }
 }  // namespace
 
+std::string join_or(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return s;
+}
+
+std::string mode_names_where(bool (ModeDef::*has)() const) {
+  std::vector<std::string> names;
+  for (const auto* m : modes())
+    if ((m->*has)()) names.emplace_back(m->name());
+  return join_or(names);
+}
+
 const ModeDef& mode_def(Mode m) {
   const auto& all = modes();
   if (m.id() >= all.size())
@@ -50,13 +66,17 @@ std::vector<std::string> mode_names() {
 
 Mode parse_mode(std::string_view s) {
   const auto& all = detail::modes();
-  std::string known;
-  for (std::size_t i = 0; i < all.size(); ++i) {
+  for (std::size_t i = 0; i < all.size(); ++i)
     if (s == all[i]->name()) return Mode(static_cast<std::uint8_t>(i));
-    known += i == 0 ? "" : i + 1 == all.size() ? " or " : ", ";
-    known += all[i]->name();
-  }
-  throw ConfigError("unknown mode \"" + std::string(s) + "\"; expected " + known);
+  throw ConfigError("unknown mode \"" + std::string(s) + "\"; expected " +
+                    detail::join_or(mode_names()));
+}
+
+std::string mode_help() {
+  std::string s;
+  for (const auto* m : detail::modes())
+    s += fmt::format("{}{} ({})", s.empty() ? "" : ", ", m->name(), m->summary());
+  return s;
 }
 
 bool is_parallel(Mode m) { return detail::mode_def(m).parallel(); }

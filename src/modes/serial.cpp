@@ -8,6 +8,7 @@ namespace {
 class Serial final : public ModeDef {
  public:
   std::string_view name() const override { return "serial"; }
+  std::string_view summary() const override { return "one process, the reference"; }
   std::uint8_t access() const override { return access_index<SerialUpdate>(); }
   bool parallel() const override { return false; }
 };

@@ -118,9 +118,7 @@ int run(int argc, char** argv) {
   }())->capture_default_str();
   app.add_option("--workers", cfg.workers, "Worker processes (serial always uses one)")
       ->capture_default_str();
-  app.add_option("--mode", o.mode,
-                 "serial (one process, the reference), hogwild (lock-free), atomic "
-                 "(atomic add per coordinate), lock (one mutex around each mini-batch)")
+  app.add_option("--mode", o.mode, hogwild::mode_help())
       ->capture_default_str();
   app.add_option("--partition", o.partition,
                  "Which rows each worker trains: shuffled (each epoch, one permutation of all "

@@ -52,12 +52,7 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (params && begin + size < n) model.prefetch_params(trained, t.data->row(t.rows[begin + size]));
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
-    if (t.mutex) {
-      RobustLock guard(*t.mutex);
-      loss += model.train_batch(t.kind, b, trained, lr);
-    } else {
-      loss += model.train_batch(t.kind, b, trained, lr);
-    }
+    loss += locked(t.mutex, [&] { return model.train_batch(t.kind, b, trained, lr); });
     seen += size;
     begin += size;
     if (shared) t.progress->samples.store(seen, std::memory_order_release);
