@@ -273,7 +273,7 @@ std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainC
       {"--optimizer", std::string(to_string(c.optimizer))},
       {"--rank", fmt::format("{}", c.model_options.rank)},
       {"--hidden", fmt::format("{}", fmt::join(c.model_options.hidden, ","))},
-      {"--hot-k", fmt::format("{}", c.model_options.hot_k)},
+      {"--hot-k", fmt::format("{}", c.hot_k)},
   };
 }
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "hogwild/model.hpp"
+#include "hogwild/param_set.hpp"
 #include "hogwild/rng.hpp"
 
 namespace hogwild::test {

@@ -1,4 +1,4 @@
-// Hot coordinates (ModelOptions::hot_k / --hot-k): the most frequent features are
+// Hot coordinates (TrainConfig::hot_k / --hot-k): the most frequent features are
 // renumbered into a window of worker-private pages past w, trained there and
 // flushed. Flushing after every example must reproduce plain Hogwild; flushing
 // every few examples must converge within bounds of plain Hogwild in every parallel
@@ -22,8 +22,8 @@ namespace {
 
 TrainConfig config(Mode mode, unsigned workers, std::size_t hot_k, std::size_t flush) {
   TrainConfig c = test::sgd_config(mode, workers);
-  c.model_options.hot_k = hot_k;
-  c.model_options.hot_flush = flush;
+  c.hot_k = hot_k;
+  c.hot_flush = flush;
   return c;
 }
 

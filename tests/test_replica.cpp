@@ -244,6 +244,6 @@ TEST_CASE("--merge-every is validated against mode, optimizer and --hot-k") {
   c.optimizer = Optimizer::adagrad;
   CHECK_THROWS_WITH_AS(train(c, tr, &te), doctest::Contains("--optimizer sgd only"), ConfigError);
   c = config(Mode::hogwild, 2, 16);
-  c.model_options.hot_k = 8;
+  c.hot_k = 8;
   CHECK_THROWS_WITH_AS(train(c, tr, &te), doctest::Contains("--hot-k"), ConfigError);
 }

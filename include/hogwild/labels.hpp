@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hogwild/dataset.hpp"
-#include "hogwild/model.hpp"
+#include "hogwild/problem.hpp"
 
 namespace hogwild {
 

@@ -20,6 +20,7 @@
 
 #include "hogwild/gradient.hpp"
 #include "hogwild/model.hpp"
+#include "hogwild/model_registry.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/prefetch.hpp"
 

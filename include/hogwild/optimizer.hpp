@@ -28,7 +28,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hogwild/model.hpp"
+#include "hogwild/dataset.hpp"
+#include "hogwild/param_set.hpp"
 #include "hogwild/update_policy.hpp"
 
 namespace hogwild {

@@ -13,6 +13,8 @@
 #include "hogwild/dataset.hpp"
 #include "hogwild/mode.hpp"
 #include "hogwild/model.hpp"
+#include "hogwild/model_options.hpp"
+#include "hogwild/model_registry.hpp"
 #include "hogwild/model_base.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/step_size.hpp"
@@ -46,6 +48,15 @@ struct TrainConfig {
   // time (Replica::kAuto).
   static constexpr std::size_t kMergeAuto = static_cast<std::size_t>(-1);
   std::size_t merge_every = 0;
+  // Hot coordinates (models that are Model::feature_indexed, sparse rows, parallel
+  // modes, SGD): each worker trains its own copy of the bias and of the hot_k
+  // features most frequent in the training rows, and adds what it changed to the
+  // shared weights every hot_flush examples and at the end of each epoch
+  // (HOGWILD++/DimmWitted-style replication of the coordinates every example
+  // touches, whose cache lines otherwise bounce between cores;
+  // src/trainer/hot_window.hpp). 0: off.
+  std::size_t hot_k = 0;
+  std::size_t hot_flush = 256;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm

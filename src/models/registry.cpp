@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "hogwild/error.hpp"
-#include "hogwild/model.hpp"
+#include "hogwild/model_registry.hpp"
 #include "hogwild/models/linear.hpp"
 #include "hogwild/models/mlp.hpp"
 #include "hogwild/models/mf.hpp"

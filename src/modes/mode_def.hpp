@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "hogwild/memory_space.hpp"
 #include "hogwild/mode.hpp"
 
 namespace hogwild::detail {
@@ -30,6 +31,9 @@ class ModeDef {
   // atomic read-modify-write per coordinate (else a relaxed load and store).
   virtual bool replicas() const { return false; }
   virtual bool atomic_merges() const { return false; }
+  // Where its parameters live (trainer/tensor_store.hpp): the CPU modes train the
+  // shared arena; a GPU mode would name device memory.
+  virtual MemorySpace space() const { return MemorySpace::host_shared; }
 };
 
 // The registered mode `m` (registry.cpp).

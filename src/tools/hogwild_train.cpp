@@ -172,12 +172,12 @@ int run(int argc, char** argv) {
                  "auto: N adapts so that merging takes about 5 % of a worker's time)")
       ->transform(CLI::Transformer({{"auto", std::to_string(hogwild::TrainConfig::kMergeAuto)}}))
       ->capture_default_str()->option_text("N|auto");
-  app.add_option("--hot-k", cfg.model_options.hot_k,
+  app.add_option("--hot-k", cfg.hot_k,
                  "Linear models, sparse rows: each worker trains its own copy of the bias and "
                  "of the K most frequent features, added to the shared weights every "
                  "--hot-flush examples (0 = off)")
       ->capture_default_str();
-  app.add_option("--hot-flush", cfg.model_options.hot_flush,
+  app.add_option("--hot-flush", cfg.hot_flush,
                  "Examples between flushes of the hot coordinates")
       ->capture_default_str();
   app.add_option("--max-restarts", cfg.max_restarts,
@@ -253,7 +253,7 @@ int run(int argc, char** argv) {
                                          dir.string()));
   }
 
-  const bool hot_k = cfg.model_options.hot_k > 0 && hogwild::is_parallel(cfg.mode);
+  const bool hot_k = cfg.hot_k > 0 && hogwild::is_parallel(cfg.mode);
   // The linear models step per non-zero: sparse rows serve them to a higher density.
   const double dense_at =
       model->feature_indexed() ? hogwild::kDenseDensityLinear : hogwild::kDenseDensity;

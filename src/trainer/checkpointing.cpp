@@ -8,15 +8,6 @@
 
 namespace hogwild::detail {
 
-namespace {
-
-// Blocks a checkpoint holds: parameters and optimiser state.
-bool saved_block(const std::string& name) {
-  return name.starts_with("param:") || name.starts_with("state:");
-}
-
-}  // namespace
-
 WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint64_t share) {
   WorkerState s;
   for (;;) {  // the reader's half of the seqlock (record_write_begin/end)
@@ -36,14 +27,16 @@ WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint
   return s;
 }
 
-std::vector<std::string> Run::tensor_blocks() const {
-  std::vector<std::string> out;
-  for (auto& n : arena.names())
-    if (saved_block(n)) out.push_back(n);
+std::vector<Run::SavedTensor> Run::saved_tensors() const {
+  std::vector<SavedTensor> out;
+  for (const auto& t : params.tensors()) {
+    out.push_back({param_block(t.name), t.data, t.size, t.space});
+    if (t.state) out.push_back({state_block(t.name), t.state, t.size, t.space});
+  }
   return out;
 }
 
-Checkpoint Run::capture(double train_seconds) const {
+Checkpoint Run::capture(double train_seconds, unsigned restarts) const {
   Checkpoint c;
   c.config = config_fingerprint(cfg);
   c.data = DataFingerprint::of(train);
@@ -55,10 +48,9 @@ Checkpoint Run::capture(double train_seconds) const {
     const auto [begin, end] = partition(w);
     c.workers.push_back(read_record(progress[w], epoch_loss.data() + w * cfg.epochs, end - begin));
   }
-  for (auto& name : tensor_blocks()) {
-    auto live = arena.array<float>(name);
-    NamedTensor t{name, std::vector<float>(live.size())};
-    for (std::size_t i = 0; i < live.size(); ++i) t.values[i] = relaxed_load(live.data() + i);
+  for (const auto& s : saved_tensors()) {
+    NamedTensor t{s.name, std::vector<float>(s.size)};
+    host_access(s.space).read(t.values.data(), s.data, s.size);
     c.tensors.push_back(std::move(t));
   }
   for (auto& t : c.tensors) {
@@ -74,25 +66,24 @@ Checkpoint Run::capture(double train_seconds) const {
   return c;
 }
 
-void Run::restore(const Checkpoint& c, const std::string& path) {
+unsigned Run::restore(const Checkpoint& c, const std::string& path) {
   auto fail = [&](const std::string& what) {
     return ConfigError(fmt::format("cannot resume from {}: {}", path, what));
   };
   if (c.workers.size() != workers)
     throw fail(fmt::format("it has {} workers, this run {}", c.workers.size(), workers));
-  const auto names = tensor_blocks();
+  const auto saved = saved_tensors();
   for (auto& t : c.tensors)
-    if (std::find(names.begin(), names.end(), t.name) == names.end())
+    if (std::none_of(saved.begin(), saved.end(), [&](auto& s) { return s.name == t.name; }))
       throw fail(fmt::format("it holds tensor \"{}\", which model {} does not have", t.name,
                              model.name()));
-  for (auto& name : names) {
-    auto it = std::find_if(c.tensors.begin(), c.tensors.end(), [&](auto& t) { return t.name == name; });
-    if (it == c.tensors.end()) throw fail(fmt::format("it has no tensor \"{}\"", name));
-    auto live = arena.array<float>(name);
-    if (it->values.size() != live.size())
-      throw fail(fmt::format("tensor \"{}\" has {} values there and {} in model {}", name,
-                             it->values.size(), live.size(), model.name()));
-    std::copy(it->values.begin(), it->values.end(), live.begin());
+  for (const auto& s : saved) {
+    auto it = std::find_if(c.tensors.begin(), c.tensors.end(), [&](auto& t) { return t.name == s.name; });
+    if (it == c.tensors.end()) throw fail(fmt::format("it has no tensor \"{}\"", s.name));
+    if (it->values.size() != s.size)
+      throw fail(fmt::format("tensor \"{}\" has {} values there and {} in model {}", s.name,
+                             it->values.size(), s.size, model.name()));
+    host_access(s.space).write(s.data, it->values.data(), s.size);
   }
   for (unsigned w = 0; w < workers; ++w) {
     const WorkerState& s = c.workers[w];
@@ -111,7 +102,7 @@ void Run::restore(const Checkpoint& c, const std::string& path) {
       if (!finishers.empty()) finishers[e].fetch_add(1, std::memory_order_relaxed);
     }
   }
-  restarts = c.restarts;
+  return c.restarts;
 }
 
 }  // namespace hogwild::detail

@@ -1,4 +1,4 @@
-// Hot coordinates (ModelOptions::hot_k, --hot-k): the bias and the few features that
+// Hot coordinates (TrainConfig::hot_k, --hot-k): the bias and the few features that
 // most examples touch. Under plain Hogwild their cache lines bounce between cores on
 // every example (two workers on SpamAssassin ran slower than one). With hot
 // coordinates each worker trains its own copy of them and adds what it changed to
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "hogwild/dataset.hpp"
-#include "hogwild/model.hpp"
+#include "hogwild/param_set.hpp"
 
 namespace hogwild {
 

@@ -30,7 +30,7 @@ void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexce
 
 }  // namespace
 
-Replica::Replica(const ParamSet& shared, std::vector<Model::Ranges> ranges, std::size_t every,
+Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
                  bool atomic)
     : shared_(shared), ranges_(std::move(ranges)), every_(every), atomic_(atomic) {
   if (every_ == kAuto) {
@@ -91,7 +91,7 @@ void Replica::merge() noexcept {
       run(0, shared_.size(t), b);
       continue;
     }
-    const Model::Ranges& runs = ranges_[t];
+    const Ranges& runs = ranges_[t];
     for (std::size_t r = 0; r < runs.size(); ++r) {
       const auto [begin, end] = runs[r];
       if (r + kAhead < runs.size()) {  // scattered lines: fetch them some runs ahead

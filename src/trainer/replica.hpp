@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "hogwild/model.hpp"
+#include "hogwild/param_set.hpp"
 
 namespace hogwild {
 
@@ -41,7 +41,7 @@ class Replica {
   static constexpr std::size_t kAuto = static_cast<std::size_t>(-1);
   static constexpr std::size_t kAutoStart = 256, kAutoMin = 16, kAutoMax = 4096;
   static constexpr double kAutoRatio = 20;
-  Replica(const ParamSet& shared, std::vector<Model::Ranges> ranges, std::size_t every,
+  Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
           bool atomic);
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
@@ -60,7 +60,7 @@ class Replica {
  private:
   ParamSet shared_, local_;
   std::vector<std::vector<float>> copy_, base_;
-  std::vector<Model::Ranges> ranges_;
+  std::vector<Ranges> ranges_;
   std::size_t every_, pending_ = 0;
   bool atomic_;
   bool adaptive_ = false;

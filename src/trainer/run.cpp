@@ -13,7 +13,7 @@
 #include <numeric>
 
 #include "hogwild/labels.hpp"
-#include "hogwild/rng.hpp"
+#include "hogwild/param_snapshot.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
 #include "trainer/step_loop.hpp"
@@ -27,24 +27,6 @@ static_assert(std::atomic<double>::is_always_lock_free &&
               std::atomic<std::uint32_t>::is_always_lock_free);
 
 namespace {
-
-std::string block_name(const std::string& tensor) { return "param:" + tensor; }
-std::string state_block_name(const std::string& tensor) { return "state:" + tensor; }
-
-void initialise(const ParamSet& p, const std::vector<TensorSpec>& specs, std::uint64_t seed) {
-  Rng rng(seed ^ 0x5eedf00dULL);
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    float* d = p.data(i);
-    const Init init = specs[i].init;
-    for (std::size_t j = 0; j < specs[i].size; ++j) {
-      switch (init.kind) {
-        case Init::zeros: d[j] = 0; break;
-        case Init::normal: d[j] = static_cast<float>(rng.normal() * init.scale); break;
-        case Init::uniform: d[j] = static_cast<float>((2 * rng.uniform() - 1) * init.scale); break;
-      }
-    }
-  }
-}
 
 Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& labels) {
   Problem p;
@@ -108,6 +90,7 @@ std::size_t first_non_finite(const float* p, std::size_t n) noexcept {
 }
 
 std::optional<std::string> find_non_finite(const ParamSet& p) {
+  if (!p.on_host()) return find_non_finite(ParamSnapshot(p).params());
   for (const auto& t : p.tensors())
     if (const std::size_t i = first_non_finite(t.data, t.size); i < t.size)
       return fmt::format("{}[{}] = {}", t.name, i, t.data[i]);
@@ -168,24 +151,21 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
   const bool stateful = has_state(cfg.optimizer);
   // Hot coordinates: w's block gets room for a page-aligned window past its end.
   std::size_t window_bytes = 0;
-  if (cfg.model_options.hot_k > 0 && mode.parallel()) {
+  if (cfg.hot_k > 0 && mode.parallel()) {
     if (!model.feature_indexed())
       throw ConfigError(fmt::format("--hot-k works with the linear models (logistic, hinge, "
                                     "squared), not {}", model.name()));
     if (train.layout() != Layout::sparse)
       throw ConfigError(fmt::format("--hot-k needs sparse rows, and {} is {}", train.source(),
                                     to_string(train.layout())));
-    hot = most_frequent_features(train, specs[0].size, cfg.model_options.hot_k);
+    hot = most_frequent_features(train, specs[0].size, cfg.hot_k);
     window_bytes =
         (HotWindow::window_floats(specs, hot.size()) * sizeof(float) + kPage - 1) / kPage * kPage;
   }
-  for (auto& s : specs) {
-    blocks.push_back({block_name(s.name), s.size * sizeof(float) +
-                                              (&s == &specs[0] && window_bytes
-                                                   ? kPage + window_bytes : 0)});
-    if (stateful) blocks.push_back({state_block_name(s.name), s.size * sizeof(float)});
-    floats += padded(s.size);
-  }
+  store = make_tensor_store(mode.space());
+  for (auto& b : store->arena_blocks(specs, stateful, window_bytes ? kPage + window_bytes : 0))
+    blocks.push_back(std::move(b));
+  for (auto& s : specs) floats += padded(s.size);
   if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
@@ -204,11 +184,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
   auto pb = arena.block("progress");
   progress = {new (pb.data()) WorkerProgress[workers], workers};
   epoch_loss = arena.array<double>("epoch_loss");
-  std::vector<ParamSet::Tensor> t;
-  for (auto& s : specs)  // state blocks start zeroed, as AdaGrad's accumulators must
-    t.push_back({s.name, arena.array<float>(block_name(s.name)).data(), s.size,
-                 stateful ? arena.array<float>(state_block_name(s.name)).data() : nullptr});
-  params = ParamSet(std::move(t));
+  params = store->open(arena, specs, stateful);
   initialise(params, specs, cfg.seed);
   if (window_bytes) map_hot_window(window_bytes);
   if (arena.has("finishers")) {
@@ -258,7 +234,7 @@ void Run::snapshot_if_last(unsigned rank, unsigned e) {
   slot.epoch.store(0, std::memory_order_relaxed);
   // A slot's first snapshot copies everything (the untrained coordinates never
   // change after it).
-  static const std::vector<Model::Ranges> all;
+  static const std::vector<Ranges> all;
   const CaptureCounts c = capture(
       [&] { copy_ranges(params, slot_params[e % 2], slot.filled ? trained_ranges : all); });
   slot.filled = true;
@@ -311,22 +287,22 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.terminated = &worker_terminated();
   task.parent = mode.parallel() ? control->parent : 0;
   if (hot_window) {
-    if (!hot_state)
-      hot_state.emplace(params, hot, hot_window, cfg.model_options.hot_flush,
+    if (!local.hot)
+      local.hot.emplace(params, hot, hot_window, cfg.hot_flush,
                         mode.atomic_merges());
-    task.hot = &*hot_state;
+    task.hot = &*local.hot;
   }
   if (cfg.merge_every) {
-    if (!replica) {  // merging only what this worker's own rows can change: its slice,
+    if (!local.replica) {  // merging only what this worker's own rows can change: its slice,
       // or under a shuffled partition (a new share each epoch) every row's
       auto [begin, end] = cfg.partition == Partition::contiguous
                               ? partition(rank) : std::pair<std::size_t, std::size_t>{0, train.rows()};
-      std::vector<Model::Ranges> mine;
+      std::vector<Ranges> mine;
       for (std::size_t t = 0; t < specs.size(); ++t)
         mine.push_back(model.trained_ranges(t, train, begin, end));
-      replica.emplace(params, std::move(mine), cfg.merge_every, mode.atomic_merges());
+      local.replica.emplace(params, std::move(mine), cfg.merge_every, mode.atomic_merges());
     }
-    task.replica = &*replica;
+    task.replica = &*local.replica;
   }
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
@@ -353,15 +329,16 @@ int Run::work(unsigned rank) {
   p.finish_ns.store(now_ns(), std::memory_order_relaxed);
   p.pss_bytes.store(self_pss_bytes(), std::memory_order_relaxed);
   p.private_bytes.store(self_private_bytes(), std::memory_order_relaxed);
-  if (replica) {
-    p.merges.store(replica->merges(), std::memory_order_relaxed);
-    p.merge_every.store(replica->every(), std::memory_order_relaxed);
+  if (local.replica) {
+    p.merges.store(local.replica->merges(), std::memory_order_relaxed);
+    p.merge_every.store(local.replica->every(), std::memory_order_relaxed);
   }
   return 0;
 }
 
 Evaluation Run::evaluate(const ParamSet& p) const {
   if (!test) return {};
+  if (!p.on_host()) return evaluate(ParamSnapshot(p).params());  // a device store's
   return model.evaluate(p, *test, test_targets.data());
 }
 

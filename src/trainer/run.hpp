@@ -24,6 +24,7 @@
 #include "trainer/hot_window.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
+#include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
 
@@ -91,22 +92,24 @@ struct Run {
   // rows, coalesced into whole lines; empty = all): what a snapshot copies (a slot's
   // first snapshot copies everything). Computed when there is a test set. (A
   // replica merges its own worker's ranges.)
-  std::vector<Model::Ranges> trained_ranges;
-  // --merge-every: the worker's replica, made in the worker on its first epoch (so
-  // private to it).
-  std::optional<Replica> replica;
+  std::vector<Ranges> trained_ranges;
   // --hot-k (parallel modes): the hot features, the training rows with each hot
   // feature renumbered to its slot in the window past w's end (hot_coordinates.hpp),
-  // the window (mapped private in the parent before any fork), and the worker's
-  // HotWindow, made in the worker on its first epoch.
+  // and the window (mapped private in the parent before any fork).
   std::vector<std::uint32_t> hot;
   std::optional<Dataset> hot_train;
   float* hot_window = nullptr;
-  std::optional<HotWindow> hot_state;
-  ParamSet params;
+  std::unique_ptr<TensorStore> store;
+  ParamSet params;  // the live tensors, in store->space()
   unsigned workers = 1;
   std::size_t classes = 0;
-  unsigned restarts = 0;  // parent only
+  // The state of the worker process this is: made in the worker on its first
+  // epoch, so private to it; never made in the parent (except in serial mode,
+  // where the parent is the worker).
+  struct WorkerLocal {
+    std::optional<Replica> replica;  // --merge-every
+    std::optional<HotWindow> hot;    // --hot-k: this worker's view of the window
+  } local;
 
   Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te);
   static constexpr std::size_t kPage = 4096;
@@ -152,9 +155,11 @@ struct Run {
   // record, read while workers may run: a Hogwild-consistent picture (see
   // docs/RELIABILITY.md). Throws the divergence error instead of returning
   // non-finite weights, so a good checkpoint is never replaced by a bad one.
-  Checkpoint capture(double train_seconds) const;
-  // Before any worker starts: puts a checkpoint's tensors and records in place.
-  void restore(const Checkpoint& c, const std::string& path);
+  // `restarts`: the parent's count of respawned workers so far.
+  Checkpoint capture(double train_seconds, unsigned restarts) const;
+  // Before any worker starts: puts a checkpoint's tensors and records in place;
+  // returns the checkpoint's count of restarts.
+  unsigned restore(const Checkpoint& c, const std::string& path);
 
   // Worker `rank` finished epoch e: adds it to the epoch's count once, however
   // often a respawned worker gets here; true when it was the last to finish.
@@ -162,7 +167,14 @@ struct Run {
 
  private:
   void snapshot_if_last(unsigned rank, unsigned e);
-  std::vector<std::string> tensor_blocks() const;
+  // What a checkpoint holds: every tensor and state tensor, by block name.
+  struct SavedTensor {
+    std::string name;
+    float* data;
+    std::size_t size;
+    MemorySpace space;
+  };
+  std::vector<SavedTensor> saved_tensors() const;
 };
 
 }  // namespace hogwild::detail

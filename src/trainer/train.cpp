@@ -22,6 +22,7 @@
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
+#include "hogwild/param_snapshot.hpp"
 #include "process.hpp"
 #include "trainer/live_meter.hpp"
 #include "trainer/run.hpp"
@@ -82,9 +83,9 @@ void sleep_ms(int ms) {
 class Supervisor {
  public:
   Supervisor(detail::Run& run, const ProgressCallback& cb, const LiveCallback& on_live,
-             double resumed_seconds)
+             double resumed_seconds, unsigned restarts)
       : run_(run), live_(run, on_live), cfg_(run.cfg), on_progress_(cb),
-        resumed_seconds_(resumed_seconds) {
+        resumed_seconds_(resumed_seconds), restarts_(restarts) {
     run_.control->start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                  t0_.time_since_epoch()).count();
     evaluated_ = run_.min_epochs();
@@ -128,22 +129,22 @@ class Supervisor {
     for (;;) {
       for (const auto& exit : group.reap()) {
         if (exit.ok() || g_signal) continue;
-        if (run_.restarts >= cfg_.max_restarts) {
+        if (restarts_ >= cfg_.max_restarts) {
           run_.control->stop.store(1, std::memory_order_relaxed);
           group.kill_all(SIGKILL);
           group.wait_all();
           throw WorkerError(fmt::format(
               "worker {} (pid {}) {}{}", exit.rank, exit.pid, exit.describe(),
               cfg_.max_restarts ? fmt::format("; giving up after {} restart(s) (--max-restarts {})",
-                                              run_.restarts, cfg_.max_restarts)
+                                              restarts_, cfg_.max_restarts)
                                 : std::string()));
         }
-        ++run_.restarts;
+        ++restarts_;
         const auto& p = run_.progress[exit.rank];
         std::fprintf(stderr, "hogwild: worker %u (pid %d) %s; restarting it at epoch %u, row %llu "
                      "(restart %u of at most %u)\n", exit.rank, exit.pid, exit.describe().c_str(),
                      p.epochs_done.load() + 1, static_cast<unsigned long long>(p.position.load()),
-                     run_.restarts, cfg_.max_restarts);
+                     restarts_, cfg_.max_restarts);
         spawn(exit.rank);
         report(fraction(), false);  // a metrics line records the restart
       }
@@ -199,7 +200,7 @@ class Supervisor {
   void report(double epoch, bool end_of_epoch) {
     Progress p;
     p.epoch = epoch;
-    p.restarts = run_.restarts;
+    p.restarts = restarts_;
     p.train_loss = evaluated_ ? run_.train_loss(evaluated_ - 1) : std::nan("");
     detail::SnapshotSlot* slot = end_of_epoch ? run_.slot_for(evaluated_) : nullptr;
     const ParamSet* weights = &run_.params;
@@ -268,7 +269,7 @@ class Supervisor {
   }
 
   void write_checkpoint_now() {
-    write_checkpoint(run_.capture(resumed_seconds_ + seconds_since(t0_) - paused_), cfg_.checkpoint);
+    write_checkpoint(run_.capture(resumed_seconds_ + seconds_since(t0_) - paused_, restarts_), cfg_.checkpoint);
     last_checkpoint_ = Clock::now();
   }
 
@@ -285,7 +286,7 @@ class Supervisor {
                                run_.samples());
     TrainResult& r = result_;
     r.signal = g_signal;
-    r.restarts = run_.restarts;
+    r.restarts = restarts_;
     r.train_seconds = elapsed;
     r.samples = run_.samples();
     r.samples_per_second =
@@ -317,8 +318,13 @@ class Supervisor {
     }
     r.huge_pages = run_.arena.huge_pages();
     for (const auto& t : run_.params.tensors()) {
-      r.parameters[t.name].assign(t.data, t.data + t.size);
-      if (t.state) r.optimizer_state[t.name].assign(t.state, t.state + t.size);
+      const HostAccess& access = host_access(t.space);  // the workers are gone
+      auto copy = [&](std::vector<float>& dst, const float* src) {
+        dst.resize(t.size);
+        access.read(dst.data(), src, t.size);
+      };
+      copy(r.parameters[t.name], t.data);
+      if (t.state) copy(r.optimizer_state[t.name], t.state);
     }
     if (!cfg_.checkpoint.empty()) write_checkpoint_now();  // workers are gone: exact
     return r;
@@ -330,6 +336,7 @@ class Supervisor {
   const TrainConfig& cfg_;
   const ProgressCallback& on_progress_;
   const double resumed_seconds_;
+  unsigned restarts_;  // workers respawned (a resumed run's earlier ones included)
   const Clock::time_point t0_ = Clock::now();
   Clock::time_point last_checkpoint_ = Clock::now();
   double paused_ = 0;  // serial mode: evaluation time, not counted as training
@@ -355,8 +362,8 @@ void TrainConfig::validate() const {
   if (!(model_options.l2 >= 0) || !std::isfinite(model_options.l2))
     throw ConfigError(fmt::format("--l2 must be >= 0, got {}", model_options.l2));
   if (!(eval_every >= 0)) throw ConfigError("--eval-every must be >= 0");
-  if (model_options.hot_flush == 0) throw ConfigError("--hot-flush must be at least 1");
-  if (model_options.hot_k > 0 && optimizer != Optimizer::sgd)
+  if (hot_flush == 0) throw ConfigError("--hot-flush must be at least 1");
+  if (hot_k > 0 && optimizer != Optimizer::sgd)
     throw ConfigError("--hot-k works with --optimizer sgd only");
   if (merge_every > 0) {
     if (!detail::mode_def(mode).replicas()) {
@@ -367,7 +374,7 @@ void TrainConfig::validate() const {
     if (optimizer != Optimizer::sgd)
       throw ConfigError("--merge-every works with --optimizer sgd only (a replica carries no "
                         "optimiser state)");
-    if (model_options.hot_k > 0)
+    if (hot_k > 0)
       throw ConfigError("--merge-every and --hot-k exclude each other: a replica already keeps "
                         "every coordinate private between merges");
   }
@@ -412,11 +419,11 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
     check_resumable(*resume, cfg, train_set, cfg.resume);
   }
   detail::Run run(cfg, model, train_set, test);
-  if (resume) run.restore(*resume, cfg.resume);
+  const unsigned restarts = resume ? run.restore(*resume, cfg.resume) : 0;
   g_signal = 0;
   std::optional<SignalScope> signals;
   if (cfg.handle_signals) signals.emplace(&run.control->stop);
-  return Supervisor(run, on_progress, on_live, resume ? resume->train_seconds : 0).go();
+  return Supervisor(run, on_progress, on_live, resume ? resume->train_seconds : 0, restarts).go();
 }
 
 }  // namespace hogwild

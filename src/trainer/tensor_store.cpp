@@ -1,0 +1,69 @@
+#include "trainer/tensor_store.hpp"
+
+#include <algorithm>
+
+#include "hogwild/error.hpp"
+#include "hogwild/rng.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+
+// The CPU's store: a block per tensor (and per state tensor) in the shared arena.
+class SharedArenaStore final : public TensorStore {
+ public:
+  MemorySpace space() const override { return MemorySpace::host_shared; }
+  std::vector<BlockSpec> arena_blocks(const std::vector<TensorSpec>& specs, bool state,
+                                      std::size_t tail_bytes) const override {
+    std::vector<BlockSpec> blocks;
+    for (const auto& s : specs) {
+      blocks.push_back({param_block(s.name),
+                        s.size * sizeof(float) + (&s == &specs[0] ? tail_bytes : 0)});
+      if (state) blocks.push_back({state_block(s.name), s.size * sizeof(float)});
+    }
+    return blocks;
+  }
+  ParamSet open(const Arena& arena, const std::vector<TensorSpec>& specs, bool state) override {
+    std::vector<ParamSet::Tensor> t;
+    for (const auto& s : specs) {  // blocks start zeroed, as AdaGrad's accumulators must
+      ParamSet::Tensor x{s.name, arena.array<float>(param_block(s.name)).data(), s.size,
+                         state ? arena.array<float>(state_block(s.name)).data() : nullptr};
+      x.space = MemorySpace::host_shared;
+      t.push_back(std::move(x));
+    }
+    return ParamSet(std::move(t));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<TensorStore> make_tensor_store(MemorySpace space) {
+  if (space == MemorySpace::device)
+    throw ConfigError("this build has no device tensor store (configure with -Dcuda=enabled)");
+  return std::make_unique<SharedArenaStore>();
+}
+
+std::string param_block(const std::string& tensor) { return "param:" + tensor; }
+std::string state_block(const std::string& tensor) { return "state:" + tensor; }
+
+void initialise(const ParamSet& p, const std::vector<TensorSpec>& specs, std::uint64_t seed) {
+  Rng rng(seed ^ 0x5eedf00dULL);
+  std::vector<float> chunk;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const HostAccess& access = host_access(p[i].space);
+    const Init init = specs[i].init;
+    for (std::size_t begin = 0; begin < specs[i].size; begin += 1 << 16) {
+      chunk.resize(std::min<std::size_t>(specs[i].size - begin, 1 << 16));
+      for (float& x : chunk) {
+        switch (init.kind) {
+          case Init::zeros: x = 0; break;
+          case Init::normal: x = static_cast<float>(rng.normal() * init.scale); break;
+          case Init::uniform: x = static_cast<float>((2 * rng.uniform() - 1) * init.scale); break;
+        }
+      }
+      access.write(p.data(i) + begin, chunk.data(), chunk.size());
+    }
+  }
+}
+
+}  // namespace hogwild::detail
