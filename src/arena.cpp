@@ -87,6 +87,16 @@ void* huge_aligned_address(std::size_t size) {
   return reinterpret_cast<void*>(aligned);  // still reserved: MAP_FIXED replaces it
 }
 
+// A close-on-exec duplicate of fd, closed with the last copy of the pointer.
+std::shared_ptr<int> keep_fd(int fd) {
+  const int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (d < 0) throw ResourceError(fmt::format("cannot keep the arena's descriptor: {}", std::strerror(errno)));
+  return std::shared_ptr<int>(new int(d), [](int* p) {
+    ::close(*p);
+    delete p;
+  });
+}
+
 std::string mib(std::size_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
@@ -240,6 +250,7 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
       } unlink_guard{a.name_.c_str()};
       shm.truncate(static_cast<bip::offset_t>(size));
       const int fd = shm.get_mapping_handle().handle;
+      a.fd_ = keep_fd(fd);
       if (void* at = huge.ok ? huge_aligned_address(size) : nullptr) {
         // The pages must be allocated through the advised mapping: posix_fallocate
         // before it allocated 4 KiB pages that no advice merges later (smaps: none on
@@ -275,6 +286,7 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
       } remove_guard{path, fd};
       if (ftruncate(fd, static_cast<off_t>(size)) != 0)
         throw ResourceError(fmt::format("cannot size {}: {}", path, std::strerror(errno)));
+      a.fd_ = keep_fd(fd);
       reserve(fd, size, options.dir);
       bip::file_mapping file(path.c_str(), bip::read_write);
       region = std::make_shared<bip::mapped_region>(file, bip::read_write);
@@ -307,6 +319,32 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
     h->entry[i].bytes = blocks[i].bytes;
     offset = align_up(offset + blocks[i].bytes, kAlignment);
   }
+  return a;
+}
+
+Arena Arena::attach(int fd) {
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0)
+    throw Error(fmt::format("cannot attach the arena: descriptor {} is not open", fd));
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size < sizeof(Header) || st.st_uid != getuid())
+    throw Error(fmt::format("cannot attach the arena: descriptor {} holds no arena of this user", fd));
+  void* at = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (at == MAP_FAILED)
+    throw ResourceError(fmt::format("cannot map the arena ({}): {}", mib(size), std::strerror(errno)));
+  std::shared_ptr<void> region(at, [size](void* p) { ::munmap(p, size); });
+  const auto* h = static_cast<const Header*>(at);
+  if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0 || h->version != kVersion ||
+      h->size != size || h->blocks > kMaxBlocks)
+    throw Error(fmt::format("cannot attach the arena: descriptor {} holds no arena of version {}",
+                            fd, kVersion));
+  Arena a;
+  a.region_ = std::move(region);
+  a.fd_ = keep_fd(fd);
+  a.base_ = static_cast<std::byte*>(at);
+  a.size_ = size;
+  a.name_ = "(attached)";
+  a.huge_pages_ = pmd_mapped_kb(a.base_) > 0;
   return a;
 }
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -114,6 +115,68 @@ void ProcessGroup::wait_all() noexcept {
     c.done = true;
     --running_;
   }
+}
+
+namespace {
+constexpr std::size_t kMaxFds = 8;
+}  // namespace
+
+void send_message(int socket, const void* bytes, std::size_t size, const std::vector<int>& fds) {
+  HOGWILD_ENFORCE(fds.size() <= kMaxFds, "too many descriptors for one message");
+  const auto* p = static_cast<const char*>(bytes);
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  bool with_fds = !fds.empty();
+  while (size > 0) {
+    iovec iov{const_cast<char*>(p), size};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (with_fds) {  // the descriptors ride with the first byte
+      msg.msg_control = control;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    }
+    const ssize_t n = sendmsg(socket, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw ResourceError(fmt::format("cannot send to the worker socket: {}", std::strerror(errno)));
+    with_fds = false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+std::vector<int> recv_message(int socket, void* out, std::size_t size) {
+  std::vector<int> fds;
+  auto* p = static_cast<char*>(out);
+  while (size > 0) {
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+    iovec iov{p, size};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) throw ResourceError("the worker socket closed mid-message");
+    if (n < 0) throw ResourceError(fmt::format("cannot read the worker socket: {}", std::strerror(errno)));
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < k; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          fds.push_back(fd);
+        }
+      }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return fds;
 }
 
 int pin_to_cpu(unsigned rank) noexcept {

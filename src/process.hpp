@@ -56,6 +56,15 @@ class ProcessGroup {
 // worker exits kExitTerminated. Always 0 outside workers.
 const std::atomic<std::int32_t>& worker_terminated() noexcept;
 
+// One message on a Unix stream socket with file descriptors beside it
+// (SCM_RIGHTS): how a process that did not fork from the run's parent (a fork
+// server's worker) receives the arena's handle. send_message writes all of
+// `bytes`; recv_message reads exactly `size` bytes into `out` and returns the
+// descriptors that came with them (at most 8; the receiver owns them), or throws
+// ResourceError when the peer closed the socket or an error occurred.
+void send_message(int socket, const void* bytes, std::size_t size, const std::vector<int>& fds = {});
+std::vector<int> recv_message(int socket, void* out, std::size_t size);
+
 // Pins the calling process to one CPU: the (rank mod n)-th of the n CPUs it may run
 // on. Returns that CPU's number, or -1 (and changes nothing) if affinity cannot be set.
 int pin_to_cpu(unsigned rank) noexcept;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/robust_mutex.hpp"
 #include "hogwild/update_policy.hpp"
+#include "process.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -64,6 +66,62 @@ TEST_CASE("workers inherit the mapping across fork and write to the same floats"
     REQUIRE(WIFEXITED(status));
   }
   for (int k = 0; k < 4; ++k) CHECK(w[k * 16 + 15] == static_cast<float>(k + 1));
+}
+
+// What a fork server's worker does: a process forked before the arena existed gets
+// its handle over a socket and maps the same floats.
+TEST_CASE("an arena's handle, sent over a socket, maps the same memory in a process "
+          "forked before it existed") {
+  for (const bool file_backed : {false, true}) {
+    test::TempDir dir;
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {  // no doctest macros here: the exit status says what failed
+      ::close(sv[0]);
+      int code = 0;
+      try {
+        std::uint32_t n = 0;
+        const auto fds = detail::recv_message(sv[1], &n, sizeof n);
+        if (fds.size() != 1) _exit(10);
+        Arena a = Arena::attach(fds[0]);
+        ::close(fds[0]);  // the Arena keeps its own
+        auto w = a.array<float>("w");
+        if (w.size() != n || a.names() != std::vector<std::string>{"x", "w"}) _exit(11);
+        for (std::uint32_t i = 0; i < n; ++i)
+          if (detail::relaxed_load(&w[i]) != static_cast<float>(i)) code = 12;
+        detail::relaxed_store(&a.array<float>("x")[0], 42.f);
+      } catch (...) {
+        code = 13;
+      }
+      _exit(code);
+    }
+    ::close(sv[1]);
+    Arena a = Arena::create({{"x", 64}, {"w", 100 * sizeof(float)}},
+                            ArenaOptions{file_backed ? dir.path().string() : ""});
+    REQUIRE(a.handle() >= 0);
+    auto w = a.array<float>("w");
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
+    const std::uint32_t n = 100;
+    detail::send_message(sv[0], &n, sizeof n, {a.handle()});
+    ::close(sv[0]);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    INFO("file-backed " << file_backed);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(a.array<float>("x")[0] == 42.f);
+  }
+}
+
+TEST_CASE("attaching what is not an arena is a clear error") {
+  CHECK_THROWS_WITH_AS(Arena::attach(-1), doctest::Contains("not open"), Error);
+  const int fd = memfd_create("not-an-arena", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, 1 << 16) == 0);
+  CHECK_THROWS_WITH_AS(Arena::attach(fd), doctest::Contains("no arena"), Error);
+  ::close(fd);
 }
 
 TEST_CASE("a file-backed arena with --shm-dir leaves no file behind") {

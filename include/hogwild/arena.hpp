@@ -87,9 +87,19 @@ class Arena {
   // Bytes a segment holding these blocks needs (header included).
   static std::size_t required_bytes(const std::vector<BlockSpec>& blocks);
 
+  // The arena's handle: a file descriptor of its (nameless) segment, open as long
+  // as the Arena (close-on-exec). Passed to another process (SCM_RIGHTS, as a fork
+  // server's workers get it), attach() maps the same memory there.
+  int handle() const noexcept { return fd_ ? *fd_ : -1; }
+  // Maps the arena behind `fd` (a handle() received from its creator), block table
+  // and all; the Arena keeps its own duplicate of fd. Throws Error when fd holds no
+  // arena of this user and version.
+  static Arena attach(int fd);
+
  private:
   // The Boost mapped_region, type-erased so this header does not pull in Boost.
   std::shared_ptr<void> region_;
+  std::shared_ptr<int> fd_;  // closed with the last copy
   std::byte* base_ = nullptr;
   std::size_t size_ = 0;
   std::string name_;
