@@ -8,7 +8,8 @@
 // each also as the MLP runs it under hogwild, on live shared weights (kernels::Live:
 // W read in whole lanes, the SGD step added straight into W), plus the per-batch
 // copy of the shared weights that atomic mode still takes (kernels::copy_from_shared);
-// and, where the CPU has AMX, the bf16 products with their operands' packing.
+// and, where the CPU has a bf16 unit (AMX tiles or AVX512-BF16), the bf16 products
+// with their operands' packing.
 //   build/bench/bench_gemm [--batch 32] [--reps 15] [--blas /usr/lib/x86_64-linux-gnu/libopenblas.so.0]
 // prints GFLOP/s per kernel (medians of interleaved repetitions) and the ratio to naive.
 #include <dlfcn.h>
@@ -104,11 +105,13 @@ int main(int argc, char** argv) {
       kernels.emplace_back(std::string(kernels::to_string(isa)), [&, isa](const Product& p) {
         kernels::gemm(isa, p.m, p.n, p.k, p.a, p.b, C.data(), p.n, p.accumulate, p.live);
       });
-  // bf16 operands on the AMX tile unit (--matmul-precision bf16), packing included:
+  // bf16 operands on the best bf16 unit (--matmul-precision bf16), packing included:
   // the MLP packs both operands of every product every batch.
   kernels::bf16::Packed pa, pb;
+  const std::string unit =
+      kernels::bf16::available() ? std::string(kernels::bf16::to_string(kernels::bf16::best_unit())) : "";
   if (kernels::bf16::available())
-    kernels.emplace_back("bf16 AMX+pack", [&](const Product& p) {
+    kernels.emplace_back("bf16 " + unit + "+pack", [&](const Product& p) {
       kernels::bf16::pack_a(p.m, p.k, p.a.data, p.a.rs, p.a.cs, pa, p.live.a && p.a.cs == 1);
       kernels::bf16::pack_b(p.k, p.n, p.b.data, p.b.rs, p.b.cs, pb);
       kernels::bf16::gemm(p.m, p.n, p.k, pa.data(), pb.data(), C.data(), p.n,
@@ -125,7 +128,7 @@ int main(int argc, char** argv) {
       kernels::bf16::pack_a(p.m, p.k, p.a.data, p.a.rs, p.a.cs, packed.back().first);
       kernels::bf16::pack_b(p.k, p.n, p.b.data, p.b.rs, p.b.cs, packed.back().second);
     }
-    kernels.emplace_back("bf16 AMX only", [&](const Product& p) {
+    kernels.emplace_back("bf16 " + unit + " only", [&](const Product& p) {
       const auto& [a, b] = packed[static_cast<std::size_t>(&p - products.data())];
       kernels::bf16::gemm(p.m, p.n, p.k, a.data(), b.data(), C.data(), p.n,
                           p.accumulate ? kernels::bf16::Epilogue::add_live

@@ -1,7 +1,9 @@
 // The dense kernel (src/kernels/gemm.hpp) against the naive triple loop, for every
 // instruction set this CPU supports, on edge shapes (rows and columns that do not
 // fill a register tile, k beyond one packed block, k = 0), transposed operands and
-// accumulation, live (shared) operands; and the copy of a shared tensor.
+// accumulation, live (shared) operands; and the copy of a shared tensor. Then the
+// bf16 products on each unit the CPU has (AMX tiles, AVX512-BF16; suites amx and
+// avx512_bf16, skipped where it is absent) and their packing (suite bf16).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -83,9 +85,8 @@ TEST_CASE("copy_from_shared copies every float, including a tail shorter than a 
   }
 }
 
-// The bf16 products (src/kernels/gemm_bf16.hpp): against the naive loop on the
-// operands rounded to bf16, whose products are exact in float, so that only the
-// order of the float sums differs.
+// The bf16 products (src/kernels/gemm_bf16.hpp): their rounding, packing, and each
+// unit's products against sums of the rounded operands' products.
 namespace {
 
 std::vector<float> rounded(const std::vector<float>& v) {
@@ -109,11 +110,19 @@ TEST_CASE("bf16 rounding is to nearest, ties to even") {
   CHECK(std::abs(widen(round(0.1f)) - 0.1f) <= 0.1f / 256);
 }
 
-TEST_CASE("bf16 tile products match the naive loop on rounded operands" * doctest::test_suite("amx")) {
-  if (!kernels::bf16::available()) {
-    test::skip(kernels::bf16::unavailable_reason());
-    return;
-  }
+namespace {
+
+// Every epilogue of the unit's products, on edge shapes and transposed sources,
+// against a double-precision sum of the products of the bf16-rounded operands. Those
+// products are exact in float (8 x 8 significant bits), so the unit differs from the
+// reference only by its float additions: k of them into an accumulator (two per
+// vdpbf16ps step, whose intermediate rounding is the unit's own), then, for
+// add_live, one fused multiply-add into C. Each rounds by at most u = 2^-24 of what
+// it sums, so |error| <= 2 (k + 2) u (|alpha| sum_p |a_ip b_pj| + |c_ij|), the bound
+// of a recursive sum (Higham, Accuracy and Stability, 4.2) with room for two
+// roundings per step; the check uses that bound, element by element, and no looser.
+void check_products(kernels::bf16::Unit unit) {
+  namespace bf = kernels::bf16;
   Rng rng(11);
   struct Shape {
     std::size_t m, n, k;
@@ -121,13 +130,12 @@ TEST_CASE("bf16 tile products match the naive loop on rounded operands" * doctes
   int checked = 0;
   for (Shape s : {Shape{1, 1, 1}, Shape{16, 16, 32}, Shape{17, 15, 33}, Shape{32, 32, 64},
                   Shape{33, 47, 31}, Shape{256, 32, 784}, Shape{256, 784, 32}, Shape{10, 32, 128},
-                  Shape{5, 3, 0}})
+                  Shape{32, 128, 10}, Shape{9, 50, 3}, Shape{5, 3, 0}})
     for (bool ta : {false, true})
       for (bool tb : {false, true})
-        for (auto e : {kernels::bf16::Epilogue::store, kernels::bf16::Epilogue::store_transposed,
-                       kernels::bf16::Epilogue::add_live}) {
-          const bool add = e == kernels::bf16::Epilogue::add_live;
-          const bool tc = e == kernels::bf16::Epilogue::store_transposed;
+        for (auto e : {bf::Epilogue::store, bf::Epilogue::store_transposed, bf::Epilogue::add_live}) {
+          const bool add = e == bf::Epilogue::add_live;
+          const bool tc = e == bf::Epilogue::store_transposed;
           CAPTURE(s.m);
           CAPTURE(s.n);
           CAPTURE(s.k);
@@ -136,37 +144,80 @@ TEST_CASE("bf16 tile products match the naive loop on rounded operands" * doctes
           CAPTURE(static_cast<int>(e));
           const auto a = random(s.m * s.k, rng), b = random(s.k * s.n, rng);
           const auto ar = rounded(a), br = rounded(b);
-          // C is m x n, or n x m stored transposed; rows padded by 3 floats.
+          // C is m x n, or n x m stored transposed; rows padded by 3 floats, which
+          // must stay untouched.
           const std::size_t rows = tc ? s.n : s.m, ldc = (tc ? s.m : s.n) + 3;
           auto c = random(rows * ldc, rng);
-          auto expect = c;
-          const float alpha = add ? -0.25f : 1.f;
-          std::vector<float> prod(s.m * s.n, 0.f);
-          kernels::gemm_naive(s.m, s.n, s.k, view(ar, s.m, s.k, ta), view(br, s.k, s.n, tb),
-                              prod.data(), s.n, false);
+          std::vector<double> want(c.begin(), c.end()), bound(c.size(), 0.0);
+          const double alpha = add ? -0.25 : 1.0;
+          const double u = std::ldexp(1.0, -24);
           for (std::size_t i = 0; i < s.m; ++i)
             for (std::size_t j = 0; j < s.n; ++j) {
-              float& out = tc ? expect[j * ldc + i] : expect[i * ldc + j];
-              out = add ? out + alpha * prod[i * s.n + j] : prod[i * s.n + j];
+              double sum = 0, magnitude = 0;
+              for (std::size_t p = 0; p < s.k; ++p) {
+                const double t = double(ar[ta ? p * s.m + i : i * s.k + p]) *
+                                 double(br[tb ? j * s.k + p : p * s.n + j]);
+                sum += t;
+                magnitude += std::abs(t);
+              }
+              const std::size_t at = tc ? j * ldc + i : i * ldc + j;
+              const double old = add ? want[at] : 0.0;
+              want[at] = old + alpha * sum;
+              bound[at] = 2.0 * double(s.k + 2) * u * (std::abs(alpha) * magnitude + std::abs(old));
             }
-          kernels::bf16::Packed pa, pb;
+          bf::Packed pa, pb;
           const Matrix va = view(a, s.m, s.k, ta), vb = view(b, s.k, s.n, tb);
-          kernels::bf16::pack_a(s.m, s.k, va.data, va.rs, va.cs, pa);
-          kernels::bf16::pack_b(s.k, s.n, vb.data, vb.rs, vb.cs, pb);
-          kernels::bf16::gemm(s.m, s.n, s.k, pa.data(), pb.data(), c.data(), ldc, e, alpha);
-          double worst = 0;
-          for (std::size_t i = 0; i < rows * ldc; ++i) {
-            const double want = expect[i];
-            const double tol = 1e-5 * (1 + std::sqrt(static_cast<double>(s.k))) * (1 + std::abs(want));
-            worst = std::max(worst, std::abs(c[i] - want) / tol);
-          }
-          CHECK(worst <= 1.0);  // the stride's padding untouched too
+          bf::pack_a(s.m, s.k, va.data, va.rs, va.cs, pa);
+          bf::pack_b(s.k, s.n, vb.data, vb.rs, vb.cs, pb);
+          bf::gemm(unit, s.m, s.n, s.k, pa.data(), pb.data(), c.data(), ldc, e,
+                   static_cast<float>(alpha));
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < c.size(); ++i) bad += std::abs(c[i] - want[i]) > bound[i];
+          CHECK(bad == 0);
           ++checked;
         }
-  CHECK(checked == 9 * 12);
+  CHECK(checked == 11 * 12);
 }
 
-TEST_CASE("bf16 packing of a live source needs unit column stride; padding is zero" * doctest::test_suite("amx")) {
+}  // namespace
+
+TEST_CASE("bf16 products on the AMX tile unit match the sums of the rounded operands' products" * doctest::test_suite("amx")) {
+  if (!kernels::bf16::supported(kernels::bf16::Unit::amx)) {
+    test::skip("AMX: " + kernels::bf16::unavailable_reason());
+    return;
+  }
+  check_products(kernels::bf16::Unit::amx);
+}
+
+TEST_CASE("bf16 products on AVX512-BF16 match the sums of the rounded operands' products" * doctest::test_suite("avx512_bf16")) {
+  if (!kernels::bf16::supported(kernels::bf16::Unit::avx512)) {
+    test::skip("AVX512-BF16: " + kernels::bf16::unavailable_reason());
+    return;
+  }
+  check_products(kernels::bf16::Unit::avx512);
+}
+
+TEST_CASE("bf16 products run on the best supported unit, and refuse where none is" * doctest::test_suite("bf16")) {
+  namespace bf = kernels::bf16;
+  if (!bf::available()) {
+    CHECK(!bf::unavailable_reason().empty());
+    CHECK_THROWS_AS(bf::gemm(1, 1, 1, nullptr, nullptr, nullptr, 1), std::logic_error);
+    test::skip(bf::unavailable_reason());
+    return;
+  }
+  CHECK(bf::unavailable_reason().empty());
+  CHECK(bf::supported(bf::best_unit()));
+  if (bf::supported(bf::Unit::amx)) CHECK(bf::best_unit() == bf::Unit::amx);
+  MESSAGE("bf16 products on " << bf::to_string(bf::best_unit()));
+  for (bf::Unit unit : {bf::Unit::amx, bf::Unit::avx512})
+    if (!bf::supported(unit)) {
+      float c = 0;
+      const std::uint16_t one = bf::round(1.f);
+      CHECK_THROWS_AS(bf::gemm(unit, 1, 1, 1, &one, &one, &c, 1), std::logic_error);
+    }
+}
+
+TEST_CASE("bf16 packing of a live source needs unit column stride; padding is zero" * doctest::test_suite("bf16")) {
   if (!kernels::bf16::available()) {
     test::skip(kernels::bf16::unavailable_reason());
     return;
@@ -188,7 +239,7 @@ TEST_CASE("bf16 packing of a live source needs unit column stride; padding is ze
   CHECK_THROWS_AS(kernels::bf16::pack_b(5, 3, w.data(), 1, 5, p, true), std::invalid_argument);
 }
 
-TEST_CASE("bf16 packs of byte rows equal the packs of the rows widened to floats" * doctest::test_suite("amx")) {
+TEST_CASE("bf16 packs of byte rows equal the packs of the rows widened to floats" * doctest::test_suite("bf16")) {
   if (!kernels::bf16::available()) {
     test::skip(kernels::bf16::unavailable_reason());
     return;

@@ -2,7 +2,7 @@
 // batch 1 and mini-batches, L2), every mode's single-process step alike, batched
 // evaluation equal to per-row prediction, two Hogwild! workers converging like
 // serial SGD, and the CLI's --hidden checks; the same for --matmul-precision bf16
-// where the CPU has AMX.
+// where the CPU has a bf16 unit (AMX tiles or AVX512-BF16).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -237,9 +237,10 @@ TEST_CASE("mlp: hogwild_train rejects bad --hidden values with exit status 2") {
   CHECK_MESSAGE(ok.exit_code == 0, ok.out);
 }
 
-// --matmul-precision bf16: the products on bf16 operands (kernels/gemm_bf16.hpp).
-// Skipped where the CPU or the kernel has no AMX tile unit.
-TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike in every mode" * doctest::test_suite("amx")) {
+// --matmul-precision bf16: the products on bf16 operands (kernels/gemm_bf16.hpp),
+// on the best unit here. Skipped where the CPU has neither the AMX tile unit (or the
+// kernel does not grant it) nor AVX512-BF16.
+TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike in every mode" * doctest::test_suite("bf16")) {
   if (!kernels::bf16::available()) {
     test::skip(kernels::bf16::unavailable_reason());
     return;
@@ -283,7 +284,7 @@ TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike 
   CHECK(rounded > 100);  // the products did run on rounded operands
 }
 
-TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats" * doctest::test_suite("amx")) {
+TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats" * doctest::test_suite("bf16")) {
   if (!kernels::bf16::available()) {
     test::skip(kernels::bf16::unavailable_reason());
     return;
@@ -318,7 +319,7 @@ TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats" * do
   CHECK(moved > 500);
 }
 
-TEST_CASE("mlp bf16: serial and two Hogwild! workers train like fp32" * doctest::test_suite("amx")) {
+TEST_CASE("mlp bf16: serial and two Hogwild! workers train like fp32" * doctest::test_suite("bf16")) {
   if (!kernels::bf16::available()) {
     test::skip(kernels::bf16::unavailable_reason());
     return;
@@ -344,7 +345,7 @@ TEST_CASE("mlp bf16: serial and two Hogwild! workers train like fp32" * doctest:
   CHECK(hogwild.test.accuracy > fp.test.accuracy - 0.03);
 }
 
-TEST_CASE("hogwild_train --matmul-precision: bad values, other models and no AMX exit 2") {
+TEST_CASE("hogwild_train --matmul-precision: bad values, other models and no bf16 unit exit 2") {
   test::TempDir dir;
   auto [tr, te] = test::generated_problem(200, 50, 30, 5, 0.0, 3);
   write_libsvm(tr, dir.file("train.svm"));
@@ -361,10 +362,11 @@ TEST_CASE("hogwild_train --matmul-precision: bad values, other models and no AMX
   expect({test::hogwild_train_path(), "--train", train_path, "--model", "logistic",
           "--matmul-precision", "bf16"},
          "--matmul-precision bf16 applies to --model mlp only");
-  expect({"/usr/bin/env", "HOGWILD_DISABLE_AMX=1", test::hogwild_train_path(), "--train",
-          train_path, "--model", "mlp", "--matmul-precision", "bf16"},
+  expect({"/usr/bin/env", "HOGWILD_DISABLE_AMX=1", "HOGWILD_DISABLE_AVX512BF16=1",
+          test::hogwild_train_path(), "--train", train_path, "--model", "mlp",
+          "--matmul-precision", "bf16"},
          "--matmul-precision bf16 cannot run here: the AMX tile unit is disabled by "
-         "HOGWILD_DISABLE_AMX; use fp32");
+         "HOGWILD_DISABLE_AMX; AVX512-BF16 is disabled by HOGWILD_DISABLE_AVX512BF16; use fp32");
   if (kernels::bf16::available()) {
     const auto ok = test::run({test::hogwild_train_path(), "--train", train_path, "--model",
                                "mlp", "--hidden", "8", "--epochs", "1", "--matmul-precision",
@@ -373,5 +375,12 @@ TEST_CASE("hogwild_train --matmul-precision: bad values, other models and no AMX
     std::ifstream in(dir.file("s.json"));
     const std::string summary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CHECK(summary.find("\"matmul_precision\": \"bf16\"") != std::string::npos);
+  }
+  // Without the tile unit, AVX512-BF16 runs the products where the CPU has it.
+  if (kernels::bf16::supported(kernels::bf16::Unit::avx512)) {
+    const auto ok = test::run({"/usr/bin/env", "HOGWILD_DISABLE_AMX=1", test::hogwild_train_path(),
+                               "--train", train_path, "--model", "mlp", "--hidden", "8",
+                               "--epochs", "1", "--matmul-precision", "bf16", "-q"});
+    CHECK_MESSAGE(ok.exit_code == 0, ok.out);
   }
 }
