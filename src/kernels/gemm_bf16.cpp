@@ -390,6 +390,44 @@ namespace {
 constexpr int kMr = 8;  // rows of the register tile
 constexpr int kNv = 2;  // vectors of 16 columns per row: 16 accumulators of 32 zmm
 
+// C rows [i, i + 8) x columns [j, j + 16) from eight rows of C in registers, stored
+// into C^T (rows j..., clipped to n, of 8 floats at column i): the 8 x 16 block
+// transposed in registers, as two 8 x 8 transposes side by side (vunpck and vshufps
+// inside 128-bit lanes, then vshuff32x4 across them), one 8-float store per row of
+// C^T instead of a 16-lane scatter per row of C.
+[[gnu::always_inline]] inline void put_transposed8(const __m512 (&r)[8], float* c, std::size_t ldc,
+                                                   std::size_t i, std::size_t j, std::size_t n) {
+  // The maskz forms throughout: GCC 12's unmasked ones start from a self-initialised
+  // _mm512_undefined, which -Wmaybe-uninitialized reports (GCC PR 105593).
+  const __mmask16 all = 0xffff;
+  __m512 u[8];
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
+    const __m512* q = r + 4 * h;
+    // In each 128-bit lane L: t0 = (q0, q1) at 4L, 4L + 1; t1 at 4L + 2, 4L + 3.
+    const __m512 t0 = _mm512_maskz_unpacklo_ps(all, q[0], q[1]);
+    const __m512 t1 = _mm512_maskz_unpackhi_ps(all, q[0], q[1]);
+    const __m512 t2 = _mm512_maskz_unpacklo_ps(all, q[2], q[3]);
+    const __m512 t3 = _mm512_maskz_unpackhi_ps(all, q[2], q[3]);
+    // u[4h + x], lane L: column 4L + x of these four rows.
+    u[4 * h + 0] = _mm512_maskz_shuffle_ps(all, t0, t2, 0x44);
+    u[4 * h + 1] = _mm512_maskz_shuffle_ps(all, t0, t2, 0xee);
+    u[4 * h + 2] = _mm512_maskz_shuffle_ps(all, t1, t3, 0x44);
+    u[4 * h + 3] = _mm512_maskz_shuffle_ps(all, t1, t3, 0xee);
+  }
+  for (std::size_t x = 0; x < 4; ++x) {
+    // Lanes (0, 1) and (2, 3) of rows 0-3 and 4-7, ordered as columns x | 4 + x and
+    // 8 + x | 12 + x, 8 rows each.
+    __m512 v[2] = {_mm512_maskz_shuffle_f32x4(all, u[x], u[4 + x], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm512_maskz_shuffle_f32x4(all, u[x], u[4 + x], _MM_SHUFFLE(3, 2, 3, 2))};
+    for (std::size_t h = 0; h < 2; ++h) {
+      v[h] = _mm512_maskz_shuffle_f32x4(all, v[h], v[h], _MM_SHUFFLE(3, 1, 2, 0));
+      const std::size_t col = j + 8 * h + x;  // row of C^T
+      if (col < n) _mm512_mask_storeu_ps(c + col * ldc + i, 0x00ff, v[h]);
+      if (col + 4 < n) _mm512_mask_storeu_ps(c + (col + 4) * ldc + i - 8, 0xff00, v[h]);
+    }
+  }
+}
+
 // C rows [i, i + M) x columns [j, j + 16 NV) (clipped to n columns) from the
 // packed A's rows and B's pair layout, over `pairs` pairs of K.
 template <int M, int NV, Epilogue E>
@@ -413,9 +451,17 @@ template <int M, int NV, Epilogue E>
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
   }
-  for (int r = 0; r < M; ++r)
-    for (int v = 0; v < NV; ++v)
-      put<E>(acc[r][v], c, ldc, i + r, j + 16 * v, first(n - j - 16 * v), alpha);
+  if constexpr (E == Epilogue::store_transposed && M == 8) {
+    for (int v = 0; v < NV; ++v) {
+      const __m512 rows[8] = {acc[0][v], acc[1][v], acc[2][v], acc[3][v],
+                              acc[4][v], acc[5][v], acc[6][v], acc[7][v]};
+      put_transposed8(rows, c, ldc, i, j + 16 * v, n);
+    }
+  } else {
+    for (int r = 0; r < M; ++r)
+      for (int v = 0; v < NV; ++v)
+        put<E>(acc[r][v], c, ldc, i + r, j + 16 * v, first(n - j - 16 * v), alpha);
+  }
 }
 
 // The last m - i < kMr rows: one instantiation per height.
