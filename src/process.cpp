@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -25,6 +26,33 @@ namespace hogwild::detail {
 namespace {
 
 std::atomic<std::int32_t> g_terminated{0};  // this worker got SIGTERM (lock-free: signal-safe)
+std::int32_t g_launcher = 0;                 // in a worker: the process that forked it
+
+constexpr std::size_t kMaxFds = 8;  // descriptors in one message
+
+// One recvmsg into [buf, buf + size): the bytes received (0 at the peer's end, -1
+// on error, errno set), the descriptors that came with them appended to `fds`;
+// `truncated` (if given) says the message did not fit (SOCK_SEQPACKET).
+ssize_t recv_once(int socket, void* buf, std::size_t size, std::vector<int>& fds,
+                  bool* truncated = nullptr) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  iovec iov{buf, size};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+  for (cmsghdr* c = n >= 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+      for (std::size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        fds.push_back(fd);
+      }
+  if (truncated) *truncated = n >= 0 && (msg.msg_flags & MSG_TRUNC);
+  return n;
+}
 
 extern "C" void on_worker_term(int) { g_terminated.store(1, std::memory_order_relaxed); }
 
@@ -41,6 +69,56 @@ std::string WorkerExit::describe() const {
   return fmt::format("ended with wait status {}", status);
 }
 
+namespace {
+
+// A freshly forked worker: dies with `parent` (false when that is already gone),
+// ignores SIGINT (the parent handles a ^C, which reaches every process of the
+// terminal's group, and decides), and turns SIGTERM (systemd, timeout: the whole
+// process group) into worker_terminated(): the worker ends its batch, publishes its
+// place and exits kExitTerminated. Other signals take their defaults.
+bool become_worker(pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) return false;
+  g_launcher = parent;
+  for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
+  signal(SIGINT, SIG_IGN);
+  g_terminated.store(0, std::memory_order_relaxed);
+  struct sigaction term {};
+  term.sa_handler = on_worker_term;
+  sigemptyset(&term.sa_mask);
+  sigaction(SIGTERM, &term, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  return true;
+}
+
+// Runs a worker's body and ends the process with its status (1 for an exception,
+// printed); never returns into the forking process's stack.
+[[noreturn]] void run_worker(unsigned rank, const std::function<int()>& body) {
+  int code = kExitFailure;
+  try {
+    code = body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hogwild: worker %u: %s\n", rank, e.what());
+    code = kExitFailure;
+  } catch (...) {
+    std::fprintf(stderr, "hogwild: worker %u: unknown exception\n", rank);
+  }
+  std::fflush(nullptr);
+  _exit(code);
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(ForkServer* server) : server_(server) {
+  if (!server_) return;
+  server_lock_ = std::unique_lock(server_->user(), std::try_to_lock);
+  if (!server_lock_.owns_lock())
+    throw ConfigError("the fork server is serving another run of this process; start one run "
+                      "through it at a time");
+}
+
 ProcessGroup::~ProcessGroup() {
   kill_all(SIGKILL);
   wait_all();
@@ -52,51 +130,41 @@ pid_t ProcessGroup::spawn(unsigned rank, const std::function<int()>& body) {
   pid_t pid = fork();
   if (pid < 0) throw ResourceError(fmt::format("cannot fork worker {}: {}", rank, std::strerror(errno)));
   if (pid == 0) {
-    // The child: die with the parent, and never return into the parent's stack.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(kExitWorkerFailed);
-    sigset_t none;
-    sigemptyset(&none);
-    for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
-    // The parent handles SIGINT for the whole group: a ^C at the terminal reaches
-    // every process, and workers must not die before the parent decides. SIGTERM
-    // (systemd, timeout: the whole process group) ends the worker's batch, and the
-    // worker publishes its place and exits kExitTerminated.
-    signal(SIGINT, SIG_IGN);
-    g_terminated.store(0, std::memory_order_relaxed);
-    struct sigaction term {};
-    term.sa_handler = on_worker_term;
-    sigemptyset(&term.sa_mask);
-    sigaction(SIGTERM, &term, nullptr);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    int code = kExitFailure;
-    try {
-      code = body();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "hogwild: worker %u: %s\n", rank, e.what());
-      code = kExitFailure;
-    } catch (...) {
-      std::fprintf(stderr, "hogwild: worker %u: unknown exception\n", rank);
-    }
-    std::fflush(nullptr);
-    _exit(code);
+    if (!become_worker(parent)) _exit(kExitWorkerFailed);
+    run_worker(rank, body);
   }
   children_.push_back({rank, pid, false});
   ++running_;
   return pid;
 }
 
+pid_t ProcessGroup::start(unsigned rank, std::string_view description, const std::vector<int>& fds) {
+  HOGWILD_ENFORCE(server_ != nullptr, "ProcessGroup::start needs the fork server");
+  const pid_t pid = server_->start_worker(rank, description, fds);
+  children_.push_back({rank, pid, false});
+  ++running_;
+  return pid;
+}
+
+void ProcessGroup::done(pid_t pid, int status, std::vector<WorkerExit>* out) {
+  for (auto& c : children_)
+    if (!c.done && c.pid == pid) {
+      c.done = true;
+      --running_;
+      if (out) out->push_back({c.rank, c.pid, status});
+    }
+}
+
 std::vector<WorkerExit> ProcessGroup::reap() {
   std::vector<WorkerExit> out;
+  if (server_) {
+    for (const auto& r : server_->exits(0)) done(r.pid, r.status, &out);
+    return out;
+  }
   for (auto& c : children_) {
     if (c.done) continue;
     int status = 0;
-    pid_t r = waitpid(c.pid, &status, WNOHANG);
-    if (r == c.pid) {
-      c.done = true;
-      --running_;
-      out.push_back({c.rank, c.pid, status});
-    }
+    if (waitpid(c.pid, &status, WNOHANG) == c.pid) done(c.pid, status, &out);
   }
   return out;
 }
@@ -107,19 +175,193 @@ void ProcessGroup::kill_all(int sig) noexcept {
 }
 
 void ProcessGroup::wait_all() noexcept {
+  if (server_) {
+    try {
+      while (running_ > 0)
+        for (const auto& r : server_->exits(-1)) done(r.pid, r.status, nullptr);
+    } catch (const std::exception&) {  // the server is gone, and its workers with it
+      for (auto& c : children_) c.done = true;
+      running_ = 0;
+    }
+    return;
+  }
   for (auto& c : children_) {
     if (c.done) continue;
     int status;
     while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
     }
-    c.done = true;
-    --running_;
+    done(c.pid, status, nullptr);
   }
 }
 
+// The fork server's protocol, one SOCK_SEQPACKET message each way: a request (this
+// header, the description's bytes, the descriptors beside them), and reports.
 namespace {
-constexpr std::size_t kMaxFds = 8;
+
+struct RequestHeader {
+  std::uint32_t rank;
+  std::uint32_t bytes;
+};
+struct ReportWire {
+  std::int32_t exited;
+  std::uint32_t rank;
+  std::int32_t pid;
+  std::int32_t status;
+};
+constexpr std::size_t kMaxDescription = 60 * 1024;  // one message; a config is ~1 KiB
+ForkServer* g_server = nullptr;
+
+extern "C" void on_child(int) {}  // only to interrupt ppoll
+
+void send_report(int socket, const ReportWire& r) {
+  while (send(socket, &r, sizeof r, MSG_NOSIGNAL) < 0)
+    if (errno != EINTR) _exit(0);  // the program is gone
+}
+
+// The server's loop: reports ended workers, forks requested ones, and ends (its
+// workers with it) when the program closes its end of the socket.
+[[noreturn]] void serve(int socket, WorkerEntry entry, pid_t program) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != program) _exit(0);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  // Asleep until a request or a worker's end: SIGCHLD stays blocked but while ppoll
+  // waits, so an end that comes between the reaping and the wait still wakes it.
+  struct sigaction chld {};
+  chld.sa_handler = on_child;
+  sigemptyset(&chld.sa_mask);
+  sigaction(SIGCHLD, &chld, nullptr);
+  sigset_t only_chld, waiting;
+  sigemptyset(&only_chld);
+  sigaddset(&only_chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &only_chld, &waiting);
+  sigdelset(&waiting, SIGCHLD);
+  std::vector<std::pair<pid_t, unsigned>> workers;  // running: pid, rank
+  std::vector<char> buf(sizeof(RequestHeader) + kMaxDescription);
+  for (;;) {
+    int status = 0;
+    for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+      auto it = std::find_if(workers.begin(), workers.end(), [&](auto& w) { return w.first == pid; });
+      if (it == workers.end()) continue;
+      send_report(socket, {1, it->second, pid, status});
+      workers.erase(it);
+    }
+    pollfd pfd{socket, POLLIN, 0};
+    if (ppoll(&pfd, 1, nullptr, &waiting) <= 0) continue;  // EINTR: a worker ended
+    std::vector<int> fds;
+    bool truncated = false;
+    const ssize_t n = recv_once(socket, buf.data(), buf.size(), fds, &truncated);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {  // the program closed the socket (or it broke): end, workers first
+      for (auto& w : workers) kill(w.first, SIGKILL);
+      for (auto& w : workers) waitpid(w.first, &status, 0);
+      _exit(0);
+    }
+    RequestHeader h{};
+    const bool whole = static_cast<std::size_t>(n) >= sizeof h && !truncated;
+    if (whole) std::memcpy(&h, buf.data(), sizeof h);
+    if (!whole || sizeof h + h.bytes != static_cast<std::size_t>(n)) {
+      for (int fd : fds) close(fd);
+      send_report(socket, {0, h.rank, -EPROTO, 0});
+      continue;
+    }
+    const pid_t server = getpid();
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(socket);
+      if (!become_worker(server)) _exit(kExitWorkerFailed);
+      const std::string_view description(buf.data() + sizeof h, h.bytes);
+      run_worker(h.rank, [&] { return entry(h.rank, description, fds); });
+    }
+    for (int fd : fds) close(fd);
+    if (pid > 0) workers.emplace_back(pid, h.rank);
+    send_report(socket, {0, h.rank, pid > 0 ? pid : -errno, 0});
+  }
+}
+
 }  // namespace
+
+void ForkServer::start(WorkerEntry entry) {
+  if (g_server) return;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    throw ResourceError(fmt::format("cannot make the fork server's socket: {}", std::strerror(errno)));
+  const pid_t program = getpid();
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    throw ResourceError(fmt::format("cannot fork the fork server: {}", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    serve(sv[1], entry, program);
+  }
+  close(sv[1]);
+  g_server = new ForkServer(pid, sv[0]);  // for the life of the program
+}
+
+ForkServer* ForkServer::get() noexcept { return g_server; }
+
+pid_t ForkServer::start_worker(unsigned rank, std::string_view description, const std::vector<int>& fds) {
+  if (description.size() > kMaxDescription)
+    throw ConfigError(fmt::format("a worker's description has {} bytes, more than the fork "
+                                  "server's {}", description.size(), kMaxDescription));
+  HOGWILD_ENFORCE(fds.size() <= kMaxFds, "too many descriptors for the fork server");
+  std::string bytes(sizeof(RequestHeader), '\0');
+  const RequestHeader h{rank, static_cast<std::uint32_t>(description.size())};
+  std::memcpy(bytes.data(), &h, sizeof h);
+  bytes.append(description);
+  send_message(socket_, bytes.data(), bytes.size(), fds);  // one message on SOCK_SEQPACKET
+  for (;;) {
+    for (auto it = queue_.begin(); it != queue_.end(); ++it)
+      if (!it->exited) {
+        const Report r = *it;
+        queue_.erase(it);
+        if (r.pid < 0)
+          throw ResourceError(fmt::format("the fork server (pid {}) cannot start worker {}: {}",
+                                          pid_, rank, std::strerror(-r.pid)));
+        return r.pid;
+      }
+    receive(-1);
+  }
+}
+
+bool ForkServer::receive(int timeout_ms) {
+  pollfd pfd{socket_, POLLIN, 0};
+  int ready;
+  while ((ready = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR) {
+  }
+  if (ready == 0) return false;
+  ReportWire w{};
+  ssize_t n;
+  while ((n = recv(socket_, &w, sizeof w, 0)) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(sizeof w))
+    throw WorkerError(fmt::format("the fork server (pid {}) is gone{}", pid_,
+                                  n < 0 ? std::string(": ") + std::strerror(errno) : ""));
+  queue_.push_back({w.rank, w.pid, w.status, w.exited != 0});
+  return true;
+}
+
+std::vector<ForkServer::Report> ForkServer::exits(int timeout_ms) {
+  std::vector<Report> out;
+  auto take = [&] {
+    for (auto it = queue_.begin(); it != queue_.end();)
+      if (it->exited) {
+        out.push_back(*it);
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+  };
+  take();
+  if (out.empty() && receive(timeout_ms)) take();
+  while (receive(0)) take();
+  return out;
+}
 
 void send_message(int socket, const void* bytes, std::size_t size, const std::vector<int>& fds) {
   HOGWILD_ENFORCE(fds.size() <= kMaxFds, "too many descriptors for one message");
@@ -153,26 +395,10 @@ std::vector<int> recv_message(int socket, void* out, std::size_t size) {
   std::vector<int> fds;
   auto* p = static_cast<char*>(out);
   while (size > 0) {
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
-    iovec iov{p, size};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    const ssize_t n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+    const ssize_t n = recv_once(socket, p, size, fds);
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) throw ResourceError("the worker socket closed mid-message");
     if (n < 0) throw ResourceError(fmt::format("cannot read the worker socket: {}", std::strerror(errno)));
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-        const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < k; ++i) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-          fds.push_back(fd);
-        }
-      }
     p += n;
     size -= static_cast<std::size_t>(n);
   }
@@ -196,6 +422,7 @@ int pin_to_cpu(unsigned rank) noexcept {
   return -1;
 }
 bool orphaned(std::int32_t parent) noexcept { return parent != 0 && getppid() != parent; }
+std::int32_t launcher() noexcept { return g_launcher; }
 
 static std::uint64_t read_kib_field(const char* path, const char* field) {
   std::ifstream f(path);

@@ -1,14 +1,20 @@
-// Worker start-up behind one small interface. CPU runs fork the parent directly;
-// the interface leaves room for a fork server (for runs whose parent initialised
-// CUDA or a communicator, which do not survive fork).
+// Worker start-up behind one small interface: a ProcessGroup starts a worker by
+// plain fork of the parent (a closure over its memory: the CPU runs' default), or
+// through the fork server, a process forked first thing in main, before any thread,
+// that forks a worker from a description in bytes and descriptors (what a parent
+// that started TBB, CUDA, NCCL or Gloo, none of which survive fork, must use).
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hogwild::detail {
@@ -21,9 +27,51 @@ struct WorkerExit {
   std::string describe() const;  // "exited with status 3" / "was killed by signal 9 (Killed)"
 };
 
+// What the fork server runs in each worker it forks: the worker's rank, the bytes
+// and descriptors of its description (the worker owns the descriptors); returns the
+// worker's exit status.
+using WorkerEntry = int (*)(unsigned rank, std::string_view description, std::span<const int> fds);
+
+// The fork server: a single-threaded process forked by start() and kept for the
+// life of the program. It forks each worker it is asked for, runs `entry` there, and
+// reports the worker's pid and, later, its wait status. Its workers die with it, and
+// it dies with the program (PR_SET_PDEATHSIG, and the end of its socket); it ignores
+// SIGINT and SIGTERM so that it outlives a process-group signal long enough to report
+// how its workers ended. One ProcessGroup at a time uses it.
+class ForkServer {
+ public:
+  // Forks the server (once; later calls do nothing). Call it before any thread
+  // starts: the server is a copy of the process as it is then.
+  static void start(WorkerEntry entry);
+  // The server, or null when start() was not called.
+  static ForkServer* get() noexcept;
+  pid_t pid() const noexcept { return pid_; }
+
+  struct Report {
+    unsigned rank;
+    pid_t pid;     // the worker's, or -errno when the server could not fork it
+    int status;    // wait status (for an exit report)
+    bool exited;   // false: the reply to a start request
+  };
+  // Asks for a worker; returns its pid. Exit reports that come first are queued.
+  pid_t start_worker(unsigned rank, std::string_view description, const std::vector<int>& fds);
+  // Exit reports received so far (waiting up to `timeout_ms` for the first; -1: for ever).
+  std::vector<Report> exits(int timeout_ms);
+  std::mutex& user() noexcept { return user_; }
+
+ private:
+  ForkServer(pid_t pid, int socket) : pid_(pid), socket_(socket) {}
+  bool receive(int timeout_ms);  // one report into queue_; false on timeout
+  pid_t pid_;
+  int socket_;
+  std::deque<Report> queue_;
+  std::mutex user_;  // held by the ProcessGroup using the server
+};
+
 class ProcessGroup {
  public:
-  ProcessGroup() = default;
+  // Workers by plain fork (spawn), or through `server` (start) when not null.
+  explicit ProcessGroup(ForkServer* server = nullptr);
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
   // Kills (SIGKILL) and reaps every worker still running.
@@ -34,6 +82,9 @@ class ProcessGroup {
   // with the parent (PR_SET_PDEATHSIG), ignores SIGINT (the parent decides) and
   // turns SIGTERM into worker_terminated(); other signals take their defaults.
   pid_t spawn(unsigned rank, const std::function<int()>& body);
+  // Starts a worker through the fork server from its description.
+  pid_t start(unsigned rank, std::string_view description, const std::vector<int>& fds);
+  bool through_server() const noexcept { return server_ != nullptr; }
 
   // Reaps workers that have ended, without blocking.
   std::vector<WorkerExit> reap();
@@ -48,8 +99,11 @@ class ProcessGroup {
     pid_t pid;
     bool done;
   };
+  void done(pid_t pid, int status, std::vector<WorkerExit>* out);
   std::vector<Child> children_;
   std::size_t running_ = 0;
+  ForkServer* server_ = nullptr;
+  std::unique_lock<std::mutex> server_lock_;
 };
 
 // Set in a worker by SIGTERM: its loop ends the batch, publishes its place and the
@@ -72,6 +126,9 @@ int pin_to_cpu(unsigned rank) noexcept;
 // True when `parent` is non-zero and no longer this process's parent: a worker
 // whose parent died stops within 64 mini-batches even if PR_SET_PDEATHSIG missed.
 bool orphaned(std::int32_t parent) noexcept;
+// In a worker, the process that forked it (the run's parent, or the fork server);
+// 0 in any other process.
+std::int32_t launcher() noexcept;
 // Throws ResourceError when `shared_bytes` (the arena's pages) plus `private_bytes`
 // (the parent's evaluation copy) plus `workers` times `replica_bytes` (each
 // worker's replica, --merge-every) do not fit in the memory available (MemAvailable

@@ -38,7 +38,8 @@ TEST_CASE("--help documents every option and --version prints the version") {
                           "--batch", "--seed", "--metrics", "--summary", "--lr-decay", "--l2",
                           "--eval-every", "--shm-dir", "--cleanup", "--version", "--pin",
                           "--huge-pages", "--merge-every", "--hot-k", "--hot-flush", "--max-restarts",
-                          "--checkpoint", "--checkpoint-every", "--resume", "--partition"})
+                          "--checkpoint", "--checkpoint-every", "--resume", "--partition",
+                          "--worker-start"})
     CHECK_MESSAGE(r.out.find(opt) != std::string::npos, opt);
   auto v = run({test::hogwild_train_path(), "--version"});
   CHECK(v.exit_code == 0);
@@ -74,6 +75,8 @@ TEST_CASE("bad options exit 2 with a clear message") {
             "--partition must be shuffled or contiguous, got \"random\""},
            {{"--train", train, "--storage", "packed"},
             "--storage expects auto, sparse or dense, got \"packed\""},
+           {{"--train", train, "--worker-start", "spawn"},
+            "--worker-start must be fork or fork-server, not 'spawn'"},
        }) {
     std::vector<std::string> argv{test::hogwild_train_path()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
@@ -92,6 +95,24 @@ TEST_CASE("a malformed data file exits 2 naming file:line and what was expected"
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("bad.svm:3:") != std::string::npos);
   CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("--worker-start fork-server: the fork server's workers train as forked ones, and it leaves with the run") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 4000);
+  const auto before = test::our_shm_entries();
+  std::string line[2];
+  for (int served = 0; served < 2; ++served) {
+    auto r = run({test::hogwild_train_path(), "--train", train, "--test", test_file, "--workers",
+                  "1", "--epochs", "3", "--worker-start", served ? "fork-server" : "fork"});
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    const auto at = r.out.find("test accuracy");
+    REQUIRE(at != std::string::npos);
+    line[served] = r.out.substr(at, r.out.find(", peak memory", at) - at);
+  }
+  CHECK(line[1] == line[0]);  // one worker: the same accuracy and loss to the last digit
+  CHECK(test::our_shm_entries() == before);
 }
 
 TEST_CASE("a normal run prints progress, writes metrics and summary, leaves nothing behind") {

@@ -148,6 +148,9 @@ TEST_CASE("invalid configurations are refused with the option's name") {
   c = {};
   c.workers = 11;
   expect(c, "more than the 10 training rows");
+  c = {};  // this program started no fork server (tests/test_fork_server.cpp does)
+  c.worker_start = WorkerStart::fork_server;
+  expect(c, "no fork server runs in this process");
   c = {};
   c.epochs = 0;
   expect(c, "--epochs");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hogwild/dataset.hpp"
+#include "hogwild/fork_server.hpp"
 #include "hogwild/mode.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/model_options.hpp"
@@ -72,6 +73,10 @@ struct TrainConfig {
   // embedding program's handlers stay as they are. Workers, the library's own
   // processes, always end their batch on SIGTERM (a process-group kill) and exit 143.
   bool handle_signals = false;
+  // How workers start (fork_server.hpp): plain fork of this process, or through the
+  // fork server (start_fork_server() must have run; the model must be registered).
+  WorkerStart worker_start = WorkerStart::fork;
+  // (A new field travels to fork-server workers: add it to src/trainer/worker_start.cpp.)
   // Throws ConfigError naming the first invalid field.
   void validate() const;
 };

@@ -15,6 +15,11 @@
 #include <limits>
 #include <type_traits>
 
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "data/cache_fd.hpp"
 #include "data/file_io.hpp"
 #include "data/sections.hpp"
 #include "data/tbb_session.hpp"
@@ -175,7 +180,15 @@ std::size_t first_bad_row(std::size_t rows, std::size_t work, Check check) {
 
 }  // namespace
 
-void write_cache(const Dataset& d, const std::string& path) {
+namespace {
+Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& path);
+}  // namespace
+
+namespace {
+
+// The cache's bytes in order, through sink(data, n): its padding included.
+template <class Sink>
+void emit_cache(const Dataset& d, Sink&& sink) {
   const bool csr = detail::is_csr(d.layout());
   const bool bytes = d.layout() == Layout::dense_u8;
   const std::size_t nvalues = bytes ? d.pixels().size() : d.values().size();
@@ -195,12 +208,13 @@ void write_cache(const Dataset& d, const std::string& path) {
   h.file_size = s.end;
   h.checksum = header_checksum(h);
 
-  detail::OutputFile out(path, false);
+  std::size_t written = 0;
   auto put = [&](std::size_t at, const void* data, std::size_t n) {
     static constexpr char zeros[detail::kSectionAlign] = {};
-    HOGWILD_ENFORCE_LE(out.written(), at);
-    out.write(zeros, at - out.written());  // padding up to the aligned section start
-    if (n) out.write(data, n);
+    HOGWILD_ENFORCE_LE(written, at);
+    sink(zeros, at - written);  // padding up to the aligned section start
+    if (n) sink(data, n);
+    written = at + n;
   };
   put(0, &h, sizeof h);
   put(s.labels, d.labels().data(), d.rows() * sizeof(float));
@@ -214,13 +228,48 @@ void write_cache(const Dataset& d, const std::string& path) {
     put(s.values, d.pixels().data(), nvalues);
   else
     put(s.values, d.values().data(), nvalues * sizeof(float));
-  HOGWILD_ENFORCE_EQ(out.written(), s.end);
+  HOGWILD_ENFORCE_EQ(written, s.end);
+}
+
+}  // namespace
+
+void write_cache(const Dataset& d, const std::string& path) {
+  detail::OutputFile out(path, false);
+  emit_cache(d, [&](const void* data, std::size_t n) { out.write(data, n); });
   out.commit();
 }
 
-namespace {
-Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& path);
-}  // namespace
+namespace detail {
+
+int cache_memfd(const Dataset& d) {
+  const int fd = memfd_create("hogwild-rows", MFD_CLOEXEC);
+  if (fd < 0)
+    throw ResourceError(fmt::format("cannot make a memory file for {}: {}", d.source(),
+                                    std::strerror(errno)));
+  try {
+    emit_cache(d, [&](const void* data, std::size_t n) {
+      for (const char* p = static_cast<const char*>(data); n > 0;) {
+        const ssize_t k = ::write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+          throw ResourceError(fmt::format("cannot copy {} into a memory file: {}", d.source(),
+                                          std::strerror(errno)));
+        p += k;
+        n -= static_cast<std::size_t>(k);
+      }
+    });
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
+}
+
+Dataset open_cache_fd(int fd, const std::string& name) {
+  return validate_cache(MappedBuffer::map_file(fmt::format("/proc/self/fd/{}", fd)), name);
+}
+
+}  // namespace detail
 
 Dataset open_cache(const std::string& path) { return validate_cache(MappedBuffer::map_file(path), path); }
 

@@ -29,6 +29,7 @@ struct Options {
   std::string train, test, train_labels, test_labels;
   std::string mode = "hogwild";
   std::string partition = "shuffled";
+  std::string worker_start = "fork";
   std::string optimizer = "sgd";
   std::string matmul = "fp32";
   std::string metrics, summary;
@@ -181,6 +182,11 @@ int run(int argc, char** argv) {
   app.add_option("--hot-flush", cfg.hot_flush,
                  "Examples between flushes of the hot coordinates")
       ->capture_default_str();
+  app.add_option("--worker-start", o.worker_start,
+                 "How workers start: fork (copies of this process: the fastest start) or "
+                 "fork-server (forked by the clean process this program forks first thing, "
+                 "from a description of the run: what GPU and multi-node modes need)")
+      ->capture_default_str()->option_text("fork|fork-server");
   app.add_option("--max-restarts", cfg.max_restarts,
                  "Respawn a crashed worker (it continues its partition) at most K times per run")
       ->capture_default_str()->option_text("K");
@@ -223,6 +229,7 @@ int run(int argc, char** argv) {
   cfg.mode = hogwild::parse_mode(o.mode);
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.partition = hogwild::parse_partition(o.partition);
+  cfg.worker_start = hogwild::parse_worker_start(o.worker_start);
   cfg.optimizer = hogwild::parse_optimizer(o.optimizer);
   cfg.model_options.bias = !o.no_bias;
   cfg.model_options.matmul = hogwild::parse_matmul_precision(o.matmul);
@@ -311,9 +318,30 @@ int run(int argc, char** argv) {
   return 0;
 }
 
+// --worker-start fork-server (or =fork-server) among the arguments, read before
+// the parser runs (it is validated again there).
+bool wants_fork_server(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--worker-start=fork-server") return true;
+    if (a == "--worker-start" && i + 1 < argc && std::string_view(argv[i + 1]) == "fork-server")
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, while this process has no thread and no library state: the fork server
+  // that starts the workers of --worker-start fork-server (fork_server.hpp); only
+  // when asked for, so that a default run's process tree stays parent + workers.
+  try {
+    if (wants_fork_server(argc, argv)) hogwild::start_fork_server();
+  } catch (const hogwild::Error& e) {
+    fmt::print(stderr, "hogwild_train: error: {}\n", e.what());
+    return e.exit_code();
+  }
   // Past a file-size limit (ulimit -f), write() then fails with EFBIG and the
   // message says which file, instead of the process dying of SIGXFSZ.
   signal(SIGXFSZ, SIG_IGN);

@@ -10,6 +10,7 @@
 #include <limits>
 #include <sys/mman.h>
 #include <fmt/format.h>
+#include <new>
 #include <numeric>
 
 #include "hogwild/labels.hpp"
@@ -61,6 +62,13 @@ Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& 
 }
 
 std::size_t padded(std::size_t floats) { return (floats + 15) / 16 * 16; }
+
+// The trainer's shared objects in the arena: constructed by the process that made
+// it, found by a worker that attached it.
+template <class T>
+T* in_arena(std::byte* at, std::size_t n, bool attached) {
+  return attached ? std::launder(reinterpret_cast<T*>(at)) : new (at) T[n];
+}
 
 }  // namespace
 
@@ -132,7 +140,8 @@ void Run::map_hot_window(std::size_t bytes) {
   hot_train = train.renumbered(map);
 }
 
-Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
+Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
+         std::optional<Arena> attached)
     : cfg(c), mode(mode_def(c.mode)), model(m), train(tr), test(te) {
   const LabelMap labels = LabelMap::fit(model.label_kind(), train, model.name());
   train_targets = labels.targets(train);
@@ -172,27 +181,41 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te)
     for (const char* n : {"snapshot0", "snapshot1"})
       blocks.push_back({n, sizeof(SnapshotSlot) + floats * sizeof(float)});
   }
-  // The arena's pages plus one private copy for evaluations and checkpoints, and
-  // with --merge-every each worker's replica (its copy and its base).
-  // (validate() admits merge_every in modes hogwild and atomic only.)
-  check_memory(cfg.shm_dir.empty() ? Arena::required_bytes(blocks) : 0, floats * sizeof(float),
-               cfg.merge_every ? 2 * floats * sizeof(float) : 0, workers);
-  arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
-  control = new (arena.block("control").data()) Control();
-  control->mutex.init();
-  control->parent = getpid();
-  auto pb = arena.block("progress");
-  progress = {new (pb.data()) WorkerProgress[workers], workers};
+  // A worker started from a description attaches the arena its parent made and
+  // initialised, and finds every block by name; everything else above (labels, the
+  // model's shapes, the hot features) it computed as the parent did.
+  const bool attach = attached.has_value();
+  if (attach) {
+    arena = std::move(*attached);
+    for (const auto& b : blocks)
+      if (!arena.has(b.name) || arena.block(b.name).size() < b.bytes)
+        throw Error(fmt::format("the arena handed to this worker has no block '{}' of {} bytes: it "
+                                "was made for another configuration", b.name, b.bytes));
+  } else {
+    // The arena's pages plus one private copy for evaluations and checkpoints, and
+    // with --merge-every each worker's replica (its copy and its base).
+    // (validate() admits merge_every in modes hogwild and atomic only.)
+    check_memory(cfg.shm_dir.empty() ? Arena::required_bytes(blocks) : 0, floats * sizeof(float),
+                 cfg.merge_every ? 2 * floats * sizeof(float) : 0, workers);
+    arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
+  }
+  control = in_arena<Control>(arena.block("control").data(), 1, attach);
+  if (!attach) {
+    control->mutex.init();
+    control->parent = getpid();
+  }
+  progress = {in_arena<WorkerProgress>(arena.block("progress").data(), workers, attach), workers};
   epoch_loss = arena.array<double>("epoch_loss");
   params = store->open(arena, specs, stateful);
-  initialise(params, specs, cfg.seed);
+  if (!attach) initialise(params, specs, cfg.seed);
   if (window_bytes) map_hot_window(window_bytes);
   if (arena.has("finishers")) {
-    auto fb = arena.block("finishers");
-    finishers = {new (fb.data()) std::atomic<std::uint32_t>[cfg.epochs], cfg.epochs};
+    finishers = {in_arena<std::atomic<std::uint32_t>>(arena.block("finishers").data(), cfg.epochs,
+                                                     attach),
+                 cfg.epochs};
     for (int i = 0; i < 2; ++i) {
       auto b = arena.block(i ? "snapshot1" : "snapshot0");
-      slots[i] = new (b.data()) SnapshotSlot();
+      slots[i] = in_arena<SnapshotSlot>(b.data(), 1, attach);
       auto* data = reinterpret_cast<float*>(b.data() + sizeof(SnapshotSlot));
       std::vector<ParamSet::Tensor> st;
       for (auto& s : specs) {
@@ -285,7 +308,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.mutex = mode.locks_batches() ? &control->mutex : nullptr;
   task.stop = &control->stop;
   task.terminated = &worker_terminated();
-  task.parent = mode.parallel() ? control->parent : 0;
+  task.parent = launcher();  // 0 in serial mode: the parent is the worker
   if (hot_window) {
     if (!local.hot)
       local.hot.emplace(params, hot, hot_window, cfg.hot_flush,
@@ -321,7 +344,7 @@ int Run::work(unsigned rank) {
   const auto& terminated = worker_terminated();
   for (unsigned e = p.epochs_done.load(std::memory_order_acquire);
        e < cfg.epochs && !stopping() && !terminated.load(std::memory_order_relaxed); ++e) {
-    if (orphaned(control->parent)) return kExitWorkerFailed;
+    if (orphaned(launcher())) return kExitWorkerFailed;
     run_epoch(rank, e);
   }
   // SIGTERM: the batch ended and the place is published (a respawn continues there).

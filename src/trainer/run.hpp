@@ -111,7 +111,10 @@ struct Run {
     std::optional<HotWindow> hot;    // --hot-k: this worker's view of the window
   } local;
 
-  Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te);
+  // The parent's run: makes the arena and initialises it. With `attached` (a worker
+  // started from a description, worker_start.hpp): the arena the parent made.
+  Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
+      std::optional<Arena> attached = std::nullopt);
   static constexpr std::size_t kPage = 4096;
   void map_hot_window(std::size_t bytes);
 

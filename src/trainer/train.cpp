@@ -26,6 +26,7 @@
 #include "process.hpp"
 #include "trainer/live_meter.hpp"
 #include "trainer/run.hpp"
+#include "trainer/worker_start.hpp"
 
 namespace hogwild {
 
@@ -121,9 +122,17 @@ class Supervisor {
   }
 
   void parallel() {
-    detail::ProcessGroup group;
+    const bool served = cfg_.worker_start == WorkerStart::fork_server;
+    detail::ProcessGroup group(served ? detail::ForkServer::get() : nullptr);
+    std::optional<detail::WorkerDescription> described;  // what the fork server starts from
+    if (served) described.emplace(run_);
     detail::Run& run = run_;
-    auto spawn = [&](unsigned r) { group.spawn(r, [&run, r] { return run.work(r); }); };
+    auto spawn = [&](unsigned r) {
+      if (described)
+        group.start(r, described->description(), described->fds());
+      else
+        group.spawn(r, [&run, r] { return run.work(r); });
+    };
     for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
     double next_timed = cfg_.eval_every;
     for (;;) {
@@ -413,6 +422,16 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
   if (is_parallel(cfg.mode) && cfg.workers > train_set.rows())
     throw ConfigError(fmt::format("--workers {} is more than the {} training rows", cfg.workers,
                                   train_set.rows()));
+  if (cfg.worker_start == WorkerStart::fork_server && is_parallel(cfg.mode)) {
+    if (!detail::ForkServer::get())
+      throw ConfigError("--worker-start fork-server: no fork server runs in this process (a "
+                        "program calls hogwild::start_fork_server() first thing in main)");
+    if (model.name() != cfg.model)
+      throw ConfigError(fmt::format(
+          "--worker-start fork-server makes each worker's model by name, and the model object "
+          "given is a '{}' while the configuration names '{}' (register the model with "
+          "register_model and name it in TrainConfig::model)", model.name(), cfg.model));
+  }
   std::optional<Checkpoint> resume;
   if (!cfg.resume.empty()) {
     resume = read_checkpoint(cfg.resume);

@@ -1,0 +1,145 @@
+#include "trainer/worker_start.hpp"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "data/cache_fd.hpp"
+#include "hogwild/error.hpp"
+#include "process.hpp"
+#include "trainer/run.hpp"
+
+namespace hogwild {
+
+const char* to_string(WorkerStart s) noexcept {
+  return s == WorkerStart::fork_server ? "fork-server" : "fork";
+}
+
+WorkerStart parse_worker_start(const std::string& name) {
+  if (name == "fork") return WorkerStart::fork;
+  if (name == "fork-server") return WorkerStart::fork_server;
+  throw ConfigError(fmt::format("--worker-start must be fork or fork-server, not '{}'", name));
+}
+
+void start_fork_server() { detail::ForkServer::start(&detail::worker_entry); }
+
+std::int32_t fork_server_pid() noexcept {
+  const auto* s = detail::ForkServer::get();
+  return s ? s->pid() : 0;
+}
+
+}  // namespace hogwild
+
+namespace hogwild::detail {
+
+using nlohmann::json;
+
+std::string config_to_json(const TrainConfig& c) {
+  const ModelOptions& m = c.model_options;
+  json j{
+      {"model", c.model},
+      {"model_options",
+       {{"l2", m.l2}, {"bias", m.bias}, {"hidden", m.hidden}, {"rank", m.rank},
+        {"matmul", static_cast<int>(m.matmul)}}},
+      {"mode", c.mode.id()},
+      {"optimizer", static_cast<int>(c.optimizer)},
+      {"workers", c.workers},
+      {"partition", static_cast<int>(c.partition)},
+      {"epochs", c.epochs},
+      {"step_size",
+       {{"lr0", c.step_size.lr0}, {"decay", c.step_size.decay},
+        {"inverse_scale", c.step_size.inverse_scale}}},
+      {"batch", c.batch},
+      {"merge_every", c.merge_every},
+      {"hot_k", c.hot_k},
+      {"hot_flush", c.hot_flush},
+      {"seed", c.seed},
+      {"eval_every", c.eval_every},
+      {"shm_dir", c.shm_dir},
+      {"pin", c.pin},
+      {"huge_pages", c.huge_pages},
+      {"max_restarts", c.max_restarts},
+      {"checkpoint", c.checkpoint},
+      {"checkpoint_every", c.checkpoint_every},
+      {"resume", c.resume},
+      {"handle_signals", c.handle_signals},
+      {"worker_start", static_cast<int>(c.worker_start)},
+  };
+  return j.dump();
+}
+
+TrainConfig config_from_json(std::string_view text) {
+  const json j = json::parse(text);
+  TrainConfig c;
+  const json& m = j.at("model_options");
+  j.at("model").get_to(c.model);
+  m.at("l2").get_to(c.model_options.l2);
+  m.at("bias").get_to(c.model_options.bias);
+  m.at("hidden").get_to(c.model_options.hidden);
+  m.at("rank").get_to(c.model_options.rank);
+  c.model_options.matmul = static_cast<MatmulPrecision>(m.at("matmul").get<int>());
+  c.mode = Mode(j.at("mode").get<std::uint8_t>());
+  c.optimizer = static_cast<Optimizer>(j.at("optimizer").get<int>());
+  j.at("workers").get_to(c.workers);
+  c.partition = static_cast<Partition>(j.at("partition").get<int>());
+  j.at("epochs").get_to(c.epochs);
+  const json& s = j.at("step_size");
+  s.at("lr0").get_to(c.step_size.lr0);
+  s.at("decay").get_to(c.step_size.decay);
+  s.at("inverse_scale").get_to(c.step_size.inverse_scale);
+  j.at("batch").get_to(c.batch);
+  j.at("merge_every").get_to(c.merge_every);
+  j.at("hot_k").get_to(c.hot_k);
+  j.at("hot_flush").get_to(c.hot_flush);
+  j.at("seed").get_to(c.seed);
+  j.at("eval_every").get_to(c.eval_every);
+  j.at("shm_dir").get_to(c.shm_dir);
+  j.at("pin").get_to(c.pin);
+  j.at("huge_pages").get_to(c.huge_pages);
+  j.at("max_restarts").get_to(c.max_restarts);
+  j.at("checkpoint").get_to(c.checkpoint);
+  j.at("checkpoint_every").get_to(c.checkpoint_every);
+  j.at("resume").get_to(c.resume);
+  j.at("handle_signals").get_to(c.handle_signals);
+  c.worker_start = static_cast<WorkerStart>(j.at("worker_start").get<int>());
+  return c;
+}
+
+WorkerDescription::WorkerDescription(const Run& run) {
+  json j{{"config", json::parse(config_to_json(run.cfg))}, {"train", run.train.source()}};
+  fds_.push_back(run.arena.handle());
+  owned_.push_back(cache_memfd(run.train));
+  if (run.test) {
+    j["test"] = run.test->source();
+    owned_.push_back(cache_memfd(*run.test));
+  }
+  fds_.insert(fds_.end(), owned_.begin(), owned_.end());
+  description_ = j.dump();
+}
+
+WorkerDescription::~WorkerDescription() {
+  for (int fd : owned_) ::close(fd);
+}
+
+int worker_entry(unsigned rank, std::string_view description, std::span<const int> fds) {
+  struct Closer {  // the descriptors are this worker's; what it maps stays mapped
+    std::span<const int> fds;
+    ~Closer() {
+      for (int fd : fds) ::close(fd);
+    }
+  } closer{fds};
+  const json j = json::parse(description);
+  HOGWILD_ENFORCE(fds.size() == (j.contains("test") ? 3u : 2u),
+                  "a worker's description and its descriptors disagree");
+  const TrainConfig cfg = config_from_json(j.at("config").dump());
+  auto model = make_model(cfg.model, cfg.model_options);
+  const Dataset train = open_cache_fd(fds[1], j.at("train").get<std::string>());
+  std::optional<Dataset> test;
+  if (j.contains("test")) test = open_cache_fd(fds[2], j.at("test").get<std::string>());
+  Run run(cfg, *model, train, test ? &*test : nullptr, Arena::attach(fds[0]));
+  return run.work(rank);
+}
+
+}  // namespace hogwild::detail

@@ -1,0 +1,215 @@
+// Workers started by the fork server from a description (rank, configuration, arena
+// handle, rows' handles): they train exactly as forked workers do, a crashed one is
+// restarted through the server even after the parent started a thread pool, and the
+// server follows the program out.
+#include <doctest/doctest.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "hogwild/error.hpp"
+#include "hogwild/models/linear.hpp"
+#include "hogwild/trainer.hpp"
+#include "support.hpp"
+#include "trainer/worker_start.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+// First thing, before doctest's main and before any thread: as a program's main would.
+const bool g_server_started = [] {
+  start_fork_server();
+  return true;
+}();
+
+// The processes whose parent is `parent` (from /proc/*/stat).
+std::set<int> children_of(int parent) {
+  std::set<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string stat;
+    std::getline(f, stat);
+    const auto close = stat.rfind(')');  // the command may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    char state;
+    int ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent &&
+        state != 'Z')
+      out.insert(std::stoi(name));
+  }
+  return out;
+}
+
+int threads_of_this_process() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return 0;
+}
+
+TrainConfig served(unsigned workers, unsigned epochs) {
+  TrainConfig c;
+  c.model = "logistic";
+  c.mode = Mode::hogwild;
+  c.workers = workers;
+  c.epochs = epochs;
+  c.step_size.lr0 = 0.1f;
+  c.worker_start = WorkerStart::fork_server;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a worker restarted through the fork server after the parent started a thread pool trains on") {
+  REQUIRE(g_server_started);
+  const int server = fork_server_pid();
+  REQUIRE(server > 0);
+  CHECK(children_of(server).empty());  // the server is idle between runs
+
+  // The parent is no longer forkable safely: a TBB pool (two threads at work) and a
+  // thread of its own run through the whole training.
+  tbb::global_control threads(tbb::global_control::max_allowed_parallelism, 2);
+  std::atomic<double> sum{0};
+  tbb::parallel_for(0, 1 << 16, [&](int i) { sum.fetch_add(i * 1e-9, std::memory_order_relaxed); });
+  std::jthread busy([](std::stop_token stop) {
+    while (!stop.stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  REQUIRE(threads_of_this_process() >= 2);
+
+  // Long enough (30 epochs of 0.02-0.1 s here) that both workers are alive at the
+  // report of epoch 2.
+  auto [tr, te] = test::generated_problem(200000, 4000, 500, 10, 0.02, 3);
+  TrainConfig c = served(2, 30);
+  c.max_restarts = 2;
+  TrainConfig reference = c;
+  reference.mode = Mode::serial;
+  const auto serial = train(reference, tr, &te);
+  std::set<int> first, later;
+  auto r = train(c, tr, &te, [&](const Progress& p) {
+    const auto kids = children_of(server);
+    if (p.epoch == 2 && p.end_of_epoch && first.empty()) {
+      first = kids;  // the run's workers are the server's children, not ours
+      if (!kids.empty()) kill(*kids.begin(), SIGKILL);
+    } else if (!first.empty()) {
+      later.insert(kids.begin(), kids.end());  // the restart's own report sees the new one
+    }
+  });
+  CHECK(first.size() == 2);
+  CHECK(children_of(getpid()).count(server) == 1);  // the only child of the test process
+  CHECK(r.restarts == 1);
+  // 30 epochs' evaluations, and the restart's own report.
+  CHECK(std::count_if(r.history.begin(), r.history.end(),
+                      [](const Progress& p) { return p.end_of_epoch; }) == 30);
+  CHECK(r.history.back().epoch == 30);
+  MESSAGE("accuracy ", r.test.accuracy, " serial ", serial.test.accuracy);
+  CHECK(r.test.accuracy > serial.test.accuracy - 0.01);
+  // The replacement was started by the server too.
+  std::set<int> replacements;
+  for (int pid : later)
+    if (!first.count(pid)) replacements.insert(pid);
+  CHECK(replacements.size() == 1);
+  CHECK(children_of(server).empty());
+  busy.request_stop();
+}
+
+TEST_CASE("workers started by the fork server train exactly as forked ones") {
+  const auto [sparse_tr, sparse_te] = test::generated_problem(6000, 1000, 300, 8, 0.02, 5);
+  const Dataset dense_tr = sparse_tr.densified(300), dense_te = sparse_te.densified(300);
+  for (const char* model : {"logistic", "softmax", "mlp"}) {
+    CAPTURE(model);
+    const bool mlp = std::string(model) == "mlp";  // dense rows only
+    const Dataset& tr = mlp ? dense_tr : sparse_tr;
+    const Dataset& te = mlp ? dense_te : sparse_te;
+    TrainConfig c = served(1, 3);
+    c.model = model;
+    c.model_options.hidden = {16};
+    c.batch = 8;
+    const auto through_server = train(c, tr, &te);
+    c.worker_start = WorkerStart::fork;
+    const auto forked = train(c, tr, &te);
+    CHECK(through_server.parameters == forked.parameters);  // one worker: bit for bit
+    CHECK(through_server.test.loss == forked.test.loss);
+  }
+}
+
+TEST_CASE("the fork server refuses a model object the configuration does not name") {
+  auto [tr, te] = test::generated_problem(2000, 200, 100, 5, 0.02, 5);
+  LinearModel hinge(LinearLoss::hinge, ModelOptions{});
+  TrainConfig c = served(2, 1);  // names "logistic"
+  CHECK_THROWS_WITH_AS(train(c, hinge, tr, &te), doctest::Contains("makes each worker's model by name"),
+                       ConfigError);
+}
+
+TEST_CASE("a configuration travels to a worker whole") {
+  TrainConfig c;
+  c.model = std::string("mlp");
+  c.model_options.l2 = 0.25f;
+  c.model_options.bias = false;
+  c.model_options.hidden = {7, 3};
+  c.model_options.rank = 5;
+  c.model_options.matmul = MatmulPrecision::bf16;
+  c.mode = Mode::atomic;
+  c.optimizer = Optimizer::adagrad;
+  c.workers = 6;
+  c.partition = Partition::contiguous;
+  c.epochs = 9;
+  c.step_size = {0.123456789f, 0.9f, 17.5};
+  c.batch = 33;
+  c.merge_every = TrainConfig::kMergeAuto;
+  c.hot_k = 11;
+  c.hot_flush = 12;
+  c.seed = 0xfedcba9876543210ULL;
+  c.eval_every = 1.5;
+  c.shm_dir = std::string("/tmp/x y");
+  c.pin = true;
+  c.huge_pages = true;
+  c.max_restarts = 4;
+  c.checkpoint = std::string("ck");
+  c.checkpoint_every = 2.5;
+  c.resume = std::string("r");
+  c.handle_signals = true;
+  c.worker_start = WorkerStart::fork_server;
+  const TrainConfig d = detail::config_from_json(detail::config_to_json(c));
+  CHECK(d.model == c.model);
+  CHECK(d.model_options.l2 == c.model_options.l2);
+  CHECK(d.model_options.bias == c.model_options.bias);
+  CHECK(d.model_options.hidden == c.model_options.hidden);
+  CHECK(d.model_options.rank == c.model_options.rank);
+  CHECK(d.model_options.matmul == c.model_options.matmul);
+  CHECK(d.mode == c.mode);
+  CHECK(d.optimizer == c.optimizer);
+  CHECK(d.workers == c.workers);
+  CHECK(d.partition == c.partition);
+  CHECK(d.epochs == c.epochs);
+  CHECK(d.step_size.lr0 == c.step_size.lr0);
+  CHECK(d.step_size.decay == c.step_size.decay);
+  CHECK(d.step_size.inverse_scale == c.step_size.inverse_scale);
+  CHECK(d.batch == c.batch);
+  CHECK(d.merge_every == c.merge_every);
+  CHECK(d.hot_k == c.hot_k);
+  CHECK(d.hot_flush == c.hot_flush);
+  CHECK(d.seed == c.seed);
+  CHECK(d.eval_every == c.eval_every);
+  CHECK(d.shm_dir == c.shm_dir);
+  CHECK(d.pin == c.pin);
+  CHECK(d.huge_pages == c.huge_pages);
+  CHECK(d.max_restarts == c.max_restarts);
+  CHECK(d.checkpoint == c.checkpoint);
+  CHECK(d.checkpoint_every == c.checkpoint_every);
+  CHECK(d.resume == c.resume);
+  CHECK(d.handle_signals == c.handle_signals);
+  CHECK(d.worker_start == c.worker_start);
+}
