@@ -232,6 +232,30 @@ TEST_CASE("killing the parent takes the workers with it") {
   CHECK(test::our_shm_entries().empty());
 }
 
+TEST_CASE("killing the parent of a fork-server run takes the server and its workers with it") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 20000);
+  auto args = long_run(train, test_file, "hogwild");
+  args.insert(args.end(), {"--worker-start", "fork-server"});
+  auto bg = test::start_train(args, dir);
+  const auto server = wait_for_workers(bg.pid, 1);  // the parent's only child
+  REQUIRE(server.size() == 1);
+  auto workers = wait_for_workers(server[0], 2);
+  REQUIRE(workers.size() == 2);
+  kill(bg.pid, SIGKILL);
+  CHECK(wait_exit(bg.pid, 10) == -SIGKILL);
+  workers.push_back(server[0]);
+  for (pid_t p : workers) {
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = test::gone(p);
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(gone);
+  }
+  CHECK(test::our_shm_entries().empty());
+}
+
 TEST_CASE("SpamAssassin end to end: 2 hogwild workers reach 0.96 test accuracy" * doctest::test_suite("shared_data")) {
   auto data = test::shared_data();
   if (!data) return;

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -33,24 +32,9 @@ const bool g_server_started = [] {
   return true;
 }();
 
-// The processes whose parent is `parent` (from /proc/*/stat).
 std::set<int> children_of(int parent) {
-  std::set<int> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(e.path() / "stat");
-    std::string stat;
-    std::getline(f, stat);
-    const auto close = stat.rfind(')');  // the command may hold spaces and parentheses
-    if (close == std::string::npos) continue;
-    char state;
-    int ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent &&
-        state != 'Z')
-      out.insert(std::stoi(name));
-  }
-  return out;
+  const auto c = test::children_of(parent);
+  return {c.begin(), c.end()};
 }
 
 int threads_of_this_process() {
