@@ -1,40 +1,43 @@
-// bench_matmul_libs: our MLP products (src/kernels/) against Debian's oneDNN (what
-// PyTorch's CPU path uses) and libxsmm (JIT kernels for small matrices), on the
-// products of an MLP 784-256-128-10 step as src/models/mlp.cpp runs them, for batch
-// 32 and 256, in fp32 and with bf16 operands (float sums):
+// bench_matmul_libs: the MLP's products as src/models/mlp.cpp runs them (through
+// oneDNN since 2026-11-24: src/kernels/gemm.hpp) against the alternatives, and
+// softmax's byte-row dense layer (ours, src/kernels/dense_layer.cpp) against oneDNN:
+// what docs/PERFORMANCE.md, "Kernels: ours or a library", decided from. The products
+// of an MLP 784-256-128-10 step, batch 32 and 256, fp32 and bf16 operands (float
+// sums):
 //   forward   Z  (out x B)  = W · H
 //   backward  D' (in x B)   = Wᵀ · D
 //   update    W (out x in) += D · Hᵀ    (the SGD step fused into the gradient)
 // H is the layer's input: the batch's rows (B x 784, row by row) under the first
 // layer, the activations below (in x B) under the others, as the MLP keeps them.
 // Everything runs single-threaded inside one forked child, as a hogwild worker does;
-// the parent only waits for it. oneDNN is told to use one thread
-// (omp_set_num_threads(1): Debian builds it on OpenMP), and the child reports its
-// thread count at the end.
-//   build/bench/bench_matmul_libs [--reps 7] [--seconds 0.05]
-// prints, per product, GFLOP/s for each implementation (medians of interleaved
-// repetitions, each a call repeated for --seconds) and its ratio to ours (> 1: the
-// library is faster), as Markdown table rows.
+// the parent only waits for it. oneDNN runs on one thread (kernels::gemm sees to it;
+// here omp_set_num_threads(1) for the direct calls), and the child reports its thread
+// count at the end.
+//   build/bench/bench_matmul_libs [--reps 9] [--seconds 0.05]
+// prints, per product, GFLOP/s per column (medians of interleaved repetitions, each
+// a call repeated for --seconds) with its ratio to the MLP's form (> 1: faster), and
+// a whole-step row per batch size, as Markdown tables.
 //
-// What each column times (A·B = C with the MLP's operands):
-//   ours           kernels::gemm on the weights in place, private (serial mode, a
-//                  replica); "ours live" the same with W as the live shared operand
-//                  (hogwild: whole-lane reads of W, the step added in whole lanes)
-//   oneDNN sgemm   dnnl_sgemm, transposes as flags (row-major BLAS interface)
-//   oneDNN matmul  the matmul primitive, created once per shape, strided operands
+// Columns (A·B = C with the MLP's operands):
+//   mlp            kernels::gemm as the MLP calls it: weights read in place (serial,
+//                  lock, a replica); "mlp live" as under hogwild: the forward copies
+//                  W in whole lanes (the backward reads that copy, uncharged), the
+//                  update computes into a private G added to W in whole lanes
+//   oneDNN matmul  the matmul primitive instead of dnnl_sgemm, created once per shape
 //   libxsmm        libxsmm_smmdispatch's JIT kernel (column-major, A never
-//                  transposed): where it needs H the other way round it gets a
-//                  transposed copy made outside the timing (optimistic for it)
-// and for bf16:
-//   ours           kernels::bf16 pack_a + pack_b (fp32 -> bf16, live W read in whole
-//                  lanes) + gemm with the MLP's epilogue, on bf16::best_unit()
-//   ours product   the gemm alone on operands packed once
-//   oneDNN matmul  conversion of both operands to plain bf16 (vcvtne2ps2bf16) + the
-//                  matmul primitive (bf16 x bf16 -> f32); "oneDNN product" alone
-//   libxsmm product libxsmm_bsmmdispatch's kernel on our packed operands (its VNNI
-//                  A is our pair-layout B), alone; it has no transposed store and
-//                  no alpha, so the backward product is stored untransposed and the
-//                  update's -lr/B is left out (optimistic for it)
+//                  transposed): the first layer's forward needs Xᵀ and the other
+//                  layers' updates Hᵀ, transposed in each call; "libxsmm live" as
+//                  "mlp live"
+// and for bf16 (where the CPU has AVX512-BF16 or AMX):
+//   mlp            kernels::to_bf16 of the product's new operands (W and H in the
+//                  forward, D in the backward, or in the update below the first
+//                  layer) + kernels::gemm (oneDNN's matmul, bf16 x bf16 -> f32, the
+//                  update's alpha as its output scale); "mlp live": the update into G,
+//                  added times alpha in whole lanes
+//   AMX            our tiles as MlpModel::step_amx forms each product (packing
+//                  included), where the CPU has them
+// The measurements behind the switch to oneDNN (our former fp32 and AVX512-BF16
+// kernels in the same table) were taken at commit 0054a29 of this file.
 #include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +66,7 @@
 #include "kernels/gemm_bf16.hpp"
 
 using namespace hogwild;
+using kernels::Bf16Matrix;
 using kernels::Matrix;
 namespace bf = kernels::bf16;
 
@@ -88,31 +92,14 @@ std::size_t threads_of_this_process() {
   return n;
 }
 
-// fp32 -> bf16, round to nearest even, as oneDNN's operands; whole-lane loads.
-__attribute__((target("avx512f,avx512bf16"))) void to_bf16_avx512(const float* src,
-                                                                   std::uint16_t* dst,
-                                                                   std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
-    _mm512_storeu_si512(dst + i, (__m512i)v);
-  }
-  for (; i < n; ++i) dst[i] = bf::round(src[i]);
-}
-void to_bf16(const float* src, std::uint16_t* dst, std::size_t n) {
-  if (__builtin_cpu_supports("avx512bf16")) return to_bf16_avx512(src, dst, n);
-  for (std::size_t i = 0; i < n; ++i) dst[i] = bf::round(src[i]);
-}
-
 // One product C (m x n, row stride ldc) = A (m x k) · B (k x n), or += (accumulate),
-// on strided views; live: which operand is the shared W.
+// on strided views.
 struct Product {
   std::size_t m, n, k;
   Matrix a, b;
   float* c;
   std::size_t ldc;
   bool accumulate;
-  kernels::Live live;
 };
 
 // The operands of one layer at one batch size.
@@ -146,15 +133,13 @@ struct Layer {
   Matrix h_unit() const { return first ? Matrix{Ht.data(), sd(batch), 1} : h(); }
   Matrix ht_unit() const { return first ? ht() : Matrix{Ht.data(), sd(in), 1}; }
 
-  Product forward() {
-    return {out, batch, in, {W.data(), sd(in), 1}, h(), Z.data(), batch, false, {true, false}};
-  }
+  Product forward() { return {out, batch, in, {W.data(), sd(in), 1}, h(), Z.data(), batch, false}; }
   Product backward() {
     return {in, batch, out, {W.data(), 1, sd(in)}, {D.data(), sd(batch), 1}, Dbelow.data(), batch,
-            false, {true, false}};
+            false};
   }
   Product update() {
-    return {out, in, batch, {D.data(), sd(batch), 1}, ht(), W.data(), in, true, {false, true}};
+    return {out, in, batch, {D.data(), sd(batch), 1}, ht(), W.data(), in, true};
   }
 };
 
@@ -202,16 +187,6 @@ struct DnnlMatmul {
     stream.wait();
   }
 };
-
-void dnnl_sgemm_product(const Product& p) {
-  // Row-major: an operand with unit column stride is 'N' with ld = its row stride,
-  // one with unit row stride 'T' with ld = its column stride.
-  const bool ta = p.a.cs != 1, tb = p.b.cs != 1;
-  const auto lda = ta ? p.a.cs : p.a.rs, ldb = tb ? p.b.cs : p.b.rs;
-  dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', static_cast<dnnl_dim_t>(p.m), static_cast<dnnl_dim_t>(p.n),
-             static_cast<dnnl_dim_t>(p.k), 1.f, p.a.data, lda, p.b.data, ldb, p.accumulate ? 1.f : 0.f,
-             p.c, static_cast<dnnl_dim_t>(p.ldc));
-}
 
 // ---- libxsmm ---------------------------------------------------------------------
 
@@ -328,40 +303,40 @@ int child(int reps, double seconds) {
   std::deque<DnnlMatmul> prims;
   std::deque<std::pair<bf::Packed, bf::Packed>> packs;  // captured by reference
   std::deque<std::vector<float>> buffers;               // likewise
+  std::deque<std::vector<std::uint16_t>> buffers16;     // likewise
   auto buffer = [&](std::size_t n) { return buffers.emplace_back(n).data(); };
-  std::string dnnl_f32_impl, dnnl_bf16_impl;
-  const bool have_bf16 = bf::available();
+  std::string dnnl_f32_impl;
   const float alpha = -0.1f / 32;  // -lr/B, the fused step's scale in bf16
 
-  // Ratios: a library column against ours private; a live column against ours live.
-  Table t32{{"ours", "ours live", "oneDNN sgemm", "oneDNN matmul", "libxsmm", "oneDNN sgemm live",
-             "libxsmm live"},
-            {-1, -1, 0, 0, 0, 1, 1},
-            {}};
-  // bf16: ours is the MLP's forms (the packing reads a live W in whole lanes, the
-  // update adds into it in whole lanes: the same code serves private operands); the
-  // products alone against each other.
-  Table t16{{"ours", "oneDNN matmul", "libxsmm", "libxsmm live", "ours product", "oneDNN product",
-             "libxsmm product"},
-            {-1, 0, 0, 0, -1, 4, 4},
-            {}};
+  // Ratios: against the MLP's form, private or live.
+  Table t32{{"mlp", "mlp live", "oneDNN matmul", "libxsmm", "libxsmm live"}, {-1, -1, 0, 0, 1}, {}};
+  Table t16{{"mlp", "mlp live", "AMX"}, {-1, -1, 0}, {}};
+  const bool have_bf16 = kernels::bf16_supported() || bf::available();
 
   for (std::size_t batch : {32u, 256u})
     for (std::size_t l = 0; l < 3; ++l) {
       Layer& L = layers.emplace_back(widths[l], widths[l + 1], batch, l == 0, rng);
-      float* Wc = buffer(L.W.size());  // a private copy of the live W (the libraries' live form)
+      float* Wc = buffer(L.W.size());  // a private copy of the live W
       float* G = buffer(L.W.size());   // a private gradient, added to W in whole lanes
       float* T = buffer(L.H.size());   // H transposed for libxsmm
       for (int what = 0; what < 3; ++what) {
         const Product p = what == 0 ? L.forward() : what == 1 ? L.backward() : L.update();
         const std::string shape = fmt::format("B={} {}-{} {}", batch, L.in, L.out, kProducts[what]);
         const double flop = 2.0 * static_cast<double>(p.m * p.n * p.k);
+        const float* W = L.W.data();
+        float* Wlive = L.W.data();
+        const std::size_t wn = L.W.size();
         // -------- fp32
         Row r{shape, flop, {}};
-        r.columns.push_back([p] { kernels::gemm(p.m, p.n, p.k, p.a, p.b, p.c, p.ldc, p.accumulate); });
-        r.columns.push_back(
-            [p] { kernels::gemm(p.m, p.n, p.k, p.a, p.b, p.c, p.ldc, p.accumulate, p.live); });
-        r.columns.push_back([p] { dnnl_sgemm_product(p); });
+        r.columns.push_back([p] { kernels::gemm(p.m, p.n, p.k, p.a, p.b, p.accumulate, p.c, p.ldc); });
+        Product pl = p;  // the live form's product: on the copy, or into G
+        if (what < 2) pl.a.data = Wc;
+        if (what == 2) pl.c = G, pl.accumulate = false;
+        r.columns.push_back([pl, what, W, Wlive, Wc, G, wn] {
+          if (what == 0) kernels::copy_from_shared(Wc, W, wn);
+          kernels::gemm(pl.m, pl.n, pl.k, pl.a, pl.b, pl.accumulate, pl.c, pl.ldc);
+          if (what == 2) detail::dense_axpy_shared(Wlive, 1.f, G, wn);
+        });
         DnnlMatmul& m32 = prims.emplace_back(p, dnnl::memory::data_type::f32, 1.f);
         dnnl_f32_impl = m32.impl;
         r.columns.push_back([p, &m32] { m32.run(p.a.data, p.b.data, p.c); });
@@ -378,20 +353,9 @@ int child(int reps, double seconds) {
           k(px.b.data, px.a.data, px.c);
         })
                               : Run());
-        // Live W through the libraries: the forward copies it in whole lanes
-        // (kernels::copy_from_shared; the backward reads that copy, uncharged), the
-        // update computes into a private G and adds G in whole lanes.
-        Product pl = p, pxl = px;
-        if (what < 2) pl.a.data = pxl.a.data = Wc;
-        if (what == 2) pl.c = pxl.c = G, pl.accumulate = pxl.accumulate = false;
-        const float* W = L.W.data();
-        float* Wlive = L.W.data();
-        const std::size_t wn = L.W.size();
-        r.columns.push_back([pl, what, W, Wlive, Wc, G, wn] {
-          if (what == 0) kernels::copy_from_shared(Wc, W, wn);
-          dnnl_sgemm_product(pl);
-          if (what == 2) detail::dense_axpy_shared(Wlive, 1.f, G, wn);
-        });
+        Product pxl = px;
+        if (what < 2) pxl.a.data = Wc;
+        if (what == 2) pxl.c = G, pxl.accumulate = false;
         const libxsmm_smmfunction kl = xsmm_kernel(pxl);
         r.columns.push_back(kl ? Run([pxl, kl, what, needs_t, h, hr, hc, T, W, Wlive, Wc, G, wn] {
           if (what == 0) kernels::copy_from_shared(Wc, W, wn);
@@ -403,88 +367,56 @@ int child(int reps, double seconds) {
         t32.rows.push_back(std::move(r));
         if (!have_bf16) continue;
 
-        // -------- bf16, each product as MlpModel::step_bf16 forms it
+        // -------- bf16: the MLP's form converts each operand once per step, where it
+        // first appears (W and H in the forward, D in the backward); the update of a
+        // live W goes through G.
         Row q16{shape, flop, {}};
-        Product q = p;  // the backward product batch-major, stored transposed
-        bf::Epilogue epi = bf::Epilogue::store;
-        if (what == 1) {
-          q = {batch, L.in, L.out, {L.D.data(), 1, sd(batch)}, {L.W.data(), sd(L.in), 1},
-               L.Dbelow.data(), batch, false, {false, false}};
-          epi = bf::Epilogue::store_transposed;
-        }
-        if (what == 2) epi = bf::Epilogue::add_live;
-        const bool live_a = what == 0, live_b = what == 1;
-        auto& [pa, pb] = packs.emplace_back();
-        q16.columns.push_back([q, epi, live_a, live_b, alpha, &pa, &pb] {
-          bf::pack_a(q.m, q.k, q.a.data, q.a.rs, q.a.cs, pa, live_a);
-          bf::pack_b(q.k, q.n, q.b.data, q.b.rs, q.b.cs, pb, live_b);
-          bf::gemm(q.m, q.n, q.k, pa.data(), pb.data(), q.c, q.ldc, epi, alpha);
-        });
-        // oneDNN on the fp32 form of the product (strides are free to it), on plain
-        // bf16 copies of the operands' storage, converted each call.
-        const std::size_t a_size = p.a.data == L.W.data() ? L.W.size() : L.D.size();
-        const std::size_t b_size = p.b.data == L.D.data() ? L.D.size() : L.H.size();
-        auto a16 = std::make_shared<std::vector<std::uint16_t>>(a_size);
-        auto b16 = std::make_shared<std::vector<std::uint16_t>>(b_size);
-        to_bf16(p.a.data, a16->data(), a_size);
-        to_bf16(p.b.data, b16->data(), b_size);
-        DnnlMatmul& m16 = prims.emplace_back(p, dnnl::memory::data_type::bf16, what == 2 ? alpha : 1.f);
-        dnnl_bf16_impl = m16.impl;
-        q16.columns.push_back([p, &m16, a16, b16, a_size, b_size] {
-          to_bf16(p.a.data, a16->data(), a_size);
-          to_bf16(p.b.data, b16->data(), b_size);
-          m16.run(a16->data(), b16->data(), p.c);
-        });
-        // libxsmm on our packed operands: its A = our packed B (VNNI pairs, lda =
-        // pad(n, 16)), its B = our packed A (ldb = pad(k, 32)). It has no alpha and
-        // no transposed store: the update scales D before packing, the backward
-        // product goes to a scratch (B x in) and is transposed into place.
-        auto dispatch = [&](bool beta1, std::size_t ldc) {
-          const libxsmm_blasint lda = static_cast<libxsmm_blasint>(bf::pad(q.n, bf::kRows));
-          const libxsmm_blasint ldb = static_cast<libxsmm_blasint>(bf::pad(q.k, bf::kDepth));
-          const libxsmm_blasint c = static_cast<libxsmm_blasint>(ldc);
-          const float one = 1, beta = beta1 ? 1.f : 0.f;
-          const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (beta1 ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
-          return libxsmm_bsmmdispatch(static_cast<libxsmm_blasint>(q.n), static_cast<libxsmm_blasint>(q.m),
-                                      static_cast<libxsmm_blasint>(q.k), &lda, &ldb, &c, &one, &beta,
-                                      &flags, nullptr);
-        };
-        const std::size_t ldc = what == 1 ? L.in : q.ldc;
-        const libxsmm_bsmmfunction bk = dispatch(what == 2, ldc), bk0 = dispatch(false, ldc);
-        float* S = buffer(std::max(L.W.size(), L.Dbelow.size()));  // scratch: C untransposed, or G
-        float* Ds = buffer(L.D.size());                            // alpha · D
+        auto* w16 = &buffers16.emplace_back(L.W.size());
+        auto* h16 = &buffers16.emplace_back(L.H.size());
+        auto* d16 = &buffers16.emplace_back(L.D.size());
+        kernels::to_bf16(L.W.data(), L.W.size(), w16->data());
+        kernels::to_bf16(L.H.data(), L.H.size(), h16->data());
+        kernels::to_bf16(L.D.data(), L.D.size(), d16->data());
+        const Bf16Matrix a16{what == 2 ? d16->data() : w16->data(), p.a.rs, p.a.cs};
+        const Bf16Matrix b16{what == 1 ? d16->data() : h16->data(), p.b.rs, p.b.cs};
+        const float* H = L.H.data();
         const float* D = L.D.data();
-        const std::size_t dn = L.D.size();
-        auto& [xa, xb] = packs.emplace_back();
-        auto libxsmm_bf16 = [q, what, live_a, live_b, alpha, &xa, &xb, S, Ds, D, dn, batch, L_in = L.in,
-                             Wlive = L.W.data(), wn = L.W.size()](libxsmm_bsmmfunction f, bool live) {
-          const float* a = q.a.data;
-          if (what == 2 && !live) {  // private W: alpha goes into D, the kernel adds into W
-            for (std::size_t i = 0; i < dn; ++i) Ds[i] = alpha * D[i];
-            a = Ds;
-          }
-          bf::pack_a(q.m, q.k, a, q.a.rs, q.a.cs, xa, live_a);
-          bf::pack_b(q.k, q.n, q.b.data, q.b.rs, q.b.cs, xb, live_b);
-          float* out = what == 1 || (what == 2 && live) ? S : q.c;
-          f(xb.data(), xa.data(), out);
-          if (what == 1) transpose(S, batch, L_in, q.c);
-          if (what == 2 && live) detail::dense_axpy_shared(Wlive, alpha, S, wn);
+        const std::size_t hn = L.H.size(), dn = L.D.size();
+        const bool first = L.first;
+        auto mlp16 = [p, what, first, a16, b16, w16, h16, d16, W, H, D, wn, hn, dn, alpha, Wlive,
+                      G](bool live) {
+          if (what == 0) kernels::to_bf16(W, wn, w16->data()), kernels::to_bf16(H, hn, h16->data());
+          if (what == 1 || (what == 2 && first)) kernels::to_bf16(D, dn, d16->data());
+          const bool update = what == 2, into_g = update && live;
+          kernels::gemm(p.m, p.n, p.k, a16, b16, p.accumulate && !into_g, into_g ? G : p.c, p.ldc,
+                        update && !live ? alpha : 1.f);
+          if (into_g) detail::dense_axpy_shared(Wlive, alpha, G, wn);
         };
-        q16.columns.push_back(bk ? Run([libxsmm_bf16, bk] { libxsmm_bf16(bk, false); }) : Run());
-        q16.columns.push_back(bk0 ? Run([libxsmm_bf16, bk, bk0, what] {
-          libxsmm_bf16(what == 2 ? bk0 : bk, true);
-        })
-                                  : Run());
-        // The products alone, on operands packed (or converted) once.
-        auto& [qa, qb] = packs.emplace_back();
-        bf::pack_a(q.m, q.k, q.a.data, q.a.rs, q.a.cs, qa);
-        bf::pack_b(q.k, q.n, q.b.data, q.b.rs, q.b.cs, qb);
-        q16.columns.push_back([q, epi, alpha, &qa, &qb] {
-          bf::gemm(q.m, q.n, q.k, qa.data(), qb.data(), q.c, q.ldc, epi, alpha);
-        });
-        q16.columns.push_back([p, &m16, a16, b16] { m16.run(a16->data(), b16->data(), p.c); });
-        float* out = what == 1 ? S : q.c;
-        q16.columns.push_back(bk ? Run([bk, &qa, &qb, out] { bk(qb.data(), qa.data(), out); }) : Run());
+        if (kernels::bf16_supported()) {
+          q16.columns.push_back([mlp16] { mlp16(false); });
+          q16.columns.push_back([mlp16] { mlp16(true); });
+        } else {
+          q16.columns.push_back(Run());
+          q16.columns.push_back(Run());
+        }
+        if (bf::available()) {  // as MlpModel::step_amx: the backward batch-major, stored transposed
+          Product q = p;
+          bf::Epilogue epi = what == 2 ? bf::Epilogue::add_live : bf::Epilogue::store;
+          if (what == 1) {
+            q = {batch, L.in, L.out, {L.D.data(), 1, sd(batch)}, {L.W.data(), sd(L.in), 1},
+                 L.Dbelow.data(), batch, false};
+            epi = bf::Epilogue::store_transposed;
+          }
+          const bool live_a = what == 0, live_b = what == 1;
+          auto& [pa, pb] = packs.emplace_back();
+          q16.columns.push_back([q, epi, live_a, live_b, alpha, &pa, &pb] {
+            bf::pack_a(q.m, q.k, q.a.data, q.a.rs, q.a.cs, pa, live_a);
+            bf::pack_b(q.k, q.n, q.b.data, q.b.rs, q.b.cs, pb, live_b);
+            bf::gemm(q.m, q.n, q.k, pa.data(), pb.data(), q.c, q.ldc, epi, alpha);
+          });
+        } else {
+          q16.columns.push_back(Run());
+        }
         t16.rows.push_back(std::move(q16));
       }
     }
@@ -566,13 +498,13 @@ int child(int reps, double seconds) {
       for (std::size_t c = 0; c < b[r].size(); ++c) g16[r][c].insert(g16[r][c].end(), b[r][c].begin(), b[r][c].end());
   }
 
-  fmt::print("CPU: {}; bf16 products on {}; libxsmm target {}; oneDNN {}.{}.{}: fp32 matmul {}, "
-             "bf16 matmul {}\n",
-             cpu_model(), have_bf16 ? std::string(bf::to_string(bf::best_unit())) : "none",
-             libxsmm_get_target_arch(), dnnl_version()->major, dnnl_version()->minor,
-             dnnl_version()->patch, dnnl_f32_impl, have_bf16 ? dnnl_bf16_impl : "-");
-  fmt::print("{} interleaved repetitions of {} s per cell, medians; GFLOP/s (ratio: a library "
-             "against ours, its live form against ours live, a product alone against ours alone)\n",
+  fmt::print("CPU: {}; bf16: oneDNN {}, AMX {}; libxsmm target {}; oneDNN {}.{}.{} (its fp32 "
+             "matmul: {})\n",
+             cpu_model(), kernels::bf16_supported() ? "yes" : kernels::bf16_unsupported_reason(),
+             bf::available() ? "yes" : bf::unavailable_reason(), libxsmm_get_target_arch(),
+             dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, dnnl_f32_impl);
+  fmt::print("{} interleaved repetitions of {} s per cell, medians; GFLOP/s (ratio: against "
+             "the MLP's form, live against live)\n",
              reps, seconds);
   fmt::print("\nfp32\n");
   print(t32, g32);

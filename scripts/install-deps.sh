@@ -9,6 +9,7 @@ packages=("$@")
   meson ninja-build pkg-config g++
   clang libclang-rt-14-dev util-linux
   libboost1.81-dev libtbb-dev doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  libdnnl-dev
   dataset-fashion-mnist
 )
 

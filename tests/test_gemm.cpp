@@ -1,14 +1,14 @@
-// The dense kernel (src/kernels/gemm.hpp) against the naive triple loop, for every
-// instruction set this CPU supports, on edge shapes (rows and columns that do not
-// fill a register tile, k beyond one packed block, k = 0), transposed operands and
-// accumulation, live (shared) operands; and the copy of a shared tensor. Then the
-// bf16 products on each unit the CPU has (AMX tiles, AVX512-BF16; suites amx and
-// avx512_bf16, skipped where it is absent) and their packing (suite bf16).
+// The dense products (src/kernels/gemm.hpp, through oneDNN) against a triple loop, on
+// edge shapes (rows and columns of one, k = 0, k past a block), transposed operands
+// and accumulation; the copy of a shared tensor; the bf16 rounding. Then the bf16
+// products: through oneDNN on AVX512-BF16 (suite avx512_bf16) and on our AMX tiles
+// with their packing and epilogues (suite amx), each skipped where the CPU lacks it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "support.hpp"
@@ -17,7 +17,7 @@
 #include "kernels/gemm_bf16.hpp"
 
 using namespace hogwild;
-using kernels::Isa;
+using kernels::Bf16Matrix;
 using kernels::Matrix;
 
 namespace {
@@ -29,49 +29,110 @@ std::vector<float> random(std::size_t n, Rng& rng) {
 }
 
 // A view of a rows x cols matrix stored row-major (or column-major when transposed).
-Matrix view(const std::vector<float>& v, std::size_t rows, std::size_t cols, bool transposed) {
-  (void)rows;
-  return transposed ? Matrix{v.data(), 1, static_cast<std::ptrdiff_t>(rows)}
-                    : Matrix{v.data(), static_cast<std::ptrdiff_t>(cols), 1};
+template <class M, class T>
+M view(const std::vector<T>& v, std::size_t rows, std::size_t cols, bool transposed) {
+  return transposed ? M{v.data(), 1, static_cast<std::ptrdiff_t>(rows)}
+                    : M{v.data(), static_cast<std::ptrdiff_t>(cols), 1};
+}
+
+// Element (i, p) of a row-major rows x cols matrix, or of its column-major copy.
+template <class T>
+double at(const std::vector<T>& v, std::size_t rows, std::size_t cols, bool transposed,
+          std::size_t i, std::size_t p) {
+  const T x = transposed ? v[p * rows + i] : v[i * cols + p];
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else
+    return kernels::bf16::widen(x);
+}
+
+// The reference: C (m x n, row stride ldc) = alpha A·B (+ C), summed in double, and
+// for each element the bound of a recursive float sum of those k products plus the
+// add to C: each of the k + 1 additions rounds by at most u = 2^-24 of what it sums,
+// so |error| <= (k + 1) u (sum_p |alpha a_ip b_pj| + |c_ij|) (Higham, Accuracy and
+// Stability of Numerical Algorithms, 4.2); the products themselves are exact in
+// float for bf16 operands (8 x 8 significant bits) and within u for floats, which
+// one more u per term covers. Where an implementation adds in pairs or blocks the
+// bound only loosens, so the check holds any order.
+template <class T>
+void reference(std::size_t m, std::size_t n, std::size_t k, float alpha, const std::vector<T>& a,
+               bool ta, const std::vector<T>& b, bool tb, bool accumulate, std::vector<double>& c,
+               std::size_t ldc, std::vector<double>& bound) {
+  const double u = std::ldexp(1.0, -24);
+  bound.assign(c.size(), 0.0);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double sum = 0, magnitude = 0;
+      for (std::size_t p = 0; p < k; ++p) {
+        const double t = alpha * at(a, m, k, ta, i, p) * at(b, k, n, tb, p, j);
+        sum += t;
+        magnitude += std::abs(t);
+      }
+      double& out = c[i * ldc + j];
+      const double old = accumulate ? out : 0.0;
+      out = old + sum;
+      bound[i * ldc + j] = double(k + 2) * u * (magnitude + std::abs(old)) + 1e-30;
+    }
+}
+
+// Elements of got outside want's bounds (the padding of each row included: it must
+// keep its value, where the bound is 0).
+std::size_t outside(const std::vector<float>& got, const std::vector<double>& want,
+                    const std::vector<double>& bound) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) bad += std::abs(got[i] - want[i]) > bound[i];
+  return bad;
+}
+
+struct Shape {
+  std::size_t m, n, k;
+};
+// Edge shapes, then the MLP's (784-256-128-10 at batch 32: forward, gradient, backprop).
+const Shape kShapes[] = {{1, 1, 1},    {1, 17, 5},    {17, 1, 5},    {5, 3, 0},
+                         {13, 40, 7},  {33, 15, 300}, {16, 16, 32},  {33, 47, 31},
+                         {256, 32, 784}, {256, 784, 32}, {784, 32, 256}, {10, 32, 128},
+                         {128, 32, 10}};
+
+// check(s, a, ta, b, tb, accumulate, c, ldc) for every shape and layout, on random
+// operands and a C with a row stride wider than its rows.
+template <class Check>
+void for_each_case(Check check) {
+  Rng rng(3);
+  int checked = 0;
+  for (Shape s : kShapes)
+    for (int layout = 0; layout < 8; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2, accumulate = layout & 4;
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      CAPTURE(ta);
+      CAPTURE(tb);
+      CAPTURE(accumulate);
+      const auto a = random(s.m * s.k, rng), b = random(s.k * s.n, rng);
+      const std::size_t ldc = s.n + 3;
+      auto c = random(s.m * ldc, rng);
+      check(s, a, ta, b, tb, accumulate, c, ldc);
+      ++checked;
+    }
+  CHECK(checked == 13 * 8);
 }
 
 }  // namespace
 
-TEST_CASE("gemm matches the naive loop on every supported instruction set") {
-  Rng rng(3);
-  int checked = 0;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512}) {
-    if (!kernels::supported(isa)) {
-      MESSAGE("skipping " << kernels::to_string(isa) << ": not supported by this CPU");
-      continue;
-    }
-    for (std::size_t m : {1u, 5u, 8u, 13u, 33u})
-      for (std::size_t n : {1u, 15u, 32u, 40u})
-        for (std::size_t k : {0u, 1u, 7u, 300u})
-          for (int layout = 0; layout < 16; ++layout) {
-            const bool ta = layout & 1, tb = layout & 2;
-            // A live operand changes how it is loaded and stored, not the result.
-            const kernels::Live live{(layout & 4) != 0, (layout & 8) != 0};
-            const bool accumulate = (m + n + k) % 2 == 1;
-            auto a = random(m * k, rng), b = random(k * n, rng);
-            const std::size_t ldc = n + 3;  // a row stride wider than the row
-            auto c = random(m * ldc, rng), expected = c;
-            kernels::gemm(isa, m, n, k, view(a, m, k, ta), view(b, k, n, tb), c.data(), ldc,
-                          accumulate, live);
-            kernels::gemm_naive(m, n, k, view(a, m, k, ta), view(b, k, n, tb), expected.data(),
-                                ldc, accumulate);
-            INFO(kernels::to_string(isa) << " m=" << m << " n=" << n << " k=" << k
-                                         << " ta=" << ta << " tb=" << tb << " acc=" << accumulate
-                                         << " live a=" << live.a << " c=" << live.c);
-            for (std::size_t i = 0; i < c.size(); ++i) {
-              // Entries are sums of k products of unit normals: scale sqrt(k + 1).
-              REQUIRE(c[i] == doctest::Approx(expected[i]).epsilon(1e-5).scale(std::sqrt(static_cast<double>(k) + 1)));
-            }
-            ++checked;
-          }
-  }
-  CHECK(checked >= 1280);
-  CHECK(kernels::supported(kernels::best_isa()));
+TEST_CASE("gemm matches the sums of its products, transposed and accumulating") {
+  for_each_case([](Shape s, const std::vector<float>& a, bool ta, const std::vector<float>& b,
+                   bool tb, bool accumulate, std::vector<float>& c, std::size_t ldc) {
+    std::vector<double> want(c.begin(), c.end()), bound;
+    reference(s.m, s.n, s.k, 1.f, a, ta, b, tb, accumulate, want, ldc, bound);
+    kernels::gemm(s.m, s.n, s.k, view<Matrix>(a, s.m, s.k, ta), view<Matrix>(b, s.k, s.n, tb),
+                  accumulate, c.data(), ldc);
+    CHECK(outside(c, want, bound) == 0);
+  });
+  // Neither stride unit: refused.
+  std::vector<float> x(16, 1.f), y(4);
+  CHECK_THROWS_AS(kernels::gemm(2, 2, 2, Matrix{x.data(), 4, 2}, Matrix{x.data(), 2, 1}, false,
+                                y.data(), 2),
+                  std::invalid_argument);
 }
 
 TEST_CASE("copy_from_shared copies every float, including a tail shorter than a lane") {
@@ -84,18 +145,6 @@ TEST_CASE("copy_from_shared copies every float, including a tail shorter than a 
     CHECK(dst[n] == -7.f);
   }
 }
-
-// The bf16 products (src/kernels/gemm_bf16.hpp): their rounding, packing, and each
-// unit's products against sums of the rounded operands' products.
-namespace {
-
-std::vector<float> rounded(const std::vector<float>& v) {
-  std::vector<float> r(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) r[i] = kernels::bf16::widen(kernels::bf16::round(v[i]));
-  return r;
-}
-
-}  // namespace
 
 TEST_CASE("bf16 rounding is to nearest, ties to even") {
   using kernels::bf16::round;
@@ -110,27 +159,67 @@ TEST_CASE("bf16 rounding is to nearest, ties to even") {
   CHECK(std::abs(widen(round(0.1f)) - 0.1f) <= 0.1f / 256);
 }
 
-namespace {
+TEST_CASE("to_bf16 rounds as bf16::round, scaled, tails included") {
+  Rng rng(9);
+  for (std::size_t n : {0u, 1u, 15u, 16u, 31u, 32u, 33u, 100u}) {
+    auto src = random(n, rng);
+    src.push_back(257.f);  // a tie
+    std::vector<std::uint16_t> got(n + 3, 0xabcd);
+    for (float scale : {1.f, -0.03125f, 0.1f}) {
+      kernels::to_bf16(src.data(), n + 1, got.data(), scale);
+      for (std::size_t i = 0; i <= n; ++i) CHECK(got[i] == kernels::bf16::round(scale * src[i]));
+      CHECK(got[n + 1] == 0xabcd);  // nothing written past the end
+    }
+  }
+}
 
-// Every epilogue of the unit's products, on edge shapes and transposed sources,
-// against a double-precision sum of the products of the bf16-rounded operands. Those
-// products are exact in float (8 x 8 significant bits), so the unit differs from the
-// reference only by its float additions: k of them into an accumulator (two per
-// vdpbf16ps step, whose intermediate rounding is the unit's own), then, for
-// add_live, one fused multiply-add into C. Each rounds by at most u = 2^-24 of what
-// it sums, so |error| <= 2 (k + 2) u (|alpha| sum_p |a_ip b_pj| + |c_ij|), the bound
-// of a recursive sum (Higham, Accuracy and Stability, 4.2) with room for two
-// roundings per step; the check uses that bound, element by element, and no looser.
-void check_products(kernels::bf16::Unit unit) {
+// The bf16 products through oneDNN, against the sums of the rounded operands'
+// products (exact in float), with the bound of reference().
+TEST_CASE("bf16 products on AVX512-BF16 match the sums of the rounded operands' products" * doctest::test_suite("avx512_bf16")) {
+  if (!kernels::bf16_supported()) {
+    test::skip(kernels::bf16_unsupported_reason());
+    return;
+  }
+  for_each_case([](Shape s, const std::vector<float>& a, bool ta, const std::vector<float>& b,
+                   bool tb, bool accumulate, std::vector<float>& c, std::size_t ldc) {
+    std::vector<std::uint16_t> a16(a.size() + 1), b16(b.size() + 1);  // (+1: never empty)
+    kernels::to_bf16(a.data(), a.size(), a16.data());
+    kernels::to_bf16(b.data(), b.size(), b16.data());
+    for (float alpha : {1.f, -0.1f / 32}) {
+      CAPTURE(alpha);
+      std::vector<float> got = c;
+      std::vector<double> want(c.begin(), c.end()), bound;
+      reference(s.m, s.n, s.k, alpha, a16, ta, b16, tb, accumulate, want, ldc, bound);
+      kernels::gemm(s.m, s.n, s.k, view<Bf16Matrix>(a16, s.m, s.k, ta),
+                    view<Bf16Matrix>(b16, s.k, s.n, tb), accumulate, got.data(), ldc, alpha);
+      CHECK(outside(got, want, bound) == 0);
+    }
+  });
+}
+
+TEST_CASE("bf16 products refuse where the CPU has no AVX512-BF16") {
+  if (kernels::bf16_supported()) {
+    CHECK(kernels::bf16_unsupported_reason().empty());
+    return;
+  }
+  CHECK(!kernels::bf16_unsupported_reason().empty());
+  const std::uint16_t one = kernels::bf16::round(1.f);
+  float c = 0;
+  CHECK_THROWS_AS(kernels::gemm(1, 1, 1, Bf16Matrix{&one, 1, 1}, Bf16Matrix{&one, 1, 1}, false, &c, 1),
+                  std::logic_error);
+}
+
+// Our AMX tiles: every epilogue (store, store transposed, add times alpha into a
+// live C in whole lanes) on packed operands, against the same reference.
+TEST_CASE("bf16 tile products match the sums of the rounded operands' products" * doctest::test_suite("amx")) {
+  if (!kernels::bf16::available()) {
+    test::skip(kernels::bf16::unavailable_reason());
+    return;
+  }
   namespace bf = kernels::bf16;
   Rng rng(11);
-  struct Shape {
-    std::size_t m, n, k;
-  };
   int checked = 0;
-  for (Shape s : {Shape{1, 1, 1}, Shape{16, 16, 32}, Shape{17, 15, 33}, Shape{32, 32, 64},
-                  Shape{33, 47, 31}, Shape{256, 32, 784}, Shape{256, 784, 32}, Shape{10, 32, 128},
-                  Shape{32, 128, 10}, Shape{9, 50, 3}, Shape{5, 3, 0}})
+  for (Shape s : kShapes)
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (auto e : {bf::Epilogue::store, bf::Epilogue::store_transposed, bf::Epilogue::add_live}) {
@@ -143,81 +232,35 @@ void check_products(kernels::bf16::Unit unit) {
           CAPTURE(tb);
           CAPTURE(static_cast<int>(e));
           const auto a = random(s.m * s.k, rng), b = random(s.k * s.n, rng);
-          const auto ar = rounded(a), br = rounded(b);
-          // C is m x n, or n x m stored transposed; rows padded by 3 floats, which
-          // must stay untouched.
+          std::vector<std::uint16_t> a16(a.size()), b16(b.size());
+          for (std::size_t i = 0; i < a.size(); ++i) a16[i] = bf::round(a[i]);
+          for (std::size_t i = 0; i < b.size(); ++i) b16[i] = bf::round(b[i]);
+          // C is m x n, or n x m stored transposed; rows padded by 3 floats.
           const std::size_t rows = tc ? s.n : s.m, ldc = (tc ? s.m : s.n) + 3;
           auto c = random(rows * ldc, rng);
-          std::vector<double> want(c.begin(), c.end()), bound(c.size(), 0.0);
-          const double alpha = add ? -0.25 : 1.0;
-          const double u = std::ldexp(1.0, -24);
+          const float alpha = add ? -0.25f : 1.f;
+          std::vector<double> prod(s.m * s.n, 0.0), bound;
+          reference(s.m, s.n, s.k, alpha, a16, ta, b16, tb, false, prod, s.n, bound);
+          std::vector<double> want(c.begin(), c.end()), within(c.size(), 0.0);
           for (std::size_t i = 0; i < s.m; ++i)
             for (std::size_t j = 0; j < s.n; ++j) {
-              double sum = 0, magnitude = 0;
-              for (std::size_t p = 0; p < s.k; ++p) {
-                const double t = double(ar[ta ? p * s.m + i : i * s.k + p]) *
-                                 double(br[tb ? j * s.k + p : p * s.n + j]);
-                sum += t;
-                magnitude += std::abs(t);
-              }
-              const std::size_t at = tc ? j * ldc + i : i * ldc + j;
-              const double old = add ? want[at] : 0.0;
-              want[at] = old + alpha * sum;
-              bound[at] = 2.0 * double(s.k + 2) * u * (std::abs(alpha) * magnitude + std::abs(old));
+              const std::size_t o = tc ? j * ldc + i : i * ldc + j;
+              want[o] = (add ? want[o] : 0.0) + prod[i * s.n + j];
+              // the add into C: one more rounding of what it sums
+              within[o] = bound[i * s.n + j] + 2 * std::ldexp(std::abs(want[o]) + std::abs(c[o]), -24);
             }
           bf::Packed pa, pb;
-          const Matrix va = view(a, s.m, s.k, ta), vb = view(b, s.k, s.n, tb);
+          const Matrix va = view<Matrix>(a, s.m, s.k, ta), vb = view<Matrix>(b, s.k, s.n, tb);
           bf::pack_a(s.m, s.k, va.data, va.rs, va.cs, pa);
           bf::pack_b(s.k, s.n, vb.data, vb.rs, vb.cs, pb);
-          bf::gemm(unit, s.m, s.n, s.k, pa.data(), pb.data(), c.data(), ldc, e,
-                   static_cast<float>(alpha));
-          std::size_t bad = 0;
-          for (std::size_t i = 0; i < c.size(); ++i) bad += std::abs(c[i] - want[i]) > bound[i];
-          CHECK(bad == 0);
+          bf::gemm(s.m, s.n, s.k, pa.data(), pb.data(), c.data(), ldc, e, alpha);
+          CHECK(outside(c, want, within) == 0);
           ++checked;
         }
-  CHECK(checked == 11 * 12);
+  CHECK(checked == 13 * 12);
 }
 
-}  // namespace
-
-TEST_CASE("bf16 products on the AMX tile unit match the sums of the rounded operands' products" * doctest::test_suite("amx")) {
-  if (!kernels::bf16::supported(kernels::bf16::Unit::amx)) {
-    test::skip("AMX: " + kernels::bf16::unavailable_reason());
-    return;
-  }
-  check_products(kernels::bf16::Unit::amx);
-}
-
-TEST_CASE("bf16 products on AVX512-BF16 match the sums of the rounded operands' products" * doctest::test_suite("avx512_bf16")) {
-  if (!kernels::bf16::supported(kernels::bf16::Unit::avx512)) {
-    test::skip("AVX512-BF16: " + kernels::bf16::unavailable_reason());
-    return;
-  }
-  check_products(kernels::bf16::Unit::avx512);
-}
-
-TEST_CASE("bf16 products run on the best supported unit, and refuse where none is" * doctest::test_suite("bf16")) {
-  namespace bf = kernels::bf16;
-  if (!bf::available()) {
-    CHECK(!bf::unavailable_reason().empty());
-    CHECK_THROWS_AS(bf::gemm(1, 1, 1, nullptr, nullptr, nullptr, 1), std::logic_error);
-    test::skip(bf::unavailable_reason());
-    return;
-  }
-  CHECK(bf::unavailable_reason().empty());
-  CHECK(bf::supported(bf::best_unit()));
-  if (bf::supported(bf::Unit::amx)) CHECK(bf::best_unit() == bf::Unit::amx);
-  MESSAGE("bf16 products on " << bf::to_string(bf::best_unit()));
-  for (bf::Unit unit : {bf::Unit::amx, bf::Unit::avx512})
-    if (!bf::supported(unit)) {
-      float c = 0;
-      const std::uint16_t one = bf::round(1.f);
-      CHECK_THROWS_AS(bf::gemm(unit, 1, 1, 1, &one, &one, &c, 1), std::logic_error);
-    }
-}
-
-TEST_CASE("bf16 packing of a live source needs unit column stride; padding is zero" * doctest::test_suite("bf16")) {
+TEST_CASE("bf16 packing of a live source needs unit column stride; padding is zero" * doctest::test_suite("amx")) {
   if (!kernels::bf16::available()) {
     test::skip(kernels::bf16::unavailable_reason());
     return;
@@ -239,7 +282,7 @@ TEST_CASE("bf16 packing of a live source needs unit column stride; padding is ze
   CHECK_THROWS_AS(kernels::bf16::pack_b(5, 3, w.data(), 1, 5, p, true), std::invalid_argument);
 }
 
-TEST_CASE("bf16 packs of byte rows equal the packs of the rows widened to floats" * doctest::test_suite("bf16")) {
+TEST_CASE("bf16 packs of byte rows equal the packs of the rows widened to floats" * doctest::test_suite("amx")) {
   if (!kernels::bf16::available()) {
     test::skip(kernels::bf16::unavailable_reason());
     return;

@@ -18,6 +18,7 @@
 #include "hogwild/optimizer.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
+#include "kernels/gemm.hpp"
 #include "kernels/gemm_bf16.hpp"
 #include "owned_params.hpp"
 #include "support.hpp"
@@ -237,12 +238,16 @@ TEST_CASE("mlp: hogwild_train rejects bad --hidden values with exit status 2") {
   CHECK_MESSAGE(ok.exit_code == 0, ok.out);
 }
 
-// --matmul-precision bf16: the products on bf16 operands (kernels/gemm_bf16.hpp),
-// on the best unit here. Skipped where the CPU has neither the AMX tile unit (or the
-// kernel does not grant it) nor AVX512-BF16.
+// --matmul-precision bf16: the products on bf16 operands, on our AMX tiles
+// (kernels/gemm_bf16.hpp) or through oneDNN on AVX512-BF16 (kernels/gemm.hpp).
+// Skipped where the CPU has neither (or the kernel does not grant the tiles).
+namespace {
+bool bf16_runs() { return kernels::bf16::available() || kernels::bf16_supported(); }
+}  // namespace
+
 TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike in every mode" * doctest::test_suite("bf16")) {
-  if (!kernels::bf16::available()) {
-    test::skip(kernels::bf16::unavailable_reason());
+  if (!bf16_runs()) {
+    test::skip(kernels::bf16::unavailable_reason() + "; " + kernels::bf16_unsupported_reason());
     return;
   }
   Setup s(true, 0.01f, {37});
@@ -285,8 +290,8 @@ TEST_CASE("mlp bf16: a step equals the fp32 step to within bf16 rounding, alike 
 }
 
 TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats" * doctest::test_suite("bf16")) {
-  if (!kernels::bf16::available()) {
-    test::skip(kernels::bf16::unavailable_reason());
+  if (!bf16_runs()) {
+    test::skip(kernels::bf16::unavailable_reason() + "; " + kernels::bf16_unsupported_reason());
     return;
   }
   Rng rng(3);
@@ -320,8 +325,8 @@ TEST_CASE("mlp bf16: a batch of byte rows steps as the same rows in floats" * do
 }
 
 TEST_CASE("mlp bf16: serial and two Hogwild! workers train like fp32" * doctest::test_suite("bf16")) {
-  if (!kernels::bf16::available()) {
-    test::skip(kernels::bf16::unavailable_reason());
+  if (!bf16_runs()) {
+    test::skip(kernels::bf16::unavailable_reason() + "; " + kernels::bf16_unsupported_reason());
     return;
   }
   auto [train_set, test_set] = problem();
@@ -367,7 +372,7 @@ TEST_CASE("hogwild_train --matmul-precision: bad values, other models and no bf1
           "--matmul-precision", "bf16"},
          "--matmul-precision bf16 cannot run here: the AMX tile unit is disabled by "
          "HOGWILD_DISABLE_AMX; AVX512-BF16 is disabled by HOGWILD_DISABLE_AVX512BF16; use fp32");
-  if (kernels::bf16::available()) {
+  if (bf16_runs()) {
     const auto ok = test::run({test::hogwild_train_path(), "--train", train_path, "--model",
                                "mlp", "--hidden", "8", "--epochs", "1", "--matmul-precision",
                                "bf16", "--summary", dir.file("s.json"), "-q"});
@@ -377,7 +382,7 @@ TEST_CASE("hogwild_train --matmul-precision: bad values, other models and no bf1
     CHECK(summary.find("\"matmul_precision\": \"bf16\"") != std::string::npos);
   }
   // Without the tile unit, AVX512-BF16 runs the products where the CPU has it.
-  if (kernels::bf16::supported(kernels::bf16::Unit::avx512)) {
+  if (kernels::bf16_supported()) {
     const auto ok = test::run({"/usr/bin/env", "HOGWILD_DISABLE_AMX=1", test::hogwild_train_path(),
                                "--train", train_path, "--model", "mlp", "--hidden", "8",
                                "--epochs", "1", "--matmul-precision", "bf16", "-q"});

@@ -5,7 +5,7 @@
 // 10-class layer is one register tile), AVX2+FMA (8 lanes) and baseline x86-64
 // (SSE2, 4 lanes). The byte loads need intrinsics, which
 // only a region of their own instruction set may inline; hence regions rather than
-// target attributes on wrappers (gemm.cpp) or target_clones. (Clang, which builds
+// target attributes on wrappers or target_clones. (Clang, which builds
 // the fuzzers, spells a region `#pragma clang attribute`.) The public functions
 // dispatch on kernels::best_isa(), a plain switch: no IFUNC, whose resolver runs
 // before ThreadSanitizer's runtime is ready (update_policy.cpp).
@@ -21,13 +21,13 @@
 #include "hogwild/dataset.hpp"
 #include "hogwild/update_policy.hpp"
 #include "kernels/dense_layer.hpp"
-#include "kernels/gemm.hpp"
 
 namespace hogwild::detail {
 
 namespace {
 
-// Vector types must not depend on a template parameter (gemm.cpp says why).
+// Vector types must not depend on a template parameter: GCC 12 drops vector_size
+// from a dependent alias and silently yields a plain float.
 using v4f = float __attribute__((vector_size(16)));
 using v8f = float __attribute__((vector_size(32)));
 using v16f = float __attribute__((vector_size(64)));
@@ -133,6 +133,31 @@ inline void load(V& v, const std::uint8_t* p) noexcept {
 }  // namespace hogwild::detail
 
 namespace hogwild::kernels {
+
+std::string_view to_string(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::generic: return "x86-64 SSE2";
+    case Isa::avx2: return "AVX2+FMA";
+    case Isa::avx512: return "AVX-512F";
+  }
+  return "?";
+}
+
+bool supported(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::generic: return true;
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::avx512: return __builtin_cpu_supports("avx512f");
+  }
+  return false;
+}
+
+Isa best_isa() noexcept {
+  static const Isa best = supported(Isa::avx512) ? Isa::avx512
+                          : supported(Isa::avx2) ? Isa::avx2
+                                                 : Isa::generic;
+  return best;
+}
 
 namespace {
 

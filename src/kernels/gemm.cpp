@@ -1,332 +1,221 @@
-// The loop nest (after BLIS, Van Zee and van de Geijn 2015), for the shapes of
-// mini-batch training, where one dimension is the batch (tens of rows):
-//   for each block of KC rows of B:
-//     for each panel of NR columns of B: pack it (KC x NR, contiguous, zero-padded)
-//       for each MR rows of A: micro-kernel, an MR x NR tile of C in registers
-// A is read in place through its strides (one broadcast per element and k), so a
-// transposed weight matrix costs no copy; only the B panel is packed. The same
-// templated source is compiled three times, each inside a function carrying its own
-// target attribute (GCC inlines the always_inline templates into it with that
-// instruction set), and gemm() dispatches once on __builtin_cpu_supports.
+// The dense products through oneDNN (gemm.hpp): fp32 through its BLAS-like
+// dnnl_sgemm (row-major, a transpose per operand, no setup per call), bf16 through a
+// matmul primitive per shape, created once per thread and kept (creating one costs
+// tens of microseconds: as much as a product). alpha reaches a bf16 primitive as a
+// runtime output scale (one primitive for every step size), which oneDNN 2.6 gives to
+// its gemm:jit implementation only, not to brg:avx512_core_bf16: 0.7-0.97x of its
+// speed on the MLP's update shapes, less than a second pass over C would cost; the
+// unscaled products keep brg.
 #include "kernels/gemm.hpp"
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include <algorithm>
-#include <atomic>
-#include <cstring>
-#include <vector>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_map>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "hogwild/update_policy.hpp"
+#include "kernels/gemm_bf16.hpp"
+
+// The OpenMP runtime oneDNN runs on (libgomp, linked beside it): declared here rather
+// than through <omp.h>, whose -fopenmp would, under clang, name another runtime.
+extern "C" {
+int omp_get_max_threads(void);
+void omp_set_num_threads(int);
+}
 
 namespace hogwild::kernels {
 
 namespace {
 
-constexpr std::size_t kKc = 256;  // rows of B per packed block (a KC x NR panel fits L1)
-// With a live A its tile's copy shares L1 with the panel: a shorter block measured
-// faster there (bench_gemm "fwd live", AVX-512: 115 -> 120 GFLOP/s).
-constexpr std::size_t kKcLive = 128;
+// The calling thread's OpenMP team size, 1 while it lives (see gemm.hpp).
+class OneThread {
+ public:
+  OneThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
 
-// Vector types must not depend on a template parameter: GCC 12 drops vector_size
-// from a dependent alias and silently yields a plain float.
-using v4f = float __attribute__((vector_size(16)));
-using v8f = float __attribute__((vector_size(32)));
-using v16f = float __attribute__((vector_size(64)));
-
-template <class Vec, int Rows, int Vectors>
-struct Shape {
-  using vec = Vec;
-  static constexpr int width = sizeof(Vec) / sizeof(float);  // floats per vector
-  static constexpr int mr = Rows;                             // rows of the register tile
-  static constexpr int nv = Vectors;                          // vectors per row of the tile
-  static constexpr std::size_t nr = static_cast<std::size_t>(width * Vectors);
+ private:
+  int saved_;
 };
-// Register budgets: 16 zmm accumulators of 32; 12 ymm of 16; 8 xmm of 16.
-using Avx512Shape = Shape<v16f, 8, 2>;
-using Avx2Shape = Shape<v8f, 6, 2>;
-using GenericShape = Shape<v4f, 4, 2>;
 
-// Unaligned vector access (by reference: a vector by value would change the ABI
-// of these default-target helpers).
-template <class V>
-[[gnu::always_inline]] inline void load(V& v, const float* p) {
-  std::memcpy(&v, p, sizeof v);
-}
-template <class V>
-[[gnu::always_inline]] inline void store(float* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-// Scalar accesses to a live tensor: relaxed std::atomic_ref, whole floats.
-inline float load_live(const float* p) {
-  return std::atomic_ref<float>(*const_cast<float*>(p)).load(std::memory_order_relaxed);
-}
-inline void store_live(float* p, float v) {
-  std::atomic_ref<float>(*p).store(v, std::memory_order_relaxed);
+// A row-major operand as BLAS sees it: 'N' with the row stride as leading dimension
+// when its columns are contiguous, else 'T' (the stored matrix is its transpose) with
+// the column stride. A leading dimension matters only past the first stored row, so
+// a single one gets the smallest valid value.
+struct Blas {
+  char trans;
+  dnnl_dim_t ld;
+};
+Blas blas(std::ptrdiff_t rs, std::ptrdiff_t cs, std::size_t rows, std::size_t cols) {
+  const auto r = static_cast<dnnl_dim_t>(rows), c = static_cast<dnnl_dim_t>(cols);
+  if (cs == 1) return {'N', rows <= 1 ? std::max<dnnl_dim_t>(c, 1) : rs};
+  if (rs == 1) return {'T', cols <= 1 ? std::max<dnnl_dim_t>(r, 1) : cs};
+  throw std::invalid_argument("kernels::gemm: an operand needs a unit row or column stride");
 }
 
-// C[0..M) x [0..nr) (=, or += unless overwrite) A-rows · packed panel, over kc.
-template <class S, int M, bool LiveC>
-[[gnu::always_inline]] inline void micro(std::size_t kc, const float* a, std::ptrdiff_t rs,
-                                         std::ptrdiff_t cs, const float* panel, float* c,
-                                         std::size_t ldc, std::size_t nr, bool overwrite) {
-  using V = typename S::vec;
-  V acc[M][S::nv] = {};
-  const float* row[M];
-  for (int i = 0; i < M; ++i) row[i] = a + i * rs;
-  std::ptrdiff_t kk = 0;
-  for (std::size_t k = 0; k < kc; ++k, kk += cs) {
-    V b[S::nv];
-    for (int v = 0; v < S::nv; ++v) load(b[v], panel + k * S::nr + v * S::width);
-    for (int i = 0; i < M; ++i) {
-      const float s = row[i][kk];
-      for (int v = 0; v < S::nv; ++v) acc[i][v] += b[v] * s;
-    }
+// C = 0 (k == 0 and not accumulating), which oneDNN's matmul does not take.
+void zero_or_keep(std::size_t m, std::size_t n, bool accumulate, float* c, std::size_t ldc) {
+  if (!accumulate)
+    for (std::size_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.f);
+}
+
+void check(dnnl_status_t status, const char* what) {
+  if (status != dnnl_success)
+    throw std::runtime_error(std::string("oneDNN ") + what + " failed (status " +
+                             std::to_string(static_cast<int>(status)) + ")");
+}
+
+// A bf16 matmul primitive for one shape and layout, with its memory objects.
+struct Bf16Product {
+  dnnl::matmul prim;
+  dnnl::memory src, weights, dst, scale;
+  float alpha = 1;  // what scale holds
+};
+
+using Bf16Key = std::tuple<std::size_t, std::size_t, std::size_t, std::ptrdiff_t, std::ptrdiff_t,
+                           std::ptrdiff_t, std::ptrdiff_t, std::size_t, bool, bool>;
+
+const dnnl::engine& engine() {
+  thread_local const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+Bf16Product& bf16_product(std::size_t m, std::size_t n, std::size_t k, Bf16Matrix a,
+                          Bf16Matrix b, bool accumulate, std::size_t ldc, bool scaled) {
+  thread_local std::map<Bf16Key, std::unique_ptr<Bf16Product>> cache;
+  auto& slot = cache[{m, n, k, a.rs, a.cs, b.rs, b.cs, ldc, accumulate, scaled}];
+  if (slot) return *slot;
+  using dt = dnnl::memory::data_type;
+  const auto md = [](std::size_t rows, std::size_t cols, std::ptrdiff_t rs, std::ptrdiff_t cs,
+                     dt type) {
+    return dnnl::memory::desc({static_cast<dnnl::memory::dim>(rows), static_cast<dnnl::memory::dim>(cols)},
+                              type, {static_cast<dnnl::memory::dim>(rs), static_cast<dnnl::memory::dim>(cs)});
+  };
+  const auto sm = md(m, k, a.rs, a.cs, dt::bf16), wm = md(k, n, b.rs, b.cs, dt::bf16);
+  const auto dm = md(m, n, static_cast<std::ptrdiff_t>(ldc), 1, dt::f32);
+  dnnl::primitive_attr attr;
+  if (scaled) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.f);
+    attr.set_post_ops(ops);
   }
-  for (int i = 0; i < M; ++i) {
-    float* ci = c + static_cast<std::size_t>(i) * ldc;
-    if (nr == S::nr) {
-      for (int v = 0; v < S::nv; ++v) {
-        float* p = ci + v * S::width;
-        V old = {};
-        if (!overwrite) load(old, p);
-        store(p, V(acc[i][v] + old));
-      }
-    } else {
-      float tile[S::nr];
-      for (int v = 0; v < S::nv; ++v) store(tile + v * S::width, acc[i][v]);
-      if constexpr (LiveC) {
-        for (std::size_t j = 0; j < nr; ++j)
-          store_live(ci + j, overwrite ? tile[j] : load_live(ci + j) + tile[j]);
-      } else {
-        for (std::size_t j = 0; j < nr; ++j) ci[j] = overwrite ? tile[j] : ci[j] + tile[j];
-      }
-    }
-  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(sm, wm, dm), attr, engine());
+  slot = std::make_unique<Bf16Product>();
+  Bf16Product& p = *slot;
+  p.prim = dnnl::matmul(pd);
+  p.src = dnnl::memory(sm, engine(), DNNL_MEMORY_NONE);
+  p.weights = dnnl::memory(wm, engine(), DNNL_MEMORY_NONE);
+  p.dst = dnnl::memory(dm, engine(), DNNL_MEMORY_NONE);
+  p.scale = dnnl::memory({{1}, dt::f32, {1}}, engine(), &p.alpha);
+  return p;
 }
 
-// The row tile for the last m < MR rows: one instantiation per height.
-template <class S, int M, bool LiveC>
-[[gnu::always_inline]] inline void micro_edge(int m, std::size_t kc, const float* a,
-                                              std::ptrdiff_t rs, std::ptrdiff_t cs,
-                                              const float* panel, float* c, std::size_t ldc,
-                                              std::size_t nr, bool overwrite) {
-  if constexpr (M > 0) {
-    if (m == M) return micro<S, M, LiveC>(kc, a, rs, cs, panel, c, ldc, nr, overwrite);
-    micro_edge<S, M - 1, LiveC>(m, kc, a, rs, cs, panel, c, ldc, nr, overwrite);
-  }
+std::string probe_bf16() {
+  if (const char* off = std::getenv("HOGWILD_DISABLE_AVX512BF16"); off && *off && *off != '0')
+    return "AVX512-BF16 is disabled by HOGWILD_DISABLE_AVX512BF16";
+#if defined(__x86_64__)
+  // (libgcc's checks include the OS's saving of the zmm state, XGETBV.)
+  if (!__builtin_cpu_supports("avx512bf16"))
+    return "this CPU has no AVX512-BF16 (Intel Cooper Lake and Sapphire Rapids, AMD Zen 4 and "
+           "later have it)";
+  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16)
+    return "oneDNN does not use AVX512-BF16 here (ONEDNN_MAX_CPU_ISA?)";
+  return {};
+#else
+  return "AVX512-BF16 needs an x86-64 CPU";
+#endif
 }
 
-// panel[k * NR + j] = B(k0 + k, j0 + j), zero beyond nr columns.
-template <class S>
-[[gnu::always_inline]] inline void pack(const Matrix& b, std::size_t k0, std::size_t kc,
-                                        std::size_t j0, std::size_t nr, float* panel) {
-  for (std::size_t k = 0; k < kc; ++k) {
-    const float* src = b.data + static_cast<std::ptrdiff_t>(k0 + k) * b.rs +
-                       static_cast<std::ptrdiff_t>(j0) * b.cs;
-    float* dst = panel + k * S::nr;
-    if (b.cs == 1) {
-      std::memcpy(dst, src, nr * sizeof(float));
-    } else {
-      for (std::size_t j = 0; j < nr; ++j) dst[j] = src[static_cast<std::ptrdiff_t>(j) * b.cs];
-    }
-    std::fill(dst + nr, dst + S::nr, 0.f);
-  }
+const std::string& bf16_reason() {
+  static const std::string r = probe_bf16();
+  return r;
 }
 
-// dst[0, n) = src[0, n) from a live tensor: whole vector lanes, the tail one float at
-// a time (as kernels::copy_from_shared, inside the ISA's clone).
-template <class S>
-[[gnu::always_inline]] inline void copy_live(float* dst, const float* src, std::size_t n) {
-  using V = typename S::vec;
+#if defined(__x86_64__)
+// 32 floats at a time: two whole 16-lane loads, one vcvtne2ps2bf16 (round to nearest
+// even); the tail through masked loads, each lane one whole float.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void to_bf16_avx512(
+    const float* src, std::size_t n, std::uint16_t* dst, float scale) noexcept {
+  const __m512 s = _mm512_set1_ps(scale);
   std::size_t i = 0;
-  V v;
-  for (; i + S::width <= n; i += S::width) {
-    load(v, src + i);
-    store(dst + i, v);
+  for (; i + 32 <= n; i += 32) {
+    const __m512 lo = _mm512_mul_ps(s, _mm512_loadu_ps(src + i));
+    const __m512 hi = _mm512_mul_ps(s, _mm512_loadu_ps(src + i + 16));
+    _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
   }
-  v4f q;
-  for (; i + 4 <= n; i += 4) {
-    load(q, src + i);
-    store(dst + i, q);
-  }
-  for (; i < n; ++i) dst[i] = load_live(src + i);
-}
-
-// A live A's rows [0, rows) x [0, kc) copied into buf before a micro-kernel reads them:
-// the micro-kernel's broadcasts fold into its multiply-adds only as plain loads, so a
-// live tile is first read in whole lanes into L1 (MR x kc floats). Returns the
-// copy's view. Either stride may be the unit one (A or A^T read in place).
-template <class S>
-[[gnu::always_inline]] inline Matrix pack_live(const float* a, std::ptrdiff_t rs,
-                                               std::ptrdiff_t cs, std::size_t rows,
-                                               std::size_t kc, float* buf) {
-  if (cs == 1) {
-    for (std::size_t i = 0; i < rows; ++i)
-      copy_live<S>(buf + i * kc, a + static_cast<std::ptrdiff_t>(i) * rs, kc);
-    return {buf, static_cast<std::ptrdiff_t>(kc), 1};
-  }
-  if (rs == 1) {
-    for (std::size_t k = 0; k < kc; ++k)
-      copy_live<S>(buf + k * S::mr, a + static_cast<std::ptrdiff_t>(k) * cs, rows);
-    return {buf, 1, static_cast<std::ptrdiff_t>(S::mr)};
-  }
-  for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t k = 0; k < kc; ++k)
-      buf[i * kc + k] = load_live(a + static_cast<std::ptrdiff_t>(i) * rs +
-                                  static_cast<std::ptrdiff_t>(k) * cs);
-  return {buf, static_cast<std::ptrdiff_t>(kc), 1};
-}
-
-std::vector<float>& panel_buffer() {
-  thread_local std::vector<float> buffer;
-  return buffer;
-}
-std::vector<float>& live_a_buffer() {
-  thread_local std::vector<float> buffer;
-  return buffer;
-}
-
-template <class S, bool LiveA, bool LiveC>
-[[gnu::always_inline]] inline void gemm_impl(std::size_t m, std::size_t n, std::size_t k,
-                                             Matrix a, Matrix b, float* c, std::size_t ldc,
-                                             bool accumulate) {
-  if (k == 0) {
-    if (!accumulate)
-      for (std::size_t i = 0; i < m; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-          if constexpr (LiveC) store_live(c + i * ldc + j, 0.f);
-          else c[i * ldc + j] = 0.f;
-        }
-    return;
-  }
-  auto& buffer = panel_buffer();
-  constexpr std::size_t kc_max = LiveA ? kKcLive : kKc;
-  buffer.resize(kc_max * S::nr);
-  float* panel = buffer.data();
-  constexpr auto mr = static_cast<std::size_t>(S::mr);
-  float* tile = nullptr;  // the live A tile's copy
-  if constexpr (LiveA) {
-    auto& t = live_a_buffer();
-    t.resize(kc_max * mr);
-    tile = t.data();
-  }
-  for (std::size_t k0 = 0; k0 < k; k0 += kc_max) {
-    const std::size_t kc = std::min(kc_max, k - k0);
-    const bool overwrite = k0 == 0 && !accumulate;
-    const float* ak = a.data + static_cast<std::ptrdiff_t>(k0) * a.cs;
-    // A live A is copied once per panel of B; the MLP's live products have n <= NR.
-    // (No lambda here: it would be compiled for the baseline ISA, not inlined.)
-    for (std::size_t j0 = 0; j0 < n; j0 += S::nr) {
-      const std::size_t nr = std::min(S::nr, n - j0);
-      pack<S>(b, k0, kc, j0, nr, panel);
-      for (std::size_t i0 = 0; i0 < m; i0 += mr) {
-        const std::size_t rows = std::min(mr, m - i0);
-        Matrix at{ak + static_cast<std::ptrdiff_t>(i0) * a.rs, a.rs, a.cs};
-        if constexpr (LiveA) at = pack_live<S>(at.data, a.rs, a.cs, rows, kc, tile);
-        float* ct = c + i0 * ldc + j0;
-        if (rows == mr)
-          micro<S, S::mr, LiveC>(kc, at.data, at.rs, at.cs, panel, ct, ldc, nr, overwrite);
-        else
-          micro_edge<S, S::mr - 1, LiveC>(static_cast<int>(rows), kc, at.data, at.rs, at.cs,
-                                          panel, ct, ldc, nr, overwrite);
-      }
-    }
+  if (i < n) {
+    const std::size_t left = n - i;
+    const auto mask = [](std::size_t count) {
+      return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1);
+    };
+    const __mmask16 m0 = mask(left), m1 = mask(left > 16 ? left - 16 : 0);
+    const __m512 lo = _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m0, src + i));
+    const __m512 hi = _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m1, src + i + 16));
+    const auto bits = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    _mm512_mask_storeu_epi16(dst + i, left >= 32 ? ~__mmask32{0} : (__mmask32{1} << left) - 1, bits);
   }
 }
-
-// The four operand cases, chosen once per call.
-template <class S>
-[[gnu::always_inline]] inline void gemm_live(std::size_t m, std::size_t n, std::size_t k,
-                                             Matrix a, Matrix b, float* c, std::size_t ldc,
-                                             bool acc, Live live) {
-  if (live.a && live.c) return gemm_impl<S, true, true>(m, n, k, a, b, c, ldc, acc);
-  if (live.a) return gemm_impl<S, true, false>(m, n, k, a, b, c, ldc, acc);
-  if (live.c) return gemm_impl<S, false, true>(m, n, k, a, b, c, ldc, acc);
-  gemm_impl<S, false, false>(m, n, k, a, b, c, ldc, acc);
-}
-
-__attribute__((target("avx512f"))) void gemm_avx512(std::size_t m, std::size_t n,
-                                                    std::size_t k, Matrix a, Matrix b,
-                                                    float* c, std::size_t ldc, bool acc,
-                                                    Live live) {
-  gemm_live<Avx512Shape>(m, n, k, a, b, c, ldc, acc, live);
-}
-__attribute__((target("avx2,fma"))) void gemm_avx2(std::size_t m, std::size_t n, std::size_t k,
-                                                   Matrix a, Matrix b, float* c,
-                                                   std::size_t ldc, bool acc, Live live) {
-  gemm_live<Avx2Shape>(m, n, k, a, b, c, ldc, acc, live);
-}
-void gemm_generic(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-                  std::size_t ldc, bool acc, Live live) {
-  gemm_live<GenericShape>(m, n, k, a, b, c, ldc, acc, live);
-}
+#endif
 
 }  // namespace
 
-std::string_view to_string(Isa isa) noexcept {
-  switch (isa) {
-    case Isa::generic: return "x86-64 SSE2";
-    case Isa::avx2: return "AVX2+FMA";
-    case Isa::avx512: return "AVX-512F";
-  }
-  return "?";
+void gemm(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, bool accumulate,
+          float* c, std::size_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return zero_or_keep(m, n, accumulate, c, ldc);
+  const Blas ta = blas(a.rs, a.cs, m, k), tb = blas(b.rs, b.cs, k, n);
+  const OneThread one;
+  check(dnnl_sgemm(ta.trans, tb.trans, static_cast<dnnl_dim_t>(m), static_cast<dnnl_dim_t>(n),
+                   static_cast<dnnl_dim_t>(k), 1.f, a.data, ta.ld, b.data, tb.ld,
+                   accumulate ? 1.f : 0.f, c, static_cast<dnnl_dim_t>(ldc)),
+        "sgemm");
 }
 
-bool supported(Isa isa) noexcept {
-  switch (isa) {
-    case Isa::generic: return true;
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case Isa::avx512: return __builtin_cpu_supports("avx512f");
-  }
-  return false;
+void gemm(std::size_t m, std::size_t n, std::size_t k, Bf16Matrix a, Bf16Matrix b,
+          bool accumulate, float* c, std::size_t ldc, float alpha) {
+  if (!bf16_supported()) throw std::logic_error("bf16 products: " + bf16_reason());
+  if (m == 0 || n == 0) return;
+  if (k == 0) return zero_or_keep(m, n, accumulate, c, ldc);
+  const OneThread one;
+  const bool scaled = alpha != 1;
+  Bf16Product& p = bf16_product(m, n, k, a, b, accumulate, ldc, scaled);
+  p.src.set_data_handle(const_cast<std::uint16_t*>(a.data));
+  p.weights.set_data_handle(const_cast<std::uint16_t*>(b.data));
+  p.dst.set_data_handle(c);
+  p.alpha = alpha;
+  thread_local dnnl::stream stream(engine());
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, p.dst}};
+  if (scaled) args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, p.scale);
+  p.prim.execute(stream, args);
+  stream.wait();
 }
 
-Isa best_isa() noexcept {
-  static const Isa best = supported(Isa::avx512) ? Isa::avx512
-                          : supported(Isa::avx2) ? Isa::avx2
-                                                 : Isa::generic;
-  return best;
-}
+bool bf16_supported() noexcept { return bf16_reason().empty(); }
+std::string bf16_unsupported_reason() { return bf16_reason(); }
 
-namespace {
-// Every product on a live operand passes through here, so that it is on the stack of
-// every race the product takes part in (tests/tsan.supp names it).
-__attribute__((noinline)) void gemm_on_live(Isa isa, std::size_t m, std::size_t n,
-                                            std::size_t k, Matrix a, Matrix b, float* c,
-                                            std::size_t ldc, bool accumulate, Live live) {
-  switch (isa) {
-    case Isa::avx512: return gemm_avx512(m, n, k, a, b, c, ldc, accumulate, live);
-    case Isa::avx2: return gemm_avx2(m, n, k, a, b, c, ldc, accumulate, live);
-    case Isa::generic: return gemm_generic(m, n, k, a, b, c, ldc, accumulate, live);
-  }
-}
-}  // namespace
-
-void gemm(Isa isa, std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-          std::size_t ldc, bool accumulate, Live live) {
-  if (live.a || live.c) return gemm_on_live(isa, m, n, k, a, b, c, ldc, accumulate, live);
-  switch (isa) {
-    case Isa::avx512: return gemm_avx512(m, n, k, a, b, c, ldc, accumulate, live);
-    case Isa::avx2: return gemm_avx2(m, n, k, a, b, c, ldc, accumulate, live);
-    case Isa::generic: return gemm_generic(m, n, k, a, b, c, ldc, accumulate, live);
-  }
-}
-
-void gemm(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-          std::size_t ldc, bool accumulate, Live live) {
-  gemm(best_isa(), m, n, k, a, b, c, ldc, accumulate, live);
-}
-
-void gemm_naive(std::size_t m, std::size_t n, std::size_t k, Matrix a, Matrix b, float* c,
-                std::size_t ldc, bool accumulate) {
-  for (std::size_t i = 0; i < m; ++i)
-    for (std::size_t j = 0; j < n; ++j) {
-      float s = accumulate ? c[i * ldc + j] : 0.f;
-      for (std::size_t p = 0; p < k; ++p)
-        s += a.data[static_cast<std::ptrdiff_t>(i) * a.rs + static_cast<std::ptrdiff_t>(p) * a.cs] *
-             b.data[static_cast<std::ptrdiff_t>(p) * b.rs + static_cast<std::ptrdiff_t>(j) * b.cs];
-      c[i * ldc + j] = s;
-    }
+void to_bf16(const float* src, std::size_t n, std::uint16_t* dst, float scale) noexcept {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512bf16")) return to_bf16_avx512(src, n, dst, scale);
+#endif
+  for (std::size_t i = 0; i < n; ++i) dst[i] = bf16::round(scale * detail::relaxed_load(src + i));
 }
 
 // The dense read half of THE INTENDED RACE: whole 16-byte lanes (aligned, so each

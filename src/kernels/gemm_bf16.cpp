@@ -1,15 +1,9 @@
-// The bf16 products (gemm_bf16.hpp), on two units.
-// AMX: 32 x 32 blocks of C held in four tile registers (tmm0-3), and along K one
-// 16 x 32 A tile per block row (tmm4-5) and one 16 x (16 pairs) B tile per block
-// column (tmm6-7), four tile products per step; edge blocks (16 rows or columns)
-// use the first tiles only.
-// AVX512-BF16: an MR x NR register tile of C (8 rows x 2 vectors of 16 floats)
-// while K runs a pair at a time: per pair two vectors of B's pair layout as they are
-// packed and one broadcast pair of each A row, 16 vdpbf16ps; K stops at its last
-// pair, not at the padding of 32.
-// The packing and the epilogues are AVX-512BW/VL, which both units' CPUs have; each
-// unit's code is in a target region of its own (as src/kernels/dense_layer.cpp
-// does), and none of it runs unless that unit is supported().
+// The bf16 products (gemm_bf16.hpp). The loop nest is two levels: 32 x 32 blocks of
+// C held in four tile registers (tmm0-3), and along K one 16 x 32 A tile per block
+// row (tmm4-5) and one 16 x (16 pairs) B tile per block column (tmm6-7), four tile
+// products per step. Edge blocks (16 rows or columns) use the first tiles only.
+// The packing and the epilogue are AVX-512; everything is inside one target region
+// (as src/kernels/dense_layer.cpp does), and nothing here runs unless available().
 #include "kernels/gemm_bf16.hpp"
 
 #include <algorithm>
@@ -43,13 +37,9 @@ float widen(std::uint16_t b) noexcept {
 
 namespace {
 
-bool disabled(const char* variable) {
-  const char* off = std::getenv(variable);
-  return off && *off && *off != '0';
-}
-
-std::string probe_amx() {
-  if (disabled("HOGWILD_DISABLE_AMX")) return "the AMX tile unit is disabled by HOGWILD_DISABLE_AMX";
+std::string probe() {
+  if (const char* off = std::getenv("HOGWILD_DISABLE_AMX"); off && *off && *off != '0')
+    return "the AMX tile unit is disabled by HOGWILD_DISABLE_AMX";
 #if defined(__x86_64__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
@@ -70,39 +60,15 @@ std::string probe_amx() {
 #endif
 }
 
-std::string probe_avx512() {
-  if (disabled("HOGWILD_DISABLE_AVX512BF16"))
-    return "AVX512-BF16 is disabled by HOGWILD_DISABLE_AVX512BF16";
-#if defined(__x86_64__)
-  // (libgcc's checks include the OS's saving of the zmm state, XGETBV.)
-  if (!__builtin_cpu_supports("avx512bf16"))
-    return "this CPU has no AVX512-BF16 (Intel Cooper Lake, AMD Zen 4 and later have it)";
-  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
-    return "this CPU has no AVX-512BW/VL";
-  return {};
-#else
-  return "AVX512-BF16 needs an x86-64 CPU";
-#endif
-}
-
-// Why each unit cannot run here (empty: it can), probed once per process.
-const std::string& reason(Unit unit) {
-  static const std::string amx = probe_amx(), avx512 = probe_avx512();
-  return unit == Unit::amx ? amx : avx512;
+const std::string& reason() {
+  static const std::string r = probe();
+  return r;
 }
 
 }  // namespace
 
-std::string_view to_string(Unit unit) noexcept {
-  return unit == Unit::amx ? "AMX" : "AVX512-BF16";
-}
-bool supported(Unit unit) noexcept { return reason(unit).empty(); }
-bool available() noexcept { return supported(Unit::amx) || supported(Unit::avx512); }
-Unit best_unit() noexcept { return supported(Unit::amx) ? Unit::amx : Unit::avx512; }
-std::string unavailable_reason() {
-  if (available()) return {};
-  return reason(Unit::amx) + "; " + reason(Unit::avx512);
-}
+bool available() noexcept { return reason().empty(); }
+std::string unavailable_reason() { return reason(); }
 
 namespace {
 
@@ -131,13 +97,12 @@ void pack_b_scalar(std::size_t k, std::size_t n, const float* src, std::ptrdiff_
 
 #if defined(__x86_64__)
 
-// Packing and the epilogues: AVX-512BW/VL, on both units' CPUs.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl"))), \
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16"))), \
                              apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+#pragma GCC target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")
 #endif
 namespace {
 
@@ -266,40 +231,6 @@ inline auto strided(const float* src, std::ptrdiff_t stride) {
   return [=](std::size_t i) { return src + static_cast<std::ptrdiff_t>(i) * stride; };
 }
 
-// One vector of C's row i, columns [j, j + 16) where mask says: stored; stored
-// into C^T (column i of rows j..., ldc apart); or added times alpha to a live C in
-// whole lanes (masked loads and stores read and write each float whole).
-template <Epilogue E>
-[[gnu::always_inline]] inline void put(__m512 v, float* c, std::size_t ldc, std::size_t i,
-                                       std::size_t j, __mmask16 mask, float alpha) {
-  if constexpr (E == Epilogue::store_transposed) {
-    _mm512_mask_i32scatter_ps(c + j * ldc + i, mask, lane_offsets(ldc), v, 4);
-  } else if constexpr (E == Epilogue::add_live) {
-    float* out = c + i * ldc + j;
-    _mm512_mask_storeu_ps(out, mask,
-                          _mm512_fmadd_ps(_mm512_set1_ps(alpha), v, _mm512_maskz_loadu_ps(mask, out)));
-  } else {
-    _mm512_mask_storeu_ps(c + i * ldc + j, mask, v);
-  }
-}
-
-}  // namespace
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-
-// The AMX tiles.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")
-#endif
-namespace {
-
 struct alignas(64) TileConfig {
   std::uint8_t palette = 1;
   std::uint8_t start_row = 0;
@@ -314,8 +245,23 @@ inline void epilogue(const float* tile, float* c, std::size_t ldc, std::size_t i
                      std::size_t m, std::size_t n, float alpha) {
   const __mmask16 mask = first(n - j);
   const std::size_t rows = std::min<std::size_t>(16, m - i);
-  for (std::size_t r = 0; r < rows; ++r)
-    put<E>(_mm512_load_ps(tile + r * 16), c, ldc, i + r, j, mask, alpha);
+  if constexpr (E == Epilogue::store_transposed) {
+    // Row r of the tile is column i + r of C^T: 16 floats ldc apart.
+    const __m512i down = lane_offsets(ldc);
+    for (std::size_t r = 0; r < rows; ++r)
+      _mm512_mask_i32scatter_ps(c + j * ldc + i + r, mask, down, _mm512_load_ps(tile + r * 16), 4);
+    return;
+  }
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* out = c + (i + r) * ldc + j;
+    const __m512 t = _mm512_load_ps(tile + r * 16);
+    if constexpr (E == Epilogue::add_live)
+      _mm512_mask_storeu_ps(out, mask,
+                            _mm512_fmadd_ps(_mm512_set1_ps(alpha), t,
+                                            _mm512_maskz_loadu_ps(mask, out)));
+    else
+      _mm512_mask_storeu_ps(out, mask, t);
+  }
 }
 
 template <Epilogue E>
@@ -377,138 +323,6 @@ void gemm_tiles(std::size_t m, std::size_t n, std::size_t k, const std::uint16_t
 #pragma GCC pop_options
 #endif
 
-// AVX512-BF16: vdpbf16ps on register tiles.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
-#endif
-namespace {
-
-constexpr int kMr = 8;  // rows of the register tile
-constexpr int kNv = 2;  // vectors of 16 columns per row: 16 accumulators of 32 zmm
-
-// C rows [i, i + 8) x columns [j, j + 16) from eight rows of C in registers, stored
-// into C^T (rows j..., clipped to n, of 8 floats at column i): the 8 x 16 block
-// transposed in registers, as two 8 x 8 transposes side by side (vunpck and vshufps
-// inside 128-bit lanes, then vshuff32x4 across them), one 8-float store per row of
-// C^T instead of a 16-lane scatter per row of C.
-[[gnu::always_inline]] inline void put_transposed8(const __m512 (&r)[8], float* c, std::size_t ldc,
-                                                   std::size_t i, std::size_t j, std::size_t n) {
-  // The maskz forms throughout: GCC 12's unmasked ones start from a self-initialised
-  // _mm512_undefined, which -Wmaybe-uninitialized reports (GCC PR 105593).
-  const __mmask16 all = 0xffff;
-  __m512 u[8];
-  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
-    const __m512* q = r + 4 * h;
-    // In each 128-bit lane L: t0 = (q0, q1) at 4L, 4L + 1; t1 at 4L + 2, 4L + 3.
-    const __m512 t0 = _mm512_maskz_unpacklo_ps(all, q[0], q[1]);
-    const __m512 t1 = _mm512_maskz_unpackhi_ps(all, q[0], q[1]);
-    const __m512 t2 = _mm512_maskz_unpacklo_ps(all, q[2], q[3]);
-    const __m512 t3 = _mm512_maskz_unpackhi_ps(all, q[2], q[3]);
-    // u[4h + x], lane L: column 4L + x of these four rows.
-    u[4 * h + 0] = _mm512_maskz_shuffle_ps(all, t0, t2, 0x44);
-    u[4 * h + 1] = _mm512_maskz_shuffle_ps(all, t0, t2, 0xee);
-    u[4 * h + 2] = _mm512_maskz_shuffle_ps(all, t1, t3, 0x44);
-    u[4 * h + 3] = _mm512_maskz_shuffle_ps(all, t1, t3, 0xee);
-  }
-  for (std::size_t x = 0; x < 4; ++x) {
-    // Lanes (0, 1) and (2, 3) of rows 0-3 and 4-7, ordered as columns x | 4 + x and
-    // 8 + x | 12 + x, 8 rows each.
-    __m512 v[2] = {_mm512_maskz_shuffle_f32x4(all, u[x], u[4 + x], _MM_SHUFFLE(1, 0, 1, 0)),
-                   _mm512_maskz_shuffle_f32x4(all, u[x], u[4 + x], _MM_SHUFFLE(3, 2, 3, 2))};
-    for (std::size_t h = 0; h < 2; ++h) {
-      v[h] = _mm512_maskz_shuffle_f32x4(all, v[h], v[h], _MM_SHUFFLE(3, 1, 2, 0));
-      const std::size_t col = j + 8 * h + x;  // row of C^T
-      if (col < n) _mm512_mask_storeu_ps(c + col * ldc + i, 0x00ff, v[h]);
-      if (col + 4 < n) _mm512_mask_storeu_ps(c + (col + 4) * ldc + i - 8, 0xff00, v[h]);
-    }
-  }
-}
-
-// C rows [i, i + M) x columns [j, j + 16 NV) (clipped to n columns) from the
-// packed A's rows and B's pair layout, over `pairs` pairs of K.
-template <int M, int NV, Epilogue E>
-[[gnu::always_inline]] inline void dot_tile(std::size_t pairs, const std::uint16_t* a,
-                                            std::size_t kp, const std::uint16_t* b,
-                                            std::size_t np, float* c, std::size_t ldc,
-                                            std::size_t i, std::size_t j, std::size_t n,
-                                            float alpha) {
-  __m512 acc[M][NV];
-  for (int r = 0; r < M; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  const std::uint16_t* arow = a + i * kp;
-  const std::uint16_t* bq = b + j * 2;
-  for (std::size_t q = 0; q < pairs; ++q, bq += np * 2) {
-    __m512bh bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(bq + v * 32);
-    for (int r = 0; r < M; ++r) {
-      std::int32_t pair;  // A(i + r, 2q) and A(i + r, 2q + 1)
-      std::memcpy(&pair, arow + r * kp + 2 * q, sizeof pair);
-      const auto av = (__m512bh)_mm512_set1_epi32(pair);
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
-    }
-  }
-  if constexpr (E == Epilogue::store_transposed && M == 8) {
-    for (int v = 0; v < NV; ++v) {
-      const __m512 rows[8] = {acc[0][v], acc[1][v], acc[2][v], acc[3][v],
-                              acc[4][v], acc[5][v], acc[6][v], acc[7][v]};
-      put_transposed8(rows, c, ldc, i, j + 16 * v, n);
-    }
-  } else {
-    for (int r = 0; r < M; ++r)
-      for (int v = 0; v < NV; ++v)
-        put<E>(acc[r][v], c, ldc, i + r, j + 16 * v, first(n - j - 16 * v), alpha);
-  }
-}
-
-// The last m - i < kMr rows: one instantiation per height.
-template <int M, int NV, Epilogue E>
-[[gnu::always_inline]] inline void dot_edge(std::size_t rows, std::size_t pairs,
-                                            const std::uint16_t* a, std::size_t kp,
-                                            const std::uint16_t* b, std::size_t np, float* c,
-                                            std::size_t ldc, std::size_t i, std::size_t j,
-                                            std::size_t n, float alpha) {
-  if constexpr (M > 0) {
-    if (rows == M) return dot_tile<M, NV, E>(pairs, a, kp, b, np, c, ldc, i, j, n, alpha);
-    dot_edge<M - 1, NV, E>(rows, pairs, a, kp, b, np, c, ldc, i, j, n, alpha);
-  }
-}
-
-// Columns [j, j + 16 NV) for every row: full tiles of kMr rows, then the edge.
-template <int NV, Epilogue E>
-[[gnu::always_inline]] inline void dot_columns(std::size_t m, std::size_t pairs,
-                                               const std::uint16_t* a, std::size_t kp,
-                                               const std::uint16_t* b, std::size_t np, float* c,
-                                               std::size_t ldc, std::size_t j, std::size_t n,
-                                               float alpha) {
-  std::size_t i = 0;
-  for (; i + kMr <= m; i += kMr) dot_tile<kMr, NV, E>(pairs, a, kp, b, np, c, ldc, i, j, n, alpha);
-  if (i < m) dot_edge<kMr - 1, NV, E>(m - i, pairs, a, kp, b, np, c, ldc, i, j, n, alpha);
-}
-
-// Panels of 16 kNv columns of B, each swept by every row tile of A while it stays
-// in L1/L2; the last panel is the 16 columns left (np is a multiple of 16).
-template <Epilogue E>
-void gemm_dots(std::size_t m, std::size_t n, std::size_t k, const std::uint16_t* a,
-               const std::uint16_t* b, float* c, std::size_t ldc, float alpha) {
-  static_assert(kNv == 2, "the column edge below is one vector");
-  const std::size_t np = pad(n, kRows), kp = pad(k, kDepth), pairs = (k + 1) / 2;
-  std::size_t j = 0;
-  for (; j + 16 * kNv <= np; j += 16 * kNv)
-    dot_columns<kNv, E>(m, pairs, a, kp, b, np, c, ldc, j, n, alpha);
-  if (j < np) dot_columns<1, E>(m, pairs, a, kp, b, np, c, ldc, j, n, alpha);
-}
-
-}  // namespace
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-
 #endif  // __x86_64__
 
 namespace {
@@ -537,21 +351,12 @@ __attribute__((noinline)) void pack_live_b(std::size_t k, std::size_t n, const f
   pack_b_rows(k, n, strided(src, rs), dst);
 #endif
 }
-
-template <Epilogue E>
-void gemm_on(Unit unit, std::size_t m, std::size_t n, std::size_t k, const std::uint16_t* a,
-             const std::uint16_t* b, float* c, std::size_t ldc, float alpha) {
+__attribute__((noinline)) void gemm_bf16_on_live(std::size_t m, std::size_t n, std::size_t k,
+                                                 const std::uint16_t* a, const std::uint16_t* b,
+                                                 float* c, std::size_t ldc, float alpha) {
 #if defined(__x86_64__)
-  if (unit == Unit::amx) return gemm_tiles<E>(m, n, k, a, b, c, ldc, alpha);
-  gemm_dots<E>(m, n, k, a, b, c, ldc, alpha);
+  gemm_tiles<Epilogue::add_live>(m, n, k, a, b, c, ldc, alpha);
 #endif
-}
-
-__attribute__((noinline)) void gemm_bf16_on_live(Unit unit, std::size_t m, std::size_t n,
-                                                 std::size_t k, const std::uint16_t* a,
-                                                 const std::uint16_t* b, float* c,
-                                                 std::size_t ldc, float alpha) {
-  gemm_on<Epilogue::add_live>(unit, m, n, k, a, b, c, ldc, alpha);
 }
 
 }  // namespace
@@ -623,23 +428,16 @@ void pack_b_byte_rows(std::size_t k, std::size_t n, const std::uint8_t* const* r
 #endif
 }
 
-void gemm(Unit unit, std::size_t m, std::size_t n, std::size_t k, const std::uint16_t* a,
-          const std::uint16_t* b, float* c, std::size_t ldc, Epilogue epilogue, float alpha) {
-  if (!supported(unit))
-    throw std::logic_error("bf16 products on " + std::string(to_string(unit)) + ": " + reason(unit));
-  if (m == 0 || n == 0) return;
-  switch (epilogue) {
-    case Epilogue::add_live: return gemm_bf16_on_live(unit, m, n, k, a, b, c, ldc, alpha);
-    case Epilogue::store_transposed:
-      return gemm_on<Epilogue::store_transposed>(unit, m, n, k, a, b, c, ldc, alpha);
-    case Epilogue::store: return gemm_on<Epilogue::store>(unit, m, n, k, a, b, c, ldc, alpha);
-  }
-}
-
 void gemm(std::size_t m, std::size_t n, std::size_t k, const std::uint16_t* a,
           const std::uint16_t* b, float* c, std::size_t ldc, Epilogue epilogue, float alpha) {
   require_available();
-  gemm(best_unit(), m, n, k, a, b, c, ldc, epilogue, alpha);
+  if (m == 0 || n == 0) return;
+  if (epilogue == Epilogue::add_live) return gemm_bf16_on_live(m, n, k, a, b, c, ldc, alpha);
+#if defined(__x86_64__)
+  if (epilogue == Epilogue::store_transposed)
+    return gemm_tiles<Epilogue::store_transposed>(m, n, k, a, b, c, ldc, alpha);
+  gemm_tiles<Epilogue::store>(m, n, k, a, b, c, ldc, alpha);
+#endif
 }
 
 }  // namespace hogwild::kernels::bf16

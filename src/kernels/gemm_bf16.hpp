@@ -1,37 +1,30 @@
-// Matrix products with bfloat16 operands and float accumulation: the MLP's
-// products under --matmul-precision bf16, what torch.set_float32_matmul_precision
-// ("medium") and CPU autocast do. The weights stay float (the SGD step adds to
-// float W); only the products' operands are rounded to bf16 (8 significant bits,
-// round to nearest even), and every sum is float. Two units run them, chosen at run
-// time: the AMX tile unit (Intel Sapphire Rapids and later: 16 x 16 x 32
-// multiply-adds per instruction) and, where it is absent, AVX512-BF16 (vdpbf16ps:
-// 16 lanes of two multiply-adds each; Intel Cooper Lake, AMD Zen 4 and later).
+// Matrix products with bfloat16 operands and float accumulation on the AMX tile
+// unit (Intel Sapphire Rapids and later): the MLP's products under
+// --matmul-precision bf16 where the CPU has it, what
+// torch.set_float32_matmul_precision("medium") and CPU autocast do. (Without AMX,
+// the MLP's bf16 products go through oneDNN on AVX512-BF16: kernels/gemm.hpp.)
+// The weights stay float (the SGD step adds to float W); only the products'
+// operands are rounded to bf16 (8 significant bits, round to nearest even), and every
+// sum is float. A tile product is 16 x 16 x 32 multiply-adds in one instruction, so
+// the products stop being the cost; packing the operands and adding the step to W
+// are what remain.
 //
 // Operands are packed: M and N padded to multiples of 16, K to a multiple of 32,
-// the padding zero. A is row-major (row stride pad(k, 32)); B is in the pair layout
-// ("VNNI") both units read: element (p, j) at ((p / 2) * pad(n, 16) + j) * 2 + p % 2.
+// the padding zero. A is row-major (row stride pad(k, 32)); B is in the tile
+// unit's pair layout ("VNNI"): element (p, j) at ((p / 2) * pad(n, 16) + j) * 2 + p % 2.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace hogwild::kernels::bf16 {
 
-// The units that run the products, best first.
-enum class Unit : unsigned char { amx, avx512 };
-std::string_view to_string(Unit unit) noexcept;
-// amx: the CPU has AMX-BF16 and AVX-512BW/VL and the kernel grants this process the
-// tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once per process; forked
-// children inherit it); HOGWILD_DISABLE_AMX=1 turns it off. avx512: the CPU has
-// AVX512-BF16 and AVX-512BW/VL; HOGWILD_DISABLE_AVX512BF16=1 turns it off.
-bool supported(Unit unit) noexcept;
-// Whether the products can run here: some unit is supported.
+// Whether the products can run here: the CPU has AMX-BF16 and AVX-512BW and the
+// kernel grants this process the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM,
+// asked once per process; forked children inherit it).
 bool available() noexcept;
-// The unit gemm() uses (the best supported); requires available().
-Unit best_unit() noexcept;
 // What is missing, for error messages; empty when available().
 std::string unavailable_reason();
 
@@ -74,13 +67,9 @@ void pack_b_byte_rows(std::size_t k, std::size_t n, const std::uint8_t* const* r
 // in whole vector lanes (the SGD step into shared W).
 enum class Epilogue : unsigned char { store, store_transposed, add_live };
 
-// C = A · B (or C += alpha * A · B) for packed A (m x k) and B (k x n), on
-// best_unit(). Requires available().
+// C = A · B (or C += alpha * A · B) for packed A (m x k) and B (k x n).
+// Requires available().
 void gemm(std::size_t m, std::size_t n, std::size_t k, const std::uint16_t* a,
-          const std::uint16_t* b, float* c, std::size_t ldc, Epilogue epilogue = Epilogue::store,
-          float alpha = 1);
-// The same on the unit named (tests and benchmarks); it must be supported.
-void gemm(Unit unit, std::size_t m, std::size_t n, std::size_t k, const std::uint16_t* a,
           const std::uint16_t* b, float* c, std::size_t ldc, Epilogue epilogue = Epilogue::store,
           float alpha = 1);
 

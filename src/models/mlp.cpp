@@ -1,9 +1,12 @@
 // The MLP's batch as matrix products. Activations are kept transposed (units x
-// batch), so every product has the weights as its in-place "A" operand and the
-// small batch-wide matrix as the packed "B" operand (src/kernels/gemm.cpp):
+// batch), so every product has the weights as its "A" operand and the small
+// batch-wide matrix as "B" (src/kernels/gemm.hpp, oneDNN):
 //   forward    Z_l   = W_l · H_l            (out x B)
 //   gradient   dW_l  = D_l · H_l^T          (out x in)
 //   backprop   D_l-1 = (W_l^T · D_l) ⊙ [H_l > 0]
+// With --matmul-precision bf16 the same products take bf16 operands (oneDNN on
+// AVX512-BF16), or, where the CPU has the AMX tile unit, run as step_amx() forms
+// them (src/kernels/gemm_bf16.hpp).
 #include "hogwild/models/mlp.hpp"
 
 #include <algorithm>
@@ -19,6 +22,7 @@ namespace hogwild {
 
 namespace {
 
+using kernels::Bf16Matrix;
 using kernels::Matrix;
 
 std::ptrdiff_t sd(std::size_t s) { return static_cast<std::ptrdiff_t>(s); }
@@ -39,9 +43,11 @@ MlpModel::MlpModel(const ModelOptions& options) : options_(options) {
     throw ConfigError("mlp needs at least one hidden layer (e.g. --hidden 256,128)");
   for (std::size_t h : options_.hidden)
     if (h == 0) throw ConfigError("mlp hidden layer widths must be positive");
-  if (options_.matmul == MatmulPrecision::bf16 && !kernels::bf16::available())
+  if (options_.matmul == MatmulPrecision::bf16 && !kernels::bf16::available() &&
+      !kernels::bf16_supported())
     throw ConfigError("--matmul-precision bf16 cannot run here: " +
-                      kernels::bf16::unavailable_reason() + "; use fp32");
+                      kernels::bf16::unavailable_reason() + "; " +
+                      kernels::bf16_unsupported_reason() + "; use fp32");
 }
 
 void MlpModel::configure(const Problem& problem) {
@@ -111,22 +117,31 @@ void MlpModel::load_inputs(RowAt row_at, std::size_t count, Activations& a) cons
 
 // Layer l's input as the products' operands: H_l (in x B) and H_l^T (B x in). The
 // hidden activations are stored units x batch, the input rows batch x units.
-Matrix MlpModel::input(const Activations& a, std::size_t l, bool transposed) const {
-  const auto in = sd(widths_[l]), B = sd(a.batch);
-  const float* h = a.act[l].data();
-  if (l == 0) return transposed ? Matrix{h, in, 1} : Matrix{h, 1, in};
-  return transposed ? Matrix{h, 1, B} : Matrix{h, B, 1};
+MlpModel::Strides MlpModel::input(std::size_t l, std::size_t batch, bool transposed) const {
+  const auto in = sd(widths_[l]), B = sd(batch);
+  if (l == 0) return transposed ? Strides{in, 1} : Strides{1, in};
+  return transposed ? Strides{1, B} : Strides{B, 1};
 }
 
 void MlpModel::forward(const std::vector<const float*>& W, const std::vector<const float*>& bias,
-                       Activations& a, bool live) const {
+                       Activations& a, const std::vector<const std::uint16_t*>* w16) const {
   const std::size_t B = a.batch;
+  if (w16) a.act16.resize(layers());
   for (std::size_t l = 0; l < layers(); ++l) {
     const std::size_t in = widths_[l], out = widths_[l + 1];
     auto& z = a.act[l + 1];
     z.resize(out * B);
-    kernels::gemm(out, B, in, Matrix{W[l], sd(in), 1}, input(a, l, false),
-                  z.data(), B, false, kernels::Live{live, false});
+    const Strides h = input(l, B, false);
+    if (w16) {
+      auto& h16 = a.act16[l];
+      h16.resize(in * B);
+      kernels::to_bf16(a.act[l].data(), in * B, h16.data());
+      kernels::gemm(out, B, in, Bf16Matrix{(*w16)[l], sd(in), 1}, Bf16Matrix{h16.data(), h.rs, h.cs},
+                    false, z.data(), B);
+    } else {
+      kernels::gemm(out, B, in, Matrix{W[l], sd(in), 1}, Matrix{a.act[l].data(), h.rs, h.cs}, false,
+                    z.data(), B);
+    }
     activate(l, z.data(), B, bias[l]);
   }
 }
@@ -199,19 +214,36 @@ double MlpModel::softmax_columns(float* z, std::size_t B, const float* targets,
 
 template <class U>
 double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
-  if (options_.matmul == MatmulPrecision::bf16) return step_bf16<U>(batch, p, lr);
+  const bool bf16 = options_.matmul == MatmulPrecision::bf16;
+  if (bf16 && kernels::bf16::available()) return step_amx<U>(batch, p, lr);
   const std::size_t L = layers(), B = batch.size;
-  // How the products meet the weights: where other workers write them meanwhile
-  // (hogwild, atomic), they are the kernel's live operand (whole-float and
-  // whole-lane reads, THE INTENDED RACE), and a weight another worker changes
-  // mid-batch is one more stale read; otherwise (serial, lock, a worker's own
-  // replica, the gradient path) plain reads.
+  // How the products meet the weights. oneDNN reads its operands with loads of its
+  // own, so where other workers write the weights meanwhile (hogwild, atomic) each W
+  // is copied once per batch in whole lanes (THE INTENDED RACE), and a weight another
+  // worker changes mid-batch is one more stale read; otherwise (serial, lock, a
+  // worker's own replica, the gradient path) the products read W in place. bf16
+  // rounds a copy of every W either way, reading it in whole lanes.
   const bool live = U::live(p);
   std::vector<const float*> W(L);
-  for (std::size_t l = 0; l < L; ++l) W[l] = weights(p, l);
+  std::vector<const std::uint16_t*> W16(L);
+  w_copy_.resize(L);
+  w16_.resize(L);
+  for (std::size_t l = 0; l < L; ++l) {
+    const std::size_t n = widths_[l] * widths_[l + 1];
+    W[l] = weights(p, l);
+    if (bf16) {
+      w16_[l].resize(n);
+      kernels::to_bf16(W[l], n, w16_[l].data());
+      W16[l] = w16_[l].data();
+    } else if (live) {
+      w_copy_[l].resize(n);
+      kernels::copy_from_shared(w_copy_[l].data(), W[l], n);
+      W[l] = w_copy_[l].data();
+    }
+  }
   const auto bias_in = read_biases<U>(p, live);
   load_inputs([&](std::size_t i) { return batch.row(i); }, B, work_);
-  forward(W, bias_in, work_, live);
+  forward(W, bias_in, work_, bf16 ? &W16 : nullptr);
   float* top = work_.act[L].data();
   const double loss = top_delta(top, batch);
 
@@ -224,11 +256,20 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
     const std::size_t in = widths_[l], out = widths_[l + 1];
     const float* h = work_.act[l].data();
     const float* d = l + 1 == L ? top : delta_[l].data();
-    if (l > 0) {  // before the update, which changes W_l in place
+    if (bf16) {  // D rounded once, for both of its products
+      d16_.resize(out * B);
+      kernels::to_bf16(d, out * B, d16_.data());
+    }
+    if (l > 0) {  // before the update, which changes W_l
       auto& below = delta_[l - 1];
       below.resize(in * B);
-      kernels::gemm(in, B, out, Matrix{W[l], 1, sd(in)}, Matrix{d, sd(B), 1}, below.data(), B,
-                    false, kernels::Live{live, false});
+      if (bf16) {
+        kernels::gemm(in, B, out, Bf16Matrix{W16[l], 1, sd(in)}, Bf16Matrix{d16_.data(), sd(B), 1},
+                      false, below.data(), B);
+      } else {
+        kernels::gemm(in, B, out, Matrix{W[l], 1, sd(in)}, Matrix{d, sd(B), 1}, false,
+                      below.data(), B);
+      }
       // Branch-free (a select, vectorised): which units are active is data, and a
       // branch per unit mispredicted on about half of them.
       float* bl = below.data();
@@ -236,33 +277,54 @@ double MlpModel::step(const Batch& batch, const ParamSet& p, float lr) {
     }
     // The weight gradient inv * (D·H^T + B l2 W): the update interface decides where
     // the product goes (with SGD straight into W, scaled by -lr/B; otherwise into
-    // a gradient block).
+    // a gradient block). In fp32 alpha scales D before the product, so that the
+    // product's sum is added to W as one rounded value however it gets there; in
+    // bf16 it scales the sums (rounding alpha D would make each mode's step round
+    // differently). oneDNN writes C with stores of its own: for a live W it writes a
+    // private buffer, which dense_axpy_shared adds in whole lanes (THE INTENDED
+    // RACE's write half).
+    const Strides ht = input(l, B, true);
     U::descend_block(p[tensor_of(l)], Block{0, out, in, in}, inv, l2, lr,
                      [&](float* dst, float alpha, bool overwrite, bool live_dst) {
-                       const float* a = d;
-                       if (alpha != 1) {
-                         scaled_.resize(out * B);
-                         for (std::size_t i = 0; i < out * B; ++i) scaled_[i] = alpha * d[i];
-                         a = scaled_.data();
+                       float* c = dst;
+                       if (live_dst) {
+                         grad_.resize(out * in);
+                         c = grad_.data();
                        }
-                       kernels::gemm(out, in, B, Matrix{a, sd(B), 1}, input(work_, l, true), dst,
-                                     in, !overwrite, kernels::Live{false, live_dst});
+                       const bool accumulate = !overwrite && !live_dst;
+                       float add = 1;  // what c is added to a live W times
+                       if (bf16) {
+                         kernels::gemm(out, in, B, Bf16Matrix{d16_.data(), sd(B), 1},
+                                       Bf16Matrix{work_.act16[l].data(), ht.rs, ht.cs}, accumulate,
+                                       c, in, live_dst ? 1.f : alpha);
+                         add = alpha;
+                       } else {
+                         const float* a = d;
+                         if (alpha != 1) {
+                           scaled_.resize(out * B);
+                           for (std::size_t i = 0; i < out * B; ++i) scaled_[i] = alpha * d[i];
+                           a = scaled_.data();
+                         }
+                         kernels::gemm(out, in, B, Matrix{a, sd(B), 1}, Matrix{h, ht.rs, ht.cs},
+                                       accumulate, c, in);
+                       }
+                       if (live_dst) detail::dense_axpy_shared(dst, add, c, out * in);
                      });
     descend_bias<U>(p, l, d, B, lr);
   }
   return loss;
 }
 
-// The bf16 step. Every product is C (m x n) = A (m x k) · B (k x n) on packed
-// operands; a live W is packed straight from the shared tensor in whole lanes
-// (kernels::bf16, its live forms), so hogwild needs no private copy:
+// The bf16 step on the AMX tile unit. Every product is C (m x n) = A (m x k) ·
+// B (k x n) on packed operands; a live W is packed straight from the shared tensor in
+// whole lanes (kernels::bf16, its live forms), so hogwild needs no private copy:
 //   forward    Z_l       = W_l · H_l           A = W_l (live),  B = H_l
 //   backprop   D_l-1^T   = D_l^T · W_l         A = D_l^T,       B = W_l (live)
 //   gradient   W_l      += -lr/B · D_l · H_l^T  A = D_l,         B = H_l^T
 // The backprop product is batch-major and its epilogue stores it transposed: W_l as
 // B needs only row pairs of the live tensor, not a transpose of it.
 template <class U>
-double MlpModel::step_bf16(const Batch& batch, const ParamSet& p, float lr) {
+double MlpModel::step_amx(const Batch& batch, const ParamSet& p, float lr) {
   namespace bf = kernels::bf16;
   const std::size_t L = layers(), B = batch.size;
   // W written by other workers while this one reads it (hogwild, atomic).
@@ -291,8 +353,8 @@ double MlpModel::step_bf16(const Batch& batch, const ParamSet& p, float lr) {
     if (l == 0 && bytes) {
       bf::pack_b_byte_columns(in, B, byte_rows_.data(), pack_b_);
     } else {
-      const Matrix h = input(work_, l, false);
-      bf::pack_b(in, B, h.data, h.rs, h.cs, pack_b_);
+      const Strides h = input(l, B, false);
+      bf::pack_b(in, B, work_.act[l].data(), h.rs, h.cs, pack_b_);
     }
     auto& z = work_.act[l + 1];
     z.resize(out * B);
@@ -324,8 +386,8 @@ double MlpModel::step_bf16(const Batch& batch, const ParamSet& p, float lr) {
     if (l == 0 && bytes) {
       bf::pack_b_byte_rows(B, in, byte_rows_.data(), pack_b_);
     } else {
-      const Matrix ht = input(work_, l, true);
-      bf::pack_b(B, in, ht.data, ht.rs, ht.cs, pack_b_);
+      const Strides ht = input(l, B, true);
+      bf::pack_b(B, in, work_.act[l].data(), ht.rs, ht.cs, pack_b_);
     }
     // The product's epilogue scales it by alpha and adds it in whole lanes (SGD:
     // straight into W), or stores it (a gradient block).

@@ -1,19 +1,19 @@
 // Multi-layer perceptron: dense layers with ReLU between them and softmax
 // cross-entropy on top (--model mlp --hidden 256,128). Layer l has weights W<l>
 // (out x in, row-major, He-initialised) and a bias b<l>; optional L2 on the weights.
-// A mini-batch runs as matrix products through the dense kernel (src/kernels/),
-// on the weights in place; each weight gradient's product goes to
+// A mini-batch runs as matrix products (src/kernels/: oneDNN, or our AMX tiles for
+// bf16 where the CPU has them); each weight gradient's product goes to
 // U::descend_block, which (with SGD) adds it straight into the weights or takes it
 // into a gradient block.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
 #include "hogwild/model_base.hpp"
 
 namespace hogwild {
-
-namespace kernels {
-struct Matrix;  // src/kernels/gemm.hpp (private to the library)
-}
 
 class MlpModel : public ModelBase<MlpModel> {
  public:
@@ -37,9 +37,11 @@ class MlpModel : public ModelBase<MlpModel> {
 
  private:
   // Activations of one batch: act[0] the input rows (batch x widths_[0]), act[l] for
-  // l > 0 transposed (widths_[l] x batch).
+  // l > 0 transposed (widths_[l] x batch); act16[l]: act[l] rounded to bf16 (bf16
+  // products through oneDNN).
   struct Activations {
     std::vector<std::vector<float>> act;
+    std::vector<std::vector<std::uint16_t>> act16;
     std::size_t batch = 0;
   };
   std::size_t layers() const noexcept { return widths_.size() - 1; }
@@ -52,17 +54,23 @@ class MlpModel : public ModelBase<MlpModel> {
   // Fills a.act[0] with row_at(0..count) (count x units).
   template <class RowAt>
   void load_inputs(RowAt row_at, std::size_t count, Activations& a) const;
-  // Layer l's input H_l (units x batch), or H_l^T, as a view for the kernel.
-  kernels::Matrix input(const Activations& a, std::size_t l, bool transposed) const;
+  // Layer l's input H_l (units x batch), or H_l^T, as strides over its storage: the
+  // input rows are stored batch x units, the hidden activations units x batch.
+  struct Strides {
+    std::ptrdiff_t rs, cs;
+  };
+  Strides input(std::size_t l, std::size_t batch, bool transposed) const;
   // a.act[1..L] from a.act[0]: W·h + b, ReLU on hidden layers; the top holds logits.
-  // live: W are shared tensors other workers write (read as the kernel's live operand).
+  // W: private weights (oneDNN reads them with loads of its own). With w16, the
+  // weights rounded to bf16, the products take bf16 operands, each layer's input
+  // rounded into a.act16.
   void forward(const std::vector<const float*>& W, const std::vector<const float*>& bias,
-               Activations& a, bool live = false) const;
-  // step() with the products on bf16 operands (kernels/gemm_bf16.hpp): the same
+               Activations& a, const std::vector<const std::uint16_t*>* w16 = nullptr) const;
+  // step() with the products on the AMX tile unit (kernels/gemm_bf16.hpp): the same
   // batch, the same loss and the same update rule, each product's operands packed
   // (rounded) first.
   template <class U>
-  double step_bf16(const Batch& b, const ParamSet& p, float lr);
+  double step_amx(const Batch& b, const ParamSet& p, float lr);
   // z (widths_[l+1] x batch) += bias, then ReLU unless l is the top layer.
   void activate(std::size_t l, float* z, std::size_t batch, const float* bias) const;
   // The layers' biases for reading; shared: copied first, each float read whole.
@@ -85,8 +93,12 @@ class MlpModel : public ModelBase<MlpModel> {
   std::vector<std::vector<float>> bias_copy_;
   std::vector<float> scaled_;              // alpha times one layer's delta (descend_block)
   std::vector<float> bias_grad_;
-  std::vector<std::uint16_t> pack_a_, pack_b_;  // bf16 products: packed operands
-  std::vector<const std::uint8_t*> byte_rows_;  // bf16: the batch's byte rows
+  std::vector<std::vector<float>> w_copy_;  // live weights, copied in whole lanes
+  std::vector<float> grad_;                // a live W's product, added in whole lanes
+  std::vector<std::vector<std::uint16_t>> w16_;  // bf16: the weights rounded
+  std::vector<std::uint16_t> d16_;               // bf16: a layer's delta rounded
+  std::vector<std::uint16_t> pack_a_, pack_b_;   // AMX: packed operands
+  std::vector<const std::uint8_t*> byte_rows_;   // AMX: the batch's byte rows
 };
 
 }  // namespace hogwild
