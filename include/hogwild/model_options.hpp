@@ -9,8 +9,8 @@ namespace hogwild {
 
 // The precision of a model's matrix products (the MLP's): fp32, or bf16 operands
 // summed in float on the CPU's AMX tile unit or with its AVX512-BF16 instructions
-// (what PyTorch's set_float32_matmul_precision("medium") allows); the weights, the
-// SGD step and evaluation stay float either way.
+// through oneDNN (what PyTorch's set_float32_matmul_precision("medium") allows); the
+// weights, the SGD step and evaluation stay float either way.
 enum class MatmulPrecision : unsigned char { fp32, bf16 };
 MatmulPrecision parse_matmul_precision(const std::string& name);  // "fp32" | "bf16"
 const char* to_string(MatmulPrecision p) noexcept;
@@ -22,7 +22,8 @@ struct ModelOptions {
   std::vector<std::size_t> hidden{256, 128};  // mlp: widths of the hidden layers
   std::size_t rank = 10;  // matrix factorization: factors per user and per item
   // mlp: the training products' operands (evaluation is always fp32). bf16 needs
-  // AMX-BF16 or AVX512-BF16 (kernels::bf16::available); other models reject it.
+  // AMX-BF16 (kernels::bf16::available) or AVX512-BF16 (kernels::bf16_supported);
+  // other models reject it.
   MatmulPrecision matmul = MatmulPrecision::fp32;
 };
 

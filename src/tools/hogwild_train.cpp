@@ -149,8 +149,8 @@ int run(int argc, char** argv) {
   app.add_option("--matmul-precision", o.matmul,
                  "mlp: fp32, or bf16 (the training products' operands rounded to bfloat16 and "
                  "summed in float on the AMX tile unit, Intel Sapphire Rapids and later, or "
-                 "with AVX512-BF16, Intel Cooper Lake and AMD Zen 4 and later; the weights, the "
-                 "step and evaluation stay fp32)")
+                 "with AVX512-BF16 through oneDNN, Intel Cooper Lake and AMD Zen 4 and later; "
+                 "the weights, the step and evaluation stay fp32)")
       ->capture_default_str()->option_text("fp32|bf16");
   app.add_flag("--no-bias", o.no_bias, "Do not learn an intercept");
   app.add_option("--rank", cfg.model_options.rank, "Matrix factorization (mf): factors per user and item")
