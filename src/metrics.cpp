@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "data/file_io.hpp"
 #include "hogwild/error.hpp"
 
 namespace hogwild {
@@ -189,16 +190,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   };
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  std::size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      fail(err);
-    }
-    off += static_cast<std::size_t>(n);
+  if (const int err = detail::write_all(fd, text.data(), text.size())) {
+    ::close(fd);
+    fail(err);
   }
   if (::fsync(fd) != 0) {
     const int err = errno;

@@ -248,15 +248,9 @@ int cache_memfd(const Dataset& d) {
                                     std::strerror(errno)));
   try {
     emit_cache(d, [&](const void* data, std::size_t n) {
-      for (const char* p = static_cast<const char*>(data); n > 0;) {
-        const ssize_t k = ::write(fd, p, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0)
-          throw ResourceError(fmt::format("cannot copy {} into a memory file: {}", d.source(),
-                                          std::strerror(errno)));
-        p += k;
-        n -= static_cast<std::size_t>(k);
-      }
+      if (const int err = detail::write_all(fd, data, n))
+        throw ResourceError(fmt::format("cannot copy {} into a memory file: {}", d.source(),
+                                        std::strerror(err)));
     });
   } catch (...) {
     ::close(fd);

@@ -46,6 +46,10 @@ class FileContent {
 // without reading a whole file.
 std::string read_head(const std::string& path, std::size_t n, bool* gzipped = nullptr);
 
+// Writes all `n` bytes to `fd`, retrying short writes and EINTR; returns 0, or the
+// errno that stopped it (ENOSPC for a write that wrote nothing).
+int write_all(int fd, const void* data, std::size_t n) noexcept;
+
 // A file written as `path.tmp.<pid>`, fsync'ed and renamed to `path` by commit().
 // Destroyed without commit() (an exception on the way), it removes the temporary.
 class OutputFile {

@@ -188,16 +188,24 @@ OutputFile::~OutputFile() {
   if (!committed_) ::unlink(tmp_.c_str());
 }
 
-void OutputFile::write_raw(const void* data, std::size_t n) {
+int write_all(int fd, const void* data, std::size_t n) noexcept {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    ssize_t w = ::write(fd_, p, n);
+    const ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == ENOSPC || errno == EDQUOT))
-      throw ResourceError("cannot write " + path_ + ": " + errno_text());
-    if (w < 0) throw IoError("cannot write " + path_ + ": " + errno_text());
+    if (w <= 0) return w < 0 ? errno : ENOSPC;
     p += w;
     n -= static_cast<std::size_t>(w);
+  }
+  return 0;
+}
+
+void OutputFile::write_raw(const void* data, std::size_t n) {
+  if (const int err = write_all(fd_, data, n)) {
+    errno = err;
+    if (err == ENOSPC || err == EDQUOT)
+      throw ResourceError("cannot write " + path_ + ": " + errno_text());
+    throw IoError("cannot write " + path_ + ": " + errno_text());
   }
 }
 
