@@ -36,9 +36,11 @@ namespace hogwild::detail {
 
 using nlohmann::json;
 
-std::string config_to_json(const TrainConfig& c) {
+namespace {
+
+json config_json(const TrainConfig& c) {
   const ModelOptions& m = c.model_options;
-  json j{
+  return json{
       {"model", c.model},
       {"model_options",
        {{"l2", m.l2}, {"bias", m.bias}, {"hidden", m.hidden}, {"rank", m.rank},
@@ -67,11 +69,9 @@ std::string config_to_json(const TrainConfig& c) {
       {"handle_signals", c.handle_signals},
       {"worker_start", static_cast<int>(c.worker_start)},
   };
-  return j.dump();
 }
 
-TrainConfig config_from_json(std::string_view text) {
-  const json j = json::parse(text);
+TrainConfig config_of(const json& j) {
   TrainConfig c;
   const json& m = j.at("model_options");
   j.at("model").get_to(c.model);
@@ -107,8 +107,14 @@ TrainConfig config_from_json(std::string_view text) {
   return c;
 }
 
+}  // namespace
+
+std::string config_to_json(const TrainConfig& c) { return config_json(c).dump(); }
+
+TrainConfig config_from_json(std::string_view text) { return config_of(json::parse(text)); }
+
 WorkerDescription::WorkerDescription(const Run& run) {
-  json j{{"config", json::parse(config_to_json(run.cfg))}, {"train", run.train.source()}};
+  json j{{"config", config_json(run.cfg)}, {"train", run.train.source()}};
   fds_.push_back(run.arena.handle());
   owned_.push_back(cache_memfd(run.train));
   if (run.test) {
@@ -133,7 +139,7 @@ int worker_entry(unsigned rank, std::string_view description, std::span<const in
   const json j = json::parse(description);
   HOGWILD_ENFORCE(fds.size() == (j.contains("test") ? 3u : 2u),
                   "a worker's description and its descriptors disagree");
-  const TrainConfig cfg = config_from_json(j.at("config").dump());
+  const TrainConfig cfg = config_of(j.at("config"));
   auto model = make_model(cfg.model, cfg.model_options);
   const Dataset train = open_cache_fd(fds[1], j.at("train").get<std::string>());
   std::optional<Dataset> test;
