@@ -264,6 +264,16 @@ bool gone(pid_t pid) {
   return s.empty() || s.find(") Z ") != std::string::npos;
 }
 
+bool all_gone_within(const std::vector<pid_t>& pids, double seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    bool all = true;
+    for (pid_t p : pids) all = all && gone(p);
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 std::atomic<int>& shared_flag() {
   static auto* flag = static_cast<std::atomic<int>*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));

@@ -101,6 +101,8 @@ std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n);
 int wait_exit(pid_t pid, double seconds);
 // True once `pid` is gone or a zombie.
 bool gone(pid_t pid);
+// True once every one of `pids` is gone (polled every 10 ms for up to `seconds`).
+bool all_gone_within(const std::vector<pid_t>& pids, double seconds);
 
 // A flag in a shared anonymous page, the same one in the test process and every
 // worker it forks (tests use it to crash a worker once per run).

@@ -221,14 +221,7 @@ TEST_CASE("killing the parent takes the workers with it") {
   REQUIRE(workers.size() == 2);
   kill(bg.pid, SIGKILL);
   CHECK(wait_exit(bg.pid, 10) == -SIGKILL);
-  for (pid_t w : workers) {
-    bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
-      gone = test::gone(w);
-      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    CHECK(gone);
-  }
+  for (pid_t w : workers) CHECK(test::all_gone_within({w}, 1.0));
   CHECK(test::our_shm_entries().empty());
 }
 
@@ -245,14 +238,7 @@ TEST_CASE("killing the parent of a fork-server run takes the server and its work
   kill(bg.pid, SIGKILL);
   CHECK(wait_exit(bg.pid, 10) == -SIGKILL);
   workers.push_back(server[0]);
-  for (pid_t p : workers) {
-    bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
-      gone = test::gone(p);
-      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    CHECK(gone);
-  }
+  for (pid_t p : workers) CHECK(test::all_gone_within({p}, 1.0));
   CHECK(test::our_shm_entries().empty());
 }
 

@@ -34,16 +34,6 @@ std::size_t entries_of(pid_t pid) {
   return n;
 }
 
-bool all_gone_within(const std::vector<pid_t>& pids, double seconds) {
-  for (int i = 0; i < seconds * 100; ++i) {
-    bool all = true;
-    for (pid_t p : pids) all = all && test::gone(p);
-    if (all) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 // A segment named like ours, created directly (as a run killed between create and
 // unlink would leave it).
 std::string fake_segment(const std::string& name) {
@@ -98,7 +88,7 @@ TEST_CASE("SIGINT/SIGTERM write the final checkpoint and the summary, exit 130/1
     CHECK(code == (sig == SIGINT ? 130 : 143));
     CHECK(out.find(sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)") !=
           std::string::npos);
-    CHECK(all_gone_within(workers, 1));
+    CHECK(test::all_gone_within(workers, 1));
     CHECK(entries_of(bg.pid) == 0);
     const auto s = test::read_text(summary);
     CHECK(s.find(sig == SIGINT ? "\"interrupted\": \"SIGINT\"" : "\"interrupted\": \"SIGTERM\"") !=
@@ -145,7 +135,7 @@ TEST_CASE("a SIGTERM to the whole process group: workers end their batch, the ru
   CHECK(code == 143);
   CHECK(out.find("terminated (SIGTERM)") != std::string::npos);
   CHECK(out.find("killed by signal") == std::string::npos);
-  CHECK(all_gone_within(workers, 1));
+  CHECK(test::all_gone_within(workers, 1));
   CHECK(entries_of(bg.pid) == 0);
   std::uint64_t saved = 0;
   for (auto& w : read_checkpoint(ck).workers) saved += w.samples;
@@ -184,7 +174,7 @@ TEST_CASE("a second SIGINT exits at once: 130, no segment, no temporary file lef
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     kill(bg.pid, SIGINT);
     CHECK(test::wait_exit(bg.pid, 10) == 130);
-    CHECK(all_gone_within(workers, 1));
+    CHECK(test::all_gone_within(workers, 1));
     CHECK(entries_of(bg.pid) == 0);
     for (auto& e : std::filesystem::directory_iterator(dir.path()))
       CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
@@ -213,7 +203,7 @@ TEST_CASE("kill -9 of the parent, 30 times: workers exit within a second, --clea
     with_workers += !workers.empty();
     kill(bg.pid, SIGKILL);
     CHECK(test::wait_exit(bg.pid, 10) == -SIGKILL);
-    CHECK(all_gone_within(workers, 1));
+    CHECK(test::all_gone_within(workers, 1));
     auto r = test::run({test::hogwild_train_path(), "--cleanup"});
     CHECK(r.exit_code == 0);
     CHECK(entries_of(bg.pid) == 0);
