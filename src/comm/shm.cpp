@@ -23,6 +23,7 @@ struct ShmCommunicator::Header {
   };
   alignas(64) std::atomic<std::uint64_t> arrivals{0};  // arrivals at all barriers so far
   alignas(64) std::atomic<std::uint32_t> round{0};     // barriers completed: what sleepers wait on
+  std::atomic<std::uint32_t> sleepers{0};              // ranks in FUTEX_WAIT on `round`
   alignas(64) std::atomic<std::uint32_t> claimed{0};   // a rank is writing `why`
   std::atomic<std::uint32_t> aborted{0};               // 1 + the rank that aborted, once `why` is written
   char why[244] = {};
@@ -116,16 +117,18 @@ void ShmCommunicator::fail(std::uint32_t target) const {
 
 // Arrivals are counted for all barriers together: the last of the size ranks
 // arriving at barrier t makes the count t * size and advances `round` (release:
-// every rank's writes before the barrier are seen after it). The others spin on
-// `round` a while, then sleep on it in naps of up to 1 ms, checking for an abort,
-// the run's stop and the timeout.
+// every rank's writes before the barrier are seen after it), waking the sleepers if
+// there are any. The others spin on `round` a while, then sleep on it in naps of up
+// to 1 ms, checking for an abort, the run's stop and the timeout.
 void ShmCommunicator::barrier() {
   const std::uint64_t passed = round_ + 1;
   const auto target = static_cast<std::uint32_t>(passed);
   header_->arrived[rank_].round.store(target, std::memory_order_relaxed);
   if (header_->arrivals.fetch_add(1, std::memory_order_acq_rel) + 1 == passed * size_) {
-    header_->round.store(target, std::memory_order_release);
-    futex_wake_all(&header_->round);
+    // seq_cst store, then load: a sleeper counted after this load has yet to enter
+    // FUTEX_WAIT, which then finds the round changed and returns at once.
+    header_->round.store(target, std::memory_order_seq_cst);
+    if (header_->sleepers.load(std::memory_order_seq_cst)) futex_wake_all(&header_->round);
   } else {
     const auto deadline = Clock::now() + timeout_;
     long nap = 20000;
@@ -139,7 +142,9 @@ void ShmCommunicator::barrier() {
       if (header_->aborted.load(std::memory_order_relaxed) ||
           (stop_ && stop_->load(std::memory_order_relaxed)) || Clock::now() > deadline)
         fail(target);
+      header_->sleepers.fetch_add(1, std::memory_order_seq_cst);
       futex_wait(&header_->round, now, nap);
+      header_->sleepers.fetch_sub(1, std::memory_order_relaxed);
       nap = std::min(nap * 2, 1000000L);
     }
   }

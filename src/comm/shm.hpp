@@ -40,8 +40,8 @@ class ShmCommunicator final : public Communicator {
   unsigned rank() const noexcept override { return rank_; }
   unsigned size() const noexcept override { return size_; }
   std::string_view backend() const noexcept override { return "shm"; }
-  void all_reduce(std::span<float> data, Reduce op) override { reduce<float>(data, op, true); }
-  void all_reduce(std::span<double> data, Reduce op) override { reduce<double>(data, op, true); }
+  void all_reduce(std::span<float> data, Reduce op = Reduce::sum) override { reduce<float>(data, op, true); }
+  void all_reduce(std::span<double> data, Reduce op = Reduce::sum) override { reduce<double>(data, op, true); }
   void reduce_scatter(std::span<float> data) override { reduce<float>(data, Reduce::sum, false); }
   void reduce_scatter(std::span<double> data) override { reduce<double>(data, Reduce::sum, false); }
   void all_gather(std::span<float> data) override { gather<float>(data); }
