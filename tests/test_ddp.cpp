@@ -1,7 +1,9 @@
-// --mode ddp between real forked workers: the same weights bit for bit run to run;
-// W workers with mini-batches of B take serial mode's steps with mini-batches of
-// W B (to float reordering); --accumulate; convergence beside serial; a dead worker
-// stops the group promptly and, with restarts left, the whole group starts again.
+// The synchronous modes. --mode ddp between real forked workers: the same weights
+// bit for bit run to run; W workers with mini-batches of B take serial mode's steps
+// with mini-batches of W B (to float reordering); --accumulate; convergence beside
+// serial; a dead worker stops the group promptly and, with restarts left, the whole
+// group starts again. --mode dp: T threads on a mini-batch of B take serial's step
+// on it (to float reordering), the same floats run after run.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -105,6 +107,32 @@ TEST_CASE("ddp: W workers with batch B take serial's steps with batch W B") {
   }
 }
 
+TEST_CASE("dp: T threads split serial's mini-batch of B and take its step") {
+  auto [sparse, sparse_test] = test::generated_problem(4096, 1000, 400, 10, 0.0, 4);
+  const Dataset dense = blobs(2048, 6);
+  for (const std::string model : {"logistic", "softmax", "mlp"}) {
+    INFO(model);
+    const Dataset& d = model == "logistic" ? sparse : dense;
+    auto c = ddp(model, 1, 16, 0.2f, 2);
+    c.mode = Mode::serial;
+    const auto s = train(c, d, nullptr);
+    c.mode = Mode::dp;
+    for (unsigned threads : {2u, 3u}) {
+      c.workers = threads;
+      const auto a = train(c, d, nullptr), b = train(c, d, nullptr);
+      MESSAGE(model << ": dp x" << threads << " farthest from serial " << farthest(s, a));
+      CHECK(same_bits(a, b));
+      CHECK(farthest(s, a) < 1e-5);
+      CHECK(a.samples == 2 * d.rows());
+    }
+  }
+  // A model object that the configuration does not name cannot be made per thread.
+  test::Ridge<> ridge;
+  auto c = ddp("logistic", 2, 4, 0.1f, 1);
+  c.mode = Mode::dp;
+  CHECK_THROWS_AS(train(c, ridge, test::linear_data(100), nullptr), ConfigError);
+}
+
 TEST_CASE("ddp: --accumulate K sums K mini-batches' gradients before one step") {
   // As PyTorch's no_sync: the K gradients add up, so 2 workers x batch 4 x 2 steps
   // accumulated are serial's batch 16 at twice the step size.
@@ -141,10 +169,16 @@ TEST_CASE("ddp converges within 0.5 points of serial on a generated problem, SGD
                            << r.test.accuracy);
       CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.005);
     }
+    c.mode = Mode::dp;  // threads split serial's own mini-batches
+    c.workers = 2;
+    c.step_size.lr0 = lr;
+    const auto r = train(c, train_set, &test_set);
+    MESSAGE(to_string(o) << " dp x2 " << r.test.accuracy);
+    CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.005);
   }
 }
 
-TEST_CASE("ddp matches serial on SpamAssassin (real data)" * doctest::test_suite("shared_data")) {
+TEST_CASE("ddp and dp match serial on SpamAssassin (real data)" * doctest::test_suite("shared_data")) {
   auto data = test::shared_data();
   if (!data) return;
   const Dataset train_set = read_libsvm((*data / "spamassassin" / "spam.train.svm.gz").string());
@@ -155,8 +189,12 @@ TEST_CASE("ddp matches serial on SpamAssassin (real data)" * doctest::test_suite
   c.mode = Mode::ddp;
   c.workers = 2;
   const auto r = train(c, train_set, &test_set);
-  MESSAGE("spam: serial " << serial.test.accuracy << ", ddp x2 " << r.test.accuracy);
+  c.mode = Mode::dp;
+  const auto p = train(c, train_set, &test_set);
+  MESSAGE("spam: serial " << serial.test.accuracy << ", ddp x2 " << r.test.accuracy << ", dp x2 "
+                          << p.test.accuracy);
   CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.005);
+  CHECK(std::abs(p.test.accuracy - serial.test.accuracy) <= 0.005);
 }
 
 namespace {

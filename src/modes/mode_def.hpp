@@ -37,6 +37,9 @@ class ModeDef {
   // the run (a lone respawn would be out of step), and no merge or hot window
   // applies.
   virtual bool synchronous() const { return false; }
+  // One process (not parallel()) whose mini-batches are split among `workers`
+  // threads, each with a model of its own made by name (trainer/data_parallel.hpp).
+  virtual bool threaded() const { return false; }
   // Where its parameters live (trainer/tensor_store.hpp): the CPU modes train the
   // shared arena; a GPU mode would name device memory.
   virtual MemorySpace space() const { return MemorySpace::host_shared; }

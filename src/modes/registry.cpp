@@ -13,7 +13,8 @@
   X(hogwild)             \
   X(atomic)              \
   X(lock)                \
-  X(ddp)
+  X(ddp)                 \
+  X(dp)
 
 namespace hogwild {
 

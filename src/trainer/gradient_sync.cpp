@@ -6,15 +6,11 @@
 
 namespace hogwild::detail {
 
-GradientSync::GradientSync(const ParamSet& shared, Communicator& comm, Optimizer optimizer,
-                           unsigned accumulate, std::size_t bucket_bytes, bool sparse)
-    : comm_(comm), optimizer_(optimizer), accumulate_(std::max(1u, accumulate)),
-      bucket_floats_((bucket_bytes ? bucket_bytes : kBucketBytes) / sizeof(float)),
-      shared_(shared), sparse_(sparse && shared.count() > 0) {
+FlatGradient::FlatGradient(const ParamSet& shared) : shared_(shared) {
   std::size_t total = 0;
   for (const auto& t : shared.tensors()) {
     offset_.push_back(total);
-    total += (t.size + 15) / 16 * 16;  // each tensor's buffer on its own cache lines
+    total += (t.size + 15) / 16 * 16;
   }
   grad_.assign(total, 0.f);
   std::vector<ParamSet::Tensor> mine = shared.tensors();
@@ -22,21 +18,27 @@ GradientSync::GradientSync(const ParamSet& shared, Communicator& comm, Optimizer
   params_ = ParamSet(std::move(mine));
 }
 
-void GradientSync::apply(std::size_t begin, std::size_t end, float lr) {
-  const float n = static_cast<float>(comm_.size());
+void FlatGradient::apply(const float* grad, std::size_t begin, std::size_t end,
+                         Optimizer optimizer, float lr, float scale) const {
   for (std::size_t i = 0; i < shared_.count(); ++i) {
     const ParamSet::Tensor& t = shared_[i];
     const std::size_t lo = std::max(begin, offset_[i]), hi = std::min(end, offset_[i] + t.size);
     if (lo >= hi) continue;
     const std::size_t at = lo - offset_[i];
-    const float* g = grad_.data() + lo;
-    if (optimizer_ == Optimizer::adagrad) {
-      dense_adagrad_shared(t.data + at, t.state + at, 1 / n, g, hi - lo, lr, AdaGrad::eps);
-    } else {
-      for (std::size_t k = 0; k < hi - lo; ++k) t.data[at + k] += g[k] / n;  // -lr g, averaged
-    }
+    const float* g = grad + lo;
+    if (optimizer == Optimizer::adagrad)
+      dense_adagrad_shared(t.data + at, t.state + at, scale, g, hi - lo, lr, AdaGrad::eps);
+    else
+      for (std::size_t k = 0; k < hi - lo; ++k) t.data[at + k] += g[k] * scale;
   }
 }
+
+GradientSync::GradientSync(const ParamSet& shared, Communicator& comm, Optimizer optimizer,
+                           unsigned accumulate, std::size_t bucket_bytes, bool sparse)
+    : comm_(comm), optimizer_(optimizer), accumulate_(std::max(1u, accumulate)),
+      bucket_floats_((bucket_bytes ? bucket_bytes : kBucketBytes) / sizeof(float)),
+      flat_(shared), first_size_(shared.count() ? shared.size(0) : 0),
+      sparse_(sparse && shared.count() > 0) {}
 
 bool GradientSync::due(const Batch& b) {
   if (sparse_)
@@ -48,12 +50,12 @@ bool GradientSync::due(const Batch& b) {
 }
 
 void GradientSync::reduce_dense(std::size_t from, float lr) {
-  const std::size_t total = grad_.size();
+  const std::size_t total = flat_.size();
   for (std::size_t begin = from; begin < total;) {
     const std::size_t floats =
         begin == from ? kFirstBucketBytes / sizeof(float) : bucket_floats_;
     const std::size_t end = std::min(total, begin + floats);
-    comm_.reduce_scatter(std::span<float>(grad_.data() + begin, end - begin));
+    comm_.reduce_scatter(std::span<float>(flat_.data() + begin, end - begin));
     const Slice own = slice_of(end - begin, comm_.rank(), comm_.size());
     apply(begin + own.begin, begin + own.end, lr);
     begin = end;
@@ -64,8 +66,8 @@ void GradientSync::reduce_dense(std::size_t from, float lr) {
 // taken), every worker adds all pairs up in rank order (the floats a reduction
 // would give), and applies those of its own slice of the tensor.
 void GradientSync::reduce_sparse(float lr) {
-  float* g = grad_.data();  // the first tensor's buffer starts the flat one
-  const std::size_t n = shared_[0].size;
+  float* g = flat_.data();  // the first tensor's buffer starts the flat one
+  const std::size_t n = first_size_;
   pairs_.clear();
   for (std::uint32_t j : touched_)
     if (j < n && g[j] != 0) {
@@ -87,15 +89,10 @@ void GradientSync::reduce_sparse(float lr) {
 void GradientSync::step(float lr) {
   pending_ = 0;
   ++steps_;
-  if (sparse_) {
-    reduce_sparse(lr);
-    reduce_dense(offset_.size() > 1 ? offset_[1] : grad_.size(), lr);
-    std::fill(grad_.begin() + static_cast<std::ptrdiff_t>(offset_.size() > 1 ? offset_[1] : grad_.size()),
-              grad_.end(), 0.f);
-  } else {
-    reduce_dense(0, lr);
-    std::fill(grad_.begin(), grad_.end(), 0.f);
-  }
+  const std::size_t dense = sparse_ ? flat_.offset(1) : 0;
+  if (sparse_) reduce_sparse(lr);
+  reduce_dense(dense, lr);
+  std::fill(flat_.data() + dense, flat_.data() + flat_.size(), 0.f);
   comm_.barrier();  // every slice is applied: the next step reads the new weights
 }
 

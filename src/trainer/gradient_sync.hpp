@@ -19,6 +19,31 @@
 
 namespace hogwild::detail {
 
+// A set's gradient buffers in one array, each tensor's on cache lines of its own,
+// and the set with those buffers (ParamSet::Tensor::grad): what a worker's captured
+// step writes. Flat coordinates number the array.
+class FlatGradient {
+ public:
+  explicit FlatGradient(const ParamSet& shared);
+  const ParamSet& params() const noexcept { return params_; }
+  float* data() noexcept { return grad_.data(); }
+  std::size_t size() const noexcept { return grad_.size(); }
+  // Tensor i's first flat coordinate (size() for i == the tensor count).
+  std::size_t offset(std::size_t i) const noexcept {
+    return i < offset_.size() ? offset_[i] : grad_.size();
+  }
+  // Adds scale * g[begin, end) (flat coordinates, g laid out as this buffer) to the
+  // shared weights with the optimiser: SGD's step is in g already (-lr g), AdaGrad
+  // takes g as its gradient and lr as its step size.
+  void apply(const float* g, std::size_t begin, std::size_t end, Optimizer optimizer, float lr,
+             float scale) const;
+
+ private:
+  ParamSet shared_, params_;
+  std::vector<float> grad_;
+  std::vector<std::size_t> offset_;
+};
+
 class GradientSync {
  public:
   // PyTorch's defaults: the first bucket 1 MiB, the others 25 MiB.
@@ -37,7 +62,7 @@ class GradientSync {
   GradientSync& operator=(const GradientSync&) = delete;
 
   // What the step trains: the shared weights, read only, with this worker's buffers.
-  const ParamSet& params() const noexcept { return params_; }
+  const ParamSet& params() const noexcept { return flat_.params(); }
   // After each mini-batch: notes the features it touched (sparse), and returns
   // true when `accumulate` mini-batches are in the buffers.
   bool due(const Batch& b);
@@ -50,7 +75,9 @@ class GradientSync {
 
  private:
   // Applies flat coordinates [begin, end) of the buffer, divided by the workers.
-  void apply(std::size_t begin, std::size_t end, float lr);
+  void apply(std::size_t begin, std::size_t end, float lr) {
+    flat_.apply(flat_.data(), begin, end, optimizer_, lr, 1 / static_cast<float>(comm_.size()));
+  }
   // The dense reduction of flat coordinates [from, size) and its application.
   void reduce_dense(std::size_t from, float lr);
   // The first tensor's touched coordinates, gathered and applied.
@@ -59,9 +86,8 @@ class GradientSync {
   Optimizer optimizer_;
   unsigned accumulate_;
   std::size_t bucket_floats_;
-  std::vector<float> grad_;             // every tensor's buffer, one after another
-  std::vector<std::size_t> offset_;     // tensor i's place in grad_
-  ParamSet shared_, params_;
+  FlatGradient flat_;
+  std::size_t first_size_;  // the first tensor's coordinates
   bool sparse_;
   std::vector<std::uint32_t> touched_;  // the first tensor's, since the last step (repeats too)
   std::vector<IndexValue> pairs_;

@@ -13,8 +13,9 @@
 #include <new>
 #include <numeric>
 
-#include "hogwild/labels.hpp"
 #include "comm/shm.hpp"
+#include "hogwild/labels.hpp"
+#include "hogwild/model_registry.hpp"
 #include "hogwild/param_snapshot.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
@@ -148,7 +149,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   train_targets = labels.targets(train);
   if (test) test_targets = labels.targets(*test);
   classes = labels.classes();
-  model.configure(make_problem(train, test, labels));
+  problem = make_problem(train, test, labels);
+  model.configure(problem);
   specs = model.parameters();
   workers = mode.parallel() ? cfg.workers : 1;
 
@@ -381,6 +383,18 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.replica.emplace(params, std::move(mine), cfg.merge_every, mode.atomic_merges());
     }
     task.replica = &*local.replica;
+  }
+  if (mode.threaded()) {
+    if (!local.dp) {
+      std::vector<std::unique_ptr<Model>> models;
+      for (unsigned k = 0; k < std::max(1u, cfg.workers); ++k) {
+        models.push_back(make_model(cfg.model, cfg.model_options));
+        models.back()->configure(problem);
+      }
+      local.dp.emplace(std::move(models), params, cfg.optimizer,
+                       model.feature_indexed() && train.layout() == Layout::sparse);
+    }
+    task.dp = &*local.dp;
   }
   if (mode.synchronous()) {
     if (!local.comm) {

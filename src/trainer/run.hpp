@@ -22,6 +22,7 @@
 #include "hogwild/trainer.hpp"
 #include "modes/mode_def.hpp"
 #include "hogwild/communicator.hpp"
+#include "trainer/data_parallel.hpp"
 #include "trainer/gradient_sync.hpp"
 #include "trainer/hot_window.hpp"
 #include "trainer/progress.hpp"
@@ -81,6 +82,7 @@ struct Run {
   const Dataset& train;
   const Dataset* test;
   std::vector<float> train_targets, test_targets;
+  Problem problem;  // what the model was configured with
   std::vector<TensorSpec> specs;
   Arena arena;
   Control* control = nullptr;
@@ -115,6 +117,8 @@ struct Run {
     // block) and its gradient buffers.
     std::unique_ptr<Communicator> comm;
     std::optional<GradientSync> sync;
+    // A threaded mode (dp): the threads' models and buffers.
+    std::optional<DataParallel> dp;
   } local;
 
   // The parent's run: makes the arena and initialises it. With `attached` (a worker

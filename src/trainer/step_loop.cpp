@@ -42,6 +42,7 @@ double train_epoch(Model& model, const EpochTask& t) {
   std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
   const double epoch_lr = t.step_size.epoch_start(t.epoch);
   model.begin_epoch(t.rows);
+  if (t.dp) t.dp->begin_epoch(t.rows);
   const ParamSet& trained = t.sync      ? t.sync->params()
                             : t.replica ? t.replica->params()
                             : t.hot     ? t.hot->params()
@@ -70,7 +71,8 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (params && begin + size < n) model.prefetch_params(trained, t.data->row(t.rows[begin + size]));
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
-    loss += locked(t.mutex, [&] { return model.train_batch(t.kind, b, trained, lr); });
+    loss += t.dp ? t.dp->train_batch(t.kind, b, lr)
+                 : locked(t.mutex, [&] { return model.train_batch(t.kind, b, trained, lr); });
     if (t.sync && t.sync->due(b) && !synced_step(*t.sync, t, lr)) break;
     seen += size;
     begin += size;
@@ -101,6 +103,7 @@ double train_epoch(Model& model, const EpochTask& t) {
   if (t.replica) t.replica->merge();  // also when the epoch was cut short
   if (t.hot) locked(t.mutex, [&] { t.hot->flush(); });
   model.end_epoch();
+  if (t.dp) t.dp->end_epoch();
   if (t.progress) publish_record(*t.progress, seen, begin, loss);
   return loss;
 }

@@ -14,6 +14,7 @@
 #include "hogwild/optimizer.hpp"
 #include "hogwild/robust_mutex.hpp"
 #include "hogwild/step_size.hpp"
+#include "trainer/data_parallel.hpp"
 #include "trainer/gradient_sync.hpp"
 #include "trainer/hot_window.hpp"
 #include "trainer/progress.hpp"
@@ -49,6 +50,9 @@ struct EpochTask {
   // with this worker's gradient buffers), and every `accumulate` mini-batches the
   // workers combine their gradients and update the weights together.
   GradientSync* sync = nullptr;
+  // --mode dp: each mini-batch is split among this process's threads, each with a
+  // model of its own, and applied once (`model` is then not stepped).
+  DataParallel* dp = nullptr;
 };
 
 // Trains t.rows[t.start, end) with `model`; returns the summed training loss of

@@ -393,7 +393,8 @@ class Supervisor {
 }  // namespace
 
 void TrainConfig::validate() const {
-  if (is_parallel(mode) && workers == 0) throw ConfigError("--workers must be at least 1");
+  if ((is_parallel(mode) || detail::mode_def(mode).threaded()) && workers == 0)
+    throw ConfigError("--workers must be at least 1");
   if (workers > 1024) throw ConfigError(fmt::format("--workers {} is absurd (at most 1024)", workers));
   if (epochs == 0) throw ConfigError("--epochs must be at least 1");
   if (epochs > 1000000) throw ConfigError("--epochs must be at most 1000000");
@@ -483,6 +484,11 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
           "given is a '{}' while the configuration names '{}' (register the model with "
           "register_model and name it in TrainConfig::model)", model.name(), cfg.model));
   }
+  if (detail::mode_def(cfg.mode).threaded() && model.name() != cfg.model)
+    throw ConfigError(fmt::format(
+        "--mode {} makes a model for each thread by name, and the model object given is a "
+        "'{}' while the configuration names '{}' (register the model with register_model and "
+        "name it in TrainConfig::model)", to_string(cfg.mode), model.name(), cfg.model));
   std::optional<Checkpoint> resume;
   if (!cfg.resume.empty()) {
     resume = read_checkpoint(cfg.resume);

@@ -1,0 +1,31 @@
+// dp: PyTorch's DataParallel, the single-process synchronous baseline. The parent
+// trains alone, and each mini-batch is split among `--workers` TBB threads; each
+// thread computes the loss and gradient of its shard with a model of its own
+// (GradientCapture into its own buffer: nothing is gathered onto one thread but
+// the gradients), the gradients are summed in thread order and applied once
+// (trainer/data_parallel.hpp). Nothing is forked, so no thread is ever inherited.
+#include "hogwild/gradient.hpp"
+#include "hogwild/model_base.hpp"
+#include "modes/mode_def.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+class Dp final : public ModeDef {
+ public:
+  std::string_view name() const override { return "dp"; }
+  std::string_view summary() const override {
+    return "one process, each mini-batch split among threads";
+  }
+  std::uint8_t access() const override { return access_index<GradientCapture>(); }
+  bool parallel() const override { return false; }
+  bool threaded() const override { return true; }
+};
+}  // namespace
+
+const ModeDef& dp_mode() {
+  static const Dp mode;
+  return mode;
+}
+
+}  // namespace hogwild::detail
