@@ -176,6 +176,12 @@ bool skip_cli_under_tsan() {
   return true;
 }
 
+bool skip_threads_under_tsan() {
+  if (!kThreadSanitizer) return false;
+  skip("under TSan: TBB threads in this process, whose uninstrumented library TSan cannot see");
+  return true;
+}
+
 std::vector<std::string> our_shm_entries() {
   std::vector<std::string> out;
   std::error_code ec;

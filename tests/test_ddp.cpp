@@ -107,7 +107,8 @@ TEST_CASE("ddp: W workers with batch B take serial's steps with batch W B") {
   }
 }
 
-TEST_CASE("dp: T threads split serial's mini-batch of B and take its step") {
+TEST_CASE("dp: T threads split serial's mini-batch of B and take its step" * doctest::test_suite("threads")) {
+  if (test::skip_threads_under_tsan()) return;
   auto [sparse, sparse_test] = test::generated_problem(4096, 1000, 400, 10, 0.0, 4);
   const Dataset dense = blobs(2048, 6);
   for (const std::string model : {"logistic", "softmax", "mlp"}) {
@@ -169,6 +170,7 @@ TEST_CASE("ddp converges within 0.5 points of serial on a generated problem, SGD
                            << r.test.accuracy);
       CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.005);
     }
+    if (test::kThreadSanitizer) continue;  // dp's TBB threads: see skip_threads_under_tsan
     c.mode = Mode::dp;  // threads split serial's own mini-batches
     c.workers = 2;
     c.step_size.lr0 = lr;
