@@ -2,7 +2,9 @@
 """The performance suite behind bench/run.sh (docs/PERFORMANCE.md).
 
 Runs the built binaries (hogwild_train, hogwild_data, bench/bench_loop,
-bench/bench_dense_layer, bench/bench_prepare) and bench/compare/torch_hogwild.py, and writes to --out:
+bench/bench_dense_layer, bench/bench_prepare, bench/bench_allreduce) and the
+PyTorch peers in bench/compare/, and writes to --out (the `ddp` section is
+bench/suite_ddp.py):
   tables.md      the markdown tables it also prints
   results.json   every run with its raw figures (and per-epoch test loss)
   results.csv    the same runs, one row each, without the curves
@@ -24,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import suite_ddp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -836,7 +840,7 @@ def main():
     t0 = time.time()
     print(f"hogwild bench ({'quick' if q else 'full'}): {cpu_name()}, {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, workers {s.workers}, out {s.out}", flush=True)
-    s.prepare(sparse=want("yardstick") or want("scaling") or want("partition"))
+    s.prepare(sparse=want("yardstick") or want("scaling") or want("partition") or want("ddp"))
     if want("yardstick"):
         s.yardstick()
     if want("scaling"):
@@ -858,6 +862,8 @@ def main():
         s.density()
     if want("formats"):
         s.formats()
+    if want("ddp"):
+        suite_ddp.run(s)
     s.yardstick_table()  # after scaling, whose runs give hogwild_train's accuracy
     s.plots()
     s.write()

@@ -1,0 +1,187 @@
+"""bench/run.sh's `ddp` section (bench/suite.py calls run(suite)): the synchronous
+modes beside the lock-free ones.
+
+- The all-reduce table: bench_allreduce's nccl-tests columns for each backend
+  built, 2 and 4 ranks, with the machine's memcpy rate measured in the same run;
+  the targets: shm busbw >= 0.5 x memcpy at 64 MiB with 2 ranks, and shm >= 4 x
+  Gloo on loopback at 64 MiB.
+- PyTorch DDP side by side (compare/torch_ddp.py: Gloo on CPU, DistributedSampler,
+  per-rank batch 32, index_select batches, OpenBLAS single-threaded) against
+  hogwild_train --mode ddp with the same data, model, lr and epochs, 2 ranks;
+  targets: >= 10x on softmax and >= 3x on the MLP (examples/s), accuracy no worse
+  by more than 0.5 points.
+- The comparison table the product exists for: serial, hogwild, atomic, lock, ddp
+  and dp on Fashion-MNIST (softmax, MLP), SpamAssassin and RCV1-like, with
+  throughput, time to a target test loss (1.01 x serial's final) and final
+  accuracy, and a plot of test loss against time, one curve per mode.
+"""
+import json
+import os
+import subprocess
+
+MODES = ["serial", "hogwild", "atomic", "lock", "ddp", "dp"]
+
+
+def fmt(x, spec=".2f"):
+    return "n/a" if x is None else format(x, spec)
+
+
+def allreduce(s):
+    a = s.a
+    out = s.tmpfile("allreduce") + ".json"
+    cmd = [os.path.join(s.build, "bench", "bench_allreduce"), "--ranks", "2,4",
+           "--max", "64M" if a.quick else "256M", "--budget", "0.1" if a.quick else "0.3",
+           "--json", out]
+    print("\n== all-reduce (" + " ".join(cmd[1:]) + ")", flush=True)
+    subprocess.run(cmd, check=True)
+    with open(out) as f:
+        lines = [json.loads(x) for x in f if x.strip()]
+    copy = lines[0]["memcpy_GBps"]
+    rows = [x for x in lines[1:]]
+    table = []
+    for r in rows:
+        if r["bytes"] < 4096 * 16 and r["bytes"] != 4096:
+            continue  # 4 KiB, then every step from 64 KiB
+        table.append([r["backend"], r["ranks"], r["bytes"], r["bytes"] // 4,
+                      fmt(r["seconds"] * 1e6, ".1f"), fmt(r["algbw_GBps"]), fmt(r["busbw_GBps"]),
+                      r["wrong"], fmt(r["busbw_GBps"] / copy)])
+    s.table(f"All-reduce, float sum (nccl-tests columns; memcpy {copy:.2f} GB/s in the same run)",
+            ["backend", "ranks", "size (B)", "count", "time (us)", "algbw (GB/s)",
+             "busbw (GB/s)", "#wrong", "busbw / memcpy"], table)
+    at = {(r["backend"], r["ranks"]): r for r in rows if r["bytes"] == 64 << 20}
+    shm2 = at.get(("shm", 2))
+    if shm2:
+        s.note(f"all-reduce at 64 MiB, 2 ranks: shm busbw {shm2['busbw_GBps']:.2f} GB/s = "
+               f"{shm2['busbw_GBps'] / copy:.2f} x memcpy (target >= 0.5)")
+    for n in (2, 4):
+        if ("shm", n) in at and ("gloo", n) in at:
+            s.note(f"all-reduce at 64 MiB, {n} ranks: shm / gloo (loopback) = "
+                   f"{at[('shm', n)]['algbw_GBps'] / at[('gloo', n)]['algbw_GBps']:.1f}x "
+                   f"(target >= 4)")
+    s.runs.append({"section": "allreduce", "dataset": "", "config": "memcpy", "workers": 1,
+                   "rep": 0, "curve": [], "memcpy_GBps": copy, "rows": rows})
+
+
+def torch_ddp(s):
+    a = s.a
+    try:
+        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        s.note("python3-torch is not installed: the PyTorch DDP comparison is skipped "
+               "(scripts/install-bench-deps.sh)")
+        return
+    fm = a.fashion_mnist
+    epochs = 1 if a.quick else 3
+    cases = [("softmax", 0.1, {}), ("mlp", 0.05, {"hidden": "256,128"})]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    here = os.path.dirname(os.path.abspath(__file__))
+    print("\n== side by side with PyTorch DistributedDataParallel (Gloo, CPU), 2 ranks", flush=True)
+    for rep in range(a.peer_reps):
+        for model, lr, extra in cases:
+            tr, te = f"{fm}/train-images-idx3-ubyte.gz", f"{fm}/t10k-images-idx3-ubyte.gz"
+            cmd = ["/usr/bin/python3", os.path.join(here, "compare", "torch_ddp.py"),
+                   "--model", model, "--train", tr, "--test", te, "--workers", "2",
+                   "--batch", "32", "--epochs", str(epochs), "--lr", str(lr), "--seed", str(rep + 1)]
+            cmd += [x for k, v in extra.items() for x in ("--" + k, v)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+            s.record("torch_ddp", model, "pytorch ddp", 2, rep, json.loads(out.splitlines()[-1]))
+            r = s.train(dict({"train": tr, "test": te, "model": model, "mode": "ddp", "workers": 2,
+                              "batch": 32, "epochs": epochs, "lr": lr, "seed": rep + 1}, **extra))
+            s.record("torch_ddp", model, "hogwild ddp", 2, rep, r)
+    rows = []
+    for model, _, _ in cases:
+        k = dict(section="torch_ddp", dataset=model)
+        ratio = s.ratio("samples_per_second", dict(k, config="hogwild ddp"),
+                        dict(k, config="pytorch ddp"))
+        ours, theirs = (s.med("test_accuracy", config=c, **k) for c in ("hogwild ddp", "pytorch ddp"))
+        target = 10 if model == "softmax" else 3
+        rows.append([model, fmt(s.med("samples_per_second", config="pytorch ddp", **k), ".0f"),
+                     fmt(s.med("samples_per_second", config="hogwild ddp", **k), ".0f"),
+                     fmt(ratio) + "x", f">= {target}x", fmt(theirs, ".4f"), fmt(ours, ".4f"),
+                     fmt((ours - theirs) * 100 if ours is not None and theirs is not None else None,
+                         "+.2f")])
+    s.table(f"PyTorch DDP (Gloo, CPU) and hogwild_train --mode ddp, Fashion-MNIST, 2 ranks, "
+            f"batch 32 per rank, {epochs} epoch(s)",
+            ["model", "PyTorch examples/s", "ours examples/s", "ours / PyTorch", "target",
+             "PyTorch accuracy", "our accuracy", "points"], rows)
+
+
+def modes(s):
+    a = s.a
+    fm = a.fashion_mnist
+    n = 2
+    cases = [("fmnist softmax", {"train": f"{fm}/train-images-idx3-ubyte.gz",
+                                 "test": f"{fm}/t10k-images-idx3-ubyte.gz", "model": "softmax",
+                                 "batch": 32, "lr": 0.1, "epochs": 2 if a.quick else 5}),
+             ("fmnist mlp", {"train": f"{fm}/train-images-idx3-ubyte.gz",
+                             "test": f"{fm}/t10k-images-idx3-ubyte.gz", "model": "mlp",
+                             "hidden": "256,128", "batch": 32, "lr": 0.05,
+                             "epochs": 1 if a.quick else 3})]
+    if s.have_spam:
+        spam = os.path.join(a.shared_data, "spamassassin")
+        cases.append(("spam", {"train": f"{spam}/spam.train.svm.gz",
+                               "test": f"{spam}/spam.test.svm.gz", "model": "logistic",
+                               "batch": 8, "lr": 0.5, "epochs": 10 if a.quick else 30}))
+    if "rcv1like" in s.datasets:
+        d = s.datasets["rcv1like"]
+        cases.append(("rcv1like", {"train": d["train"], "test": d["test"], "model": "logistic",
+                                   "batch": 8, "lr": d["lr"], "lr-decay": d["lr-decay"],
+                                   "epochs": a.epochs}))
+    reps = 1 if a.quick else a.reps
+    print(f"\n== the modes side by side ({n} workers, {reps} interleaved repetition(s))", flush=True)
+    for rep in range(reps):
+        for name, base in cases:
+            for mode in MODES:
+                o = dict(base, mode=mode, workers=1 if mode == "serial" else n, seed=rep + 1)
+                s.record("modes", name, mode, o["workers"], rep, s.train(o))
+    for name, _ in cases:
+        k = dict(section="modes", dataset=name)
+        serial_loss = s.med("test_loss", config="serial", **k)
+        target = serial_loss * 1.01 if serial_loss else None
+        rows = []
+        for mode in MODES:
+            rs = s.select(config=mode, **k)
+            if not rs:
+                continue
+            times = [s.time_to(r, target) for r in rs] if target else []
+            reached = [t for t in times if t is not None]
+            tt = sorted(reached)[len(reached) // 2] if len(reached) == len(times) and reached else None
+            rows.append([mode, rs[0]["workers"], fmt(s.med("samples_per_second", config=mode, **k), ".0f"),
+                         fmt(s.ratio("samples_per_second", dict(k, config=mode),
+                                     dict(k, config="serial"))) + "x",
+                         fmt(tt) + (" s" if tt is not None else " (not reached)"),
+                         fmt(s.med("test_loss", config=mode, **k), ".4f"),
+                         fmt(s.med("test_accuracy", config=mode, **k), ".4f")])
+        s.table(f"The modes on {name} (target test loss {fmt(target, '.4f')} = 1.01 x serial's "
+                f"final)", ["mode", "workers", "examples/s", "vs serial", "time to target",
+                            "final test loss", "accuracy"], rows)
+    plot(s, [name for name, _ in cases])
+
+
+def plot(s, names):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        s.note("matplotlib is not installed: no plots of the modes")
+        return
+    for name in names:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for mode in MODES:
+            rs = s.select(section="modes", dataset=name, config=mode, rep=0)
+            if rs and rs[0]["curve"]:
+                pts = [(t, loss) for t, loss in rs[0]["curve"] if loss is not None]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".",
+                        label=f"{mode} x{rs[0]['workers']}")
+        ax.set(xlabel="wall time (s)", ylabel="test loss", title=f"Test loss on {name}, by mode")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(s.out, f"modes-loss-vs-time-{name.replace(' ', '-')}.png"), dpi=110)
+        plt.close(fig)
+
+
+def run(s):
+    allreduce(s)
+    torch_ddp(s)
+    modes(s)
