@@ -1,25 +1,90 @@
-// The Communicator: how the ranks of a data-parallel run (--mode ddp, dp, ps) add
-// up their gradients. One interface, a backend per transport: shared memory on one
-// machine (src/comm/shm.cpp), Gloo across machines (src/comm/gloo.cpp), NCCL across
-// GPUs. Every rank calls the same operations in the same order.
+// The Communicator: how the ranks of a synchronous run (--mode ddp, the node
+// leaders of hogwild across nodes, a parameter server) add up and share what they
+// computed. One interface, one backend per transport: shared memory on one machine
+// (src/comm/shm.cpp), Gloo over TCP across machines (src/comm/gloo.cpp), NCCL across
+// GPUs. Every rank calls the same collectives in the same order; each returns the
+// same values, bit for bit, on every rank (the backends fix their summation order).
+//
+// No collective waits for ever: a peer that is gone, a rank that called abort(), or
+// a wait longer than the communicator's timeout makes it throw CommError, naming the
+// rank (and node) it waited for.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hogwild/error.hpp"
 
 namespace hogwild {
+
+// A collective failed: a peer died or aborted, the run stopped, or the timeout
+// passed. Exit status 3, as a dead worker.
+class CommError : public Error {
+ public:
+  explicit CommError(const std::string& what) : Error(what, kExitWorkerFailed) {}
+};
+
+enum class Reduce : std::uint8_t { sum, mean };
+
+// One coordinate of a sparse gradient.
+struct IndexValue {
+  std::uint32_t index;
+  float value;
+  friend bool operator==(const IndexValue&, const IndexValue&) = default;
+};
+
+// The part of n elements that rank `rank` of `size` owns in reduce_scatter and
+// all_gather: [begin, end), ceil(n / size) elements each, the last ranks' shorter
+// or empty.
+struct Slice {
+  std::size_t begin = 0, end = 0;
+  std::size_t size() const noexcept { return end - begin; }
+};
+constexpr Slice slice_of(std::size_t n, unsigned rank, unsigned size) noexcept {
+  const std::size_t per = size ? (n + size - 1) / size : n;
+  const std::size_t begin = std::min(n, rank * per);
+  return {begin, std::min(n, begin + per)};
+}
 
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual unsigned rank() const noexcept = 0;
   virtual unsigned size() const noexcept = 0;
-  // Every rank's `data` becomes the element-wise sum over all ranks (the same
-  // floats, bit for bit, on every rank). Throws when the run is stopped or a peer
-  // is gone, rather than waiting for ever.
-  virtual void all_reduce_sum(std::span<float> data) = 0;
+  // "shm", "gloo", ...
+  virtual std::string_view backend() const noexcept = 0;
+
+  // In place: every rank's data becomes the element-wise sum (or mean) over ranks.
+  virtual void all_reduce(std::span<float> data, Reduce op = Reduce::sum) = 0;
+  virtual void all_reduce(std::span<double> data, Reduce op = Reduce::sum) = 0;
+  // In place: afterwards data[slice_of(n, rank(), size())] holds the sum over
+  // ranks of that slice; the rest of data is unspecified.
+  virtual void reduce_scatter(std::span<float> data) = 0;
+  virtual void reduce_scatter(std::span<double> data) = 0;
+  // In place: each rank's slice of data (slice_of) is copied to every rank.
+  virtual void all_gather(std::span<float> data) = 0;
+  virtual void all_gather(std::span<double> data) = 0;
+  // Every rank's list (lengths may differ), concatenated in rank order.
+  virtual std::vector<IndexValue> all_gather(std::span<const IndexValue> mine) = 0;
+  // root's bytes to every rank.
+  virtual void broadcast(std::span<std::byte> data, unsigned root) = 0;
   // Returns when every rank has called it.
   virtual void barrier() = 0;
+  // Makes every rank's collectives, now and later, throw CommError saying that this
+  // rank aborted and why (from any thread of this rank; not from a signal handler).
+  virtual void abort(std::string_view why) noexcept = 0;
+
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+ protected:
+  explicit Communicator(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+  std::chrono::milliseconds timeout_;
 };
 
 }  // namespace hogwild
