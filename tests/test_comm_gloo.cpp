@@ -78,6 +78,7 @@ std::vector<Outcome> run_ranks(unsigned ranks, const std::function<int(unsigned)
                                double limit = 120) {
   Shared<Report> reports(ranks);
   std::vector<pid_t> pids;
+  std::fflush(nullptr);  // else each rank writes what the test process has buffered again
   for (unsigned r = 0; r < ranks; ++r) {
     const pid_t pid = fork();
     REQUIRE(pid >= 0);
@@ -376,6 +377,7 @@ TEST_CASE("a killed rank: the others throw CommError naming it, within the timeo
   });
   CHECK(codes(outcomes) == std::vector<int>{3, 3, 128 + SIGKILL});
   for (unsigned r = 0; r < 2; ++r) {
+    MESSAGE("rank " << r << " failed " << outcomes[r].when - outcomes[2].when << " s after the kill");
     CHECK(outcomes[r].message.find("rank 2 (node 2) did not report") != std::string::npos);
     CHECK(outcomes[r].when - outcomes[2].when < 3.0 + 2.0);
   }
@@ -535,6 +537,7 @@ constexpr const char* kRedisServer = "/usr/bin/redis-server";
 class RedisServer {
  public:
   explicit RedisServer(const hogwild::test::TempDir& dir) : port_(free_port()) {
+    std::fflush(nullptr);
     pid_ = fork();
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
