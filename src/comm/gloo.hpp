@@ -10,7 +10,10 @@
 // the ranks that wrote no report within a second are named: gone, or stuck.
 //
 // Gloo starts a thread per communicator (its TCP device loop): make communicators
-// in each rank after fork, never in a process that forks later.
+// in each rank after fork, never in a process that forks later. A communicator
+// ignores SIGPIPE in its process (unless the program handles it): a write to a
+// peer that is gone must fail, not kill the rank. Its keys stay in the store after
+// the run (a few per rank).
 #pragma once
 
 #include <chrono>
