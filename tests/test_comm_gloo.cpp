@@ -1,10 +1,12 @@
 // The Gloo Communicator between real forked ranks on loopback: exact sums and the
 // same bits on every rank for every collective, the slice_of layout, sparse lists,
 // broadcast from any root, two communicators at once, both rendezvous stores (the
-// redis cases, test suite "redis", start their own redis-server), and failures: a
-// killed rank, abort(), a stuck or missing rank, bad settings.
+// redis cases, test suite "redis", start their own redis-server), ranks on two
+// hosts (suite "hostname": a UTS namespace), and failures: a killed rank, abort(),
+// a stuck or missing rank, bad settings.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -503,6 +505,43 @@ TEST_CASE("bad settings are ConfigErrors that say what is wrong") {
   o.run_id = "";
   refused(o, "a run id is needed");
   CHECK(std::filesystem::is_empty(rv.dir.path()));  // nothing was written
+}
+
+namespace {
+
+// Gives the calling process a hostname of its own (a UTS namespace: root, or
+// CAP_SYS_ADMIN), as if it ran on another machine.
+bool pretend_another_host() {
+  const char name[] = "hogwild-elsewhere";
+  return unshare(CLONE_NEWUTS) == 0 && sethostname(name, sizeof name - 1) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("ranks on two hosts and no interface: a ConfigError asking for --iface" *
+          doctest::test_suite("hostname")) {
+  if (!gloo_here()) return;
+  if (codes(run_ranks(1, [](unsigned) { return pretend_another_host() ? 0 : 1; })) != std::vector<int>{0}) {
+    hogwild::test::skip("cannot give a process a hostname of its own (needs root or CAP_SYS_ADMIN)");
+    return;
+  }
+  Rendezvous rv;
+  auto run = [&](const std::string& run_id, const std::string& iface) {
+    return run_ranks(2, [&](unsigned rank) {
+      if (rank == 1 && !pretend_another_host()) return 120;
+      GlooOptions o = rv.options(rank, run_id);
+      o.iface = iface;
+      auto comm = hogwild::make_gloo_communicator(o, rank, 2);
+      comm->barrier();
+      return 0;
+    });
+  };
+  const auto outcomes = run("no-iface", "");
+  CHECK(codes(outcomes) == std::vector<int>(2, hogwild::kExitBadInput));
+  for (const auto& o : outcomes)
+    CHECK(o.message.find("but no network interface was given: pass --iface") != std::string::npos);
+  // Named, the interface is trusted (here both are on this machine's loopback).
+  CHECK(codes(run("lo", "lo")) == std::vector<int>(2, 0));
 }
 
 namespace {
