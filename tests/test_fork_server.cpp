@@ -155,6 +155,9 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.merge_every = TrainConfig::kMergeAuto;
   c.hot_k = 11;
   c.hot_flush = 12;
+  c.accumulate = 3;
+  c.bucket_bytes = 1 << 22;
+  c.comm_timeout = 2.5;
   c.seed = 0xfedcba9876543210ULL;
   c.eval_every = 1.5;
   c.shm_dir = std::string("/tmp/x y");
@@ -185,6 +188,9 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.merge_every == c.merge_every);
   CHECK(d.hot_k == c.hot_k);
   CHECK(d.hot_flush == c.hot_flush);
+  CHECK(d.accumulate == c.accumulate);
+  CHECK(d.bucket_bytes == c.bucket_bytes);
+  CHECK(d.comm_timeout == c.comm_timeout);
   CHECK(d.seed == c.seed);
   CHECK(d.eval_every == c.eval_every);
   CHECK(d.shm_dir == c.shm_dir);

@@ -1,7 +1,7 @@
 // A training mode, named: how the workers share the parameters (docs/MODES.md).
-// serial, hogwild, atomic and lock are built in; each is one file under src/modes/
+// serial, hogwild, atomic, lock and ddp are built in; each is one file under src/modes/
 // plus one line in src/modes/registry.cpp, and the trainer asks the mode (not a
-// switch) what it needs: so a new mode (ddp, ps) touches no other code.
+// switch) what it needs: so a new mode touches no other code.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace hogwild {
 class Mode {
  public:
   // The built-in modes (their registry order).
-  static const Mode serial, hogwild, atomic, lock;
+  static const Mode serial, hogwild, atomic, lock, ddp;
 
   constexpr Mode() = default;  // hogwild
   // The mode registered at index `id` (mode_names() order); parse_mode finds it by name.
@@ -30,6 +30,7 @@ inline constexpr Mode Mode::serial{0};
 inline constexpr Mode Mode::hogwild{1};
 inline constexpr Mode Mode::atomic{2};
 inline constexpr Mode Mode::lock{3};
+inline constexpr Mode Mode::ddp{4};
 
 std::string_view to_string(Mode m) noexcept;
 // Throws ConfigError naming the valid modes.

@@ -58,6 +58,13 @@ struct TrainConfig {
   // src/trainer/hot_window.hpp). 0: off.
   std::size_t hot_k = 0;
   std::size_t hot_flush = 256;
+  // --mode ddp: the gradients of `accumulate` mini-batches are combined before one
+  // update (PyTorch's no_sync); the reduction goes in buckets of bucket_bytes after
+  // a first one of 1 MiB (0: 25 MiB, PyTorch's default); a worker waiting longer
+  // than comm_timeout seconds for the others fails, naming them.
+  unsigned accumulate = 1;
+  std::size_t bucket_bytes = 0;
+  double comm_timeout = 10;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm

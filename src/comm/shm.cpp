@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fmt/format.h>
 #include <new>
@@ -15,21 +15,27 @@
 
 namespace hogwild::detail {
 
-// The region: this header, then per buffer set one slot of kChunkFloats per rank
-// and the chunk's sum.
-struct alignas(128) ShmCommunicator::Header {
-  std::atomic<std::uint32_t> arrived{0};  // ranks at the current barrier
-  std::uint32_t pad0[31];
-  std::atomic<std::uint32_t> round{0};    // barriers completed: what sleepers wait on
-  std::uint32_t pad1[31];
+// The region: this header, then two sets of slots, each a slot per rank and one
+// for the chunk's sums.
+struct ShmCommunicator::Header {
+  struct alignas(64) Arrival {
+    std::atomic<std::uint32_t> round{0};  // the last barrier this rank reached
+  };
+  alignas(64) std::atomic<std::uint64_t> arrivals{0};  // arrivals at all barriers so far
+  alignas(64) std::atomic<std::uint32_t> round{0};     // barriers completed: what sleepers wait on
+  std::atomic<std::uint32_t> sleepers{0};              // ranks in FUTEX_WAIT on `round`
+  alignas(64) std::atomic<std::uint32_t> claimed{0};   // a rank is writing `why`
+  std::atomic<std::uint32_t> aborted{0};               // 1 + the rank that aborted, once `why` is written
+  char why[244] = {};
   std::uint32_t size = 0;
+  Arrival arrived[kMaxRanks];
 };
 
 namespace {
 
-constexpr std::size_t kSlotBytes = ShmCommunicator::kChunkFloats * sizeof(float);
+using Clock = std::chrono::steady_clock;
 
-std::size_t set_bytes(unsigned size) { return (size + 1) * kSlotBytes; }
+std::size_t set_bytes(unsigned size) { return (size + 1) * ShmCommunicator::kSlotBytes; }
 
 // FUTEX_WAIT/WAKE without FUTEX_PRIVATE_FLAG: the word is shared between processes.
 void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t seen, long timeout_ns) {
@@ -41,6 +47,18 @@ void futex_wake_all(std::atomic<std::uint32_t>* word) {
           nullptr, 0);
 }
 
+void pause_cpu() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// The part of slice `s` that chunk offset c covers, at most `seg` elements.
+Slice part(Slice s, std::size_t c, std::size_t seg) {
+  const std::size_t begin = std::min(s.end, s.begin + c);
+  return {begin, std::min(s.end, begin + seg)};
+}
+
 }  // namespace
 
 std::size_t ShmCommunicator::region_bytes(unsigned size) {
@@ -48,73 +66,189 @@ std::size_t ShmCommunicator::region_bytes(unsigned size) {
 }
 
 void ShmCommunicator::prepare(std::span<std::byte> region, unsigned size) {
+  HOGWILD_ENFORCE(size > 0 && size <= kMaxRanks, "a group of 1 to 256 ranks");
   HOGWILD_ENFORCE_LE(region_bytes(size), region.size());
-  std::memset(region.data(), 0, sizeof(Header));
   auto* h = new (region.data()) Header();
   h->size = size;
 }
 
 ShmCommunicator::ShmCommunicator(std::span<std::byte> region, unsigned rank, unsigned size,
-                                 const std::atomic<std::int32_t>* abort)
-    : header_(std::launder(reinterpret_cast<Header*>(region.data()))),
-      base_(region.data() + sizeof(Header)), rank_(rank), size_(size), abort_(abort) {
+                                 std::chrono::milliseconds timeout,
+                                 const std::atomic<std::int32_t>* stop)
+    : Communicator(timeout),
+      header_(std::launder(reinterpret_cast<Header*>(region.data()))),
+      base_(region.data() + sizeof(Header)), rank_(rank), size_(size), stop_(stop) {
   HOGWILD_ENFORCE(size > 0 && rank < size, "a rank outside its group");
   HOGWILD_ENFORCE_LE(region_bytes(size), region.size());
   HOGWILD_ENFORCE_EQ(header_->size, size);
-  round_ = header_->round.load(std::memory_order_acquire);
 }
 
-float* ShmCommunicator::slot(unsigned set, unsigned r) const {
-  return reinterpret_cast<float*>(base_ + set * set_bytes(size_) + r * kSlotBytes);
+std::byte* ShmCommunicator::slot(unsigned set, unsigned r) const {
+  return base_ + set * set_bytes(size_) + r * kSlotBytes;
 }
-float* ShmCommunicator::sum(unsigned set) const { return slot(set, size_); }
 
-// A counting barrier: the last rank to arrive resets the count and advances the
-// round (release: every rank's writes before the barrier are seen after it); the
-// others spin on the round, then sleep on it in 1 ms naps, checking `abort`.
+void ShmCommunicator::abort(std::string_view why) noexcept {
+  std::uint32_t expected = 0;
+  if (header_->claimed.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    const std::size_t n = std::min(why.size(), sizeof(header_->why) - 1);
+    std::memcpy(header_->why, why.data(), n);
+    header_->why[n] = '\0';
+    header_->aborted.store(rank_ + 1, std::memory_order_release);
+  }
+  futex_wake_all(&header_->round);
+}
+
+void ShmCommunicator::fail(std::uint32_t target) const {
+  if (const std::uint32_t a = header_->aborted.load(std::memory_order_acquire))
+    throw CommError(fmt::format("rank {} of {} stopped: rank {} aborted the collectives: {}",
+                                rank_, size_, a - 1, header_->why));
+  std::string missing;
+  for (unsigned r = 0; r < size_; ++r)
+    if (static_cast<std::int32_t>(target - header_->arrived[r].round.load(
+                                              std::memory_order_relaxed)) > 0)
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+  if (stop_ && stop_->load(std::memory_order_relaxed))
+    throw CommError(fmt::format("rank {} of {} stopped: the run stopped while it waited for "
+                                "rank {}", rank_, size_, missing));
+  throw CommError(fmt::format("rank {} of {} waited {} ms for rank {} to reach the same "
+                              "collective (shm); it is gone or stuck",
+                              rank_, size_, timeout_.count(), missing));
+}
+
+// Arrivals are counted for all barriers together: the last of the size ranks
+// arriving at barrier t makes the count t * size and advances `round` (release:
+// every rank's writes before the barrier are seen after it), waking the sleepers if
+// there are any. The others spin on `round` a while, then sleep on it in naps of up
+// to 1 ms, checking for an abort, the run's stop and the timeout.
 void ShmCommunicator::barrier() {
-  const std::uint32_t target = round_ + 1;
-  if (header_->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
-    header_->arrived.store(0, std::memory_order_relaxed);
-    header_->round.store(target, std::memory_order_release);
-    futex_wake_all(&header_->round);
+  const std::uint64_t passed = round_ + 1;
+  const auto target = static_cast<std::uint32_t>(passed);
+  header_->arrived[rank_].round.store(target, std::memory_order_relaxed);
+  if (header_->arrivals.fetch_add(1, std::memory_order_acq_rel) + 1 == passed * size_) {
+    // seq_cst store, then load: a sleeper counted after this load has yet to enter
+    // FUTEX_WAIT, which then finds the round changed and returns at once.
+    header_->round.store(target, std::memory_order_seq_cst);
+    if (header_->sleepers.load(std::memory_order_seq_cst)) futex_wake_all(&header_->round);
   } else {
+    const auto deadline = Clock::now() + timeout_;
+    long nap = 20000;
     for (int spin = 0;; ++spin) {
       const std::uint32_t now = header_->round.load(std::memory_order_acquire);
       if (now == target) break;
-      if (spin < 4096) continue;
-      if (abort_ && abort_->load(std::memory_order_relaxed))
-        throw Error(fmt::format("rank {} of {}: the run stopped while waiting for the other "
-                                "ranks", rank_, size_), kExitWorkerFailed);
-      futex_wait(&header_->round, now, 1000000);
+      if (spin < 2048) {
+        pause_cpu();
+        continue;
+      }
+      if (header_->aborted.load(std::memory_order_relaxed) ||
+          (stop_ && stop_->load(std::memory_order_relaxed)) || Clock::now() > deadline)
+        fail(target);
+      header_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      futex_wait(&header_->round, now, nap);
+      header_->sleepers.fetch_sub(1, std::memory_order_relaxed);
+      nap = std::min(nap * 2, 1000000L);
     }
   }
-  round_ = target;
+  round_ = passed;
 }
 
-void ShmCommunicator::all_reduce_sum(std::span<float> data) {
+template <class T>
+void ShmCommunicator::reduce(std::span<T> data, Reduce op, bool gather_back) {
   if (size_ == 1) return;
-  for (std::size_t begin = 0; begin < data.size(); begin += kChunkFloats) {
-    const std::size_t n = std::min(kChunkFloats, data.size() - begin);
-    float* mine = data.data() + begin;
-    std::memcpy(slot(set_, rank_), mine, n * sizeof(float));
+  const std::size_t n = data.size();
+  const std::size_t seg = kSlotBytes / sizeof(T) / size_;  // per destination rank and chunk
+  const std::size_t per = slice_of(n, 0, size_).size();
+  const Slice own = slice_of(n, rank_, size_);
+  for (std::size_t c = 0; c < per; c += seg) {
+    T* mine = reinterpret_cast<T*>(slot(set_, rank_));
+    for (unsigned d = 0; d < size_; ++d) {
+      const Slice p = part(slice_of(n, d, size_), c, seg);
+      std::memcpy(mine + d * seg, data.data() + p.begin, p.size() * sizeof(T));
+    }
     barrier();  // every slot holds its rank's chunk
-    // This rank's slice, summed in rank order (the same order for every slice, so
-    // the result is one set of floats whoever computes it).
-    const std::size_t per = (n + size_ - 1) / size_;
-    const std::size_t lo = std::min(n, rank_ * per), hi = std::min(n, lo + per);
-    float* out = sum(set_);
-    if (lo < hi) {
-      std::memcpy(out + lo, slot(set_, 0) + lo, (hi - lo) * sizeof(float));
-      for (unsigned r = 1; r < size_; ++r) {
-        const float* in = slot(set_, r);
-        for (std::size_t i = lo; i < hi; ++i) out[i] += in[i];
+    // Segment rank_ summed over the slots in rank order: the same floats whichever
+    // rank computes them.
+    const Slice p = part(own, c, seg);
+    T* out = gather_back ? reinterpret_cast<T*>(slot(set_, size_)) + rank_ * seg
+                         : data.data() + p.begin;
+    const T* first = reinterpret_cast<const T*>(slot(set_, 0)) + rank_ * seg;
+    std::copy(first, first + p.size(), out);
+    for (unsigned r = 1; r < size_; ++r) {
+      const T* in = reinterpret_cast<const T*>(slot(set_, r)) + rank_ * seg;
+      for (std::size_t i = 0; i < p.size(); ++i) out[i] += in[i];
+    }
+    if (op == Reduce::mean)
+      for (std::size_t i = 0; i < p.size(); ++i) out[i] /= static_cast<T>(size_);
+    if (gather_back) {
+      barrier();  // every segment's sum is in place
+      const T* sums = reinterpret_cast<const T*>(slot(set_, size_));
+      for (unsigned d = 0; d < size_; ++d) {
+        const Slice q = part(slice_of(n, d, size_), c, seg);
+        std::memcpy(data.data() + q.begin, sums + d * seg, q.size() * sizeof(T));
       }
     }
-    barrier();  // the whole chunk's sum is in place
-    std::memcpy(mine, out, n * sizeof(float));
-    set_ ^= 1;  // the next chunk's writes go to the other set, which every rank has
-                // finished reading (it passed this chunk's first barrier after that)
+    // The next chunk writes the other set. This one is written again two chunks on,
+    // after a barrier that every rank reaches only once done reading it.
+    set_ ^= 1;
+  }
+}
+
+template <class T>
+void ShmCommunicator::gather(std::span<T> data) {
+  if (size_ == 1) return;
+  const std::size_t n = data.size();
+  const std::size_t seg = kSlotBytes / sizeof(T);
+  const std::size_t per = slice_of(n, 0, size_).size();
+  for (std::size_t c = 0; c < per; c += seg) {
+    const Slice p = part(slice_of(n, rank_, size_), c, seg);
+    std::memcpy(slot(set_, rank_), data.data() + p.begin, p.size() * sizeof(T));
+    barrier();
+    for (unsigned d = 0; d < size_; ++d) {
+      if (d == rank_) continue;
+      const Slice q = part(slice_of(n, d, size_), c, seg);
+      std::memcpy(data.data() + q.begin, slot(set_, d), q.size() * sizeof(T));
+    }
+    set_ ^= 1;
+  }
+}
+
+std::vector<IndexValue> ShmCommunicator::all_gather(std::span<const IndexValue> mine) {
+  if (size_ == 1) return {mine.begin(), mine.end()};
+  const std::uint64_t count = mine.size();
+  std::memcpy(slot(set_, rank_), &count, sizeof count);
+  barrier();
+  std::vector<std::size_t> counts(size_), offsets(size_ + 1, 0);
+  for (unsigned d = 0; d < size_; ++d) {
+    std::uint64_t k;
+    std::memcpy(&k, slot(set_, d), sizeof k);
+    counts[d] = k;
+    offsets[d + 1] = offsets[d] + k;
+  }
+  set_ ^= 1;
+  std::vector<IndexValue> all(offsets[size_]);
+  constexpr std::size_t cap = kSlotBytes / sizeof(IndexValue);
+  const std::size_t most = *std::max_element(counts.begin(), counts.end());
+  for (std::size_t c = 0; c < most; c += cap) {
+    const auto piece = [&](unsigned d) { return std::min(cap, counts[d] - std::min(counts[d], c)); };
+    std::memcpy(slot(set_, rank_), mine.data() + std::min<std::size_t>(count, c),
+                piece(rank_) * sizeof(IndexValue));
+    barrier();
+    for (unsigned d = 0; d < size_; ++d)
+      std::memcpy(all.data() + offsets[d] + std::min(counts[d], c), slot(set_, d),
+                  piece(d) * sizeof(IndexValue));
+    set_ ^= 1;
+  }
+  return all;
+}
+
+void ShmCommunicator::broadcast(std::span<std::byte> data, unsigned root) {
+  HOGWILD_ENFORCE_LT(root, size_);
+  if (size_ == 1) return;
+  for (std::size_t c = 0; c < data.size(); c += kSlotBytes) {
+    const std::size_t len = std::min(kSlotBytes, data.size() - c);
+    if (rank_ == root) std::memcpy(slot(set_, root), data.data() + c, len);
+    barrier();
+    if (rank_ != root) std::memcpy(data.data() + c, slot(set_, root), len);
+    set_ ^= 1;
   }
 }
 

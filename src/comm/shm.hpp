@@ -1,13 +1,18 @@
-// The shared-memory Communicator: the ranks of one machine meet in a block of the
-// run's arena. An all-reduce goes chunk by chunk: each rank copies its chunk into
-// its slot, sums its own slice of the chunk over every slot (reduce-scatter, each
-// rank reading N slots of 1/N of the chunk), and copies the whole sum back
-// (all-gather); two sets of buffers alternate, so a chunk costs two barriers. A
-// barrier spins briefly, then sleeps on a futex of the shared page (more ranks than
-// cores must not spin each other out), and gives up when `abort` is set.
+// The shared-memory Communicator: the ranks of one machine meet in a region of the
+// run's arena. Every collective goes through per-rank slots, chunk by chunk: an
+// all-reduce writes each rank's chunk, parted into one segment per rank, into the
+// rank's slot; rank r then sums segment r over every slot in rank order (the
+// reduce-scatter: each rank reads 1/N of each slot) and, after a barrier, every rank
+// copies all the sums back (the all-gather). Two sets of slots alternate, so a rank
+// writes the next chunk while a slower one still reads the last. A barrier spins
+// briefly, then sleeps on a futex of the shared page: more ranks than cores must not
+// spin each other out, and libstdc++'s std::atomic::wait does not wake another
+// process. A waiting rank gives up (CommError) when a rank aborts, when the run's
+// stop flag is set, or after the timeout, naming the ranks it waited for.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -18,32 +23,49 @@ namespace hogwild::detail {
 
 class ShmCommunicator final : public Communicator {
  public:
-  static constexpr std::size_t kChunkFloats = 1 << 16;  // 256 KiB per rank and set
+  static constexpr std::size_t kSlotBytes = std::size_t{1} << 18;  // per rank and set
+  static constexpr unsigned kMaxRanks = 256;
   // Bytes of arena a group of `size` ranks needs.
   static std::size_t region_bytes(unsigned size);
-  // Zeroes a region for `size` ranks; once, before any rank uses it.
+  // Makes a region ready for `size` ranks; once, before any rank uses it.
   static void prepare(std::span<std::byte> region, unsigned size);
 
-  // Rank `rank` of `size` on a prepared region (shared by all ranks). `abort`, when
+  // Rank `rank` of `size` on a prepared region shared by all ranks (a fresh one per
+  // group: every rank starts at its first barrier). `stop`, when
   // set (the run's stop flag), makes a waiting rank throw instead of waiting on.
   ShmCommunicator(std::span<std::byte> region, unsigned rank, unsigned size,
-                  const std::atomic<std::int32_t>* abort = nullptr);
+                  std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                  const std::atomic<std::int32_t>* stop = nullptr);
 
   unsigned rank() const noexcept override { return rank_; }
   unsigned size() const noexcept override { return size_; }
-  void all_reduce_sum(std::span<float> data) override;
+  std::string_view backend() const noexcept override { return "shm"; }
+  void all_reduce(std::span<float> data, Reduce op = Reduce::sum) override { reduce<float>(data, op, true); }
+  void all_reduce(std::span<double> data, Reduce op = Reduce::sum) override { reduce<double>(data, op, true); }
+  void reduce_scatter(std::span<float> data) override { reduce<float>(data, Reduce::sum, false); }
+  void reduce_scatter(std::span<double> data) override { reduce<double>(data, Reduce::sum, false); }
+  void all_gather(std::span<float> data) override { gather<float>(data); }
+  void all_gather(std::span<double> data) override { gather<double>(data); }
+  std::vector<IndexValue> all_gather(std::span<const IndexValue> mine) override;
+  void broadcast(std::span<std::byte> data, unsigned root) override;
   void barrier() override;
+  void abort(std::string_view why) noexcept override;
 
  private:
-  float* slot(unsigned set, unsigned rank) const;
-  float* sum(unsigned set) const;
   struct Header;
+  template <class T>
+  void reduce(std::span<T> data, Reduce op, bool gather_back);
+  template <class T>
+  void gather(std::span<T> data);
+  std::byte* slot(unsigned set, unsigned r) const;  // r == size_: the set's sums
+  [[noreturn]] void fail(std::uint32_t target) const;
+
   Header* header_;
   std::byte* base_;
   unsigned rank_, size_;
-  const std::atomic<std::int32_t>* abort_;
-  std::uint32_t round_ = 0;  // barriers this rank has passed
-  unsigned set_ = 0;         // the buffer set of the next chunk
+  const std::atomic<std::int32_t>* stop_;
+  std::uint64_t round_ = 0;  // barriers this rank has passed (every rank starts at 0)
+  unsigned set_ = 0;         // the slot set of the next chunk
 };
 
 }  // namespace hogwild::detail

@@ -31,6 +31,12 @@ class ModeDef {
   // atomic read-modify-write per coordinate (else a relaxed load and store).
   virtual bool replicas() const { return false; }
   virtual bool atomic_merges() const { return false; }
+  // The workers step together: each step's gradients are combined over all of them
+  // through a Communicator (trainer/gradient_sync.hpp) before one update. Every
+  // worker then sees every step's rows in the same count, a worker that dies stops
+  // the run (a lone respawn would be out of step), and no merge or hot window
+  // applies.
+  virtual bool synchronous() const { return false; }
   // Where its parameters live (trainer/tensor_store.hpp): the CPU modes train the
   // shared arena; a GPU mode would name device memory.
   virtual MemorySpace space() const { return MemorySpace::host_shared; }

@@ -12,7 +12,8 @@
   X(serial)              \
   X(hogwild)             \
   X(atomic)              \
-  X(lock)
+  X(lock)                \
+  X(ddp)
 
 namespace hogwild {
 

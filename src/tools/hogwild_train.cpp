@@ -36,6 +36,7 @@ struct Options {
   std::string hidden;
   std::string storage = "auto";
   unsigned threads = 0;
+  double bucket_mb = 0;
   bool no_bias = false;
   bool quiet = false;
   bool cleanup = false;
@@ -182,6 +183,18 @@ int run(int argc, char** argv) {
   app.add_option("--hot-flush", cfg.hot_flush,
                  "Examples between flushes of the hot coordinates")
       ->capture_default_str();
+  app.add_option("--accumulate", cfg.accumulate,
+                 "--mode ddp: combine the gradients of K mini-batches before one update "
+                 "(PyTorch's no_sync)")
+      ->capture_default_str()->option_text("K");
+  app.add_option("--bucket-mb", o.bucket_mb,
+                 "--mode ddp: reduce the gradients in buckets of this many MiB after a first "
+                 "one of 1 MiB (default 25, PyTorch's)")
+      ->option_text("MB");
+  app.add_option("--comm-timeout", cfg.comm_timeout,
+                 "--mode ddp: seconds a worker waits for the others in a collective before it "
+                 "fails, naming them")
+      ->capture_default_str()->option_text("S");
   app.add_option("--worker-start", o.worker_start,
                  "How workers start: fork (copies of this process: the fastest start) or "
                  "fork-server (forked by the clean process this program forks first thing, "
@@ -235,6 +248,11 @@ int run(int argc, char** argv) {
   cfg.model_options.matmul = hogwild::parse_matmul_precision(o.matmul);
   const hogwild::Storage storage = hogwild::parse_storage(o.storage);
   if (!o.hidden.empty() || app.count("--hidden")) cfg.model_options.hidden = parse_widths(o.hidden);
+  if (app.count("--bucket-mb")) {
+    if (!(o.bucket_mb > 0) || o.bucket_mb > 65536)
+      throw hogwild::ConfigError(fmt::format("--bucket-mb must be from 0 to 65536, got {}", o.bucket_mb));
+    cfg.bucket_bytes = static_cast<std::size_t>(o.bucket_mb * (1 << 20));
+  }
   cfg.validate();
   // Segments a crashed run of ours left behind (its name lives only microseconds).
   for (auto& n : hogwild::cleanup_stale_segments())

@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include "hogwild/labels.hpp"
+#include "comm/shm.hpp"
 #include "hogwild/param_snapshot.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
@@ -175,6 +176,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   for (auto& b : store->arena_blocks(specs, stateful, window_bytes ? kPage + window_bytes : 0))
     blocks.push_back(std::move(b));
   for (auto& s : specs) floats += padded(s.size);
+  if (mode.synchronous())
+    blocks.push_back({"comm", ShmCommunicator::region_bytes(workers)});
   if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
@@ -206,6 +209,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   }
   progress = {in_arena<WorkerProgress>(arena.block("progress").data(), workers, attach), workers};
   epoch_loss = arena.array<double>("epoch_loss");
+  if (mode.synchronous() && !attach) ShmCommunicator::prepare(arena.block("comm"), workers);
   params = store->open(arena, specs, stateful);
   if (!attach) initialise(params, specs, cfg.seed);
   if (window_bytes) map_hot_window(window_bytes);
@@ -245,6 +249,37 @@ bool Run::count_finish(unsigned rank, unsigned e) {
   return finishers[e].fetch_add(1, std::memory_order_acq_rel) + 1 == workers;
 }
 
+std::pair<unsigned, std::uint64_t> Run::align_workers() {
+  auto place = [](const WorkerProgress& p) {
+    const unsigned e = p.epoch.load(std::memory_order_relaxed);
+    const unsigned done = p.epochs_done.load(std::memory_order_relaxed);
+    return done > e ? std::pair<unsigned, std::uint64_t>{done, 0}
+                    : std::pair<unsigned, std::uint64_t>{e, p.position.load(std::memory_order_relaxed)};
+  };
+  std::pair<unsigned, std::uint64_t> first{cfg.epochs, 0};
+  for (const auto& p : progress) first = std::min(first, place(p));
+  const auto [epoch, position] = first;
+  const auto [begin, end] = partition(0);
+  for (unsigned w = 0; w < workers; ++w) {
+    WorkerProgress& p = progress[w];
+    // A worker put back into an epoch it had finished resumes with that epoch's
+    // whole loss: the rows it trains again are counted twice (as they are trained
+    // twice), as with a respawned Hogwild! worker.
+    const double loss = place(p).first > epoch ? epoch_loss[w * cfg.epochs + epoch]
+                                               : p.loss.load(std::memory_order_relaxed);
+    record_write_begin(p);
+    p.epoch.store(epoch, std::memory_order_relaxed);
+    p.position.store(position, std::memory_order_relaxed);
+    p.loss.store(loss, std::memory_order_relaxed);
+    p.epochs_done.store(epoch, std::memory_order_relaxed);
+    record_write_end(p);
+    p.samples.store(std::uint64_t{epoch} * (end - begin) + position, std::memory_order_relaxed);
+    p.begun.store(p.samples.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  ShmCommunicator::prepare(arena.block("comm"), workers);
+  return first;
+}
+
 // Called by a worker after finishing epoch e: the last one to finish copies the
 // weights into the slot of epoch e, if the parent is done with that slot.
 void Run::snapshot_if_last(unsigned rank, unsigned e) {
@@ -269,7 +304,27 @@ void Run::snapshot_if_last(unsigned rank, unsigned e) {
 }
 
 std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
+  if (mode.synchronous()) {
+    const std::size_t per = train.rows() / workers;
+    return {rank * per, (rank + 1) * per};
+  }
   return share(train.rows(), workers, rank);
+}
+
+// A synchronous mode deals the epoch's order (the one serial mode would visit) out
+// in turn, as DistributedSampler does: worker k's j-th row is the order's
+// (j W + k)-th, so the workers' b-th mini-batches of B rows together are serial
+// mode's b-th mini-batch of W B rows.
+void Run::rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) const {
+  if (!mode.synchronous()) {
+    epoch_rows(cfg.partition, train.rows(), workers, rank, cfg.seed, e, rows);
+    return;
+  }
+  std::vector<std::uint32_t> all;
+  epoch_rows(cfg.partition, train.rows(), 1, 0, cfg.seed, e, all);
+  const auto [begin, end] = partition(rank);
+  rows.resize(end - begin);
+  for (std::size_t j = 0; j < rows.size(); ++j) rows[j] = all[j * workers + rank];
 }
 
 // Epoch e's order is recomputed from the seed, e and the rank, so a respawned worker
@@ -279,7 +334,7 @@ std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
 void Run::run_epoch(unsigned rank, unsigned e) {
   WorkerProgress& p = progress[rank];
   std::vector<std::uint32_t> rows;
-  epoch_rows(cfg.partition, train.rows(), workers, rank, cfg.seed, e, rows);
+  rows_of(rank, e, rows);
 
   EpochTask task;
   if (p.epoch.load(std::memory_order_acquire) == e) {
@@ -326,6 +381,17 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.replica.emplace(params, std::move(mine), cfg.merge_every, mode.atomic_merges());
     }
     task.replica = &*local.replica;
+  }
+  if (mode.synchronous()) {
+    if (!local.comm) {
+      local.comm = std::make_unique<ShmCommunicator>(
+          arena.block("comm"), rank, workers,
+          std::chrono::milliseconds(static_cast<std::int64_t>(cfg.comm_timeout * 1000)),
+          &control->stop);
+      local.sync.emplace(params, *local.comm, cfg.optimizer, cfg.accumulate, cfg.bucket_bytes,
+                         model.feature_indexed() && train.layout() == Layout::sparse);
+    }
+    task.sync = &*local.sync;
   }
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||

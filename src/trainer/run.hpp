@@ -21,6 +21,8 @@
 #include "hogwild/robust_mutex.hpp"
 #include "hogwild/trainer.hpp"
 #include "modes/mode_def.hpp"
+#include "hogwild/communicator.hpp"
+#include "trainer/gradient_sync.hpp"
 #include "trainer/hot_window.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
@@ -109,6 +111,10 @@ struct Run {
   struct WorkerLocal {
     std::optional<Replica> replica;  // --merge-every
     std::optional<HotWindow> hot;    // --hot-k: this worker's view of the window
+    // A synchronous mode: this worker's rank in the group (on the arena's "comm"
+    // block) and its gradient buffers.
+    std::unique_ptr<Communicator> comm;
+    std::optional<GradientSync> sync;
   } local;
 
   // The parent's run: makes the arena and initialises it. With `attached` (a worker
@@ -118,13 +124,17 @@ struct Run {
   static constexpr std::size_t kPage = 4096;
   void map_hot_window(std::size_t bytes);
 
-  // Positions [begin, end) of each epoch's order owned by worker `rank`.
+  // Positions [begin, end) of each epoch's order owned by worker `rank` (in a
+  // synchronous mode every worker gets rows / workers: the last rows / workers of
+  // the epoch's order are left out, as DistributedSampler's drop_last does).
   std::pair<std::size_t, std::size_t> partition(unsigned rank) const;
   // The body of a worker (forked, or the parent itself in serial mode): the epochs
   // from its progress record on.
   int work(unsigned rank);
   // One epoch of worker `rank`, from the position its record holds for epoch e.
   void run_epoch(unsigned rank, unsigned e);
+  // The rows worker `rank` visits in epoch e, in order.
+  void rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) const;
   bool stopping() const { return control->stop.load(std::memory_order_relaxed) != 0; }
 
   Evaluation evaluate(const ParamSet& p) const;
@@ -163,6 +173,11 @@ struct Run {
   // Before any worker starts: puts a checkpoint's tensors and records in place;
   // returns the checkpoint's count of restarts.
   unsigned restore(const Checkpoint& c, const std::string& path);
+
+  // A synchronous mode, every worker gone: puts every worker's record at the
+  // earliest place any of them reached (what they all did), and readies the
+  // communicator's region for a new group. Returns that place (epoch, row).
+  std::pair<unsigned, std::uint64_t> align_workers();
 
   // Worker `rank` finished epoch e: adds it to the epoch's count once, however
   // often a respawned worker gets here; true when it was the last to finish.

@@ -17,6 +17,21 @@ decltype(auto) locked(RobustMutex* mutex, F&& f) {
   return f();
 }
 
+// The synchronous step; false when the run stopped (or this worker got SIGTERM)
+// while it waited for the others, which is then how the epoch ends here too. Any
+// other failure (a dead peer, the timeout) propagates: the worker fails.
+bool synced_step(GradientSync& sync, const EpochTask& t, float lr) {
+  try {
+    sync.step(lr);
+    return true;
+  } catch (const CommError&) {
+    if ((t.stop && t.stop->load(std::memory_order_relaxed)) ||
+        (t.terminated && t.terminated->load(std::memory_order_relaxed)))
+      return false;
+    throw;
+  }
+}
+
 }  // namespace
 
 double train_epoch(Model& model, const EpochTask& t) {
@@ -27,7 +42,10 @@ double train_epoch(Model& model, const EpochTask& t) {
   std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
   const double epoch_lr = t.step_size.epoch_start(t.epoch);
   model.begin_epoch(t.rows);
-  const ParamSet& trained = t.replica ? t.replica->params() : t.hot ? t.hot->params() : t.params;
+  const ParamSet& trained = t.sync      ? t.sync->params()
+                            : t.replica ? t.replica->params()
+                            : t.hot     ? t.hot->params()
+                                        : t.params;
   // Straight to the shared weights: the step's writes are bracketed (WorkerProgress);
   // a private replica or window is bracketed at its merge.
   const bool shared = t.progress && !t.replica && !t.hot;
@@ -53,6 +71,7 @@ double train_epoch(Model& model, const EpochTask& t) {
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
     loss += locked(t.mutex, [&] { return model.train_batch(t.kind, b, trained, lr); });
+    if (t.sync && t.sync->due(b) && !synced_step(*t.sync, t, lr)) break;
     seen += size;
     begin += size;
     if (shared) t.progress->samples.store(seen, std::memory_order_release);
@@ -74,6 +93,10 @@ double train_epoch(Model& model, const EpochTask& t) {
       if (orphaned(t.parent)) break;
     }
   }
+  // The epoch's last mini-batches (fewer than --accumulate) are combined too: every
+  // worker has the same count of rows, so all of them get here.
+  if (t.sync && t.sync->pending() && begin >= n)
+    synced_step(*t.sync, t, t.step_size.at_epoch_lr(epoch_lr, seen * t.workers));
   if ((t.replica || t.hot) && t.progress) begin_writes(*t.progress, seen);
   if (t.replica) t.replica->merge();  // also when the epoch was cut short
   if (t.hot) locked(t.mutex, [&] { t.hot->flush(); });

@@ -1,6 +1,7 @@
 // The worker's step loop: one epoch of mini-batches over the worker's rows. It owns
 // everything around the model's step: the step size, the prefetch pipeline, the
-// mode's lock, the replica's merges and the hot window's flushes, the bracket of
+// mode's lock, the replica's merges, the hot window's flushes and the synchronous
+// modes' gradient steps, the bracket of
 // the progress record around every write to the shared weights, and the stop,
 // SIGTERM and parent-alive checks. The model only steps (Model::train_batch).
 #pragma once
@@ -13,6 +14,7 @@
 #include "hogwild/optimizer.hpp"
 #include "hogwild/robust_mutex.hpp"
 #include "hogwild/step_size.hpp"
+#include "trainer/gradient_sync.hpp"
 #include "trainer/hot_window.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
@@ -43,6 +45,10 @@ struct EpochTask {
   // hot->params() (over `data`, whose rows the parent renumbered), flushed every
   // hot_flush examples and at the epoch's end.
   HotWindow* hot = nullptr;
+  // A synchronous mode (ddp): the step trains sync->params() (the shared weights
+  // with this worker's gradient buffers), and every `accumulate` mini-batches the
+  // workers combine their gradients and update the weights together.
+  GradientSync* sync = nullptr;
 };
 
 // Trains t.rows[t.start, end) with `model`; returns the summed training loss of

@@ -138,6 +138,12 @@ class Supervisor {
     for (;;) {
       for (const auto& exit : group.reap()) {
         if (exit.ok() || g_signal) continue;
+        if (run_.mode.synchronous()) {  // the others are out of step without it
+          restart_all(group, exit);
+          for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
+          report(fraction(), false);
+          break;  // the old workers' exits are history
+        }
         if (restarts_ >= cfg_.max_restarts) {
           run_.control->stop.store(1, std::memory_order_relaxed);
           group.kill_all(SIGKILL);
@@ -174,6 +180,36 @@ class Supervisor {
     }
     if (evaluated_ < cfg_.epochs)
       throw WorkerError(fmt::format("workers ended after {} of {} epochs", evaluated_, cfg_.epochs));
+  }
+
+  // A synchronous mode's worker failed: the others stop at their next collective
+  // (the stop flag), and the whole group starts again from the place every worker
+  // had reached (torchelastic's restart of the job): the weights are those of the
+  // last step, and at most the mini-batches since the last published place are
+  // trained again. With no restart left, the run fails naming the worker.
+  void restart_all(detail::ProcessGroup& group, const detail::WorkerExit& failed) {
+    run_.control->stop.store(1, std::memory_order_relaxed);
+    const auto give_up = Clock::now() + std::chrono::duration<double>(cfg_.comm_timeout + 5);
+    while (group.running() > 0 && Clock::now() < give_up) {
+      group.reap();
+      if (group.running() > 0) sleep_ms(5);
+    }
+    group.kill_all(SIGKILL);
+    group.wait_all();
+    if (restarts_ >= cfg_.max_restarts)
+      throw WorkerError(fmt::format(
+          "worker {} (pid {}) {}; --mode {} steps all workers together, so every worker "
+          "stopped{}", failed.rank, failed.pid, failed.describe(), to_string(cfg_.mode),
+          cfg_.max_restarts ? fmt::format(" (giving up after {} restart(s), --max-restarts {})",
+                                          restarts_, cfg_.max_restarts)
+                            : std::string()));
+    ++restarts_;
+    const auto [epoch, position] = run_.align_workers();
+    std::fprintf(stderr, "hogwild: worker %u (pid %d) %s; restarting all %u workers at epoch %u, "
+                 "row %llu of each (restart %u of at most %u)\n", failed.rank, failed.pid,
+                 failed.describe().c_str(), run_.workers, epoch + 1,
+                 static_cast<unsigned long long>(position), restarts_, cfg_.max_restarts);
+    run_.control->stop.store(0, std::memory_order_relaxed);
   }
 
   // Serial mode's ticker thread: `paused` is the evaluation time before this epoch.
@@ -387,6 +423,21 @@ void TrainConfig::validate() const {
       throw ConfigError("--merge-every and --hot-k exclude each other: a replica already keeps "
                         "every coordinate private between merges");
   }
+  const bool synchronous = detail::mode_def(mode).synchronous();
+  if (accumulate == 0 || accumulate > 1000000)
+    throw ConfigError(fmt::format("--accumulate must be from 1 to 1000000, got {}", accumulate));
+  if (!synchronous && (accumulate != 1 || bucket_bytes != 0))
+    throw ConfigError(fmt::format("--accumulate and --bucket-mb work with --mode {}, not {}",
+                                  detail::mode_names_where(&detail::ModeDef::synchronous),
+                                  to_string(mode)));
+  if (synchronous && hot_k > 0)
+    throw ConfigError(fmt::format("--hot-k does not apply to --mode {}: its workers do not "
+                                  "write the weights while they step", to_string(mode)));
+  if (bucket_bytes != 0 && bucket_bytes < 4096)
+    throw ConfigError("--bucket-mb must be at least 4 KiB (0.004)");
+  if (!(comm_timeout > 0) || !std::isfinite(comm_timeout) || comm_timeout > 86400)
+    throw ConfigError(fmt::format("--comm-timeout must be from 0 to 86400 seconds, got {}",
+                                  comm_timeout));
   if (max_restarts > 1000) throw ConfigError("--max-restarts must be at most 1000");
   if (!(checkpoint_every >= 0) || !std::isfinite(checkpoint_every))
     throw ConfigError("--checkpoint-every must be a number of seconds >= 0");

@@ -57,6 +57,9 @@ json config_json(const TrainConfig& c) {
       {"merge_every", c.merge_every},
       {"hot_k", c.hot_k},
       {"hot_flush", c.hot_flush},
+      {"accumulate", c.accumulate},
+      {"bucket_bytes", c.bucket_bytes},
+      {"comm_timeout", c.comm_timeout},
       {"seed", c.seed},
       {"eval_every", c.eval_every},
       {"shm_dir", c.shm_dir},
@@ -93,6 +96,9 @@ TrainConfig config_of(const json& j) {
   j.at("merge_every").get_to(c.merge_every);
   j.at("hot_k").get_to(c.hot_k);
   j.at("hot_flush").get_to(c.hot_flush);
+  j.at("accumulate").get_to(c.accumulate);
+  j.at("bucket_bytes").get_to(c.bucket_bytes);
+  j.at("comm_timeout").get_to(c.comm_timeout);
   j.at("seed").get_to(c.seed);
   j.at("eval_every").get_to(c.eval_every);
   j.at("shm_dir").get_to(c.shm_dir);

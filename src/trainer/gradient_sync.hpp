@@ -1,0 +1,72 @@
+// The synchronous step of --mode ddp: the model's step captures this worker's
+// gradient into a private buffer (GradientCapture, gradient.hpp); every
+// `accumulate` mini-batches the buffers are summed over the workers by the
+// Communicator, bucket by bucket (the first bucket small, as PyTorch's DDP makes
+// it), and each worker applies the mean of its own slice of every bucket to the
+// shared weights: the reduce-scatter updates the weights in place, and a barrier
+// then makes every worker's next step read the whole new set. The update is the
+// same floats whichever worker applies it (the sums are in rank order), so the
+// weights are bit for bit those of any other run with the same seed and workers.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "hogwild/batch.hpp"
+#include "hogwild/communicator.hpp"
+#include "hogwild/optimizer.hpp"
+#include "hogwild/param_set.hpp"
+
+namespace hogwild::detail {
+
+class GradientSync {
+ public:
+  // PyTorch's defaults: the first bucket 1 MiB, the others 25 MiB.
+  static constexpr std::size_t kFirstBucketBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kBucketBytes = std::size_t{25} << 20;
+
+  // shared: the arena's tensors (weights and optimiser state). bucket_bytes: the
+  // size of the buckets after the first (0: the default). sparse: the first tensor
+  // is indexed by the sparse rows' features (Model::feature_indexed): its gradient
+  // goes as the (index, value) pairs of the features the mini-batches touched,
+  // all-gathered, instead of a reduction of every coordinate (2^20 of them for a
+  // hashed vocabulary, of which a mini-batch touches hundreds).
+  GradientSync(const ParamSet& shared, Communicator& comm, Optimizer optimizer,
+               unsigned accumulate, std::size_t bucket_bytes, bool sparse);
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // What the step trains: the shared weights, read only, with this worker's buffers.
+  const ParamSet& params() const noexcept { return params_; }
+  // After each mini-batch: notes the features it touched (sparse), and returns
+  // true when `accumulate` mini-batches are in the buffers.
+  bool due(const Batch& b);
+  // Sums the buffers over the workers, applies this worker's slices (with lr, for
+  // AdaGrad: SGD's step is in the buffer), zeroes the buffers and waits for every
+  // worker's slices. At the end of an epoch with mini-batches pending, too.
+  void step(float lr);
+  bool pending() const noexcept { return pending_ > 0; }
+  std::size_t steps() const noexcept { return steps_; }
+
+ private:
+  // Applies flat coordinates [begin, end) of the buffer, divided by the workers.
+  void apply(std::size_t begin, std::size_t end, float lr);
+  // The dense reduction of flat coordinates [from, size) and its application.
+  void reduce_dense(std::size_t from, float lr);
+  // The first tensor's touched coordinates, gathered and applied.
+  void reduce_sparse(float lr);
+  Communicator& comm_;
+  Optimizer optimizer_;
+  unsigned accumulate_;
+  std::size_t bucket_floats_;
+  std::vector<float> grad_;             // every tensor's buffer, one after another
+  std::vector<std::size_t> offset_;     // tensor i's place in grad_
+  ParamSet shared_, params_;
+  bool sparse_;
+  std::vector<std::uint32_t> touched_;  // the first tensor's, since the last step (repeats too)
+  std::vector<IndexValue> pairs_;
+  unsigned pending_ = 0;
+  std::size_t steps_ = 0;
+};
+
+}  // namespace hogwild::detail

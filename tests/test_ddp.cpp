@@ -1,0 +1,229 @@
+// --mode ddp between real forked workers: the same weights bit for bit run to run;
+// W workers with mini-batches of B take serial mode's steps with mini-batches of
+// W B (to float reordering); --accumulate; convergence beside serial; a dead worker
+// stops the group promptly and, with restarts left, the whole group starts again.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "hogwild/data_io.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/trainer.hpp"
+#include "ridge.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+TrainConfig ddp(const std::string& model, unsigned workers, std::size_t batch, float lr,
+                unsigned epochs) {
+  TrainConfig c;
+  c.model = model;
+  c.mode = Mode::ddp;
+  c.workers = workers;
+  c.batch = batch;
+  c.epochs = epochs;
+  c.step_size.lr0 = lr;
+  c.step_size.decay = 0.9f;
+  c.seed = 5;
+  if (model == "mlp") c.model_options.hidden = {16, 8};
+  return c;
+}
+
+bool same_bits(const TrainResult& a, const TrainResult& b) {
+  if (a.parameters.size() != b.parameters.size()) return false;
+  for (const auto& [name, w] : a.parameters) {
+    const auto& v = b.parameters.at(name);
+    if (w.size() != v.size() || std::memcmp(w.data(), v.data(), w.size() * sizeof(float)) != 0)
+      return false;
+  }
+  return true;
+}
+
+// The largest |a - b| / (1 + |a|) over every parameter.
+double farthest(const TrainResult& a, const TrainResult& b) {
+  double worst = 0;
+  for (const auto& [name, w] : a.parameters) {
+    const auto& v = b.parameters.at(name);
+    REQUIRE(v.size() == w.size());
+    for (std::size_t i = 0; i < w.size(); ++i)
+      worst = std::max(worst, std::fabs(double(w[i]) - v[i]) / (1 + std::fabs(double(w[i]))));
+  }
+  return worst;
+}
+
+// Three classes of Gaussian rows with shifted means (dense, learnable).
+Dataset blobs(std::size_t n, std::uint64_t seed) {
+  std::vector<float> labels(n);
+  for (std::size_t i = 0; i < n; ++i) labels[i] = static_cast<float>(i % 3);
+  Dataset d = test::gaussian_rows(labels, 12, seed);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("ddp: the same seed and workers give the same weights bit for bit") {
+  auto [sparse, sparse_test] = test::generated_problem(6000, 1000, 500, 10, 0.0, 3);
+  const Dataset dense = blobs(1500, 2);
+  for (const std::string model : {"logistic", "softmax", "mlp"}) {
+    INFO(model);
+    const Dataset& d = model == "logistic" ? sparse : dense;
+    for (unsigned workers : {2u, 3u}) {
+      const auto c = ddp(model, workers, 4, 0.1f, 2);
+      const auto a = train(c, d, nullptr), b = train(c, d, nullptr);
+      CHECK(same_bits(a, b));
+      CHECK(a.samples == 2 * (d.rows() / workers) * workers);  // drop_last: equal shares
+    }
+  }
+}
+
+TEST_CASE("ddp: W workers with batch B take serial's steps with batch W B") {
+  // Worker k's j-th row is the serial order's (jW + k)-th, so the workers' b-th
+  // mini-batches together are serial's b-th: the same update, summed in another order.
+  auto [sparse, sparse_test] = test::generated_problem(4096, 1000, 400, 10, 0.0, 4);
+  const Dataset dense = blobs(2048, 6);
+  for (const std::string model : {"logistic", "softmax", "mlp"}) {
+    INFO(model);
+    const Dataset& d = model == "logistic" ? sparse : dense;
+    auto serial = ddp(model, 1, 16, 0.2f, 2);
+    serial.mode = Mode::serial;
+    const auto s = train(serial, d, nullptr);
+    const auto two = train(ddp(model, 2, 8, 0.2f, 2), d, nullptr);
+    const auto four = train(ddp(model, 4, 4, 0.2f, 2), d, nullptr);
+    MESSAGE(model << ": farthest from serial batch 16: 2x8 " << farthest(s, two) << ", 4x4 "
+                  << farthest(s, four));
+    CHECK(farthest(s, two) < 1e-5);
+    CHECK(farthest(s, four) < 1e-5);
+    CHECK(farthest(s, two) > 0);  // not trivially so: the steps moved the weights ...
+    const auto other = train(ddp(model, 2, 4, 0.2f, 2), d, nullptr);
+    CHECK(farthest(s, other) > 1e-3);  // ... and another global batch lands elsewhere
+  }
+}
+
+TEST_CASE("ddp: --accumulate K sums K mini-batches' gradients before one step") {
+  // As PyTorch's no_sync: the K gradients add up, so 2 workers x batch 4 x 2 steps
+  // accumulated are serial's batch 16 at twice the step size.
+  auto [d, unused] = test::generated_problem(4096, 100, 300, 8, 0.0, 8);
+  auto serial = ddp("logistic", 1, 16, 0.4f, 2);
+  serial.mode = Mode::serial;
+  auto acc = ddp("logistic", 2, 4, 0.2f, 2);
+  acc.accumulate = 2;
+  const auto s = train(serial, d, nullptr), a = train(acc, d, nullptr);
+  MESSAGE("accumulate 2: farthest from serial batch 16 at 2 lr: " << farthest(s, a));
+  CHECK(farthest(s, a) < 1e-5);
+}
+
+TEST_CASE("ddp converges within 0.5 points of serial on a generated problem, SGD and AdaGrad") {
+  // Labels from a hidden logistic model: about 0.86 is the best a linear model gets.
+  auto [train_set, test_set] = test::generated_problem(40000, 10000, 2000, 20, 0.0, 3);
+  for (Optimizer o : {Optimizer::sgd, Optimizer::adagrad}) {
+    INFO(to_string(o));
+    // The global batch is W times serial's: the step size grows with it (the linear
+    // scaling rule, Goyal et al. 2017), so an example moves the weights as far.
+    const float lr = o == Optimizer::sgd ? 0.5f : 0.2f;
+    auto c = ddp("logistic", 1, 4, lr, 10);
+    c.step_size.decay = 0.8f;
+    c.optimizer = o;
+    c.mode = Mode::serial;
+    const auto serial = train(c, train_set, &test_set);
+    CHECK(serial.test.accuracy > 0.83);
+    c.mode = Mode::ddp;
+    for (unsigned w : {2u, 4u}) {
+      c.workers = w;
+      c.step_size.lr0 = o == Optimizer::sgd ? lr * static_cast<float>(w) : lr;
+      const auto r = train(c, train_set, &test_set);
+      MESSAGE(to_string(o) << " serial " << serial.test.accuracy << ", ddp x" << w << " "
+                           << r.test.accuracy);
+      CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.005);
+    }
+  }
+}
+
+TEST_CASE("ddp matches serial on SpamAssassin (real data)" * doctest::test_suite("shared_data")) {
+  auto data = test::shared_data();
+  if (!data) return;
+  const Dataset train_set = read_libsvm((*data / "spamassassin" / "spam.train.svm.gz").string());
+  const Dataset test_set = read_libsvm((*data / "spamassassin" / "spam.test.svm.gz").string());
+  auto c = ddp("logistic", 1, 1, 1.0f, 15);
+  c.mode = Mode::serial;
+  const auto serial = train(c, train_set, &test_set);
+  c.mode = Mode::ddp;
+  c.workers = 2;
+  const auto r = train(c, train_set, &test_set);
+  MESSAGE("spam: serial " << serial.test.accuracy << ", ddp x2 " << r.test.accuracy);
+  CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.005);
+}
+
+namespace {
+// Aborts the worker that meets row `row` first, once per test.
+struct CrashAt {
+  std::uint32_t row;
+  void operator()(std::uint32_t r, const ParamSet&) const {
+    if (r == row && test::shared_flag().exchange(1) == 0) std::abort();
+  }
+};
+}  // namespace
+
+TEST_CASE("ddp: a dead worker stops every worker at once; with restarts the group starts again") {
+  const Dataset d = test::linear_data(8000);
+  TrainConfig c;
+  c.mode = Mode::ddp;
+  c.workers = 3;
+  c.epochs = 3;
+  c.batch = 4;
+  c.step_size.lr0 = 0.05f;
+  c.comm_timeout = 30;  // the stop flag, not the timeout, must end the others' wait
+  SUBCASE("no restart left: the run fails naming the worker, within a second or two") {
+    test::shared_flag().store(0);
+    test::Ridge<CrashAt> model(CrashAt{5000});
+    c.max_restarts = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      train(c, model, d, &d);
+      FAIL("the run went on without a worker");
+    } catch (const WorkerError& e) {
+      const std::string m = e.what();
+      INFO(m);
+      CHECK(m.find("worker ") != std::string::npos);
+      CHECK(m.find("ddp") != std::string::npos);
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    CHECK(test::our_shm_entries().empty());
+  }
+  SUBCASE("a restart left: every worker starts again where all had been, and the run ends") {
+    test::shared_flag().store(0);
+    test::Ridge<CrashAt> model(CrashAt{5000});
+    c.max_restarts = 1;
+    const auto r = train(c, model, d, &d);
+    CHECK(test::shared_flag().load() == 1);  // it did crash
+    CHECK(r.restarts == 1);
+    CHECK(r.history.size() >= 3);
+    CHECK(r.test.loss < 0.01);  // y = 2 x0 - x1 learnt
+    CHECK(r.samples >= 3 * (d.rows() / 3) * 3);
+  }
+}
+
+TEST_CASE("ddp: options that do not apply are refused") {
+  TrainConfig c;
+  c.mode = Mode::hogwild;
+  c.accumulate = 2;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c.mode = Mode::ddp;
+  CHECK_NOTHROW(c.validate());
+  c.accumulate = 0;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c.accumulate = 1;
+  c.hot_k = 10;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c.hot_k = 0;
+  c.merge_every = 100;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c.merge_every = 0;
+  c.comm_timeout = 0;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+}
