@@ -1,12 +1,8 @@
 #include "comm/gloo.hpp"
 
 #include <fmt/format.h>
-#include <gloo/allgather.h>
-#include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/redis_store.h>
@@ -25,7 +21,6 @@
 #include <functional>
 #include <optional>
 #include <thread>
-#include <type_traits>
 
 #include "hogwild/error.hpp"
 
@@ -36,8 +31,9 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// Each message of our reduce-scatter ring; Gloo's ring uses the same size.
-constexpr std::size_t kSegmentBytes = 1 << 20;
+// The reduce-scatter's receive buffers, and the least segment it cuts chunks into.
+constexpr std::size_t kReceiveBytes = std::size_t{4} << 20;
+constexpr std::size_t kMinSegmentBytes = std::size_t{64} << 10;
 // How long a failed rank waits for the others' reports (each live rank writes one
 // as soon as it sees the failure) before it names those without one.
 constexpr milliseconds kReportGrace{1000};
@@ -375,107 +371,135 @@ void GlooCommunicator::abort(std::string_view why) noexcept {
   }
 }
 
+// The reduce-scatter, direct: rank r sends segment j of each other rank's chunk
+// (slice_of) to that rank and receives segment j of its own chunk from every peer,
+// then sums the ranks' copies in rank order, as the shared-memory backend does (the
+// same floats from either backend, whichever rank sums). Each peer's segment is at
+// most kReceiveBytes / (2 size): two segments in flight, one received while the
+// other is summed. The sends, from the other chunks, are all posted at once.
 template <class T>
-void GlooCommunicator::all_reduce_impl(std::span<T> data, Reduce op) {
-  collective("all_reduce", [&] {
-    if (data.empty() || size_ == 1) return;
-    gloo::AllreduceOptions opts(context_);
-    opts.setOutput(data.data(), data.size());
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<T>));
-    opts.setTimeout(timeout_);
-    gloo::allreduce(opts);
-  });
-  if (op == Reduce::mean)
-    for (T& x : data) x /= static_cast<T>(size_);
-}
+void GlooCommunicator::reduce(std::span<T> data, Reduce op) {
+  const std::size_t n = data.size(), p = size_;
+  if (n == 0 || p == 1) return;
+  const std::size_t segment = std::max(kMinSegmentBytes, kReceiveBytes / (2 * p)) / sizeof(T);
+  const Slice own = slice_of(n, rank_, size_);
+  auto part = [&](Slice chunk, std::size_t j) {
+    const std::size_t begin = std::min(chunk.end, chunk.begin + j * segment);
+    return Slice{begin, std::min(chunk.end, begin + segment)};
+  };
+  std::vector<T> copies(2 * p * segment);  // [j % 2][rank][segment]
+  const auto slot = static_cast<std::uint64_t>(context_->nextSlot());
+  auto out = context_->createUnboundBuffer(data.data(), n * sizeof(T));
+  std::unique_ptr<gloo::transport::UnboundBuffer> in[2];
+  for (int h = 0; h < 2; ++h)
+    in[h] = context_->createUnboundBuffer(copies.data() + h * p * segment, p * segment * sizeof(T));
 
-// A ring over the slice_of chunks: in step s, rank r sends chunk r-s-1 (its own
-// values in step 0, then the partial sum it just made) to rank r+1 and adds chunk
-// r-s-2 from rank r-1 into its own; after size-1 steps chunk r is complete on rank
-// r, summed in the fixed order r+1, r+2, ..., r. Messages of kSegmentBytes, the next
-// one received while the last one is added.
-template <class T>
-void GlooCommunicator::reduce_scatter_impl(std::span<T> data) {
-  collective("reduce_scatter", [&] {
-    const std::size_t n = data.size(), p = size_;
-    if (n == 0 || p == 1) return;
-    const std::size_t segment = kSegmentBytes / sizeof(T);
-    const std::size_t half = std::min(segment, slice_of(n, 0, size_).size());
-    std::vector<T> incoming(2 * half);
-    auto out = context_->createUnboundBuffer(data.data(), n * sizeof(T));
-    auto in = context_->createUnboundBuffer(incoming.data(), incoming.size() * sizeof(T));
-    const auto slot = static_cast<std::uint64_t>(context_->nextSlot());
-    const int next = static_cast<int>((rank_ + 1) % p), prev = static_cast<int>((rank_ + p - 1) % p);
-    for (std::size_t step = 0; step + 1 < p; ++step) {
-      const Slice send = slice_of(n, static_cast<unsigned>((rank_ + 2 * p - step - 1) % p), size_);
-      const Slice add = slice_of(n, static_cast<unsigned>((rank_ + 2 * p - step - 2) % p), size_);
-      const std::size_t sends = ceil_div(send.size(), segment), adds = ceil_div(add.size(), segment);
-      for (std::size_t j = 0; j < sends; ++j) {
-        const std::size_t begin = send.begin + j * segment;
-        out->send(next, slot, begin * sizeof(T), (std::min(send.end, begin + segment) - begin) * sizeof(T));
-      }
-      auto receive = [&](std::size_t j) {
-        const std::size_t begin = add.begin + j * segment;
-        in->recv(prev, slot, j % 2 * half * sizeof(T),
-                 (std::min(add.end, begin + segment) - begin) * sizeof(T));
-      };
-      if (adds > 0) receive(0);
-      for (std::size_t j = 0; j < adds; ++j) {
-        if (j + 1 < adds) receive(j + 1);
-        in->waitRecv(timeout_);
-        const std::size_t begin = add.begin + j * segment, end = std::min(add.end, begin + segment);
-        const T* from = incoming.data() + j % 2 * half;
-        for (std::size_t i = begin; i < end; ++i) data[i] += from[i - begin];
-      }
-      for (std::size_t j = 0; j < sends; ++j) out->waitSend(timeout_);
+  const std::size_t segments = ceil_div(slice_of(n, 0, size_).size(), segment);
+  std::size_t sends = 0;
+  for (std::size_t j = 0; j < segments; ++j)
+    for (unsigned d = 0; d < p; ++d) {
+      const Slice q = part(slice_of(n, d, size_), j);
+      if (d == rank_ || q.size() == 0) continue;
+      out->send(static_cast<int>(d), slot, q.begin * sizeof(T), q.size() * sizeof(T));
+      ++sends;
     }
-  });
+  auto receive = [&](std::size_t j) {
+    const Slice q = part(own, j);
+    for (unsigned r = 0; r < p && q.size() > 0; ++r)
+      if (r != rank_)
+        in[j % 2]->recv(static_cast<int>(r), slot, r * segment * sizeof(T), q.size() * sizeof(T));
+  };
+  receive(0);
+  for (std::size_t j = 0; j < segments; ++j) {
+    if (j + 1 < segments) receive(j + 1);
+    const Slice q = part(own, j);
+    if (q.size() == 0) continue;
+    for (std::size_t k = 1; k < p; ++k) in[j % 2]->waitRecv(timeout_);
+    T* copy = copies.data() + j % 2 * p * segment;
+    T* sum = data.data() + q.begin;
+    std::copy(sum, sum + q.size(), copy + rank_ * segment);
+    std::copy(copy, copy + q.size(), sum);
+    for (std::size_t r = 1; r < p; ++r)
+      for (std::size_t i = 0; i < q.size(); ++i) sum[i] += copy[r * segment + i];
+    if (op == Reduce::mean)
+      for (std::size_t i = 0; i < q.size(); ++i) sum[i] /= static_cast<T>(p);
+  }
+  for (std::size_t k = 0; k < sends; ++k) out->waitSend(timeout_);
 }
 
+// Each rank's slice (slice_of) to every rank, in place.
 template <class T>
-void GlooCommunicator::all_gather_impl(std::span<T> data) {
-  collective("all_gather", [&] {
-    if (data.empty() || size_ == 1) return;
-    std::vector<std::size_t> counts(size_);
-    for (unsigned r = 0; r < size_; ++r) counts[r] = slice_of(data.size(), r, size_).size();
-    gloo::AllgathervOptions opts(context_);
-    opts.setOutput(data.data(), counts);
-    opts.setTimeout(timeout_);
-    gloo::allgatherv(opts);
-  });
+void GlooCommunicator::gather(std::span<T> data) {
+  std::vector<Slice> parts(size_);
+  for (unsigned r = 0; r < size_; ++r) {
+    const Slice s = slice_of(data.size(), r, size_);
+    parts[r] = {s.begin * sizeof(T), s.end * sizeof(T)};
+  }
+  gather_parts(std::as_writable_bytes(data), parts);
 }
 
-void GlooCommunicator::all_reduce(std::span<float> data, Reduce op) { all_reduce_impl(data, op); }
-void GlooCommunicator::all_reduce(std::span<double> data, Reduce op) { all_reduce_impl(data, op); }
-void GlooCommunicator::reduce_scatter(std::span<float> data) { reduce_scatter_impl(data); }
-void GlooCommunicator::reduce_scatter(std::span<double> data) { reduce_scatter_impl(data); }
-void GlooCommunicator::all_gather(std::span<float> data) { all_gather_impl(data); }
-void GlooCommunicator::all_gather(std::span<double> data) { all_gather_impl(data); }
+// The all-gather, direct: rank r's part of `data` (bytes) goes to every other rank
+// in segments, and each other part is received where it belongs; every send and
+// receive is posted at once.
+void GlooCommunicator::gather_parts(std::span<std::byte> data, const std::vector<Slice>& parts) {
+  if (data.empty() || size_ == 1) return;
+  const std::size_t segment = std::max(kMinSegmentBytes, kReceiveBytes / (2 * size_));
+  const auto slot = static_cast<std::uint64_t>(context_->nextSlot());
+  auto buffer = context_->createUnboundBuffer(data.data(), data.size());
+  std::size_t sends = 0, receives = 0;
+  for (unsigned r = 0; r < size_; ++r)
+    for (std::size_t at = parts[r].begin; at < parts[r].end; at += segment) {
+      const std::size_t bytes = std::min(segment, parts[r].end - at);
+      if (r != rank_) {
+        buffer->recv(static_cast<int>(r), slot, at, bytes);
+        ++receives;
+        continue;
+      }
+      for (unsigned d = 0; d < size_; ++d)
+        if (d != rank_) {
+          buffer->send(static_cast<int>(d), slot, at, bytes);
+          ++sends;
+        }
+    }
+  for (std::size_t k = 0; k < receives; ++k) buffer->waitRecv(timeout_);
+  for (std::size_t k = 0; k < sends; ++k) buffer->waitSend(timeout_);
+}
 
+void GlooCommunicator::all_reduce(std::span<float> data, Reduce op) {
+  collective("all_reduce", [&] { reduce(data, op); gather(data); });
+}
+void GlooCommunicator::all_reduce(std::span<double> data, Reduce op) {
+  collective("all_reduce", [&] { reduce(data, op); gather(data); });
+}
+void GlooCommunicator::reduce_scatter(std::span<float> data) {
+  collective("reduce_scatter", [&] { reduce(data, Reduce::sum); });
+}
+void GlooCommunicator::reduce_scatter(std::span<double> data) {
+  collective("reduce_scatter", [&] { reduce(data, Reduce::sum); });
+}
+void GlooCommunicator::all_gather(std::span<float> data) {
+  collective("all_gather", [&] { gather(data); });
+}
+void GlooCommunicator::all_gather(std::span<double> data) {
+  collective("all_gather", [&] { gather(data); });
+}
 std::vector<IndexValue> GlooCommunicator::all_gather(std::span<const IndexValue> mine) {
-  static_assert(sizeof(IndexValue) == 8 && std::is_trivially_copyable_v<IndexValue>);
   std::vector<IndexValue> all;
   collective("all_gather", [&] {
     // The lengths first, then the lists.
-    std::uint64_t length = mine.size();
     std::vector<std::uint64_t> lengths(size_);
-    gloo::AllgatherOptions count(context_);
-    count.setInput(&length, 1);
-    count.setOutput(lengths.data(), lengths.size());
-    count.setTimeout(timeout_);
-    gloo::allgather(count);
-    const std::vector<std::size_t> elements(lengths.begin(), lengths.end());
+    lengths[rank_] = mine.size();
+    std::vector<Slice> parts(size_);
+    for (unsigned r = 0; r < size_; ++r) parts[r] = {r * sizeof(std::uint64_t), (r + 1) * sizeof(std::uint64_t)};
+    gather_parts(std::as_writable_bytes(std::span<std::uint64_t>(lengths)), parts);
     std::size_t total = 0;
-    for (auto e : elements) total += e;
+    for (unsigned r = 0; r < size_; ++r) {
+      parts[r] = {total * sizeof(IndexValue), (total + lengths[r]) * sizeof(IndexValue)};
+      total += lengths[r];
+    }
     all.resize(total);
-    if (total == 0) return;
-    gloo::AllgathervOptions lists(context_);
-    lists.setInput(const_cast<IndexValue*>(mine.data()), mine.size());  // read only
-    lists.setOutput(all.data(), elements);
-    lists.setTimeout(timeout_);
-    gloo::allgatherv(lists);
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(parts[rank_].begin / sizeof(IndexValue)));
+    gather_parts(std::as_writable_bytes(std::span<IndexValue>(all)), parts);
   });
   return all;
 }

@@ -1,8 +1,10 @@
 // The Gloo Communicator: ranks on any machines that reach each other over TCP meet
 // through a rendezvous store (a directory every node shares, or a redis server),
-// then talk over a full mesh of Gloo TCP pairs. all_reduce is Gloo's ring, whose
-// every element is summed on one rank and copied to the others, so every rank gets
-// the same bits; reduce_scatter is a ring of our own over the slice_of layout.
+// then talk over a full mesh of Gloo TCP pairs. Each rank sums its slice (slice_of)
+// of every rank's data in rank order, as the shared-memory backend does, and sends
+// it to the others: every rank gets the same bits, and the same as from shm.
+// (Gloo's own ring all-reduce also gives every rank the same bits, but sums each
+// segment in a ring order of its own; it is no faster here.)
 //
 // A failed collective (a dead peer, abort(), a timeout) breaks the communicator for
 // good: the rank writes a report to the store, then closes its pairs, so that its
@@ -86,9 +88,10 @@ class GlooCommunicator final : public Communicator {
   void abort(std::string_view why) noexcept override;
 
  private:
-  template <class T> void all_reduce_impl(std::span<T> data, Reduce op);
-  template <class T> void reduce_scatter_impl(std::span<T> data);
-  template <class T> void all_gather_impl(std::span<T> data);
+  template <class T> void reduce(std::span<T> data, Reduce op);
+  template <class T> void gather(std::span<T> data);
+  // rank r's bytes parts[r] of data to every rank.
+  void gather_parts(std::span<std::byte> data, const std::vector<Slice>& parts);
   // Runs a collective: throws at once when broken, translates Gloo's failures.
   template <class Fn> void collective(const char* name, Fn&& fn);
   [[noreturn]] void fail(const char* name, const std::string& what);
