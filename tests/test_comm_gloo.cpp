@@ -65,7 +65,7 @@ double now() {
 }
 
 struct Outcome {
-  int code = -1;        // exit status, 128 + signal when killed, -1000 on a hang
+  int code = -1;        // exit status, 128 + signal when killed
   std::string message;  // the hogwild::Error that ended it, if one did
   double when = 0;      // now() when it did
 };
@@ -74,42 +74,31 @@ struct Report {
   double when;
 };
 
-// Forks `ranks` processes running body(rank), as comm_test::run_ranks, and brings
-// back how each ended: the message and time of the hogwild::Error that ended it.
-// Waits up to `limit` seconds, then kills what is left; reaps every child.
-std::vector<Outcome> run_reporting(unsigned ranks, const std::function<int(unsigned)>& body,
-                                   double limit = 120) {
+// comm_test::run_ranks, bringing back how each rank ended: the message and time of
+// the hogwild::Error that ended it.
+std::vector<Outcome> run_reporting(unsigned ranks, const std::function<int(unsigned)>& body) {
   comm_test::Shared shared(ranks * sizeof(Report));
   Report* reports = shared.as<Report>();
-  std::vector<pid_t> pids;
   std::fflush(nullptr);  // else each rank writes what the test process has buffered again
-  for (unsigned r = 0; r < ranks; ++r) {
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      int code = 1;
-      try {
-        code = body(r);
-      } catch (const hogwild::Error& e) {
-        std::snprintf(reports[r].message, sizeof reports[r].message, "%s", e.what());
-        reports[r].when = now();
-        code = e.exit_code();
-      } catch (const std::exception& e) {
-        std::snprintf(reports[r].message, sizeof reports[r].message, "unexpected: %s", e.what());
-      }
-      _exit(code);
+  const auto codes = comm_test::run_ranks(ranks, [&](unsigned r) {
+    try {
+      return body(r);
+    } catch (const hogwild::Error& e) {
+      std::snprintf(reports[r].message, sizeof reports[r].message, "%s", e.what());
+      reports[r].when = now();
+      throw;
     }
-    pids.push_back(pid);
-  }
-  std::vector<Outcome> outcomes(ranks);
-  const double deadline = now() + limit;
-  for (unsigned r = 0; r < ranks; ++r) {
-    const int code = hogwild::test::wait_exit(pids[r], std::max(0.0, deadline - now()));
-    outcomes[r] = {code < 0 && code != -1000 ? 128 - code : code, reports[r].message, reports[r].when};
-    if (!outcomes[r].message.empty()) MESSAGE("rank " << r << ": " << outcomes[r].message);
-  }
+  });
+  std::vector<Outcome> outcomes;
+  for (unsigned r = 0; r < ranks; ++r) outcomes.push_back({codes[r], reports[r].message, reports[r].when});
   return outcomes;
 }
+
+// Seconds per rank, written by the ranks.
+struct Seconds {
+  comm_test::Shared shared{kRanks * sizeof(double)};
+  double& operator[](unsigned rank) { return shared.as<double>()[rank]; }
+};
 
 std::vector<int> codes(const std::vector<Outcome>& outcomes) {
   std::vector<int> c;
@@ -259,8 +248,7 @@ TEST_CASE("gloo and shm: the same bits from the same data") {
 
 TEST_CASE("gloo: empty data in every collective; barrier waits for the last rank") {
   Rendezvous rv;
-  comm_test::Shared shared(kRanks * sizeof(double));
-  auto* waited = shared.as<double>();
+  Seconds waited;
   const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
     auto comm = hogwild::make_gloo_communicator(rv.options(rank), rank, kRanks);
     if (comm->backend() != "gloo" || comm->rank() != rank || comm->size() != kRanks) return 30;
@@ -284,8 +272,7 @@ TEST_CASE("gloo: empty data in every collective; barrier waits for the last rank
 
 TEST_CASE("gloo: abort() from another thread ends this rank's collective in progress, and the others'") {
   Rendezvous rv;
-  comm_test::Shared shared(kRanks * sizeof(double));
-  auto* waited = shared.as<double>();
+  Seconds waited;
   const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
     auto comm = hogwild::make_gloo_communicator(rv.options(rank), rank, kRanks);
     std::jthread aborter;
@@ -311,8 +298,7 @@ TEST_CASE("gloo: a stuck rank: the others time out and name it; a rank that neve
   constexpr auto kTimeout = 2s;
   {
     Rendezvous rv;
-    comm_test::Shared shared(kRanks * sizeof(double));
-    auto* waited = shared.as<double>();
+    Seconds waited;
     const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
       auto comm = hogwild::make_gloo_communicator(rv.options(rank, "run", kTimeout), rank, kRanks);
       comm->barrier();
