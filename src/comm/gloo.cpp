@@ -347,6 +347,13 @@ std::string GlooCommunicator::origin(const std::string& what) {
       "saw: {})", fmt::join(names, ", "), grace.count(), describe(rank_), without_location(what));
 }
 
+std::uint64_t GlooCommunicator::next_slot() {
+  // Gloo's collectives use prefixes 1 to 8 in the top byte, and gloo::Context's
+  // nextSlot() an int that a long run of small collectives would overflow.
+  constexpr std::uint64_t kOurs = std::uint64_t{'H'} << 56;
+  return kOurs | (collectives_++ & ((std::uint64_t{1} << 56) - 1));
+}
+
 void GlooCommunicator::close_pairs() noexcept {
   try {
     // Gloo's own reaction to a wait that times out: every wait on the context's
@@ -388,7 +395,7 @@ void GlooCommunicator::reduce(std::span<T> data, Reduce op) {
     return Slice{begin, std::min(chunk.end, begin + segment)};
   };
   std::vector<T> copies(2 * p * segment);  // [j % 2][rank][segment]
-  const auto slot = static_cast<std::uint64_t>(context_->nextSlot());
+  const auto slot = next_slot();
   auto out = context_->createUnboundBuffer(data.data(), n * sizeof(T));
   std::unique_ptr<gloo::transport::UnboundBuffer> in[2];
   for (int h = 0; h < 2; ++h)
@@ -444,7 +451,7 @@ void GlooCommunicator::gather(std::span<T> data) {
 void GlooCommunicator::gather_parts(std::span<std::byte> data, const std::vector<Slice>& parts) {
   if (data.empty() || size_ == 1) return;
   const std::size_t segment = std::max(kMinSegmentBytes, kReceiveBytes / (2 * size_));
-  const auto slot = static_cast<std::uint64_t>(context_->nextSlot());
+  const auto slot = next_slot();
   auto buffer = context_->createUnboundBuffer(data.data(), data.size());
   std::size_t sends = 0, receives = 0;
   for (unsigned r = 0; r < size_; ++r)

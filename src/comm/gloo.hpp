@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -99,6 +100,9 @@ class GlooCommunicator final : public Communicator {
   // report it, else what this rank saw.
   std::string origin(const std::string& what);
   void close_pairs() noexcept;
+  // A message slot (Gloo's tag of a message stream) of its own for each of our
+  // collectives.
+  std::uint64_t next_slot();
   std::string describe(unsigned rank) const;  // "rank 2 (node b)"
 
   unsigned rank_, size_;
@@ -108,6 +112,7 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::Context> context_;
   std::mutex mutex_;   // broken_ and the store (abort() may come from another thread)
   std::string broken_;  // why the collectives throw, once one failed
+  std::uint64_t collectives_ = 0;  // of ours, so far
 };
 
 }  // namespace detail
