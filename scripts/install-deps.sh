@@ -10,6 +10,7 @@ packages=("$@")
   clang libclang-rt-14-dev util-linux
   libboost1.81-dev libtbb-dev doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libdnnl-dev
+  libgloo-dev libhiredis-dev redis-server
   dataset-fashion-mnist
 )
 

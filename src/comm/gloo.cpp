@@ -1,0 +1,543 @@
+#include "comm/gloo.hpp"
+
+#include <fmt/format.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/redis_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <hiredis.h>
+#include <net/if.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <thread>
+
+#include "hogwild/error.hpp"
+
+namespace hogwild {
+namespace detail {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// The reduce-scatter's receive buffers, and the least segment it cuts chunks into.
+constexpr std::size_t kReceiveBytes = std::size_t{4} << 20;
+constexpr std::size_t kMinSegmentBytes = std::size_t{64} << 10;
+// How long a failed rank waits for the others' reports (each live rank writes one
+// as soon as it sees the failure) before it names those without one.
+constexpr milliseconds kReportGrace{1000};
+
+// Where the ranks meet: a directory (file:DIR) or a redis server (redis://HOST:PORT).
+struct Where {
+  std::string dir;
+  std::string host;
+  int port = 0;
+};
+
+Where parse_rendezvous(const std::string& text) {
+  Where where;
+  if (text.starts_with("file:") && text.size() > 5) {
+    where.dir = text.substr(5);
+    std::error_code ec;
+    if (!std::filesystem::is_directory(where.dir, ec))
+      throw ConfigError(fmt::format(
+          "rendezvous '{}': directory '{}' does not exist (make it, on a file system every "
+          "node shares)", text, where.dir));
+    if (access(where.dir.c_str(), W_OK | X_OK) != 0)
+      throw ConfigError(fmt::format("rendezvous '{}': directory '{}' is not writable: {}", text,
+                                    where.dir, std::strerror(errno)));
+    return where;
+  }
+  if (text.starts_with("redis://")) {
+    const std::string rest = text.substr(8);
+    const auto colon = rest.rfind(':');
+    if (colon != std::string::npos) {
+      where.host = rest.substr(0, colon);
+      if (where.host.size() > 2 && where.host.front() == '[' && where.host.back() == ']')
+        where.host = where.host.substr(1, where.host.size() - 2);  // [IPv6]
+      const char* first = rest.data() + colon + 1;
+      const char* last = rest.data() + rest.size();
+      const auto [end, ec] = std::from_chars(first, last, where.port);
+      if (!where.host.empty() && first != last && ec == std::errc() && end == last &&
+          where.port > 0 && where.port < 65536)
+        return where;
+    }
+  }
+  throw ConfigError(fmt::format(
+      "rendezvous '{}': expected file:DIR (a directory every node shares) or "
+      "redis://HOST:PORT", text));
+}
+
+timeval to_timeval(milliseconds t) {
+  return {static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>(t.count() % 1000 * 1000)};
+}
+
+// Gloo's FileStore and RedisStore, with the check that does not wait made public
+// and, for redis, a timeout on every command.
+struct FileBackend final : gloo::rendezvous::FileStore {
+  using FileStore::FileStore;
+  using FileStore::check;
+};
+struct RedisBackend final : gloo::rendezvous::RedisStore {
+  RedisBackend(const std::string& host, int port, milliseconds timeout) : RedisStore(host, port) {
+    redisSetTimeout(redis_, to_timeval(timeout));
+  }
+};
+
+// gloo's RedisStore constructor leaks its connection when it fails and waits 2 s
+// whatever the timeout: try a connection of our own first.
+void check_reachable(const std::string& text, const Where& where, milliseconds timeout) {
+  redisContext* c = redisConnectWithTimeout(where.host.c_str(), where.port, to_timeval(timeout));
+  const std::string error = c == nullptr ? "out of memory" : c->err != 0 ? c->errstr : "";
+  if (c != nullptr) redisFree(c);
+  if (!error.empty())
+    throw ConfigError(fmt::format("rendezvous '{}': cannot reach the redis server: {}", text, error));
+}
+
+// "[gloo/x.cc:12] Timed out ..." -> "Timed out ...".
+std::string without_location(const std::string& what) {
+  if (what.starts_with('[')) {
+    const auto end = what.find("] ");
+    if (end != std::string::npos) return what.substr(end + 2);
+  }
+  return what;
+}
+
+std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+std::string member_key(unsigned rank) { return fmt::format("hogwild/member/{}", rank); }
+std::string report_key(std::string_view kind, unsigned rank) {
+  return fmt::format("hogwild/{}/{}", kind, rank);
+}
+
+std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+// The rendezvous store of one communicator: gloo's FileStore or RedisStore under the
+// prefix "RUN_ID/TAG/", with waits bounded to the millisecond by the communicator's
+// timeout (gloo's count whole seconds, and wait 30 s when given none) and a check
+// that does not wait. Not thread-safe (hiredis is not): the communicator locks.
+class KeyStore final : public gloo::rendezvous::Store {
+ public:
+  KeyStore(const std::string& text, const Where& where, std::string prefix, milliseconds timeout)
+      : prefix_(std::move(prefix)), timeout_(timeout) {
+    if (!where.dir.empty()) {
+      auto files = std::make_unique<FileBackend>(where.dir);
+      check_ = [p = files.get()](const std::vector<std::string>& keys) { return p->check(keys); };
+      backend_ = std::move(files);
+      return;
+    }
+    check_reachable(text, where, timeout);
+    try {
+      auto redis = std::make_unique<RedisBackend>(where.host, where.port, timeout);
+      check_ = [p = redis.get()](const std::vector<std::string>& keys) { return p->check(keys); };
+      backend_ = std::move(redis);
+    } catch (const std::exception& e) {
+      throw ConfigError(fmt::format("rendezvous '{}': {}", text, without_location(e.what())));
+    }
+  }
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    backend_->set(join(key), data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key});
+    return backend_->get(join(key));
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
+    std::vector<std::string> joined;
+    for (const auto& key : keys) joined.push_back(join(key));
+    const auto deadline = Clock::now() + timeout;
+    while (!check_(joined)) {
+      if (Clock::now() >= deadline)
+        throw gloo::IoException(fmt::format("keys {} did not appear in the rendezvous store "
+                                            "within {} ms", fmt::join(keys, ", "), timeout.count()));
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+  bool has(const std::string& key) { return check_({join(key)}); }
+  // The value of `key`, or nullopt when it is not there or the store fails.
+  std::optional<std::string> find(const std::string& key) noexcept {
+    try {
+      if (!has(key)) return std::nullopt;
+      const auto value = backend_->get(join(key));
+      return std::string(value.begin(), value.end());
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+
+ private:
+  std::string join(const std::string& key) const { return prefix_ + "/" + key; }
+
+  std::string prefix_;
+  milliseconds timeout_;
+  std::unique_ptr<gloo::rendezvous::Store> backend_;
+  std::function<bool(const std::vector<std::string>&)> check_;
+};
+
+namespace {
+
+// The TCP device: its listening address is on `iface`, loopback when none is given.
+std::shared_ptr<gloo::transport::Device> make_device(const std::string& iface) {
+  gloo::transport::tcp::attr attr;
+  attr.iface = iface.empty() ? "lo" : iface;
+  if (if_nametoindex(attr.iface.c_str()) == 0)
+    throw ConfigError(fmt::format(
+        "network interface '{}' does not exist (`ip -brief address` lists them)", attr.iface));
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw ConfigError(fmt::format("network interface '{}' cannot carry Gloo's connections: {}",
+                                  attr.iface, without_location(e.what())));
+  }
+}
+
+// A write to a peer that is gone must fail with EPIPE, not kill this rank: Gloo
+// writes with writev(2), so SIGPIPE is ignored here (as Gloo's own tests do), unless
+// the program handles it.
+void ignore_sigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    signal(SIGPIPE, SIG_IGN);
+}
+
+}  // namespace
+
+GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, unsigned size)
+    : Communicator(options.timeout), rank_(rank), size_(size), nodes_(size) {
+  if (size == 0 || rank >= size)
+    throw ConfigError(fmt::format("Gloo: rank {} of {} ranks does not exist", rank, size));
+  if (options.run_id.empty())
+    throw ConfigError("Gloo: a run id is needed (it keeps runs that share a rendezvous apart)");
+  if (options.timeout <= milliseconds(0))
+    throw ConfigError(fmt::format("Gloo: timeout {} ms: must be positive", options.timeout.count()));
+  nodes_[rank] = options.node;
+  const Where where = parse_rendezvous(options.rendezvous);
+  const std::string prefix = options.run_id + "/" + options.tag;
+  try {
+    store_ = std::make_unique<KeyStore>(options.rendezvous, where, prefix, timeout_);
+    if (store_->has(member_key(rank)))
+      throw ConfigError(fmt::format(
+          "run id '{}'{} was already used with rendezvous '{}': give each run its own",
+          options.run_id, options.tag.empty() ? "" : " (tag '" + options.tag + "')",
+          options.rendezvous));
+    device_ = make_device(options.iface);
+    ignore_sigpipe();
+
+    // Every rank says who it is (node and host), then waits for the others.
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    store_->set(member_key(rank), bytes(std::string(host) + "\n" + options.node));
+    std::vector<std::string> keys;
+    for (unsigned r = 0; r < size; ++r) keys.push_back(member_key(r));
+    try {
+      store_->wait(keys);
+    } catch (const gloo::IoException&) {
+      std::vector<unsigned> missing;
+      for (unsigned r = 0; r < size; ++r)
+        if (!store_->has(member_key(r))) missing.push_back(r);
+      throw CommError(fmt::format("{}: rank(s) {} did not join run '{}' through '{}' within {} ms",
+                                  describe(rank), fmt::join(missing, ", "), options.run_id,
+                                  options.rendezvous, timeout_.count()));
+    }
+    std::vector<std::string> hosts(size);
+    for (unsigned r = 0; r < size; ++r) {
+      const auto value = store_->get(member_key(r));
+      const std::string text(value.begin(), value.end());
+      const auto newline = text.find('\n');
+      hosts[r] = text.substr(0, newline);
+      nodes_[r] = newline == std::string::npos ? "" : text.substr(newline + 1);
+    }
+    if (options.iface.empty())
+      for (unsigned r = 0; r < size; ++r)
+        if (hosts[r] != hosts[rank])
+          throw ConfigError(fmt::format(
+              "Gloo: {} runs on {} and {} on {}, but no network interface was given: pass "
+              "--iface (the interface the machines reach each other on) on every node; without "
+              "it the ranks listen on loopback only",
+              describe(rank), hosts[rank], describe(r), hosts[r]));
+
+    auto context = std::make_shared<gloo::rendezvous::Context>(static_cast<int>(rank),
+                                                               static_cast<int>(size));
+    context->setTimeout(timeout_);
+    context->connectFullMesh(*store_, device_);
+    context_ = std::move(context);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("{}: connecting to the other ranks of run '{}' failed: {}",
+                                describe(rank), options.run_id, without_location(e.what())));
+  }
+}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+std::string GlooCommunicator::describe(unsigned rank) const {
+  return nodes_[rank].empty() ? fmt::format("rank {}", rank)
+                              : fmt::format("rank {} ({})", rank, nodes_[rank]);
+}
+
+template <class Fn>
+void GlooCommunicator::collective(const char* name, Fn&& fn) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!broken_.empty())
+      throw CommError(fmt::format("{}: {} failed: {}", describe(rank_), name, broken_));
+  }
+  try {
+    fn();
+  } catch (const std::exception& e) {  // gloo::IoException, gloo::EnforceNotMet, ...
+    fail(name, e.what());
+  }
+}
+
+void GlooCommunicator::fail(const char* name, const std::string& what) {
+  std::lock_guard lock(mutex_);
+  if (broken_.empty()) {
+    // First the report (this rank is alive and saw `what`), then the pairs close, so
+    // that the peers fail now rather than at their timeout, and find the report.
+    try {
+      store_->set(report_key("seen", rank_), bytes(without_location(what)));
+    } catch (...) {
+    }
+    close_pairs();
+    broken_ = origin(what);
+  }
+  throw CommError(fmt::format("{}: {} failed: {}", describe(rank_), name, broken_));
+}
+
+std::string GlooCommunicator::origin(const std::string& what) {
+  auto aborted = [&]() -> std::optional<std::string> {
+    for (unsigned r = 0; r < size_; ++r)
+      if (auto report = store_->find(report_key("abort", r))) return report;
+    return std::nullopt;
+  };
+  // The ranks that have not reported: all but this one, at first.
+  std::vector<unsigned> silent;
+  for (unsigned r = 0; r < size_; ++r)
+    if (r != rank_) silent.push_back(r);
+  const auto grace = std::min(kReportGrace, timeout_);
+  const auto deadline = Clock::now() + grace;
+  while (true) {
+    if (auto report = aborted()) return *report;
+    std::erase_if(silent, [&](unsigned r) { return store_->find(report_key("seen", r)).has_value(); });
+    if (silent.empty() || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  if (silent.empty()) return fmt::format("{} saw: {}", describe(rank_), without_location(what));
+  std::vector<std::string> names;
+  for (unsigned r : silent) names.push_back(describe(r));
+  return fmt::format(
+      "{} did not report within {} ms: gone (killed, or exited without abort) or stuck ({} "
+      "saw: {})", fmt::join(names, ", "), grace.count(), describe(rank_), without_location(what));
+}
+
+std::uint64_t GlooCommunicator::next_slot() {
+  // Gloo's collectives use prefixes 1 to 8 in the top byte, and gloo::Context's
+  // nextSlot() an int that a long run of small collectives would overflow.
+  constexpr std::uint64_t kOurs = std::uint64_t{'H'} << 56;
+  return kOurs | (collectives_++ & ((std::uint64_t{1} << 56) - 1));
+}
+
+void GlooCommunicator::close_pairs() noexcept {
+  try {
+    // Gloo's own reaction to a wait that times out: every wait on the context's
+    // pairs throws, their sockets close. A wait of 0 ms on a buffer with nothing
+    // to receive sets it off.
+    context_->createUnboundBuffer(nullptr, 0)->waitRecv(milliseconds(0));
+  } catch (...) {
+  }
+}
+
+void GlooCommunicator::abort(std::string_view why) noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    if (!broken_.empty()) return;  // failed already: the peers learn the cause from that
+    broken_ = fmt::format("{} aborted: {}", describe(rank_), why);
+    try {
+      store_->set(report_key("abort", rank_), bytes(broken_));
+    } catch (...) {
+    }
+    close_pairs();
+  } catch (...) {
+  }
+}
+
+// The reduce-scatter, direct: rank r sends segment j of each other rank's chunk
+// (slice_of) to that rank and receives segment j of its own chunk from every peer,
+// then sums the ranks' copies in rank order, as the shared-memory backend does (the
+// same floats from either backend, whichever rank sums). Each peer's segment is at
+// most kReceiveBytes / (2 size): two segments in flight, one received while the
+// other is summed. The sends, from the other chunks, are all posted at once.
+template <class T>
+void GlooCommunicator::reduce(std::span<T> data, Reduce op) {
+  const std::size_t n = data.size(), p = size_;
+  if (n == 0 || p == 1) return;
+  const std::size_t segment = std::max(kMinSegmentBytes, kReceiveBytes / (2 * p)) / sizeof(T);
+  const Slice own = slice_of(n, rank_, size_);
+  auto part = [&](Slice chunk, std::size_t j) {
+    const std::size_t begin = std::min(chunk.end, chunk.begin + j * segment);
+    return Slice{begin, std::min(chunk.end, begin + segment)};
+  };
+  std::vector<T> copies(2 * p * segment);  // [j % 2][rank][segment]
+  const auto slot = next_slot();
+  auto out = context_->createUnboundBuffer(data.data(), n * sizeof(T));
+  std::unique_ptr<gloo::transport::UnboundBuffer> in[2];
+  for (int h = 0; h < 2; ++h)
+    in[h] = context_->createUnboundBuffer(copies.data() + h * p * segment, p * segment * sizeof(T));
+
+  const std::size_t segments = ceil_div(slice_of(n, 0, size_).size(), segment);
+  std::size_t sends = 0;
+  for (std::size_t j = 0; j < segments; ++j)
+    for (unsigned d = 0; d < p; ++d) {
+      const Slice q = part(slice_of(n, d, size_), j);
+      if (d == rank_ || q.size() == 0) continue;
+      out->send(static_cast<int>(d), slot, q.begin * sizeof(T), q.size() * sizeof(T));
+      ++sends;
+    }
+  auto receive = [&](std::size_t j) {
+    const Slice q = part(own, j);
+    for (unsigned r = 0; r < p && q.size() > 0; ++r)
+      if (r != rank_)
+        in[j % 2]->recv(static_cast<int>(r), slot, r * segment * sizeof(T), q.size() * sizeof(T));
+  };
+  receive(0);
+  for (std::size_t j = 0; j < segments; ++j) {
+    if (j + 1 < segments) receive(j + 1);
+    const Slice q = part(own, j);
+    if (q.size() == 0) continue;
+    for (std::size_t k = 1; k < p; ++k) in[j % 2]->waitRecv(timeout_);
+    T* copy = copies.data() + j % 2 * p * segment;
+    T* sum = data.data() + q.begin;
+    std::copy(sum, sum + q.size(), copy + rank_ * segment);
+    std::copy(copy, copy + q.size(), sum);
+    for (std::size_t r = 1; r < p; ++r)
+      for (std::size_t i = 0; i < q.size(); ++i) sum[i] += copy[r * segment + i];
+    if (op == Reduce::mean)
+      for (std::size_t i = 0; i < q.size(); ++i) sum[i] /= static_cast<T>(p);
+  }
+  for (std::size_t k = 0; k < sends; ++k) out->waitSend(timeout_);
+}
+
+// Each rank's slice (slice_of) to every rank, in place.
+template <class T>
+void GlooCommunicator::gather(std::span<T> data) {
+  std::vector<Slice> parts(size_);
+  for (unsigned r = 0; r < size_; ++r) {
+    const Slice s = slice_of(data.size(), r, size_);
+    parts[r] = {s.begin * sizeof(T), s.end * sizeof(T)};
+  }
+  gather_parts(std::as_writable_bytes(data), parts);
+}
+
+// The all-gather, direct: rank r's part of `data` (bytes) goes to every other rank
+// in segments, and each other part is received where it belongs; every send and
+// receive is posted at once.
+void GlooCommunicator::gather_parts(std::span<std::byte> data, const std::vector<Slice>& parts) {
+  if (data.empty() || size_ == 1) return;
+  const std::size_t segment = std::max(kMinSegmentBytes, kReceiveBytes / (2 * size_));
+  const auto slot = next_slot();
+  auto buffer = context_->createUnboundBuffer(data.data(), data.size());
+  std::size_t sends = 0, receives = 0;
+  for (unsigned r = 0; r < size_; ++r)
+    for (std::size_t at = parts[r].begin; at < parts[r].end; at += segment) {
+      const std::size_t bytes = std::min(segment, parts[r].end - at);
+      if (r != rank_) {
+        buffer->recv(static_cast<int>(r), slot, at, bytes);
+        ++receives;
+        continue;
+      }
+      for (unsigned d = 0; d < size_; ++d)
+        if (d != rank_) {
+          buffer->send(static_cast<int>(d), slot, at, bytes);
+          ++sends;
+        }
+    }
+  for (std::size_t k = 0; k < receives; ++k) buffer->waitRecv(timeout_);
+  for (std::size_t k = 0; k < sends; ++k) buffer->waitSend(timeout_);
+}
+
+void GlooCommunicator::all_reduce(std::span<float> data, Reduce op) {
+  collective("all_reduce", [&] { reduce(data, op); gather(data); });
+}
+void GlooCommunicator::all_reduce(std::span<double> data, Reduce op) {
+  collective("all_reduce", [&] { reduce(data, op); gather(data); });
+}
+void GlooCommunicator::reduce_scatter(std::span<float> data) {
+  collective("reduce_scatter", [&] { reduce(data, Reduce::sum); });
+}
+void GlooCommunicator::reduce_scatter(std::span<double> data) {
+  collective("reduce_scatter", [&] { reduce(data, Reduce::sum); });
+}
+void GlooCommunicator::all_gather(std::span<float> data) {
+  collective("all_gather", [&] { gather(data); });
+}
+void GlooCommunicator::all_gather(std::span<double> data) {
+  collective("all_gather", [&] { gather(data); });
+}
+std::vector<IndexValue> GlooCommunicator::all_gather(std::span<const IndexValue> mine) {
+  std::vector<IndexValue> all;
+  collective("all_gather", [&] {
+    // The lengths first, then the lists.
+    std::vector<std::uint64_t> lengths(size_);
+    lengths[rank_] = mine.size();
+    std::vector<Slice> parts(size_);
+    for (unsigned r = 0; r < size_; ++r) parts[r] = {r * sizeof(std::uint64_t), (r + 1) * sizeof(std::uint64_t)};
+    gather_parts(std::as_writable_bytes(std::span<std::uint64_t>(lengths)), parts);
+    std::size_t total = 0;
+    for (unsigned r = 0; r < size_; ++r) {
+      parts[r] = {total * sizeof(IndexValue), (total + lengths[r]) * sizeof(IndexValue)};
+      total += lengths[r];
+    }
+    all.resize(total);
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(parts[rank_].begin / sizeof(IndexValue)));
+    gather_parts(std::as_writable_bytes(std::span<IndexValue>(all)), parts);
+  });
+  return all;
+}
+
+void GlooCommunicator::broadcast(std::span<std::byte> data, unsigned root) {
+  HOGWILD_ENFORCE_LT(root, size_);
+  collective("broadcast", [&] {
+    if (data.empty() || size_ == 1) return;
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(reinterpret_cast<unsigned char*>(data.data()), data.size());
+    opts.setRoot(static_cast<int>(root));
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  });
+}
+
+void GlooCommunicator::barrier() {
+  collective("barrier", [&] {
+    gloo::BarrierOptions opts(context_);
+    opts.setTimeout(timeout_);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace detail
+
+std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options, unsigned rank,
+                                                     unsigned size) {
+  return std::make_unique<detail::GlooCommunicator>(options, rank, size);
+}
+
+bool gloo_built() noexcept { return true; }
+
+}  // namespace hogwild

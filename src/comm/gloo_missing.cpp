@@ -1,0 +1,15 @@
+// Built without Gloo (libgloo-dev or libhiredis-dev missing, or -Dgloo=disabled):
+// the factory says so.
+#include "comm/gloo.hpp"
+
+namespace hogwild {
+
+std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions&, unsigned, unsigned) {
+  throw ConfigError(
+      "this hogwild was built without Gloo: install libgloo-dev and libhiredis-dev "
+      "(scripts/install-deps.sh) and build again");
+}
+
+bool gloo_built() noexcept { return false; }
+
+}  // namespace hogwild

@@ -1,0 +1,518 @@
+// The Gloo Communicator between real forked ranks on loopback: the suite every
+// backend passes (comm_suite.hpp), then what is Gloo's own: sums in rank order to
+// the bit (the bits shm gives), empty data everywhere, abort() from another thread, a stuck or missing
+// rank, the rendezvous stores (the redis cases, test suite "redis", start their own
+// redis-server), ranks on two hosts (suite "hostname": a UTS namespace), and bad
+// settings.
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/gloo.hpp"
+#include "comm/shm.hpp"
+#include "comm_suite.hpp"
+#include "hogwild/config.hpp"
+#include "hogwild/error.hpp"
+#include "support.hpp"
+
+using hogwild::ConfigError;
+using hogwild::GlooOptions;
+using hogwild::detail::ShmCommunicator;
+using namespace std::chrono_literals;
+
+#if HOGWILD_HAVE_GLOO
+
+namespace {
+
+// The suite's groups meet in a fresh rendezvous directory each.
+std::unique_ptr<hogwild::test::TempDir> g_rendezvous;
+
+comm_test::CommBackend gloo_backend() {
+  return {
+      "gloo",
+      [](unsigned, unsigned) { g_rendezvous = std::make_unique<hogwild::test::TempDir>(); },
+      [](unsigned rank, unsigned size, unsigned tag, comm_test::Millis timeout) {
+        const GlooOptions o{"file:" + g_rendezvous->path().string(), "suite", "",
+                            "node " + std::to_string(rank), timeout, std::to_string(tag)};
+        return hogwild::make_gloo_communicator(o, rank, size);
+      },
+      [] { g_rendezvous.reset(); },
+  };
+}
+
+}  // namespace
+
+HOGWILD_COMM_SUITE("gloo", gloo_backend())
+
+namespace {
+
+constexpr unsigned kRanks = 3;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Outcome {
+  int code = -1;        // exit status, 128 + signal when killed
+  std::string message;  // the hogwild::Error that ended it, if one did
+  double when = 0;      // now() when it did
+};
+struct Report {
+  char message[1024];
+  double when;
+};
+
+// comm_test::run_ranks, bringing back how each rank ended: the message and time of
+// the hogwild::Error that ended it.
+std::vector<Outcome> run_reporting(unsigned ranks, const std::function<int(unsigned)>& body) {
+  comm_test::Shared shared(ranks * sizeof(Report));
+  Report* reports = shared.as<Report>();
+  std::fflush(nullptr);  // else each rank writes what the test process has buffered again
+  const auto codes = comm_test::run_ranks(ranks, [&](unsigned r) {
+    try {
+      return body(r);
+    } catch (const hogwild::Error& e) {
+      std::snprintf(reports[r].message, sizeof reports[r].message, "%s", e.what());
+      reports[r].when = now();
+      throw;
+    }
+  });
+  std::vector<Outcome> outcomes;
+  for (unsigned r = 0; r < ranks; ++r) outcomes.push_back({codes[r], reports[r].message, reports[r].when});
+  return outcomes;
+}
+
+// Seconds per rank, written by the ranks.
+struct Seconds {
+  comm_test::Shared shared{kRanks * sizeof(double)};
+  double& operator[](unsigned rank) { return shared.as<double>()[rank]; }
+};
+
+std::vector<int> codes(const std::vector<Outcome>& outcomes) {
+  std::vector<int> c;
+  for (const auto& o : outcomes) c.push_back(o.code);
+  return c;
+}
+
+// Runs fn, leaving in `seconds` how long it took, even when it throws.
+template <class Fn>
+void timed(double& seconds, Fn&& fn) {
+  const double t0 = now();
+  try {
+    fn();
+  } catch (...) {
+    seconds = now() - t0;
+    throw;
+  }
+  seconds = now() - t0;
+}
+
+// A fresh rendezvous directory; options for rank r of a run in it.
+struct Rendezvous {
+  hogwild::test::TempDir dir;
+  std::string text = "file:" + dir.path().string();
+  GlooOptions options(unsigned rank, const std::string& run_id = "run",
+                      std::chrono::milliseconds timeout = 10s) const {
+    return {text, run_id, "", "node " + std::to_string(rank), timeout, ""};
+  }
+};
+
+// Values that sum exactly in any order: the sum over ranks is whole(i, 0) * 6.
+template <class T> T whole(std::size_t i, unsigned rank) {
+  return static_cast<T>((i % 97) * (rank + 1));
+}
+// Values whose sum depends on the order of the adds.
+template <class T> T fraction(std::size_t i, unsigned rank) {
+  return static_cast<T>(0.1) * static_cast<T>(i % 13 + 1) / static_cast<T>(rank + 1.7) +
+         static_cast<T>(1e-3) * static_cast<T>(i % 7);
+}
+
+// The sum in rank order, as each rank's slice is summed (and as shm sums).
+template <class T> T rank_order_sum(std::size_t i) {
+  T sum = fraction<T>(i, 0);
+  for (unsigned r = 1; r < kRanks; ++r) sum += fraction<T>(i, r);
+  return sum;
+}
+
+// reduce_scatter, all_gather and all_reduce on sizes around the slices and over
+// several segments: integers exact; fractions summed in rank order, so the bits
+// are known (and the same on every rank); all_gather alone copies each owner's
+// slice over NaNs.
+template <class T>
+void rank_order() {
+  const std::vector<std::size_t> sizes{0, 1, 2, 3, 4, 7919, (std::size_t{1} << 19) * 3 + 5};
+  Rendezvous rv;
+  const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
+    auto comm = hogwild::make_gloo_communicator(rv.options(rank), rank, kRanks);
+    for (std::size_t n : sizes) {
+      const auto mine = hogwild::slice_of(n, rank, kRanks);
+      std::vector<T> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = whole<T>(i, rank);
+      comm->reduce_scatter(std::span<T>(v));
+      for (std::size_t i = mine.begin; i < mine.end; ++i)
+        if (v[i] != whole<T>(i, 0) * 6) return 20;
+      for (std::size_t i = 0; i < n; ++i)
+        if (i < mine.begin || i >= mine.end) v[i] = -1;
+      comm->all_gather(std::span<T>(v));
+      for (std::size_t i = 0; i < n; ++i)
+        if (v[i] != whole<T>(i, 0) * 6) return 21;
+
+      for (std::size_t i = 0; i < n; ++i) v[i] = fraction<T>(i, rank);
+      comm->reduce_scatter(std::span<T>(v));
+      comm->all_gather(std::span<T>(v));
+      for (std::size_t i = 0; i < n; ++i)
+        if (v[i] != rank_order_sum<T>(i)) return 22;
+      for (auto op : {hogwild::Reduce::sum, hogwild::Reduce::mean}) {
+        for (std::size_t i = 0; i < n; ++i) v[i] = fraction<T>(i, rank);
+        comm->all_reduce(std::span<T>(v), op);
+        for (std::size_t i = 0; i < n; ++i) {
+          const T sum = rank_order_sum<T>(i);
+          if (v[i] != (op == hogwild::Reduce::mean ? sum / static_cast<T>(kRanks) : sum)) return 23;
+        }
+      }
+
+      std::fill(v.begin(), v.end(), std::numeric_limits<T>::quiet_NaN());
+      for (std::size_t i = mine.begin; i < mine.end; ++i) v[i] = static_cast<T>(rank * 1000 + i % 1000);
+      comm->all_gather(std::span<T>(v));
+      for (unsigned owner = 0; owner < kRanks; ++owner) {
+        const auto theirs = hogwild::slice_of(n, owner, kRanks);
+        for (std::size_t i = theirs.begin; i < theirs.end; ++i)
+          if (v[i] != static_cast<T>(owner * 1000 + i % 1000)) return 24;
+      }
+    }
+    return 0;
+  });
+  CHECK(codes(outcomes) == std::vector<int>(kRanks, 0));
+}
+
+}  // namespace
+
+TEST_CASE("gloo: slices as slice_of says, sums in rank order (the bits shm gives), floats and doubles") {
+  rank_order<float>();
+  rank_order<double>();
+}
+
+TEST_CASE("gloo and shm: the same bits from the same data") {
+  const std::size_t n = 300007;
+  comm_test::Shared hashes(2 * kRanks * 4 * sizeof(std::uint64_t));
+  auto* h = hashes.as<std::uint64_t>();
+  // Each rank's fractions through all_reduce (sum, mean) and reduce_scatter +
+  // all_gather, floats and doubles: four hashes per rank and backend.
+  auto run = [&](hogwild::Communicator& c, std::uint64_t* out) {
+    std::vector<float> f(n);
+    std::vector<double> d(n);
+    int k = 0;
+    for (auto op : {hogwild::Reduce::sum, hogwild::Reduce::mean}) {
+      for (std::size_t i = 0; i < n; ++i) f[i] = fraction<float>(i, c.rank());
+      for (std::size_t i = 0; i < n; ++i) d[i] = fraction<double>(i, c.rank());
+      c.all_reduce(std::span<float>(f), op);
+      if (op == hogwild::Reduce::sum) {
+        c.reduce_scatter(std::span<double>(d));
+        c.all_gather(std::span<double>(d));
+      } else {
+        c.all_reduce(std::span<double>(d), op);
+      }
+      out[k++] = comm_test::fnv(f.data(), n * sizeof(float));
+      out[k++] = comm_test::fnv(d.data(), n * sizeof(double));
+    }
+  };
+  Rendezvous rv;
+  CHECK(codes(run_reporting(kRanks, [&](unsigned rank) {
+          auto comm = hogwild::make_gloo_communicator(rv.options(rank), rank, kRanks);
+          run(*comm, h + rank * 4);
+          return 0;
+        })) == std::vector<int>(kRanks, 0));
+  const std::size_t bytes = ShmCommunicator::region_bytes(kRanks);
+  comm_test::Shared region(bytes);
+  ShmCommunicator::prepare({region.p, bytes}, kRanks);
+  CHECK(codes(run_reporting(kRanks, [&](unsigned rank) {
+          ShmCommunicator comm({region.p, bytes}, rank, kRanks, 10s);
+          run(comm, h + (kRanks + rank) * 4);
+          return 0;
+        })) == std::vector<int>(kRanks, 0));
+  for (unsigned r = 0; r < 2 * kRanks; ++r)
+    for (int k = 0; k < 4; ++k) CHECK(h[r * 4 + k] == h[k]);
+}
+
+TEST_CASE("gloo: empty data in every collective; barrier waits for the last rank") {
+  Rendezvous rv;
+  Seconds waited;
+  const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
+    auto comm = hogwild::make_gloo_communicator(rv.options(rank), rank, kRanks);
+    if (comm->backend() != "gloo" || comm->rank() != rank || comm->size() != kRanks) return 30;
+    std::vector<float> f;
+    std::vector<double> d;
+    std::vector<std::byte> b;
+    comm->all_reduce(std::span<float>(f), hogwild::Reduce::mean);
+    comm->all_reduce(std::span<double>(d));
+    comm->reduce_scatter(std::span<float>(f));
+    comm->all_gather(std::span<double>(d));
+    comm->broadcast(b, 1);
+    if (!comm->all_gather(std::span<const hogwild::IndexValue>()).empty()) return 31;
+    if (rank == 0) std::this_thread::sleep_for(300ms);
+    timed(waited[rank], [&] { comm->barrier(); });
+    return 0;
+  });
+  CHECK(codes(outcomes) == std::vector<int>(kRanks, 0));
+  CHECK(waited[1] > 0.25);
+  CHECK(waited[2] > 0.25);
+}
+
+TEST_CASE("gloo: abort() from another thread ends this rank's collective in progress, and the others'") {
+  Rendezvous rv;
+  Seconds waited;
+  const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
+    auto comm = hogwild::make_gloo_communicator(rv.options(rank), rank, kRanks);
+    std::jthread aborter;
+    if (rank == 1)
+      aborter = std::jthread([&] {
+        std::this_thread::sleep_for(300ms);
+        comm->abort("stopped from a thread");
+      });
+    else
+      std::this_thread::sleep_for(1s);
+    timed(waited[rank], [&] { comm->barrier(); });
+    return 40;
+  });
+  CHECK(codes(outcomes) == std::vector<int>(kRanks, hogwild::kExitWorkerFailed));
+  for (unsigned r = 0; r < kRanks; ++r) {
+    CHECK(outcomes[r].message.find("rank 1 (node 1) aborted: stopped from a thread") !=
+          std::string::npos);
+    CHECK(waited[r] < 1.0);  // the timeout is 10 s
+  }
+}
+
+TEST_CASE("gloo: a stuck rank: the others time out and name it; a rank that never joins is named") {
+  constexpr auto kTimeout = 2s;
+  {
+    Rendezvous rv;
+    Seconds waited;
+    const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
+      auto comm = hogwild::make_gloo_communicator(rv.options(rank, "run", kTimeout), rank, kRanks);
+      comm->barrier();
+      if (rank == 2) std::this_thread::sleep_for(kTimeout + 1500ms);
+      std::vector<float> v(100, 1.0f);
+      timed(waited[rank], [&] { comm->all_reduce(std::span<float>(v)); });
+      return 50;
+    });
+    CHECK(codes(outcomes) == std::vector<int>(kRanks, hogwild::kExitWorkerFailed));
+    for (unsigned r = 0; r < 2; ++r) {
+      CHECK(outcomes[r].message.find("rank 2 (node 2) did not report") != std::string::npos);
+      CHECK(waited[r] > 1.9);
+      CHECK(waited[r] < 2.0 + 2.0);
+    }
+    CHECK(waited[2] < 1.0);  // its pairs were closed while it slept
+  }
+  {
+    Rendezvous rv;
+    const double t0 = now();
+    const auto outcomes = run_reporting(2, [&](unsigned rank) {
+      hogwild::make_gloo_communicator(rv.options(rank, "run", kTimeout), rank, kRanks);
+      return 51;
+    });
+    CHECK(codes(outcomes) == std::vector<int>(2, hogwild::kExitWorkerFailed));
+    for (const auto& o : outcomes) {
+      CHECK(o.message.find("rank(s) 2 did not join run 'run'") != std::string::npos);
+      CHECK(o.when - t0 < 2.0 + 2.0);
+    }
+  }
+}
+
+TEST_CASE("gloo: a rendezvous directory serves a second run with a new run id; a used one is refused") {
+  Rendezvous rv;
+  auto sum_once = [&](const std::string& run_id) {
+    return codes(run_reporting(kRanks, [&](unsigned rank) {
+      auto comm = hogwild::make_gloo_communicator(rv.options(rank, run_id), rank, kRanks);
+      std::vector<float> v{1.0f * (rank + 1)};
+      comm->all_reduce(std::span<float>(v));
+      return v[0] == 6.0f ? 0 : 60;
+    }));
+  };
+  CHECK(sum_once("first") == std::vector<int>(kRanks, 0));
+  CHECK(sum_once("second") == std::vector<int>(kRanks, 0));
+  CHECK(sum_once("first") == std::vector<int>(kRanks, hogwild::kExitBadInput));
+}
+
+TEST_CASE("gloo: bad settings are ConfigErrors that say what is wrong") {
+  Rendezvous rv;
+  auto refused = [&](const GlooOptions& o, const std::string& says, unsigned rank = 0) {
+    try {
+      hogwild::make_gloo_communicator(o, rank, kRanks);
+      FAIL("accepted: " << o.rendezvous);
+    } catch (const ConfigError& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(says) != std::string::npos, std::string(e.what()));
+    }
+  };
+  auto with = [&](std::string text) {
+    GlooOptions o = rv.options(0);
+    o.rendezvous = std::move(text);
+    return o;
+  };
+  for (const char* text : {"", "tcp://host:1", "redis://host", "redis://:6379", "redis://h:0",
+                           "redis://h:70000", "redis://h:12x", "file:"})
+    refused(with(text), "expected file:DIR");
+  refused(with("file:" + rv.dir.file("nowhere")), "does not exist");
+  GlooOptions o = rv.options(0);
+  o.iface = "nosuchif0";
+  refused(o, "network interface 'nosuchif0' does not exist");
+  refused(rv.options(3), "rank 3 of 3 ranks", 3);
+  o = rv.options(0);
+  o.run_id = "";
+  refused(o, "a run id is needed");
+  CHECK(std::filesystem::is_empty(rv.dir.path()));  // nothing was written
+}
+
+namespace {
+
+// Gives the calling process a hostname of its own (a UTS namespace: root, or
+// CAP_SYS_ADMIN), as if it ran on another machine.
+bool pretend_another_host() {
+  const char name[] = "hogwild-elsewhere";
+  return unshare(CLONE_NEWUTS) == 0 && sethostname(name, sizeof name - 1) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("gloo: ranks on two hosts and no interface: a ConfigError asking for --iface" *
+          doctest::test_suite("hostname")) {
+  if (codes(run_reporting(1, [](unsigned) { return pretend_another_host() ? 0 : 1; })) !=
+      std::vector<int>{0}) {
+    hogwild::test::skip("cannot give a process a hostname of its own (needs root or CAP_SYS_ADMIN)");
+    return;
+  }
+  Rendezvous rv;
+  auto run = [&](const std::string& run_id, const std::string& iface) {
+    return run_reporting(2, [&](unsigned rank) {
+      if (rank == 1 && !pretend_another_host()) return 70;
+      GlooOptions o = rv.options(rank, run_id);
+      o.iface = iface;
+      auto comm = hogwild::make_gloo_communicator(o, rank, 2);
+      comm->barrier();
+      return 0;
+    });
+  };
+  const auto outcomes = run("no-iface", "");
+  CHECK(codes(outcomes) == std::vector<int>(2, hogwild::kExitBadInput));
+  for (const auto& o : outcomes)
+    CHECK(o.message.find("but no network interface was given: pass --iface") != std::string::npos);
+  // Named, the interface is trusted (here both are on this machine's loopback).
+  CHECK(codes(run("lo", "lo")) == std::vector<int>(2, 0));
+}
+
+namespace {
+
+// A TCP port nothing listens on (now).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool accepts(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+constexpr const char* kRedisServer = "/usr/bin/redis-server";
+
+// A redis-server of this test alone, on a free port, stopped (and reaped) with it.
+class RedisServer {
+ public:
+  explicit RedisServer(const hogwild::test::TempDir& dir) : port_(free_port()) {
+    std::fflush(nullptr);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      std::freopen("/dev/null", "w", stdout);
+      const std::string port = std::to_string(port_);
+      execl(kRedisServer, kRedisServer, "--port", port.c_str(), "--bind", "127.0.0.1", "--save",
+            "", "--appendonly", "no", "--dir", dir.path().c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 500 && !accepts(port_); ++i) std::this_thread::sleep_for(10ms);
+    REQUIRE(accepts(port_));
+  }
+  ~RedisServer() {
+    kill(pid_, SIGTERM);
+    if (hogwild::test::wait_exit(pid_, 10) == -1000) MESSAGE("redis-server had to be killed");
+  }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("gloo: a redis server that nobody serves is a ConfigError, within the timeout") {
+  const GlooOptions o{"redis://127.0.0.1:" + std::to_string(free_port()), "run", "", "", 2s, ""};
+  const double t0 = now();
+  CHECK_THROWS_AS(hogwild::make_gloo_communicator(o, 0, kRanks), ConfigError);
+  CHECK(now() - t0 < 2.0);
+}
+
+TEST_CASE("gloo: redis rendezvous: three ranks sum, a second run with a new id on the same server" *
+          doctest::test_suite("redis")) {
+  if (access(kRedisServer, X_OK) != 0) {
+    hogwild::test::skip(std::string(kRedisServer) + " is not installed (apt install redis-server)");
+    return;
+  }
+  hogwild::test::TempDir dir;
+  RedisServer server(dir);
+  for (const char* run_id : {"first", "second"}) {
+    const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
+      const GlooOptions o{server.url(), run_id, "", "node " + std::to_string(rank), 10s, ""};
+      auto comm = hogwild::make_gloo_communicator(o, rank, kRanks);
+      std::vector<float> v(7919);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = whole<float>(i, rank);
+      comm->all_reduce(std::span<float>(v));
+      for (std::size_t i = 0; i < v.size(); ++i)
+        if (v[i] != whole<float>(i, 0) * 6) return 80;
+      return 0;
+    });
+    CHECK(codes(outcomes) == std::vector<int>(kRanks, 0));
+  }
+}
+
+#else  // built without Gloo: every test of this file is a skip, and says why
+
+TEST_CASE("gloo: built without Gloo, make_gloo_communicator says so") {
+  CHECK_FALSE(hogwild::gloo_built());
+  CHECK_THROWS_AS(hogwild::make_gloo_communicator({}, 0, 1), ConfigError);
+  hogwild::test::skip("built without Gloo (libgloo-dev, libhiredis-dev)");
+}
+TEST_CASE("gloo: redis rendezvous" * doctest::test_suite("redis")) {
+  hogwild::test::skip("built without Gloo (libgloo-dev, libhiredis-dev)");
+}
+TEST_CASE("gloo: ranks on two hosts" * doctest::test_suite("hostname")) {
+  hogwild::test::skip("built without Gloo (libgloo-dev, libhiredis-dev)");
+}
+
+#endif
