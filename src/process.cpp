@@ -93,12 +93,16 @@ bool become_worker(pid_t parent) {
   return true;
 }
 
-// Runs a worker's body and ends the process with its status (1 for an exception,
-// printed); never returns into the forking process's stack.
+// Runs a worker's body and ends the process with its status (an exception is
+// printed, and exits with a hogwild::Error's code or 1); never returns into the
+// forking process's stack.
 [[noreturn]] void run_worker(unsigned rank, const std::function<int()>& body) {
   int code = kExitFailure;
   try {
     code = body();
+  } catch (const Error& e) {  // bad input 2 (not worth a restart), a failed peer 3, ...
+    std::fprintf(stderr, "hogwild: worker %u: %s\n", rank, e.what());
+    code = e.exit_code();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hogwild: worker %u: %s\n", rank, e.what());
     code = kExitFailure;

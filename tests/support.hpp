@@ -30,10 +30,10 @@ inline constexpr bool kThreadSanitizer = false;
 // its own, so that a skip does not hide the passes of the cases beside it.
 void skip(const std::string& why);
 // True (after skip()) when the CLI cannot run under this build.
+bool skip_cli_under_tsan();
 // Under TSan: skip() a case whose process runs TBB threads (libtbb is not
 // instrumented, so TSan reports its synchronisation as races); true when skipped.
 bool skip_threads_under_tsan();
-bool skip_cli_under_tsan();
 
 // A fresh temporary directory, removed with everything in it on destruction.
 class TempDir {

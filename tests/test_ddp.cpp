@@ -12,9 +12,18 @@
 #include <cstring>
 #include <string>
 
+#include <signal.h>
+
+#include <filesystem>
+#include <functional>
+#include <new>
+#include <thread>
+
+#include "comm/gloo.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/trainer.hpp"
+#include "comm_suite.hpp"
 #include "ridge.hpp"
 #include "support.hpp"
 
@@ -248,6 +257,154 @@ TEST_CASE("ddp: a dead worker stops every worker at once; with restarts the grou
   }
 }
 
+TEST_CASE("ddp over Gloo's TCP pairs gives the shared-memory run's weights bit for bit" * doctest::test_suite("gloo")) {
+  if (!gloo_built()) {
+    test::skip("this build has no Gloo (libgloo-dev)");
+    return;
+  }
+  auto [sparse, sparse_test] = test::generated_problem(3000, 500, 300, 10, 0.0, 3);
+  const Dataset dense = blobs(900, 2);
+  auto leftovers = [] {
+    std::size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+      n += e.path().filename().string().rfind("hogwild-gloo-", 0) == 0;
+    return n;
+  };
+  const std::size_t before = leftovers();
+  for (const std::string model : {"logistic", "softmax", "mlp"}) {
+    INFO(model);
+    const Dataset& d = model == "logistic" ? sparse : dense;
+    auto c = ddp(model, 3, 4, 0.1f, 2);
+    const auto shm = train(c, d, nullptr);
+    c.comm = "gloo";
+    const auto gloo = train(c, d, nullptr);
+    CHECK(same_bits(shm, gloo));
+  }
+  CHECK(leftovers() == before);  // the rendezvous directories went with their runs
+}
+
+namespace {
+
+// What a node (a child process running train()) reports back.
+struct NodeReport {
+  int code = -1;  // 0, or the exit code of the error train() threw
+  double seconds = 0;
+  float weights[512];
+  std::size_t count = 0;
+  char message[512];
+};
+
+// Runs `nodes` process trees, node k calling train(configure(k)), each at the
+// time its delay says; returns their reports (in a shared page).
+std::vector<NodeReport> run_nodes(unsigned nodes, const std::function<TrainConfig(unsigned)>& configure,
+                                  const Dataset& d, const std::function<void(std::vector<pid_t>&)>& meanwhile = {}) {
+  comm_test::Shared page(nodes * sizeof(NodeReport));
+  auto* reports = new (page.p) NodeReport[nodes];
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (unsigned k = 0; k < nodes; ++k) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      NodeReport& r = reports[k];
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        const auto result = train(configure(k), d, nullptr);
+        const auto& w = result.parameters.begin()->second;
+        r.count = std::min<std::size_t>(w.size(), 512);
+        std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(r.count), r.weights);
+        r.code = 0;
+      } catch (const Error& e) {
+        r.code = e.exit_code();
+        std::snprintf(r.message, sizeof r.message, "%s", e.what());
+      }
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fflush(nullptr);
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  if (meanwhile) meanwhile(pids);
+  for (pid_t pid : pids) CHECK(test::wait_exit(pid, 120) != -1000);
+  return {reports, reports + nodes};
+}
+
+}  // namespace
+
+TEST_CASE("ddp on two nodes: two process trees train as one job through a FileStore" * doctest::test_suite("gloo")) {
+  if (!gloo_built()) {
+    test::skip("this build has no Gloo (libgloo-dev)");
+    return;
+  }
+  auto [d, unused] = test::generated_problem(4000, 100, 300, 10, 0.0, 5);
+  test::TempDir store;
+  auto config = [&](unsigned k) {
+    auto c = ddp("logistic", 2, 4, 0.2f, 2);
+    c.nodes = 2;
+    c.node_rank = k;
+    c.rendezvous = "file:" + store.path().string();
+    c.max_restarts = 0;
+    return c;
+  };
+  const auto reports = run_nodes(2, config, d);
+  REQUIRE(reports[0].code == 0);
+  REQUIRE(reports[1].code == 0);
+  // Every node applies the same sums: the same weights on both, bit for bit ...
+  CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
+  // ... and those of one node with all four workers, up to the order of the sums.
+  const auto one = train(ddp("logistic", 4, 4, 0.2f, 2), d, nullptr);
+  const auto& w = one.parameters.begin()->second;
+  double worst = 0;
+  for (std::size_t i = 0; i < reports[0].count; ++i)
+    worst = std::max(worst, std::fabs(double(w[i]) - reports[0].weights[i]) / (1 + std::fabs(double(w[i]))));
+  MESSAGE("2 nodes x 2 workers against 1 node x 4: farthest " << worst);
+  CHECK(worst < 1e-5);
+  // A second run through the same store is not confused by the first one's keys.
+  const auto again = run_nodes(2, config, d);
+  CHECK(again[0].code == 0);
+  CHECK(std::memcmp(again[0].weights, reports[0].weights, reports[0].count * sizeof(float)) == 0);
+}
+
+TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop both with an error" * doctest::test_suite("gloo")) {
+  if (!gloo_built()) {
+    test::skip("this build has no Gloo (libgloo-dev)");
+    return;
+  }
+  auto [d, unused] = test::generated_problem(20000, 100, 300, 10, 0.0, 5);
+  test::TempDir store;
+  auto config = [&](unsigned k) {
+    auto c = ddp("logistic", 1, 1, 0.2f, 5);
+    c.nodes = 2;
+    c.node_rank = k;
+    c.rendezvous = "file:" + store.path().string();
+    c.max_restarts = 0;
+    c.comm_timeout = 3;
+    return c;
+  };
+  SUBCASE("other options: exit 2 on both, before training") {
+    const auto reports = run_nodes(2, [&](unsigned k) {
+      auto c = config(k);
+      if (k == 1) c.step_size.lr0 = 0.3f;
+      return c;
+    }, d);
+    for (const auto& r : reports) {
+      INFO(r.message);
+      CHECK(r.code == kExitBadInput);
+    }
+  }
+  SUBCASE("node 1 SIGKILLed mid-run: node 0 fails within the timeout, naming it") {
+    const auto reports = run_nodes(2, config, d, [](std::vector<pid_t>& pids) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      kill(pids[1], SIGKILL);  // its workers die with it (PR_SET_PDEATHSIG)
+    });
+    INFO(reports[0].message);
+    CHECK(reports[0].code == kExitWorkerFailed);
+    CHECK(reports[0].seconds < 1.5 + 3 + 5);
+    CHECK(std::string(reports[0].message).find("worker") != std::string::npos);
+  }
+  CHECK(test::our_shm_entries().empty());
+}
+
 TEST_CASE("ddp: options that do not apply are refused") {
   TrainConfig c;
   c.mode = Mode::hogwild;
@@ -265,5 +422,23 @@ TEST_CASE("ddp: options that do not apply are refused") {
   CHECK_THROWS_AS(c.validate(), ConfigError);
   c.merge_every = 0;
   c.comm_timeout = 0;
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c.comm_timeout = 10;
+  c.comm = "mpi";
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c.comm = "shm";
+  c.mode = Mode::hogwild;
+  c.comm = "gloo";
+  CHECK_THROWS_AS(c.validate(), ConfigError);
+  c.comm = "shm";
+  c.mode = Mode::ddp;
+  c.nodes = 2;
+  CHECK_THROWS_AS(c.validate(), ConfigError);  // no rendezvous
+  c.rendezvous = "file:/tmp";
+  c.node_rank = 2;
+  CHECK_THROWS_AS(c.validate(), ConfigError);  // out of range
+  c.node_rank = 1;
+  CHECK_NOTHROW(c.validate());
+  c.mode = Mode::hogwild;
   CHECK_THROWS_AS(c.validate(), ConfigError);
 }

@@ -158,6 +158,12 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.accumulate = 3;
   c.bucket_bytes = 1 << 22;
   c.comm_timeout = 2.5;
+  c.comm = "gloo";
+  c.nodes = 3;
+  c.node_rank = 2;
+  c.rendezvous = "redis://h:1";
+  c.iface = "eth9";
+  c.run_id = "r42";
   c.seed = 0xfedcba9876543210ULL;
   c.eval_every = 1.5;
   c.shm_dir = std::string("/tmp/x y");
@@ -191,6 +197,12 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.accumulate == c.accumulate);
   CHECK(d.bucket_bytes == c.bucket_bytes);
   CHECK(d.comm_timeout == c.comm_timeout);
+  CHECK(d.comm == c.comm);
+  CHECK(d.nodes == c.nodes);
+  CHECK(d.node_rank == c.node_rank);
+  CHECK(d.rendezvous == c.rendezvous);
+  CHECK(d.iface == c.iface);
+  CHECK(d.run_id == c.run_id);
   CHECK(d.seed == c.seed);
   CHECK(d.eval_every == c.eval_every);
   CHECK(d.shm_dir == c.shm_dir);

@@ -142,28 +142,29 @@ TEST_CASE("invalid configurations are refused with the option's name") {
       CHECK(std::string(e.what()).find(needle) != std::string::npos);
     }
   };
+  const TrainConfig defaults;
   TrainConfig c;
   c.workers = 0;
   expect(c, "--workers");
-  c = {};
+  c = defaults;
   c.workers = 11;
   expect(c, "more than the 10 training rows");
-  c = {};  // this program started no fork server (tests/test_fork_server.cpp does)
+  c = defaults;  // this program started no fork server (tests/test_fork_server.cpp does)
   c.worker_start = WorkerStart::fork_server;
   expect(c, "no fork server runs in this process");
-  c = {};
+  c = defaults;
   c.epochs = 0;
   expect(c, "--epochs");
-  c = {};
+  c = defaults;
   c.step_size.lr0 = -1;
   expect(c, "--lr");
-  c = {};
+  c = defaults;
   c.step_size.decay = 1.5f;
   expect(c, "--lr-decay");
-  c = {};
+  c = defaults;
   c.batch = 0;
   expect(c, "--batch");
-  c = {};
+  c = defaults;
   c.model = "nope";
   expect(c, "unknown model");
 }

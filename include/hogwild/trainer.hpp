@@ -65,6 +65,20 @@ struct TrainConfig {
   unsigned accumulate = 1;
   std::size_t bucket_bytes = 0;
   double comm_timeout = 10;
+  // --mode ddp: the workers' Communicator, "shm" (the arena) or "gloo" (TCP over
+  // loopback, a FileStore in a directory of the run's: for comparison).
+  std::string comm = "shm";
+  // --mode ddp on several machines (docs/DISTRIBUTED.md): `nodes` machines, each
+  // running this program with `workers` workers and its own node_rank; they meet
+  // through `rendezvous` ("file:DIR" on a directory every node shares, or
+  // "redis://HOST:PORT"), and their workers of the same local rank add up their
+  // slices over Gloo's TCP pairs on interface `iface`. run_id names the run in the
+  // store (default: from the options and the data), so that two runs never meet.
+  unsigned nodes = 1;
+  unsigned node_rank = 0;
+  std::string rendezvous;
+  std::string iface;
+  std::string run_id;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm

@@ -540,4 +540,11 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options,
 
 bool gloo_built() noexcept { return true; }
 
+bool gloo_run_id_used(const GlooOptions& options, unsigned rank) {
+  const detail::Where where = detail::parse_rendezvous(options.rendezvous);
+  detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
+                         options.timeout);
+  return store.has(detail::member_key(rank));
+}
+
 }  // namespace hogwild

@@ -191,6 +191,27 @@ int run(int argc, char** argv) {
                  "--mode ddp: reduce the gradients in buckets of this many MiB after a first "
                  "one of 1 MiB (default 25, PyTorch's)")
       ->option_text("MB");
+  app.add_option("--comm", cfg.comm,
+                 "--mode ddp: how the workers combine gradients: shm (the shared arena) or gloo "
+                 "(TCP over loopback, for comparison)")
+      ->capture_default_str()->option_text("shm|gloo");
+  app.add_option("--nodes", cfg.nodes,
+                 "--mode ddp on N machines, each running this command with its own --node-rank "
+                 "(docs/DISTRIBUTED.md)")
+      ->capture_default_str()->option_text("N");
+  app.add_option("--node-rank", cfg.node_rank, "This machine's place among the --nodes, from 0")
+      ->capture_default_str()->option_text("K");
+  app.add_option("--rendezvous", cfg.rendezvous,
+                 "Where the nodes meet: file:DIR (a directory every node shares) or "
+                 "redis://HOST:PORT")
+      ->option_text("file:DIR|redis://HOST:PORT");
+  app.add_option("--iface", cfg.iface,
+                 "Network interface the nodes' workers talk over (eth0); needed across machines")
+      ->option_text("NAME");
+  app.add_option("--run-id", cfg.run_id,
+                 "Names the run in the rendezvous store (default: from the options and the "
+                 "data); a new id per run")
+      ->option_text("ID");
   app.add_option("--comm-timeout", cfg.comm_timeout,
                  "--mode ddp: seconds a worker waits for the others in a collective before it "
                  "fails, naming them")

@@ -33,11 +33,14 @@ void FlatGradient::apply(const float* grad, std::size_t begin, std::size_t end,
   }
 }
 
-GradientSync::GradientSync(const ParamSet& shared, Communicator& comm, Optimizer optimizer,
-                           unsigned accumulate, std::size_t bucket_bytes, bool sparse)
-    : comm_(comm), optimizer_(optimizer), accumulate_(std::max(1u, accumulate)),
+GradientSync::GradientSync(const ParamSet& shared, Communicator& comm, Communicator* across,
+                           Optimizer optimizer, unsigned accumulate, std::size_t bucket_bytes,
+                           bool sparse)
+    : comm_(comm), across_(across),
+      workers_(comm.size() * (across ? across->size() : 1)), optimizer_(optimizer),
+      accumulate_(std::max(1u, accumulate)),
       bucket_floats_((bucket_bytes ? bucket_bytes : kBucketBytes) / sizeof(float)),
-      flat_(shared), first_size_(shared.count() ? shared.size(0) : 0),
+      flat_(shared), shared_(shared), first_size_(shared.count() ? shared.size(0) : 0),
       sparse_(sparse && shared.count() > 0) {}
 
 bool GradientSync::due(const Batch& b) {
@@ -57,6 +60,8 @@ void GradientSync::reduce_dense(std::size_t from, float lr) {
     const std::size_t end = std::min(total, begin + floats);
     comm_.reduce_scatter(std::span<float>(flat_.data() + begin, end - begin));
     const Slice own = slice_of(end - begin, comm_.rank(), comm_.size());
+    if (across_)  // this node's sums of the slice, summed over the nodes
+      across_->all_reduce(std::span<float>(flat_.data() + begin + own.begin, own.size()));
     apply(begin + own.begin, begin + own.end, lr);
     begin = end;
   }
@@ -78,12 +83,43 @@ void GradientSync::reduce_sparse(float lr) {
   const std::vector<IndexValue> all = comm_.all_gather(std::span<const IndexValue>(pairs_));
   for (const IndexValue& p : all) g[p.index] += p.value;
   const Slice own = slice_of(n, comm_.rank(), comm_.size());
+  if (across_) {
+    // This node's sums in the slice, once each, gathered over the nodes and added
+    // in node order: every node then holds the same sums.
+    pairs_.clear();
+    for (const IndexValue& p : all)
+      if (p.index >= own.begin && p.index < own.end && g[p.index] != 0) {
+        pairs_.push_back({p.index, g[p.index]});
+        g[p.index] = 0;
+      }
+    for (const IndexValue& p : all) g[p.index] = 0;
+    const std::vector<IndexValue> nodes = across_->all_gather(std::span<const IndexValue>(pairs_));
+    for (const IndexValue& p : nodes) g[p.index] += p.value;
+    for (const IndexValue& p : nodes)
+      if (g[p.index] != 0) {
+        apply(p.index, p.index + 1, lr);
+        g[p.index] = 0;
+      }
+    return;
+  }
   for (const IndexValue& p : all)
     if (p.index >= own.begin && p.index < own.end && g[p.index] != 0) {
       apply(p.index, p.index + 1, lr);
       g[p.index] = 0;  // an index that comes from several workers applies once
     }
   for (const IndexValue& p : all) g[p.index] = 0;
+}
+
+// Node 0's weights and optimiser state, slice by slice, to every node.
+void GradientSync::broadcast_weights() {
+  if (!across_) return;
+  for (const ParamSet::Tensor& t : shared_.tensors()) {
+    const Slice own = slice_of(t.size, comm_.rank(), comm_.size());
+    for (float* p : {t.data, t.state})
+      if (p)
+        across_->broadcast(std::as_writable_bytes(std::span<float>(p + own.begin, own.size())), 0);
+  }
+  comm_.barrier();
 }
 
 void GradientSync::step(float lr) {

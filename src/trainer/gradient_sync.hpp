@@ -56,8 +56,11 @@ class GradientSync {
   // goes as the (index, value) pairs of the features the mini-batches touched,
   // all-gathered, instead of a reduction of every coordinate (2^20 of them for a
   // hashed vocabulary, of which a mini-batch touches hundreds).
-  GradientSync(const ParamSet& shared, Communicator& comm, Optimizer optimizer,
-               unsigned accumulate, std::size_t bucket_bytes, bool sparse);
+  // comm: the workers of this machine (its slices); across: with several machines,
+  // this worker's group of the workers of the same local rank on every machine,
+  // which add up its slices over the machines (else null).
+  GradientSync(const ParamSet& shared, Communicator& comm, Communicator* across,
+               Optimizer optimizer, unsigned accumulate, std::size_t bucket_bytes, bool sparse);
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
@@ -71,22 +74,28 @@ class GradientSync {
   // worker's slices. At the end of an epoch with mini-batches pending, too.
   void step(float lr);
   bool pending() const noexcept { return pending_ > 0; }
+  // With several machines: the first machine's weights and optimiser state to all
+  // (each worker its slices), before the first step.
+  void broadcast_weights();
   std::size_t steps() const noexcept { return steps_; }
 
  private:
   // Applies flat coordinates [begin, end) of the buffer, divided by the workers.
   void apply(std::size_t begin, std::size_t end, float lr) {
-    flat_.apply(flat_.data(), begin, end, optimizer_, lr, 1 / static_cast<float>(comm_.size()));
+    flat_.apply(flat_.data(), begin, end, optimizer_, lr, 1 / static_cast<float>(workers_));
   }
   // The dense reduction of flat coordinates [from, size) and its application.
   void reduce_dense(std::size_t from, float lr);
   // The first tensor's touched coordinates, gathered and applied.
   void reduce_sparse(float lr);
   Communicator& comm_;
+  Communicator* across_;
+  unsigned workers_;  // on all machines
   Optimizer optimizer_;
   unsigned accumulate_;
   std::size_t bucket_floats_;
   FlatGradient flat_;
+  ParamSet shared_;
   std::size_t first_size_;  // the first tensor's coordinates
   bool sparse_;
   std::vector<std::uint32_t> touched_;  // the first tensor's, since the last step (repeats too)

@@ -7,13 +7,17 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <sys/mman.h>
 #include <fmt/format.h>
 #include <new>
 #include <numeric>
+#include <zlib.h>
 
+#include "comm/gloo.hpp"
 #include "comm/shm.hpp"
+#include "hogwild/checkpoint.hpp"
 #include "hogwild/labels.hpp"
 #include "hogwild/model_registry.hpp"
 #include "hogwild/param_snapshot.hpp"
@@ -211,7 +215,26 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   }
   progress = {in_arena<WorkerProgress>(arena.block("progress").data(), workers, attach), workers};
   epoch_loss = arena.array<double>("epoch_loss");
-  if (mode.synchronous() && !attach) ShmCommunicator::prepare(arena.block("comm"), workers);
+  if (mode.synchronous() && !attach) {
+    ShmCommunicator::prepare(arena.block("comm"), workers);
+    if (cfg.comm == "gloo") {  // a FileStore in a directory of our own
+      std::string dir = (std::filesystem::temp_directory_path() / "hogwild-gloo-XXXXXX").string();
+      if (!::mkdtemp(dir.data()))
+        throw ResourceError(fmt::format("cannot make the Gloo rendezvous directory {}: {}", dir,
+                                        std::strerror(errno)));
+      rendezvous_dir.path = dir;
+      HOGWILD_ENFORCE_LT(dir.size(), sizeof(control->rendezvous));
+      std::memcpy(control->rendezvous, dir.c_str(), dir.size() + 1);
+    }
+    // Several nodes, no --run-id: the run's id is the first "hogwild-<k>" that this
+    // node has not joined before (earlier runs through the same store used the
+    // ones before, and every node skips the same ones; nodes started with other
+    // options then meet, and the fingerprint check stops them). The store is
+    // opened and closed here, before any fork.
+    if (cfg.nodes > 1 && cfg.run_id.empty())
+      while (gloo_run_id_used(across_options(0, control->generation), cfg.node_rank))
+        ++control->generation;
+  }
   params = store->open(arena, specs, stateful);
   if (!attach) initialise(params, specs, cfg.seed);
   if (window_bytes) map_hot_window(window_bytes);
@@ -251,6 +274,52 @@ bool Run::count_finish(unsigned rank, unsigned e) {
   return finishers[e].fetch_add(1, std::memory_order_acq_rel) + 1 == workers;
 }
 
+Run::OwnedDir::~OwnedDir() {
+  std::error_code ec;
+  if (!path.empty()) std::filesystem::remove_all(path, ec);
+}
+
+std::unique_ptr<Communicator> Run::make_communicator(unsigned rank) const {
+  const std::chrono::milliseconds timeout(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+  if (cfg.comm == "gloo") {
+    GlooOptions o;
+    o.rendezvous = std::string("file:") + control->rendezvous;
+    o.run_id = fmt::format("group-{}", control->generation);
+    o.node = "this machine";
+    o.timeout = timeout;
+    return make_gloo_communicator(o, rank, workers);
+  }
+  return std::make_unique<ShmCommunicator>(arena.block("comm"), rank, workers, timeout,
+                                           &control->stop);
+}
+
+GlooOptions Run::across_options(unsigned rank, std::uint32_t generation) const {
+  GlooOptions o;
+  o.rendezvous = cfg.rendezvous;
+  o.run_id = fmt::format("{}-{}", cfg.run_id.empty() ? "hogwild" : cfg.run_id, generation);
+  o.iface = cfg.iface;
+  o.node = fmt::format("node {}", cfg.node_rank);
+  o.tag = fmt::format("slice-{}", rank);
+  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+  return o;
+}
+
+std::unique_ptr<Communicator> Run::make_across(unsigned rank) const {
+  if (cfg.nodes <= 1) return nullptr;
+  return make_gloo_communicator(across_options(rank, control->generation), cfg.node_rank,
+                                cfg.nodes);
+}
+
+std::string Run::join_text() const {
+  std::string s;
+  for (const auto& [option, value] : config_fingerprint(cfg))
+    if (option != "--node-rank" && option != "--iface" && option != "--worker-start")
+      s += option + "=" + value + "\n";
+  return s + fmt::format("--workers={}\n--nodes={}\n--accumulate={}\n--comm-timeout={}\ndata={}\n",
+                         workers, cfg.nodes, cfg.accumulate, cfg.comm_timeout,
+                         DataFingerprint::of(train).describe());
+}
+
 std::pair<unsigned, std::uint64_t> Run::align_workers() {
   auto place = [](const WorkerProgress& p) {
     const unsigned e = p.epoch.load(std::memory_order_relaxed);
@@ -279,6 +348,7 @@ std::pair<unsigned, std::uint64_t> Run::align_workers() {
     p.begun.store(p.samples.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
   ShmCommunicator::prepare(arena.block("comm"), workers);
+  ++control->generation;  // the new group's Gloo keys are its own
   return first;
 }
 
@@ -307,7 +377,7 @@ void Run::snapshot_if_last(unsigned rank, unsigned e) {
 
 std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
   if (mode.synchronous()) {
-    const std::size_t per = train.rows() / workers;
+    const std::size_t per = train.rows() / world();
     return {rank * per, (rank + 1) * per};
   }
   return share(train.rows(), workers, rank);
@@ -326,7 +396,8 @@ void Run::rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) c
   epoch_rows(cfg.partition, train.rows(), 1, 0, cfg.seed, e, all);
   const auto [begin, end] = partition(rank);
   rows.resize(end - begin);
-  for (std::size_t j = 0; j < rows.size(); ++j) rows[j] = all[j * workers + rank];
+  const unsigned w = world(), k = global_rank(rank);
+  for (std::size_t j = 0; j < rows.size(); ++j) rows[j] = all[j * w + k];
 }
 
 // Epoch e's order is recomputed from the seed, e and the rank, so a respawned worker
@@ -358,7 +429,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.batch = cfg.batch;
   task.step_size = cfg.step_size;
   task.epoch = e;
-  task.workers = workers;
+  task.workers = world();
   task.kind = StepKind{mode.access(), static_cast<std::uint8_t>(cfg.optimizer)};
   task.params = params;
   task.progress = &p;
@@ -398,12 +469,26 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   }
   if (mode.synchronous()) {
     if (!local.comm) {
-      local.comm = std::make_unique<ShmCommunicator>(
-          arena.block("comm"), rank, workers,
-          std::chrono::milliseconds(static_cast<std::int64_t>(cfg.comm_timeout * 1000)),
-          &control->stop);
-      local.sync.emplace(params, *local.comm, cfg.optimizer, cfg.accumulate, cfg.bucket_bytes,
-                         model.feature_indexed() && train.layout() == Layout::sparse);
+      local.comm = make_communicator(rank);
+      local.across = make_across(rank);
+      local.sync.emplace(params, *local.comm, local.across.get(), cfg.optimizer, cfg.accumulate,
+                         cfg.bucket_bytes, model.feature_indexed() && train.layout() == Layout::sparse);
+      if (local.across) {
+        // Every node's options and data, checked against the first node's: a node
+        // started with others fails (exit 2) before it trains, and so do the rest.
+        const std::string text = join_text();
+        const auto mine = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(text.data()),
+                                                           static_cast<uInt>(text.size())));
+        const IndexValue me{mine, static_cast<float>(cfg.node_rank)};
+        const auto all = local.across->all_gather(std::span<const IndexValue>(&me, 1));
+        for (const IndexValue& other : all)
+          if (other.index != all[0].index)
+            throw ConfigError(fmt::format(
+                "node {} was started with other options or data than node 0 (fingerprints "
+                "{:08x} and {:08x}): start every node with the same options and data, and its "
+                "own --node-rank", static_cast<unsigned>(other.value), other.index, all[0].index));
+        local.sync->broadcast_weights();
+      }
     }
     task.sync = &*local.sync;
   }

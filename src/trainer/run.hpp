@@ -21,6 +21,7 @@
 #include "hogwild/robust_mutex.hpp"
 #include "hogwild/trainer.hpp"
 #include "modes/mode_def.hpp"
+#include "comm/gloo.hpp"
 #include "hogwild/communicator.hpp"
 #include "trainer/data_parallel.hpp"
 #include "trainer/gradient_sync.hpp"
@@ -37,6 +38,11 @@ struct Control {
   std::int64_t start_ns = 0;  // steady clock (CLOCK_MONOTONIC: the same in every process)
   std::int32_t parent = 0;    // the parent's pid: workers stop when it is gone
   RobustMutex mutex;
+  // A synchronous mode: how many groups of workers have started (a restart of the
+  // whole group starts a new one, with a communicator of its own), and with
+  // --comm gloo the directory of their FileStore rendezvous.
+  std::uint32_t generation = 0;
+  char rendezvous[256] = {};
 };
 
 // What a copy of the weights holds, read around the copy (WorkerProgress): per
@@ -104,6 +110,28 @@ struct Run {
   std::optional<Dataset> hot_train;
   float* hot_window = nullptr;
   std::unique_ptr<TensorStore> store;
+  // --comm gloo: the parent's rendezvous directory, removed with the run.
+  struct OwnedDir {
+    std::string path;
+    OwnedDir() = default;
+    OwnedDir(const OwnedDir&) = delete;
+    OwnedDir& operator=(const OwnedDir&) = delete;
+    ~OwnedDir();
+  } rendezvous_dir;
+  // This worker's communicator for the current group (the arena's "comm" block,
+  // or Gloo over loopback), and with several nodes its group of the workers of
+  // the same local rank on every node (Gloo through cfg.rendezvous).
+  std::unique_ptr<Communicator> make_communicator(unsigned rank) const;
+  std::unique_ptr<Communicator> make_across(unsigned rank) const;
+  GlooOptions across_options(unsigned rank, std::uint32_t generation) const;
+  // The workers of all nodes (a synchronous mode), and worker `rank`'s place among them.
+  unsigned world() const noexcept { return mode.synchronous() ? workers * cfg.nodes : workers; }
+  unsigned global_rank(unsigned rank) const noexcept {
+    return mode.synchronous() ? cfg.node_rank * workers + rank : rank;
+  }
+  // What every node must agree on: the options (config_fingerprint) and the
+  // training data, as text.
+  std::string join_text() const;
   ParamSet params;  // the live tensors, in store->space()
   unsigned workers = 1;
   std::size_t classes = 0;
@@ -115,7 +143,7 @@ struct Run {
     std::optional<HotWindow> hot;    // --hot-k: this worker's view of the window
     // A synchronous mode: this worker's rank in the group (on the arena's "comm"
     // block) and its gradient buffers.
-    std::unique_ptr<Communicator> comm;
+    std::unique_ptr<Communicator> comm, across;
     std::optional<GradientSync> sync;
     // A threaded mode (dp): the threads' models and buffers.
     std::optional<DataParallel> dp;

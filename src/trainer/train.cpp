@@ -19,6 +19,7 @@
 #include <stop_token>
 #include <thread>
 
+#include "comm/gloo.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
@@ -196,6 +197,9 @@ class Supervisor {
     }
     group.kill_all(SIGKILL);
     group.wait_all();
+    if (WIFEXITED(failed.status) && WEXITSTATUS(failed.status) == kExitBadInput)
+      throw Error(fmt::format("worker {} stopped on bad input or options (its message is above); "
+                              "nothing was restarted", failed.rank), kExitBadInput);
     if (restarts_ >= cfg_.max_restarts)
       throw WorkerError(fmt::format(
           "worker {} (pid {}) {}; --mode {} steps all workers together, so every worker "
@@ -427,13 +431,35 @@ void TrainConfig::validate() const {
   const bool synchronous = detail::mode_def(mode).synchronous();
   if (accumulate == 0 || accumulate > 1000000)
     throw ConfigError(fmt::format("--accumulate must be from 1 to 1000000, got {}", accumulate));
-  if (!synchronous && (accumulate != 1 || bucket_bytes != 0))
-    throw ConfigError(fmt::format("--accumulate and --bucket-mb work with --mode {}, not {}",
+  if (comm != "shm" && comm != "gloo")
+    throw ConfigError(fmt::format("--comm must be shm or gloo, got \"{}\"", comm));
+  if (comm == "gloo" && !gloo_built())
+    throw ConfigError("--comm gloo: this build has no Gloo (install libgloo-dev and "
+                      "libhiredis-dev, scripts/install-deps.sh, and build again)");
+  if (!synchronous && (accumulate != 1 || bucket_bytes != 0 || comm != "shm"))
+    throw ConfigError(fmt::format("--accumulate, --bucket-mb and --comm work with --mode {}, not {}",
                                   detail::mode_names_where(&detail::ModeDef::synchronous),
                                   to_string(mode)));
   if (synchronous && hot_k > 0)
     throw ConfigError(fmt::format("--hot-k does not apply to --mode {}: its workers do not "
                                   "write the weights while they step", to_string(mode)));
+  if (nodes == 0 || nodes > 4096)
+    throw ConfigError(fmt::format("--nodes must be from 1 to 4096, got {}", nodes));
+  if (node_rank >= nodes)
+    throw ConfigError(fmt::format("--node-rank {} is out of range for --nodes {} (0 to {})",
+                                  node_rank, nodes, nodes - 1));
+  if (nodes > 1) {
+    if (!synchronous)
+      throw ConfigError(fmt::format("--nodes {} works with --mode {}, not {}", nodes,
+                                    detail::mode_names_where(&detail::ModeDef::synchronous),
+                                    to_string(mode)));
+    if (rendezvous.empty())
+      throw ConfigError("--nodes needs --rendezvous file:DIR (a directory every node shares) or "
+                        "redis://HOST:PORT");
+    if (!gloo_built())
+      throw ConfigError("--nodes: this build has no Gloo (install libgloo-dev and "
+                        "libhiredis-dev, scripts/install-deps.sh, and build again)");
+  }
   if (bucket_bytes != 0 && bucket_bytes < 4096)
     throw ConfigError("--bucket-mb must be at least 4 KiB (0.004)");
   if (!(comm_timeout > 0) || !std::isfinite(comm_timeout) || comm_timeout > 86400)

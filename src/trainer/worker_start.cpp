@@ -60,6 +60,12 @@ json config_json(const TrainConfig& c) {
       {"accumulate", c.accumulate},
       {"bucket_bytes", c.bucket_bytes},
       {"comm_timeout", c.comm_timeout},
+      {"comm", c.comm},
+      {"nodes", c.nodes},
+      {"node_rank", c.node_rank},
+      {"rendezvous", c.rendezvous},
+      {"iface", c.iface},
+      {"run_id", c.run_id},
       {"seed", c.seed},
       {"eval_every", c.eval_every},
       {"shm_dir", c.shm_dir},
@@ -99,6 +105,12 @@ TrainConfig config_of(const json& j) {
   j.at("accumulate").get_to(c.accumulate);
   j.at("bucket_bytes").get_to(c.bucket_bytes);
   j.at("comm_timeout").get_to(c.comm_timeout);
+  j.at("comm").get_to(c.comm);
+  j.at("nodes").get_to(c.nodes);
+  j.at("node_rank").get_to(c.node_rank);
+  j.at("rendezvous").get_to(c.rendezvous);
+  j.at("iface").get_to(c.iface);
+  j.at("run_id").get_to(c.run_id);
   j.at("seed").get_to(c.seed);
   j.at("eval_every").get_to(c.eval_every);
   j.at("shm_dir").get_to(c.shm_dir);
