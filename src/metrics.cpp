@@ -135,6 +135,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"test_accuracy", num(r.test.accuracy)},
       {"peak_rss_bytes", r.peak_rss_bytes},
       {"merges", r.merges},
+      {"node_syncs", r.node_syncs},
+      {"node_sync_seconds", r.node_sync_seconds},
       {"merge_every_final", r.merge_every},
       {"lock_recoveries", r.lock_recoveries},
       {"huge_pages", r.huge_pages},

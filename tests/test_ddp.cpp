@@ -291,13 +291,16 @@ struct NodeReport {
   double seconds = 0;
   float weights[512];
   std::size_t count = 0;
+  double accuracy = 0;
+  std::uint64_t syncs = 0, samples = 0;
   char message[512];
 };
 
 // Runs `nodes` process trees, node k calling train(configure(k)), each at the
 // time its delay says; returns their reports (in a shared page).
 std::vector<NodeReport> run_nodes(unsigned nodes, const std::function<TrainConfig(unsigned)>& configure,
-                                  const Dataset& d, const std::function<void(std::vector<pid_t>&)>& meanwhile = {}) {
+                                  const Dataset& d, const std::function<void(std::vector<pid_t>&)>& meanwhile = {},
+                                  const Dataset* test = nullptr) {
   comm_test::Shared page(nodes * sizeof(NodeReport));
   auto* reports = new (page.p) NodeReport[nodes];
   std::fflush(nullptr);
@@ -309,10 +312,13 @@ std::vector<NodeReport> run_nodes(unsigned nodes, const std::function<TrainConfi
       NodeReport& r = reports[k];
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        const auto result = train(configure(k), d, nullptr);
+        const auto result = train(configure(k), d, test);
         const auto& w = result.parameters.begin()->second;
         r.count = std::min<std::size_t>(w.size(), 512);
         std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(r.count), r.weights);
+        r.accuracy = result.test.accuracy;
+        r.syncs = result.node_syncs;
+        r.samples = result.samples;
         r.code = 0;
       } catch (const Error& e) {
         r.code = e.exit_code();
@@ -403,6 +409,45 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
     CHECK(std::string(reports[0].message).find("worker") != std::string::npos);
   }
   CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("hogwild across two nodes: each trains its half, syncing every N examples, near serial" * doctest::test_suite("gloo")) {
+  if (!gloo_built()) {
+    test::skip("this build has no Gloo (libgloo-dev)");
+    return;
+  }
+  auto [d, t] = test::generated_problem(40000, 10000, 2000, 20, 0.0, 3);
+  test::TempDir store;
+  TrainConfig c;
+  c.mode = Mode::serial;
+  c.epochs = 8;
+  c.step_size.lr0 = 0.5f;
+  c.step_size.decay = 0.8f;
+  c.seed = 42;
+  const auto serial = train(c, d, &t);
+  const auto reports = run_nodes(2, [&](unsigned k) {
+    TrainConfig n = c;
+    n.mode = Mode::hogwild;
+    n.workers = 2;
+    n.nodes = 2;
+    n.node_rank = k;
+    n.rendezvous = "file:" + store.path().string();
+    n.sync_every = 500;
+    n.max_restarts = 0;
+    n.step_size.lr0 = 2 * c.step_size.lr0;  // the nodes' changes are averaged: each counts half
+    return n;
+  }, d, {}, &t);
+  for (const auto& r : reports) {
+    INFO(r.message);
+    REQUIRE(r.code == 0);
+    MESSAGE("serial " << serial.test.accuracy << ", a node of 2 x 2 hogwild: " << r.accuracy
+                      << " after " << r.syncs << " syncs");
+    CHECK(std::abs(r.accuracy - serial.test.accuracy) <= 0.01);
+    CHECK(r.samples == 8 * (d.rows() / 2));  // its half of the rows, every epoch
+  }
+  // The leaders sync as often: each epoch's share / N, and once more at its end.
+  CHECK(reports[0].syncs == reports[1].syncs);
+  CHECK(reports[0].syncs == 8 * (d.rows() / 4 / 500 + 1));
 }
 
 TEST_CASE("ddp: options that do not apply are refused") {

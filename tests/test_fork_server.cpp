@@ -164,6 +164,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.rendezvous = "redis://h:1";
   c.iface = "eth9";
   c.run_id = "r42";
+  c.sync_every = 777;
   c.seed = 0xfedcba9876543210ULL;
   c.eval_every = 1.5;
   c.shm_dir = std::string("/tmp/x y");
@@ -203,6 +204,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.rendezvous == c.rendezvous);
   CHECK(d.iface == c.iface);
   CHECK(d.run_id == c.run_id);
+  CHECK(d.sync_every == c.sync_every);
   CHECK(d.seed == c.seed);
   CHECK(d.eval_every == c.eval_every);
   CHECK(d.shm_dir == c.shm_dir);

@@ -79,6 +79,10 @@ struct TrainConfig {
   std::string rendezvous;
   std::string iface;
   std::string run_id;
+  // Hogwild across nodes (modes hogwild, atomic, lock with nodes > 1): worker 0 of
+  // each node adds the other nodes' changes to its node's weights every sync_every
+  // of its examples and at each epoch's end (trainer/node_sync.hpp).
+  std::size_t sync_every = 0;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm
@@ -148,6 +152,10 @@ struct TrainResult {
   // the workers ended with, averaged (with kMergeAuto, what the timing chose).
   std::uint64_t merges = 0;
   double merge_every = 0;
+  // Hogwild across nodes: this node's syncs with the others and the seconds its
+  // worker 0 spent in them (the others trained on meanwhile).
+  std::uint64_t node_syncs = 0;
+  double node_sync_seconds = 0;
 };
 
 // Called in the parent for every evaluation, in order.

@@ -212,6 +212,10 @@ int run(int argc, char** argv) {
                  "Names the run in the rendezvous store (default: from the options and the "
                  "data); a new id per run")
       ->option_text("ID");
+  app.add_option("--sync-every", cfg.sync_every,
+                 "Hogwild across nodes (--mode hogwild --nodes N): each node's worker 0 adds the "
+                 "other nodes' changes to its node's weights every N of its examples")
+      ->capture_default_str()->option_text("N");
   app.add_option("--comm-timeout", cfg.comm_timeout,
                  "--mode ddp: seconds a worker waits for the others in a collective before it "
                  "fails, naming them")

@@ -226,18 +226,18 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
       HOGWILD_ENFORCE_LT(dir.size(), sizeof(control->rendezvous));
       std::memcpy(control->rendezvous, dir.c_str(), dir.size() + 1);
     }
-    // Several nodes, no --run-id: the run's id is the first "hogwild-<k>" that this
-    // node has not joined before (earlier runs through the same store used the
-    // ones before, and every node skips the same ones; nodes started with other
-    // options then meet, and the fingerprint check stops them). The store is
-    // opened and closed here, before any fork.
-    if (cfg.nodes > 1 && cfg.run_id.empty())
-      while (gloo_run_id_used(across_options(0, control->generation), cfg.node_rank))
-        ++control->generation;
   }
   params = store->open(arena, specs, stateful);
   if (!attach) initialise(params, specs, cfg.seed);
   if (window_bytes) map_hot_window(window_bytes);
+  // Several nodes, no --run-id: the run's id is the first "hogwild-<k>" that this
+  // node has not joined before (earlier runs through the same store used the ones
+  // before, and every node skips the same ones; nodes started with other options
+  // then meet, and the fingerprint check stops them). The store is opened and
+  // closed here, before any fork.
+  if (!attach && cfg.nodes > 1 && cfg.run_id.empty())
+    while (gloo_run_id_used(across_options(0, control->generation), cfg.node_rank))
+      ++control->generation;
   if (arena.has("finishers")) {
     finishers = {in_arena<std::atomic<std::uint32_t>>(arena.block("finishers").data(), cfg.epochs,
                                                      attach),
@@ -310,13 +310,28 @@ std::unique_ptr<Communicator> Run::make_across(unsigned rank) const {
                                 cfg.nodes);
 }
 
+void Run::check_join(Communicator& across) const {
+  const std::string text = join_text();
+  const auto mine = static_cast<std::uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+  const IndexValue me{mine, static_cast<float>(cfg.node_rank)};
+  const auto all = across.all_gather(std::span<const IndexValue>(&me, 1));
+  for (const IndexValue& other : all)
+    if (other.index != all[0].index)
+      throw ConfigError(fmt::format(
+          "node {} was started with other options or data than node 0 (fingerprints {:08x} and "
+          "{:08x}): start every node with the same options and data, and its own --node-rank",
+          static_cast<unsigned>(other.value), other.index, all[0].index));
+}
+
 std::string Run::join_text() const {
   std::string s;
   for (const auto& [option, value] : config_fingerprint(cfg))
     if (option != "--node-rank" && option != "--iface" && option != "--worker-start")
       s += option + "=" + value + "\n";
-  return s + fmt::format("--workers={}\n--nodes={}\n--accumulate={}\n--comm-timeout={}\ndata={}\n",
-                         workers, cfg.nodes, cfg.accumulate, cfg.comm_timeout,
+  return s + fmt::format("--workers={}\n--nodes={}\n--accumulate={}\n--comm-timeout={}\n"
+                         "--sync-every={}\ndata={}\n",
+                         workers, cfg.nodes, cfg.accumulate, cfg.comm_timeout, cfg.sync_every,
                          DataFingerprint::of(train).describe());
 }
 
@@ -380,7 +395,8 @@ std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
     const std::size_t per = train.rows() / world();
     return {rank * per, (rank + 1) * per};
   }
-  return share(train.rows(), workers, rank);
+  const auto [begin, end] = share(train.rows(), world(), global_rank(rank));
+  return {begin, end};
 }
 
 // A synchronous mode deals the epoch's order (the one serial mode would visit) out
@@ -389,7 +405,7 @@ std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
 // mode's b-th mini-batch of W B rows.
 void Run::rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) const {
   if (!mode.synchronous()) {
-    epoch_rows(cfg.partition, train.rows(), workers, rank, cfg.seed, e, rows);
+    epoch_rows(cfg.partition, train.rows(), world(), global_rank(rank), cfg.seed, e, rows);
     return;
   }
   std::vector<std::uint32_t> all;
@@ -474,23 +490,19 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.sync.emplace(params, *local.comm, local.across.get(), cfg.optimizer, cfg.accumulate,
                          cfg.bucket_bytes, model.feature_indexed() && train.layout() == Layout::sparse);
       if (local.across) {
-        // Every node's options and data, checked against the first node's: a node
-        // started with others fails (exit 2) before it trains, and so do the rest.
-        const std::string text = join_text();
-        const auto mine = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(text.data()),
-                                                           static_cast<uInt>(text.size())));
-        const IndexValue me{mine, static_cast<float>(cfg.node_rank)};
-        const auto all = local.across->all_gather(std::span<const IndexValue>(&me, 1));
-        for (const IndexValue& other : all)
-          if (other.index != all[0].index)
-            throw ConfigError(fmt::format(
-                "node {} was started with other options or data than node 0 (fingerprints "
-                "{:08x} and {:08x}): start every node with the same options and data, and its "
-                "own --node-rank", static_cast<unsigned>(other.value), other.index, all[0].index));
+        check_join(*local.across);
         local.sync->broadcast_weights();
       }
     }
     task.sync = &*local.sync;
+  }
+  if (cfg.nodes > 1 && !mode.synchronous() && rank == 0) {
+    if (!local.node_sync) {
+      local.across = make_across(0);
+      check_join(*local.across);
+      local.node_sync.emplace(params, *local.across, cfg.sync_every);
+    }
+    task.node_sync = &*local.node_sync;
   }
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
@@ -517,6 +529,11 @@ int Run::work(unsigned rank) {
   p.finish_ns.store(now_ns(), std::memory_order_relaxed);
   p.pss_bytes.store(self_pss_bytes(), std::memory_order_relaxed);
   p.private_bytes.store(self_private_bytes(), std::memory_order_relaxed);
+  if (local.node_sync) {
+    p.node_syncs.store(local.node_sync->syncs(), std::memory_order_relaxed);
+    p.node_sync_ns.store(static_cast<std::int64_t>(local.node_sync->seconds() * 1e9),
+                         std::memory_order_relaxed);
+  }
   if (local.replica) {
     p.merges.store(local.replica->merges(), std::memory_order_relaxed);
     p.merge_every.store(local.replica->every(), std::memory_order_relaxed);

@@ -25,6 +25,7 @@
 #include "hogwild/communicator.hpp"
 #include "trainer/data_parallel.hpp"
 #include "trainer/gradient_sync.hpp"
+#include "trainer/node_sync.hpp"
 #include "trainer/hot_window.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
@@ -125,13 +126,14 @@ struct Run {
   std::unique_ptr<Communicator> make_across(unsigned rank) const;
   GlooOptions across_options(unsigned rank, std::uint32_t generation) const;
   // The workers of all nodes (a synchronous mode), and worker `rank`'s place among them.
-  unsigned world() const noexcept { return mode.synchronous() ? workers * cfg.nodes : workers; }
-  unsigned global_rank(unsigned rank) const noexcept {
-    return mode.synchronous() ? cfg.node_rank * workers + rank : rank;
-  }
+  unsigned world() const noexcept { return workers * cfg.nodes; }
+  unsigned global_rank(unsigned rank) const noexcept { return cfg.node_rank * workers + rank; }
   // What every node must agree on: the options (config_fingerprint) and the
   // training data, as text.
   std::string join_text() const;
+  // Meets the other nodes' workers of this local rank: the first collective of a
+  // group compares join_text's fingerprint (ConfigError naming a node that differs).
+  void check_join(Communicator& across) const;
   ParamSet params;  // the live tensors, in store->space()
   unsigned workers = 1;
   std::size_t classes = 0;
@@ -145,6 +147,8 @@ struct Run {
     // block) and its gradient buffers.
     std::unique_ptr<Communicator> comm, across;
     std::optional<GradientSync> sync;
+    // Hogwild across nodes, worker 0: its exchanges with the other nodes' leaders.
+    std::optional<NodeSync> node_sync;
     // A threaded mode (dp): the threads' models and buffers.
     std::optional<DataParallel> dp;
   } local;

@@ -17,12 +17,13 @@ decltype(auto) locked(RobustMutex* mutex, F&& f) {
   return f();
 }
 
-// The synchronous step; false when the run stopped (or this worker got SIGTERM)
+// Runs a collective; false when the run stopped (or this worker got SIGTERM)
 // while it waited for the others, which is then how the epoch ends here too. Any
 // other failure (a dead peer, the timeout) propagates: the worker fails.
-bool synced_step(GradientSync& sync, const EpochTask& t, float lr) {
+template <class F>
+bool stopped_in(const EpochTask& t, F&& collective) {
   try {
-    sync.step(lr);
+    collective();
     return true;
   } catch (const CommError&) {
     if ((t.stop && t.stop->load(std::memory_order_relaxed)) ||
@@ -30,6 +31,10 @@ bool synced_step(GradientSync& sync, const EpochTask& t, float lr) {
       return false;
     throw;
   }
+}
+
+bool synced_step(GradientSync& sync, const EpochTask& t, float lr) {
+  return stopped_in(t, [&] { sync.step(lr); });
 }
 
 }  // namespace
@@ -85,6 +90,8 @@ double train_epoch(Model& model, const EpochTask& t) {
       t.replica->merge();
       if (t.progress) publish_record(*t.progress, seen, begin, loss);
     }
+    if (t.node_sync && t.node_sync->due(size) && !stopped_in(t, [&] { t.node_sync->sync(); }))
+      break;
     if (t.hot && t.hot->due(size)) {
       if (t.progress) begin_writes(*t.progress, seen);
       locked(t.mutex, [&] { t.hot->flush(); });  // under lock, as every other update
@@ -102,6 +109,8 @@ double train_epoch(Model& model, const EpochTask& t) {
   if ((t.replica || t.hot) && t.progress) begin_writes(*t.progress, seen);
   if (t.replica) t.replica->merge();  // also when the epoch was cut short
   if (t.hot) locked(t.mutex, [&] { t.hot->flush(); });
+  // Every node's leader syncs as often: once more at a whole epoch's end.
+  if (t.node_sync && begin >= n) stopped_in(t, [&] { t.node_sync->sync(); });
   model.end_epoch();
   if (t.dp) t.dp->end_epoch();
   if (t.progress) publish_record(*t.progress, seen, begin, loss);

@@ -17,6 +17,7 @@
 #include "trainer/data_parallel.hpp"
 #include "trainer/gradient_sync.hpp"
 #include "trainer/hot_window.hpp"
+#include "trainer/node_sync.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
 
@@ -53,6 +54,9 @@ struct EpochTask {
   // --mode dp: each mini-batch is split among this process's threads, each with a
   // model of its own, and applied once (`model` is then not stepped).
   DataParallel* dp = nullptr;
+  // Hogwild across nodes, worker 0: exchanges with the other nodes every
+  // sync_every of its examples and at the epoch's end.
+  NodeSync* node_sync = nullptr;
 };
 
 // Trains t.rows[t.start, end) with `model`; returns the summed training loss of

@@ -139,7 +139,7 @@ class Supervisor {
     for (;;) {
       for (const auto& exit : group.reap()) {
         if (exit.ok() || g_signal) continue;
-        if (run_.mode.synchronous()) {  // the others are out of step without it
+        if (run_.mode.synchronous() || cfg_.nodes > 1) {  // the others are out of step without it
           restart_all(group, exit);
           for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
           report(fraction(), false);
@@ -200,6 +200,10 @@ class Supervisor {
     if (WIFEXITED(failed.status) && WEXITSTATUS(failed.status) == kExitBadInput)
       throw Error(fmt::format("worker {} stopped on bad input or options (its message is above); "
                               "nothing was restarted", failed.rank), kExitBadInput);
+    if (!run_.mode.synchronous())  // a node's lone respawn cannot rejoin the other nodes
+      throw WorkerError(fmt::format("worker {} (pid {}) {}; hogwild across nodes does not "
+                                    "replace a worker, so this node stopped", failed.rank,
+                                    failed.pid, failed.describe()));
     if (restarts_ >= cfg_.max_restarts)
       throw WorkerError(fmt::format(
           "worker {} (pid {}) {}; --mode {} steps all workers together, so every worker "
@@ -357,6 +361,10 @@ class Supervisor {
     std::uint64_t tree = detail::self_peak_rss_bytes();
     for (auto& p : run_.progress) tree += p.private_bytes.load(std::memory_order_relaxed);
     r.peak_rss_bytes = tree;
+    for (const auto& p : run_.progress) {
+      r.node_syncs += p.node_syncs.load(std::memory_order_relaxed);
+      r.node_sync_seconds += static_cast<double>(p.node_sync_ns.load(std::memory_order_relaxed)) * 1e-9;
+    }
     if (cfg_.merge_every) {
       std::uint64_t every = 0;
       for (auto& p : run_.progress) {
@@ -448,11 +456,15 @@ void TrainConfig::validate() const {
   if (node_rank >= nodes)
     throw ConfigError(fmt::format("--node-rank {} is out of range for --nodes {} (0 to {})",
                                   node_rank, nodes, nodes - 1));
+  if (sync_every > 0 && (nodes < 2 || synchronous || !is_parallel(mode)))
+    throw ConfigError(fmt::format("--sync-every works with --nodes 2 or more and --mode {}",
+                                  detail::mode_names_where(&detail::ModeDef::replicas)));
   if (nodes > 1) {
-    if (!synchronous)
-      throw ConfigError(fmt::format("--nodes {} works with --mode {}, not {}", nodes,
+    if (!synchronous && sync_every == 0)
+      throw ConfigError(fmt::format("--nodes {} works with --mode {}, or with --mode {} and "
+                                    "--sync-every N (hogwild across nodes)", nodes,
                                     detail::mode_names_where(&detail::ModeDef::synchronous),
-                                    to_string(mode)));
+                                    detail::mode_names_where(&detail::ModeDef::replicas)));
     if (rendezvous.empty())
       throw ConfigError("--nodes needs --rendezvous file:DIR (a directory every node shares) or "
                         "redis://HOST:PORT");
