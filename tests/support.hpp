@@ -107,6 +107,27 @@ bool gone(pid_t pid);
 // True once every one of `pids` is gone (polled every 10 ms for up to `seconds`).
 bool all_gone_within(const std::vector<pid_t>& pids, double seconds);
 
+// A TCP port on 127.0.0.1 that nothing listens on (now), and whether one accepts.
+int free_port();
+bool accepts(int port);
+
+inline constexpr const char* kRedisServer = "/usr/bin/redis-server";
+// A redis-server of the calling test alone (Debian's, kRedisServer), on a free
+// port of 127.0.0.1, keeping nothing on disk but in `dir`; stopped and reaped with
+// this object. The caller skips where kRedisServer is not installed.
+class RedisServer {
+ public:
+  explicit RedisServer(const TempDir& dir);
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
 // A flag in a shared anonymous page, the same one in the test process and every
 // worker it forks (tests use it to crash a worker once per run).
 std::atomic<int>& shared_flag();

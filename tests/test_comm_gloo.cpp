@@ -31,6 +31,9 @@ using hogwild::ConfigError;
 using hogwild::GlooOptions;
 using hogwild::detail::ShmCommunicator;
 using namespace std::chrono_literals;
+using hogwild::test::free_port;
+using hogwild::test::kRedisServer;
+using hogwild::test::RedisServer;
 
 #if HOGWILD_HAVE_GLOO
 
@@ -412,62 +415,6 @@ TEST_CASE("gloo: ranks on two hosts and no interface: a ConfigError asking for -
 }
 
 namespace {
-
-// A TCP port nothing listens on (now).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool accepts(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-
-constexpr const char* kRedisServer = "/usr/bin/redis-server";
-
-// A redis-server of this test alone, on a free port, stopped (and reaped) with it.
-class RedisServer {
- public:
-  explicit RedisServer(const hogwild::test::TempDir& dir) : port_(free_port()) {
-    std::fflush(nullptr);
-    pid_ = fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      std::freopen("/dev/null", "w", stdout);
-      const std::string port = std::to_string(port_);
-      execl(kRedisServer, kRedisServer, "--port", port.c_str(), "--bind", "127.0.0.1", "--save",
-            "", "--appendonly", "no", "--dir", dir.path().c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 500 && !accepts(port_); ++i) std::this_thread::sleep_for(10ms);
-    REQUIRE(accepts(port_));
-  }
-  ~RedisServer() {
-    kill(pid_, SIGTERM);
-    if (hogwild::test::wait_exit(pid_, 10) == -1000) MESSAGE("redis-server had to be killed");
-  }
-  RedisServer(const RedisServer&) = delete;
-  RedisServer& operator=(const RedisServer&) = delete;
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
 
 }  // namespace
 

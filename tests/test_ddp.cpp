@@ -371,6 +371,36 @@ TEST_CASE("ddp on two nodes: two process trees train as one job through a FileSt
   CHECK(std::memcmp(again[0].weights, reports[0].weights, reports[0].count * sizeof(float)) == 0);
 }
 
+TEST_CASE("ddp on two nodes through a redis-server the test starts" * doctest::test_suite("redis")) {
+  if (!gloo_built()) {
+    test::skip("this build has no Gloo (libgloo-dev)");
+    return;
+  }
+  if (!std::filesystem::exists(test::kRedisServer)) {
+    test::skip(std::string(test::kRedisServer) + " is not installed (scripts/install-deps.sh)");
+    return;
+  }
+  test::TempDir dir;
+  test::RedisServer redis(dir);
+  auto [d, unused] = test::generated_problem(4000, 100, 300, 10, 0.0, 6);
+  auto config = [&](unsigned k) {
+    auto c = ddp("softmax", 2, 4, 0.2f, 2);
+    c.nodes = 2;
+    c.node_rank = k;
+    c.rendezvous = redis.url();
+    c.max_restarts = 0;
+    return c;
+  };
+  for (int run = 0; run < 2; ++run) {  // the second through the first's keys
+    const auto reports = run_nodes(2, config, d);
+    INFO(reports[0].message << " / " << reports[1].message);
+    REQUIRE(reports[0].code == 0);
+    REQUIRE(reports[1].code == 0);
+    CHECK(reports[0].count > 0);
+    CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop both with an error" * doctest::test_suite("gloo")) {
   if (!gloo_built()) {
     test::skip("this build has no Gloo (libgloo-dev)");
