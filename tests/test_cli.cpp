@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "hogwild/data_io.hpp"
+#include "comm/gloo.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -77,6 +78,15 @@ TEST_CASE("bad options exit 2 with a clear message") {
             "--storage expects auto, sparse or dense, got \"packed\""},
            {{"--train", train, "--worker-start", "spawn"},
             "--worker-start must be fork or fork-server, not 'spawn'"},
+           {{"--train", train, "--mode", "ddp", "--nodes", "2", "--node-rank", "2", "--rendezvous",
+             "file:" + dir.path().string()},
+            "--node-rank 2 is out of range for --nodes 2"},
+           {{"--train", train, "--mode", "ddp", "--nodes", "2"}, "--nodes needs --rendezvous"},
+           {{"--train", train, "--mode", "ddp", "--comm", "mpi"}, "--comm must be shm or gloo"},
+           {{"--train", train, "--accumulate", "4"}, "work with --mode ddp, not hogwild"},
+           {{"--train", train, "--mode", "ddp", "--nodes", "2", "--node-rank", "0", "--rendezvous",
+             "tcp://x:1"},
+            "tcp://x:1"},
        }) {
     std::vector<std::string> argv{test::hogwild_train_path()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
@@ -112,6 +122,31 @@ TEST_CASE("--worker-start fork-server: the fork server's workers train as forked
     line[served] = r.out.substr(at, r.out.find(", peak memory", at) - at);
   }
   CHECK(line[1] == line[0]);  // one worker: the same accuracy and loss to the last digit
+  CHECK(test::our_shm_entries() == before);
+}
+
+TEST_CASE("--mode ddp, over shm and over gloo, and --mode dp train and print the same kind of result") {
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 4000);
+  const auto before = test::our_shm_entries();
+  std::vector<std::vector<std::string>> runs{{"--mode", "ddp"}, {"--mode", "dp"}};
+  if (hogwild::gloo_built()) runs.push_back({"--mode", "ddp", "--comm", "gloo"});
+  std::vector<std::string> results;
+  for (const auto& extra : runs) {
+    std::vector<std::string> argv{test::hogwild_train_path(), "--train", train, "--test", test_file,
+                                  "--workers", "2", "--batch", "4", "--epochs", "3", "--lr", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto r = run(argv);
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("epoch   3/3") != std::string::npos);
+    const auto at = r.out.find("test accuracy ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(r.out.substr(at + 14)) > 0.7);
+    results.push_back(r.out.substr(at, r.out.find(", peak memory", at) - at));
+  }
+  if (results.size() == 3) CHECK(results[2] == results[0]);  // gloo sums as shm does
   CHECK(test::our_shm_entries() == before);
 }
 
