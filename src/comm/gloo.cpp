@@ -233,7 +233,8 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, un
     store_ = std::make_unique<KeyStore>(options.rendezvous, where, prefix, timeout_);
     if (store_->has(member_key(rank)))
       throw ConfigError(fmt::format(
-          "run id '{}'{} was already used with rendezvous '{}': give each run its own",
+          "run id '{}'{} was already used with rendezvous '{}': give each run its own (or two "
+          "nodes were given the same --node-rank)",
           options.run_id, options.tag.empty() ? "" : " (tag '" + options.tag + "')",
           options.rendezvous));
     device_ = make_device(options.iface);
@@ -540,11 +541,13 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options,
 
 bool gloo_built() noexcept { return true; }
 
-bool gloo_run_id_used(const GlooOptions& options, unsigned rank) {
+bool gloo_run_id_used(const GlooOptions& options, unsigned size) {
   const detail::Where where = detail::parse_rendezvous(options.rendezvous);
   detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
                          options.timeout);
-  return store.has(detail::member_key(rank));
+  for (unsigned r = 0; r < size; ++r)
+    if (!store.has(detail::member_key(r))) return false;
+  return true;
 }
 
 }  // namespace hogwild

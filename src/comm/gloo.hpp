@@ -63,10 +63,10 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options,
                                                      unsigned size);
 // False when built without Gloo.
 bool gloo_built() noexcept;
-// True when rank `rank` already joined run options.run_id (tag options.tag) in the
-// store: the id belongs to an earlier run (ConfigError for a bad rendezvous).
+// True when all `size` ranks of run options.run_id (tag options.tag) joined it in
+// the store: the id belongs to an earlier run (ConfigError for a bad rendezvous).
 // Opens the store and closes it again; starts no thread.
-bool gloo_run_id_used(const GlooOptions& options, unsigned rank);
+bool gloo_run_id_used(const GlooOptions& options, unsigned size);
 
 namespace detail {
 

@@ -230,13 +230,14 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   params = store->open(arena, specs, stateful);
   if (!attach) initialise(params, specs, cfg.seed);
   if (window_bytes) map_hot_window(window_bytes);
-  // Several nodes, no --run-id: the run's id is the first "hogwild-<k>" that this
-  // node has not joined before (earlier runs through the same store used the ones
+  // Several nodes, no --run-id: the run's id is the first "hogwild-<k>" that not
+  // every node joined before (earlier runs through the same store used the ones
   // before, and every node skips the same ones; nodes started with other options
-  // then meet, and the fingerprint check stops them). The store is opened and
+  // then meet, and the fingerprint check stops them; a second node with the same
+  // --node-rank finds its key taken: exit 2). The store is opened and
   // closed here, before any fork.
   if (!attach && cfg.nodes > 1 && cfg.run_id.empty())
-    while (gloo_run_id_used(across_options(0, control->generation), cfg.node_rank))
+    while (gloo_run_id_used(across_options(0, control->generation), cfg.nodes))
       ++control->generation;
   if (arena.has("finishers")) {
     finishers = {in_arena<std::atomic<std::uint32_t>>(arena.block("finishers").data(), cfg.epochs,
