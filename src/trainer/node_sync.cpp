@@ -5,13 +5,10 @@
 
 namespace hogwild::detail {
 
-NodeSync::NodeSync(const ParamSet& shared, Communicator& leaders, std::size_t every)
+NodeSync::NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& leaders,
+                   std::size_t every)
     : shared_(shared), leaders_(leaders), every_(every ? every : 1) {
-  for (const auto& t : shared.tensors()) {
-    auto& b = base_.emplace_back(t.size);
-    for (std::size_t i = 0; i < t.size; ++i)
-      b[i] = std::atomic_ref<float>(t.data[i]).load(std::memory_order_relaxed);
-  }
+  for (const auto& t : base.tensors()) base_.emplace_back(t.data, t.data + t.size);
 }
 
 bool NodeSync::due(std::size_t examples) noexcept {
@@ -35,14 +32,18 @@ void NodeSync::sync() {
     const ParamSet::Tensor& t = shared_[k];
     std::vector<float>& base = base_[k];
     delta_.resize(t.size);
-    for (std::size_t i = 0; i < t.size; ++i)
-      delta_[i] = std::atomic_ref<float>(t.data[i]).load(std::memory_order_relaxed) - base[i];
-    std::vector<float> mine(delta_);
+    read_.resize(t.size);
+    for (std::size_t i = 0; i < t.size; ++i) {
+      read_[i] = std::atomic_ref<float>(t.data[i]).load(std::memory_order_relaxed);
+      delta_[i] = read_[i] - base[i];
+    }
     leaders_.all_reduce(std::span<float>(delta_), Reduce::mean);  // the nodes' mean change
+    // The new base, plus whatever this node's workers wrote since the read (nothing
+    // when they are done: then every node's weights are the same floats).
     for (std::size_t i = 0; i < t.size; ++i) {
       std::atomic_ref<float> w(t.data[i]);
-      w.store(w.load(std::memory_order_relaxed) + (delta_[i] - mine[i]), std::memory_order_relaxed);
       base[i] += delta_[i];
+      w.store(base[i] + (w.load(std::memory_order_relaxed) - read_[i]), std::memory_order_relaxed);
     }
   }
   ++syncs_;

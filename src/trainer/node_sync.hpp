@@ -21,9 +21,10 @@ namespace hogwild::detail {
 
 class NodeSync {
  public:
-  // shared: the node's arena tensors (their values now are the base: every node
-  // starts from the same initial weights); leaders: the group of node leaders.
-  NodeSync(const ParamSet& shared, Communicator& leaders, std::size_t every);
+  // shared: the node's arena tensors; base: their values before any worker started
+  // (the same on every node: initialised from the seed, or a checkpoint's);
+  // leaders: the group of node leaders.
+  NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& leaders, std::size_t every);
   // After each mini-batch of the leader: true when `every` examples have passed.
   bool due(std::size_t examples) noexcept;
   void sync();
@@ -35,7 +36,7 @@ class NodeSync {
   Communicator& leaders_;
   std::size_t every_, since_ = 0;
   std::vector<std::vector<float>> base_;
-  std::vector<float> delta_;
+  std::vector<float> delta_, read_;
   std::size_t syncs_ = 0;
   double seconds_ = 0;
 };

@@ -184,6 +184,11 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   for (auto& s : specs) floats += padded(s.size);
   if (mode.synchronous())
     blocks.push_back({"comm", ShmCommunicator::region_bytes(workers)});
+  if (cfg.nodes > 1 && !mode.synchronous()) {
+    std::size_t all = 0;
+    for (auto& s : specs) all += padded(s.size);
+    blocks.push_back({"node_base", all * sizeof(float)});
+  }
   if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
@@ -239,6 +244,15 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   if (!attach && cfg.nodes > 1 && cfg.run_id.empty())
     while (gloo_run_id_used(across_options(0, control->generation), cfg.nodes))
       ++control->generation;
+  if (arena.has("node_base")) {
+    auto* data = reinterpret_cast<float*>(arena.block("node_base").data());
+    std::vector<ParamSet::Tensor> t;
+    for (auto& s : specs) {
+      t.push_back({s.name, data, s.size});
+      data += padded(s.size);
+    }
+    node_base = ParamSet(std::move(t));
+  }
   if (arena.has("finishers")) {
     finishers = {in_arena<std::atomic<std::uint32_t>>(arena.block("finishers").data(), cfg.epochs,
                                                      attach),
@@ -323,6 +337,12 @@ void Run::check_join(Communicator& across) const {
           "node {} was started with other options or data than node 0 (fingerprints {:08x} and "
           "{:08x}): start every node with the same options and data, and its own --node-rank",
           static_cast<unsigned>(other.value), other.index, all[0].index));
+}
+
+void Run::capture_node_base() {
+  if (node_base.count() == 0) return;
+  static const std::vector<Ranges> all;
+  copy_ranges(params, node_base, all);
 }
 
 std::string Run::join_text() const {
@@ -501,7 +521,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     if (!local.node_sync) {
       local.across = make_across(0);
       check_join(*local.across);
-      local.node_sync.emplace(params, *local.across, cfg.sync_every);
+      local.node_sync.emplace(params, node_base, *local.across, cfg.sync_every);
     }
     task.node_sync = &*local.node_sync;
   }
@@ -509,6 +529,20 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
       p.position.load(std::memory_order_relaxed) < rows.size())
     return;  // epoch cut short
+  if (task.node_sync) {
+    // Once this node's other workers are done with the epoch too, the leaders sync
+    // once more: after the last epoch every node then holds the same weights.
+    for (unsigned w = 1; w < workers && !stopping(); ++w)
+      while (progress[w].epochs_done.load(std::memory_order_acquire) <= e && !stopping())
+        ::usleep(500);
+    try {
+      if (stopping()) return;
+      task.node_sync->sync();
+    } catch (const CommError&) {
+      if (stopping()) return;  // the run stopped while the others were gone
+      throw;
+    }
+  }
   snapshot_if_last(rank, e);  // before epochs_done: the parent then finds the slot ready
   record_write_begin(p);
   p.epochs_done.store(e + 1, std::memory_order_release);

@@ -131,6 +131,10 @@ struct Run {
   // What every node must agree on: the options (config_fingerprint) and the
   // training data, as text.
   std::string join_text() const;
+  // Hogwild across nodes: the weights before any worker starts (after a restore),
+  // kept in the arena's "node_base" block for the leader's NodeSync.
+  void capture_node_base();
+  ParamSet node_base;
   // Meets the other nodes' workers of this local rank: the first collective of a
   // group compares join_text's fingerprint (ConfigError naming a node that differs).
   void check_join(Communicator& across) const;

@@ -109,8 +109,6 @@ double train_epoch(Model& model, const EpochTask& t) {
   if ((t.replica || t.hot) && t.progress) begin_writes(*t.progress, seen);
   if (t.replica) t.replica->merge();  // also when the epoch was cut short
   if (t.hot) locked(t.mutex, [&] { t.hot->flush(); });
-  // Every node's leader syncs as often: once more at a whole epoch's end.
-  if (t.node_sync && begin >= n) stopped_in(t, [&] { t.node_sync->sync(); });
   model.end_epoch();
   if (t.dp) t.dp->end_epoch();
   if (t.progress) publish_record(*t.progress, seen, begin, loss);

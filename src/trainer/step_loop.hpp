@@ -55,7 +55,7 @@ struct EpochTask {
   // model of its own, and applied once (`model` is then not stepped).
   DataParallel* dp = nullptr;
   // Hogwild across nodes, worker 0: exchanges with the other nodes every
-  // sync_every of its examples and at the epoch's end.
+  // sync_every of its examples (and, in Run::run_epoch, at the epoch's end).
   NodeSync* node_sync = nullptr;
 };
 

@@ -534,6 +534,7 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
   }
   detail::Run run(cfg, model, train_set, test);
   const unsigned restarts = resume ? run.restore(*resume, cfg.resume) : 0;
+  run.capture_node_base();
   g_signal = 0;
   std::optional<SignalScope> signals;
   if (cfg.handle_signals) signals.emplace(&run.control->stop);
