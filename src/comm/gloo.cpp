@@ -389,20 +389,22 @@ template <class T>
 void GlooCommunicator::reduce(std::span<T> data, Reduce op) {
   const std::size_t n = data.size(), p = size_;
   if (n == 0 || p == 1) return;
-  const std::size_t segment = std::max(kMinSegmentBytes, kReceiveBytes / (2 * p)) / sizeof(T);
+  const std::size_t per = slice_of(n, 0, size_).size();  // the longest slice
+  const std::size_t segment =
+      std::min(per, std::max(kMinSegmentBytes, kReceiveBytes / (2 * p)) / sizeof(T));
   const Slice own = slice_of(n, rank_, size_);
   auto part = [&](Slice chunk, std::size_t j) {
     const std::size_t begin = std::min(chunk.end, chunk.begin + j * segment);
     return Slice{begin, std::min(chunk.end, begin + segment)};
   };
-  std::vector<T> copies(2 * p * segment);  // [j % 2][rank][segment]
+  const auto copies = std::make_unique_for_overwrite<T[]>(2 * p * segment);  // [j % 2][rank][segment]
   const auto slot = next_slot();
   auto out = context_->createUnboundBuffer(data.data(), n * sizeof(T));
   std::unique_ptr<gloo::transport::UnboundBuffer> in[2];
   for (int h = 0; h < 2; ++h)
-    in[h] = context_->createUnboundBuffer(copies.data() + h * p * segment, p * segment * sizeof(T));
+    in[h] = context_->createUnboundBuffer(copies.get() + h * p * segment, p * segment * sizeof(T));
 
-  const std::size_t segments = ceil_div(slice_of(n, 0, size_).size(), segment);
+  const std::size_t segments = ceil_div(per, segment);
   std::size_t sends = 0;
   for (std::size_t j = 0; j < segments; ++j)
     for (unsigned d = 0; d < p; ++d) {
@@ -423,7 +425,7 @@ void GlooCommunicator::reduce(std::span<T> data, Reduce op) {
     const Slice q = part(own, j);
     if (q.size() == 0) continue;
     for (std::size_t k = 1; k < p; ++k) in[j % 2]->waitRecv(timeout_);
-    T* copy = copies.data() + j % 2 * p * segment;
+    T* copy = copies.get() + j % 2 * p * segment;
     T* sum = data.data() + q.begin;
     std::copy(sum, sum + q.size(), copy + rank_ * segment);
     std::copy(copy, copy + q.size(), sum);
