@@ -14,10 +14,14 @@ modes beside the lock-free ones.
   and dp on Fashion-MNIST (softmax, MLP), SpamAssassin and RCV1-like, with
   throughput, time to a target test loss (1.01 x serial's final) and final
   accuracy, and a plot of test loss against time, one curve per mode.
+- 2 nodes x 1 worker against 1 node x 2 workers on this machine (loopback): the
+  cost of going through Gloo, for ddp and for hogwild across nodes.
 """
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 
 MODES = ["serial", "hogwild", "atomic", "lock", "ddp", "dp"]
 
@@ -181,7 +185,59 @@ def plot(s, names):
         plt.close(fig)
 
 
+def nodes(s):
+    """2 nodes x 1 worker against 1 node x 2 workers on this machine (loopback, a
+    FileStore in a temporary directory): what going through Gloo costs, for ddp and
+    for hogwild across nodes."""
+    a = s.a
+    fm = a.fashion_mnist
+    base = {"train": f"{fm}/train-images-idx3-ubyte.gz", "test": f"{fm}/t10k-images-idx3-ubyte.gz",
+            "model": "softmax", "batch": 32, "epochs": 1 if a.quick else 3}
+    cases = [("ddp", {"mode": "ddp", "lr": 0.1}, {"mode": "ddp", "lr": 0.1}),
+             ("hogwild", {"mode": "hogwild", "lr": 0.1},
+              {"mode": "hogwild", "lr": 0.2, "sync-every": 2048})]
+    reps = 1 if a.quick else a.reps
+    print("\n== 2 nodes x 1 worker against 1 node x 2 workers (loopback)", flush=True)
+    for rep in range(reps):
+        for name, one, two in cases:
+            s.record("nodes", name, "1 node x 2", 2, rep,
+                     s.train(dict(base, workers=2, seed=rep + 1, **one)))
+            store = tempfile.mkdtemp(prefix="hogwild-bench-store-")
+            files = [(s.tmpfile("summary"), s.tmpfile("metrics")) for _ in range(2)]
+            procs = [subprocess.Popen(s.train_cmd(dict(base, workers=1, nodes=2, seed=rep + 1,
+                                                       **{"node-rank": k, "rendezvous": "file:" + store},
+                                                       **two), *files[k]),
+                                      stdout=subprocess.DEVNULL) for k in range(2)]
+            for p in procs:
+                if p.wait() != 0:
+                    raise SystemExit(f"a node failed: {p.args}")
+            shutil.rmtree(store, ignore_errors=True)
+            rs = [s.read_run(*f) for f in files]
+            r = dict(rs[0])
+            r["samples_per_second"] = sum(x["samples_per_second"] for x in rs)
+            row = s.record("nodes", name, "2 nodes x 1", 2, rep, r)
+            row["node_sync_seconds"] = rs[0].get("node_sync_seconds")
+            row["train_seconds"] = rs[0].get("train_seconds")
+    rows = []
+    for name, _, _ in cases:
+        k = dict(section="nodes", dataset=name)
+        two = s.select(config="2 nodes x 1", **k)
+        rows.append([name, fmt(s.med("samples_per_second", config="1 node x 2", **k), ".0f"),
+                     fmt(s.med("samples_per_second", config="2 nodes x 1", **k), ".0f"),
+                     fmt(s.ratio("samples_per_second", dict(k, config="2 nodes x 1"),
+                                 dict(k, config="1 node x 2"))) + "x",
+                     fmt(s.med("test_accuracy", config="1 node x 2", **k), ".4f"),
+                     fmt(s.med("test_accuracy", config="2 nodes x 1", **k), ".4f"),
+                     fmt(two[0].get("node_sync_seconds"), ".2f") + " of " +
+                     fmt(two[0].get("train_seconds"), ".2f") + " s" if name == "hogwild" and two else "n/a"])
+    s.table("Through Gloo: 2 nodes x 1 worker against 1 node x 2 workers, Fashion-MNIST softmax, "
+            "batch 32 (hogwild across nodes: --sync-every 2048, lr x 2)",
+            ["mode", "1 node x 2 (examples/s)", "2 nodes x 1 (examples/s)", "2 nodes / 1 node",
+             "accuracy, 1 node", "accuracy, 2 nodes", "node 0's seconds in syncs"], rows)
+
+
 def run(s):
     allreduce(s)
     torch_ddp(s)
     modes(s)
+    nodes(s)

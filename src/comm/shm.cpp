@@ -53,6 +53,12 @@ void pause_cpu() noexcept {
 #endif
 }
 
+// memcpy of n bytes that may be 0, from or to the null data() of an empty vector
+// (memcpy's arguments must be valid pointers even for 0 bytes).
+void copy_bytes(void* to, const void* from, std::size_t n) noexcept {
+  if (n) std::memcpy(to, from, n);
+}
+
 // The part of slice `s` that chunk offset c covers, at most `seg` elements.
 Slice part(Slice s, std::size_t c, std::size_t seg) {
   const std::size_t begin = std::min(s.end, s.begin + c);
@@ -162,7 +168,7 @@ void ShmCommunicator::reduce(std::span<T> data, Reduce op, bool gather_back) {
     T* mine = reinterpret_cast<T*>(slot(set_, rank_));
     for (unsigned d = 0; d < size_; ++d) {
       const Slice p = part(slice_of(n, d, size_), c, seg);
-      std::memcpy(mine + d * seg, data.data() + p.begin, p.size() * sizeof(T));
+      copy_bytes(mine + d * seg, data.data() + p.begin, p.size() * sizeof(T));
     }
     barrier();  // every slot holds its rank's chunk
     // Segment rank_ summed over the slots in rank order: the same floats whichever
@@ -183,7 +189,7 @@ void ShmCommunicator::reduce(std::span<T> data, Reduce op, bool gather_back) {
       const T* sums = reinterpret_cast<const T*>(slot(set_, size_));
       for (unsigned d = 0; d < size_; ++d) {
         const Slice q = part(slice_of(n, d, size_), c, seg);
-        std::memcpy(data.data() + q.begin, sums + d * seg, q.size() * sizeof(T));
+        copy_bytes(data.data() + q.begin, sums + d * seg, q.size() * sizeof(T));
       }
     }
     // The next chunk writes the other set. This one is written again two chunks on,
@@ -200,12 +206,12 @@ void ShmCommunicator::gather(std::span<T> data) {
   const std::size_t per = slice_of(n, 0, size_).size();
   for (std::size_t c = 0; c < per; c += seg) {
     const Slice p = part(slice_of(n, rank_, size_), c, seg);
-    std::memcpy(slot(set_, rank_), data.data() + p.begin, p.size() * sizeof(T));
+    copy_bytes(slot(set_, rank_), data.data() + p.begin, p.size() * sizeof(T));
     barrier();
     for (unsigned d = 0; d < size_; ++d) {
       if (d == rank_) continue;
       const Slice q = part(slice_of(n, d, size_), c, seg);
-      std::memcpy(data.data() + q.begin, slot(set_, d), q.size() * sizeof(T));
+      copy_bytes(data.data() + q.begin, slot(set_, d), q.size() * sizeof(T));
     }
     set_ ^= 1;
   }
@@ -214,12 +220,12 @@ void ShmCommunicator::gather(std::span<T> data) {
 std::vector<IndexValue> ShmCommunicator::all_gather(std::span<const IndexValue> mine) {
   if (size_ == 1) return {mine.begin(), mine.end()};
   const std::uint64_t count = mine.size();
-  std::memcpy(slot(set_, rank_), &count, sizeof count);
+  copy_bytes(slot(set_, rank_), &count, sizeof count);
   barrier();
   std::vector<std::size_t> counts(size_), offsets(size_ + 1, 0);
   for (unsigned d = 0; d < size_; ++d) {
     std::uint64_t k;
-    std::memcpy(&k, slot(set_, d), sizeof k);
+    copy_bytes(&k, slot(set_, d), sizeof k);
     counts[d] = k;
     offsets[d + 1] = offsets[d] + k;
   }
@@ -229,11 +235,11 @@ std::vector<IndexValue> ShmCommunicator::all_gather(std::span<const IndexValue> 
   const std::size_t most = *std::max_element(counts.begin(), counts.end());
   for (std::size_t c = 0; c < most; c += cap) {
     const auto piece = [&](unsigned d) { return std::min(cap, counts[d] - std::min(counts[d], c)); };
-    std::memcpy(slot(set_, rank_), mine.data() + std::min<std::size_t>(count, c),
+    copy_bytes(slot(set_, rank_), mine.data() + std::min<std::size_t>(count, c),
                 piece(rank_) * sizeof(IndexValue));
     barrier();
     for (unsigned d = 0; d < size_; ++d)
-      std::memcpy(all.data() + offsets[d] + std::min(counts[d], c), slot(set_, d),
+      copy_bytes(all.data() + offsets[d] + std::min(counts[d], c), slot(set_, d),
                   piece(d) * sizeof(IndexValue));
     set_ ^= 1;
   }
@@ -245,9 +251,9 @@ void ShmCommunicator::broadcast(std::span<std::byte> data, unsigned root) {
   if (size_ == 1) return;
   for (std::size_t c = 0; c < data.size(); c += kSlotBytes) {
     const std::size_t len = std::min(kSlotBytes, data.size() - c);
-    if (rank_ == root) std::memcpy(slot(set_, root), data.data() + c, len);
+    if (rank_ == root) copy_bytes(slot(set_, root), data.data() + c, len);
     barrier();
-    if (rank_ != root) std::memcpy(data.data() + c, slot(set_, root), len);
+    if (rank_ != root) copy_bytes(data.data() + c, slot(set_, root), len);
     set_ ^= 1;
   }
 }
