@@ -482,6 +482,25 @@ TEST_CASE("hogwild across two nodes: each trains its half, syncing every N examp
   CHECK(reports[0].syncs == 8 * (d.rows() / 4 / 500 + 1));
 }
 
+TEST_CASE("ddp: a run resumed from its checkpoint ends with the uninterrupted run's weights") {
+  auto [d, unused] = test::generated_problem(4000, 100, 300, 10, 0.0, 7);
+  test::TempDir dir;
+  for (Optimizer o : {Optimizer::sgd, Optimizer::adagrad}) {
+    INFO(to_string(o));
+    auto c = ddp("logistic", 2, 4, 0.2f, 4);
+    c.optimizer = o;
+    const auto whole = train(c, d, nullptr);
+    c.epochs = 2;
+    c.checkpoint = dir.file("ddp.ckpt");
+    train(c, d, nullptr);
+    c.epochs = 4;
+    c.resume = c.checkpoint;
+    const auto resumed = train(c, d, nullptr);
+    CHECK(resumed.resumed_epochs == 2);
+    CHECK(same_bits(whole, resumed));  // AdaGrad's accumulators came back too
+  }
+}
+
 TEST_CASE("ddp: options that do not apply are refused") {
   TrainConfig c;
   c.mode = Mode::hogwild;

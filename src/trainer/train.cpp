@@ -534,6 +534,9 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
   }
   detail::Run run(cfg, model, train_set, test);
   const unsigned restarts = resume ? run.restore(*resume, cfg.resume) : 0;
+  // The workers of a synchronous mode step together: from a checkpoint taken while
+  // they ran, all start where the one furthest behind was.
+  if (resume && run.mode.synchronous()) run.align_workers();
   run.capture_node_base();
   g_signal = 0;
   std::optional<SignalScope> signals;
