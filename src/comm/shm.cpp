@@ -171,6 +171,24 @@ void ShmCommunicator::reduce(std::span<T> data, Reduce op, bool gather_back) {
       copy_bytes(mine + d * seg, data.data() + p.begin, p.size() * sizeof(T));
     }
     barrier();  // every slot holds its rank's chunk
+    if (gather_back && size_ == 2) {
+      // Two ranks: each sums the whole chunk itself, in rank order (the same floats
+      // on both), straight into its data: a pass over memory and a barrier fewer
+      // than summing halves and copying them back.
+      const T* a = reinterpret_cast<const T*>(slot(set_, 0));
+      const T* b = reinterpret_cast<const T*>(slot(set_, 1));
+      for (unsigned d = 0; d < size_; ++d) {
+        const Slice q = part(slice_of(n, d, size_), c, seg);
+        T* out = data.data() + q.begin;
+        const std::size_t at = d * seg;
+        if (op == Reduce::mean)
+          for (std::size_t i = 0; i < q.size(); ++i) out[i] = (a[at + i] + b[at + i]) / T{2};
+        else
+          for (std::size_t i = 0; i < q.size(); ++i) out[i] = a[at + i] + b[at + i];
+      }
+      set_ ^= 1;
+      continue;
+    }
     // Segment rank_ summed over the slots in rank order: the same floats whichever
     // rank computes them.
     const Slice p = part(own, c, seg);
