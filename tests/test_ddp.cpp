@@ -76,6 +76,22 @@ Dataset blobs(std::size_t n, std::uint64_t seed) {
   return d;
 }
 
+// True (after test::skip) when this build has no Gloo.
+bool skip_without_gloo() {
+  if (gloo_built()) return false;
+  test::skip("this build has no Gloo (libgloo-dev)");
+  return true;
+}
+
+// `c` as node k of 2 meeting at `rendezvous`, with no restart.
+TrainConfig as_node(TrainConfig c, unsigned k, const std::string& rendezvous) {
+  c.nodes = 2;
+  c.node_rank = k;
+  c.rendezvous = rendezvous;
+  c.max_restarts = 0;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("ddp: the same seed and workers give the same weights bit for bit") {
@@ -258,10 +274,7 @@ TEST_CASE("ddp: a dead worker stops every worker at once; with restarts the grou
 }
 
 TEST_CASE("ddp over Gloo's TCP pairs gives the shared-memory run's weights bit for bit" * doctest::test_suite("gloo")) {
-  if (!gloo_built()) {
-    test::skip("this build has no Gloo (libgloo-dev)");
-    return;
-  }
+  if (skip_without_gloo()) return;
   auto [sparse, sparse_test] = test::generated_problem(3000, 500, 300, 10, 0.0, 3);
   const Dataset dense = blobs(900, 2);
   auto leftovers = [] {
@@ -338,19 +351,11 @@ std::vector<NodeReport> run_nodes(unsigned nodes, const std::function<TrainConfi
 }  // namespace
 
 TEST_CASE("ddp on two nodes: two process trees train as one job through a FileStore" * doctest::test_suite("gloo")) {
-  if (!gloo_built()) {
-    test::skip("this build has no Gloo (libgloo-dev)");
-    return;
-  }
+  if (skip_without_gloo()) return;
   auto [d, unused] = test::generated_problem(4000, 100, 300, 10, 0.0, 5);
   test::TempDir store;
   auto config = [&](unsigned k) {
-    auto c = ddp("logistic", 2, 4, 0.2f, 2);
-    c.nodes = 2;
-    c.node_rank = k;
-    c.rendezvous = "file:" + store.path().string();
-    c.max_restarts = 0;
-    return c;
+    return as_node(ddp("logistic", 2, 4, 0.2f, 2), k, "file:" + store.path().string());
   };
   const auto reports = run_nodes(2, config, d);
   REQUIRE(reports[0].code == 0);
@@ -372,10 +377,7 @@ TEST_CASE("ddp on two nodes: two process trees train as one job through a FileSt
 }
 
 TEST_CASE("ddp on two nodes through a redis-server the test starts" * doctest::test_suite("redis")) {
-  if (!gloo_built()) {
-    test::skip("this build has no Gloo (libgloo-dev)");
-    return;
-  }
+  if (skip_without_gloo()) return;
   if (!std::filesystem::exists(test::kRedisServer)) {
     test::skip(std::string(test::kRedisServer) + " is not installed (scripts/install-deps.sh)");
     return;
@@ -383,14 +385,7 @@ TEST_CASE("ddp on two nodes through a redis-server the test starts" * doctest::t
   test::TempDir dir;
   test::RedisServer redis(dir);
   auto [d, unused] = test::generated_problem(4000, 100, 300, 10, 0.0, 6);
-  auto config = [&](unsigned k) {
-    auto c = ddp("softmax", 2, 4, 0.2f, 2);
-    c.nodes = 2;
-    c.node_rank = k;
-    c.rendezvous = redis.url();
-    c.max_restarts = 0;
-    return c;
-  };
+  auto config = [&](unsigned k) { return as_node(ddp("softmax", 2, 4, 0.2f, 2), k, redis.url()); };
   for (int run = 0; run < 2; ++run) {  // the second through the first's keys
     const auto reports = run_nodes(2, config, d);
     INFO(reports[0].message << " / " << reports[1].message);
@@ -402,18 +397,11 @@ TEST_CASE("ddp on two nodes through a redis-server the test starts" * doctest::t
 }
 
 TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop both with an error" * doctest::test_suite("gloo")) {
-  if (!gloo_built()) {
-    test::skip("this build has no Gloo (libgloo-dev)");
-    return;
-  }
+  if (skip_without_gloo()) return;
   auto [d, unused] = test::generated_problem(20000, 100, 300, 10, 0.0, 5);
   test::TempDir store;
   auto config = [&](unsigned k) {
-    auto c = ddp("logistic", 1, 1, 0.2f, 5);
-    c.nodes = 2;
-    c.node_rank = k;
-    c.rendezvous = "file:" + store.path().string();
-    c.max_restarts = 0;
+    auto c = as_node(ddp("logistic", 1, 1, 0.2f, 5), k, "file:" + store.path().string());
     c.comm_timeout = 3;
     return c;
   };
@@ -442,10 +430,7 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
 }
 
 TEST_CASE("hogwild across two nodes: each trains its half, syncing every N examples, near serial" * doctest::test_suite("gloo")) {
-  if (!gloo_built()) {
-    test::skip("this build has no Gloo (libgloo-dev)");
-    return;
-  }
+  if (skip_without_gloo()) return;
   auto [d, t] = test::generated_problem(40000, 10000, 2000, 20, 0.0, 3);
   test::TempDir store;
   TrainConfig c;
@@ -456,14 +441,10 @@ TEST_CASE("hogwild across two nodes: each trains its half, syncing every N examp
   c.seed = 42;
   const auto serial = train(c, d, &t);
   const auto reports = run_nodes(2, [&](unsigned k) {
-    TrainConfig n = c;
+    TrainConfig n = as_node(c, k, "file:" + store.path().string());
     n.mode = Mode::hogwild;
     n.workers = 2;
-    n.nodes = 2;
-    n.node_rank = k;
-    n.rendezvous = "file:" + store.path().string();
     n.sync_every = 500;
-    n.max_restarts = 0;
     n.step_size.lr0 = 2 * c.step_size.lr0;  // the nodes' changes are averaged: each counts half
     return n;
   }, d, {}, &t);

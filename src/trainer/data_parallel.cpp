@@ -28,7 +28,7 @@ void DataParallel::end_epoch() {
 
 double DataParallel::train_batch(StepKind kind, const Batch& b, float lr) {
   const std::size_t threads = std::min<std::size_t>(models_.size(), b.size);
-  std::vector<double> loss(threads, 0.0);
+  loss_.assign(threads, 0.0);
   const auto shard = [&](std::size_t t) {
     return Batch{b.data, b.targets, b.rows + b.size * t / threads,
                  b.size * (t + 1) / threads - b.size * t / threads};
@@ -36,7 +36,7 @@ double DataParallel::train_batch(StepKind kind, const Batch& b, float lr) {
   arena_->execute([&] {
     tbb::parallel_for(std::size_t{0}, threads, [&](std::size_t t) {
       const Batch s = shard(t);
-      loss[t] = models_[t]->train_batch(kind, s, grads_[t]->params(), lr);
+      loss_[t] = models_[t]->train_batch(kind, s, grads_[t]->params(), lr);
       if (sparse_) {
         touched_[t].clear();
         for (std::size_t i = 0; i < s.size; ++i) {
@@ -48,9 +48,9 @@ double DataParallel::train_batch(StepKind kind, const Batch& b, float lr) {
   });
   // Thread t's gradient is the mean over its shard: weighted by shard / B, the sum
   // is the mean over the batch.
-  std::vector<float> weight(threads);
+  weight_.resize(threads);
   for (std::size_t t = 0; t < threads; ++t)
-    weight[t] = static_cast<float>(shard(t).size) / static_cast<float>(b.size);
+    weight_[t] = static_cast<float>(shard(t).size) / static_cast<float>(b.size);
   const std::size_t dense = sparse_ ? grads_[0]->offset(1) : 0;
   if (sparse_) {  // the features the batch touched, summed in thread order
     listed_.clear();
@@ -59,7 +59,7 @@ double DataParallel::train_batch(StepKind kind, const Batch& b, float lr) {
       for (std::uint32_t j : touched_[t])
         if (j < sum_.size() && g[j] != 0) {
           if (sum_[j] == 0) listed_.push_back(j);
-          sum_[j] += weight[t] * g[j];
+          sum_[j] += weight_[t] * g[j];
           g[j] = 0;
         }
     }
@@ -74,11 +74,11 @@ double DataParallel::train_batch(StepKind kind, const Batch& b, float lr) {
     tbb::parallel_for(tbb::blocked_range<std::size_t>(dense, grads_[0]->size(), 1 << 14),
                       [&](const tbb::blocked_range<std::size_t>& r) {
       float* sum = grads_[0]->data();
-      for (std::size_t i = r.begin(); i < r.end(); ++i) sum[i] *= weight[0];
+      for (std::size_t i = r.begin(); i < r.end(); ++i) sum[i] *= weight_[0];
       for (std::size_t t = 1; t < threads; ++t) {
         float* g = grads_[t]->data();
         for (std::size_t i = r.begin(); i < r.end(); ++i) {
-          sum[i] += weight[t] * g[i];
+          sum[i] += weight_[t] * g[i];
           g[i] = 0;
         }
       }
@@ -87,7 +87,7 @@ double DataParallel::train_batch(StepKind kind, const Batch& b, float lr) {
     });
   });
   double total = 0;
-  for (double l : loss) total += l;
+  for (double l : loss_) total += l;
   return total;
 }
 

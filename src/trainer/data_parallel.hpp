@@ -43,6 +43,8 @@ class DataParallel {
   std::vector<std::vector<std::uint32_t>> touched_;  // per thread: its rows' features (sparse)
   std::vector<float> sum_;            // sparse: the first tensor's summed gradient
   std::vector<std::uint32_t> listed_;  // sparse: the coordinates sum_ holds
+  std::vector<double> loss_;           // per thread, this mini-batch's (kept: no allocation per batch)
+  std::vector<float> weight_;          // per thread, its shard's share of the batch
   std::unique_ptr<tbb::task_arena> arena_;
 };
 

@@ -416,8 +416,7 @@ std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
     const std::size_t per = train.rows() / world();
     return {rank * per, (rank + 1) * per};
   }
-  const auto [begin, end] = share(train.rows(), world(), global_rank(rank));
-  return {begin, end};
+  return share(train.rows(), world(), global_rank(rank));
 }
 
 // A synchronous mode deals the epoch's order (the one serial mode would visit) out
