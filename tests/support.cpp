@@ -328,6 +328,27 @@ RedisServer::RedisServer(const TempDir& dir) : port_(free_port()) {
   REQUIRE(accepts(port_));
 }
 
+long RedisServer::keys() const {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port_));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const std::string ask = "*1\r\n$6\r\nDBSIZE\r\n";
+  REQUIRE(write(fd, ask.data(), ask.size()) == static_cast<ssize_t>(ask.size()));
+  std::string reply;
+  char buffer[64];
+  while (reply.find("\r\n") == std::string::npos) {  // ":N\r\n"
+    const ssize_t got = read(fd, buffer, sizeof buffer);
+    REQUIRE(got > 0);
+    reply.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(fd);
+  REQUIRE(reply.front() == ':');
+  return std::stol(reply.substr(1));
+}
+
 RedisServer::~RedisServer() {
   kill(pid_, SIGTERM);
   if (wait_exit(pid_, 10) == -1000) MESSAGE("redis-server had to be killed");

@@ -122,6 +122,8 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  // How many keys it holds (redis's DBSIZE, asked over a socket of our own).
+  long keys() const;
 
  private:
   int port_;

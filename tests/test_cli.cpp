@@ -87,6 +87,12 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--train", train, "--mode", "ddp", "--nodes", "2", "--node-rank", "0", "--rendezvous",
              "tcp://x:1"},
             "tcp://x:1"},
+           {{"--train", train, "--sync-every", "2x"},
+            "--sync-every expects a positive number of examples (500) or of seconds (2s, 250ms), "
+            "got \"2x\""},
+           {{"--train", train, "--sync-every", "0ms"}, "got \"0ms\""},
+           {{"--train", train, "--sync-every", "1.5"}, "got \"1.5\""},
+           {{"--train", train, "--sync-every", "250ms"}, "--sync-every works with --nodes 2 or more"},
        }) {
     std::vector<std::string> argv{test::hogwild_train_path()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());

@@ -48,7 +48,7 @@ comm_test::CommBackend gloo_backend() {
       [](unsigned, unsigned) { g_rendezvous = std::make_unique<hogwild::test::TempDir>(); },
       [](unsigned rank, unsigned size, unsigned tag, comm_test::Millis timeout) {
         const GlooOptions o{"file:" + g_rendezvous->path().string(), "suite", "",
-                            "node " + std::to_string(rank), timeout, std::to_string(tag)};
+                            "node " + std::to_string(rank), timeout, std::to_string(tag), ""};
         return hogwild::make_gloo_communicator(o, rank, size);
       },
       [] { g_rendezvous.reset(); },
@@ -128,7 +128,12 @@ struct Rendezvous {
   std::string text = "file:" + dir.path().string();
   GlooOptions options(unsigned rank, const std::string& run_id = "run",
                       std::chrono::milliseconds timeout = 10s) const {
-    return {text, run_id, "", "node " + std::to_string(rank), timeout, ""};
+    return {text, run_id, "", "node " + std::to_string(rank), timeout, "", "this test"};
+  }
+  // The files in the directory: the store's keys.
+  std::size_t keys() const {
+    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(dir.path()),
+                                                  std::filesystem::directory_iterator()));
   }
 };
 
@@ -333,7 +338,7 @@ TEST_CASE("gloo: a stuck rank: the others time out and name it; a rank that neve
   }
 }
 
-TEST_CASE("gloo: a rendezvous directory serves a second run with a new run id; a used one is refused") {
+TEST_CASE("gloo: a rendezvous directory serves a second run with a new run id; a used one is refused until its owner erases its keys") {
   Rendezvous rv;
   auto sum_once = [&](const std::string& run_id) {
     return codes(run_reporting(kRanks, [&](unsigned rank) {
@@ -346,6 +351,19 @@ TEST_CASE("gloo: a rendezvous directory serves a second run with a new run id; a
   CHECK(sum_once("first") == std::vector<int>(kRanks, 0));
   CHECK(sum_once("second") == std::vector<int>(kRanks, 0));
   CHECK(sum_once("first") == std::vector<int>(kRanks, hogwild::kExitBadInput));
+  // gloo_erase_run: nothing for another owner; every rank's keys for the owner of
+  // the rank named.
+  const std::size_t written = rv.keys();
+  CHECK(written >= 2 * kRanks);
+  auto other = rv.options(0, "first");
+  other.owner = "another run";
+  CHECK(hogwild::gloo_erase_run(other, 0, kRanks));
+  CHECK(rv.keys() == written);
+  CHECK(hogwild::gloo_erase_run(rv.options(1, "first"), 1, kRanks));
+  CHECK(rv.keys() < written);
+  CHECK(hogwild::gloo_erase_run(rv.options(2, "second"), 2, kRanks));
+  CHECK(rv.keys() == 0);
+  CHECK(sum_once("first") == std::vector<int>(kRanks, 0));  // the id is free again
 }
 
 TEST_CASE("gloo: bad settings are ConfigErrors that say what is wrong") {
@@ -419,7 +437,7 @@ namespace {
 }  // namespace
 
 TEST_CASE("gloo: a redis server that nobody serves is a ConfigError, within the timeout") {
-  const GlooOptions o{"redis://127.0.0.1:" + std::to_string(free_port()), "run", "", "", 2s, ""};
+  const GlooOptions o{"redis://127.0.0.1:" + std::to_string(free_port()), "run", "", "", 2s, "", ""};
   const double t0 = now();
   CHECK_THROWS_AS(hogwild::make_gloo_communicator(o, 0, kRanks), ConfigError);
   CHECK(now() - t0 < 2.0);
@@ -435,7 +453,7 @@ TEST_CASE("gloo: redis rendezvous: three ranks sum, a second run with a new id o
   RedisServer server(dir);
   for (const char* run_id : {"first", "second"}) {
     const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
-      const GlooOptions o{server.url(), run_id, "", "node " + std::to_string(rank), 10s, ""};
+      const GlooOptions o{server.url(), run_id, "", "node " + std::to_string(rank), 10s, "", "me"};
       auto comm = hogwild::make_gloo_communicator(o, rank, kRanks);
       std::vector<float> v(7919);
       for (std::size_t i = 0; i < v.size(); ++i) v[i] = whole<float>(i, rank);
@@ -446,6 +464,10 @@ TEST_CASE("gloo: redis rendezvous: three ranks sum, a second run with a new id o
     });
     CHECK(codes(outcomes) == std::vector<int>(kRanks, 0));
   }
+  CHECK(server.keys() > 0);
+  for (const char* run_id : {"first", "second"})
+    CHECK(hogwild::gloo_erase_run({server.url(), run_id, "", "", 10s, "", "me"}, 0, kRanks));
+  CHECK(server.keys() == 0);
 }
 
 #else  // built without Gloo: every test of this file is a skip, and says why

@@ -306,14 +306,24 @@ struct NodeReport {
   std::size_t count = 0;
   double accuracy = 0;
   std::uint64_t syncs = 0, samples = 0;
+  unsigned restarts = 0;
   char message[512];
 };
 
-// Runs `nodes` process trees, node k calling train(configure(k)), each at the
-// time its delay says; returns their reports (in a shared page).
+// The rendezvous store's keys in a FileStore directory.
+std::size_t keys_in(const std::filesystem::path& store) {
+  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(store),
+                                                std::filesystem::directory_iterator()));
+}
+
+// Runs `nodes` process trees, node k calling train(configure(k)) (or `trainer`
+// with it), while `meanwhile` runs in the test; returns their reports (in a
+// shared page).
+
 std::vector<NodeReport> run_nodes(unsigned nodes, const std::function<TrainConfig(unsigned)>& configure,
                                   const Dataset& d, const std::function<void(std::vector<pid_t>&)>& meanwhile = {},
-                                  const Dataset* test = nullptr) {
+                                  const Dataset* test = nullptr,
+                                  const std::function<TrainResult(const TrainConfig&)>& trainer = {}) {
   comm_test::Shared page(nodes * sizeof(NodeReport));
   auto* reports = new (page.p) NodeReport[nodes];
   std::fflush(nullptr);
@@ -325,13 +335,14 @@ std::vector<NodeReport> run_nodes(unsigned nodes, const std::function<TrainConfi
       NodeReport& r = reports[k];
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        const auto result = train(configure(k), d, test);
+        const auto result = trainer ? trainer(configure(k)) : train(configure(k), d, test);
         const auto& w = result.parameters.begin()->second;
         r.count = std::min<std::size_t>(w.size(), 512);
         std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(r.count), r.weights);
         r.accuracy = result.test.accuracy;
         r.syncs = result.node_syncs;
         r.samples = result.samples;
+        r.restarts = result.restarts;
         r.code = 0;
       } catch (const Error& e) {
         r.code = e.exit_code();
@@ -370,10 +381,24 @@ TEST_CASE("ddp on two nodes: two process trees train as one job through a FileSt
     worst = std::max(worst, std::fabs(double(w[i]) - reports[0].weights[i]) / (1 + std::fabs(double(w[i]))));
   MESSAGE("2 nodes x 2 workers against 1 node x 4: farthest " << worst);
   CHECK(worst < 1e-5);
-  // A second run through the same store is not confused by the first one's keys.
+  // The run erased its keys.
+  CHECK(keys_in(store.path()) == 0);
+  // A run killed whole (both process trees) leaves its keys; the next run through
+  // the same store is not confused by them, and leaves them be.
+  run_nodes(2, [&](unsigned k) {
+    auto c = config(k);
+    c.epochs = 1000;
+    return c;
+  }, d, [](std::vector<pid_t>& pids) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    for (pid_t pid : pids) kill(pid, SIGKILL);  // their workers die with them (PR_SET_PDEATHSIG)
+  });
+  const std::size_t stale = keys_in(store.path());
+  CHECK(stale > 0);
   const auto again = run_nodes(2, config, d);
   CHECK(again[0].code == 0);
   CHECK(std::memcmp(again[0].weights, reports[0].weights, reports[0].count * sizeof(float)) == 0);
+  CHECK(keys_in(store.path()) == stale);
 }
 
 TEST_CASE("ddp on two nodes through a redis-server the test starts" * doctest::test_suite("redis")) {
@@ -393,6 +418,7 @@ TEST_CASE("ddp on two nodes through a redis-server the test starts" * doctest::t
     REQUIRE(reports[1].code == 0);
     CHECK(reports[0].count > 0);
     CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
+    CHECK(redis.keys() == 0);  // the run erased its keys
   }
 }
 
@@ -415,6 +441,7 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
       INFO(r.message);
       CHECK(r.code == kExitBadInput);
     }
+    CHECK(keys_in(store.path()) == 0);
   }
   SUBCASE("node 1 SIGKILLed mid-run: node 0 fails within the timeout, naming it") {
     const auto reports = run_nodes(2, config, d, [](std::vector<pid_t>& pids) {
@@ -425,8 +452,37 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
     CHECK(reports[0].code == kExitWorkerFailed);
     CHECK(reports[0].seconds < 1.5 + 3 + 5);
     CHECK(std::string(reports[0].message).find("worker") != std::string::npos);
+    CHECK(keys_in(store.path()) == 0);  // node 0 erased the dead node's keys too
   }
   CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("ddp on two nodes: a worker that dies restarts both nodes' groups, and the job completes" * doctest::test_suite("gloo")) {
+  if (skip_without_gloo()) return;
+  const Dataset d = test::linear_data(8000);
+  test::TempDir store;
+  test::shared_flag().store(0);
+  test::Ridge<CrashAt> model(CrashAt{5000});  // one worker of one node, once
+  const auto reports = run_nodes(2, [&](unsigned k) {
+    TrainConfig c = as_node(TrainConfig{}, k, "file:" + store.path().string());
+    c.mode = Mode::ddp;
+    c.workers = 2;
+    c.epochs = 3;
+    c.batch = 4;
+    c.step_size.lr0 = 0.05f;
+    c.comm_timeout = 10;
+    c.max_restarts = 1;
+    return c;
+  }, d, {}, &d, [&](const TrainConfig& c) { return train(c, model, d, &d); });
+  CHECK(test::shared_flag().load() == 1);  // it did crash
+  for (const auto& r : reports) {
+    INFO(r.message);
+    REQUIRE(r.code == 0);
+    CHECK(r.restarts == 1);
+    CHECK(r.seconds < 30);
+  }
+  CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
+  CHECK(keys_in(store.path()) == 0);  // both groups' keys
 }
 
 TEST_CASE("hogwild across two nodes: each trains its half, syncing every N examples, near serial" * doctest::test_suite("gloo")) {
@@ -461,6 +517,86 @@ TEST_CASE("hogwild across two nodes: each trains its half, syncing every N examp
   CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
   CHECK(reports[0].syncs == reports[1].syncs);
   CHECK(reports[0].syncs == 8 * (d.rows() / 4 / 500 + 1));
+}
+
+TEST_CASE("a rendezvous directory this user cannot write: exit 2 saying so, nothing left behind" * doctest::test_suite("gloo")) {
+  if (skip_without_gloo()) return;
+  auto [d, unused] = test::generated_problem(400, 10, 50, 5, 0.0, 2);
+  test::TempDir dir;
+  const auto store = dir.path() / "store";
+  std::filesystem::create_directory(store);
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+  std::filesystem::permissions(store, std::filesystem::perms::owner_read |
+                                          std::filesystem::perms::owner_exec |
+                                          std::filesystem::perms::group_read |
+                                          std::filesystem::perms::group_exec |
+                                          std::filesystem::perms::others_read |
+                                          std::filesystem::perms::others_exec);
+  // Root writes anywhere: the node then runs as nobody (65534).
+  const auto reports = run_nodes(1, [&](unsigned) {
+    if (geteuid() == 0 && (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0))
+      throw Error("cannot become nobody", 77);
+    return as_node(ddp("logistic", 2, 4, 0.2f, 1), 0, "file:" + store.string());
+  }, d);
+  if (reports[0].code == 77) {
+    test::skip("cannot run as another user than root here");
+    return;
+  }
+  INFO(reports[0].message);
+  CHECK(reports[0].code == kExitBadInput);
+  CHECK(std::string(reports[0].message).find("is not writable: Permission denied") != std::string::npos);
+  CHECK(keys_in(dir.path()) == 1);  // the store directory alone
+  CHECK(keys_in(store) == 0);
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("hogwild across two nodes: uneven shares, or syncs every T seconds, keep the leaders in step" * doctest::test_suite("gloo")) {
+  if (skip_without_gloo()) return;
+  // 4003 rows over 2 x 2 workers: node 0's leader trains 1000 a epoch, node 1's 1001.
+  auto [d, t] = test::generated_problem(4003, 1000, 300, 10, 0.0, 4);
+  test::TempDir store;
+  auto config = [&](unsigned k) {
+    TrainConfig n;
+    n.mode = Mode::hogwild;
+    n.workers = 2;
+    n.epochs = 4;
+    n.step_size.lr0 = 0.5f;
+    n.seed = 9;
+    n.comm_timeout = 5;
+    return as_node(n, k, "file:" + store.path().string());
+  };
+  SUBCASE("every 1001 examples: only node 1's leader gets that far, so no node syncs mid-epoch") {
+    const auto reports = run_nodes(2, [&](unsigned k) {
+      auto c = config(k);
+      c.sync_every = 1001;
+      return c;
+    }, d, {}, &t);
+    for (const auto& r : reports) {
+      INFO(r.message);
+      REQUIRE(r.code == 0);
+      CHECK(r.syncs == 4);  // at each epoch's end
+    }
+    CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
+  }
+  SUBCASE("every 20 ms: the leaders agree on an interval in examples, and sync as often") {
+    const auto reports = run_nodes(2, [&](unsigned k) {
+      auto c = config(k);
+      c.sync_seconds = 0.02;
+      c.model = "softmax";  // slower than logistic: a few syncs a epoch
+      return c;
+    }, d, {}, &t);
+    for (const auto& r : reports) {
+      INFO(r.message);
+      REQUIRE(r.code == 0);
+      MESSAGE("syncs every 20 ms: " << r.syncs << " in 4 epochs, accuracy " << r.accuracy);
+      CHECK(r.syncs > 4);
+      CHECK(r.accuracy > 0.5);
+    }
+    CHECK(reports[0].syncs == reports[1].syncs);
+    CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
+  }
+  CHECK(keys_in(store.path()) == 0);
 }
 
 TEST_CASE("ddp: a run resumed from its checkpoint ends with the uninterrupted run's weights") {

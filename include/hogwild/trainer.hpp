@@ -81,8 +81,10 @@ struct TrainConfig {
   std::string run_id;
   // Hogwild across nodes (modes hogwild, atomic, lock with nodes > 1): worker 0 of
   // each node adds the other nodes' changes to its node's weights every sync_every
-  // of its examples and at each epoch's end (trainer/node_sync.hpp).
+  // of its examples, or about every sync_seconds (one of the two is 0), and at each
+  // epoch's end (trainer/node_sync.hpp).
   std::size_t sync_every = 0;
+  double sync_seconds = 0;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm

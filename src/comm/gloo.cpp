@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -88,10 +89,21 @@ timeval to_timeval(milliseconds t) {
 struct FileBackend final : gloo::rendezvous::FileStore {
   using FileStore::FileStore;
   using FileStore::check;
+  void erase(const std::string& key) {
+    ::unlink(objectPath(key).c_str());
+    ::unlink(tmpPath(key).c_str());  // a set cut short
+  }
 };
 struct RedisBackend final : gloo::rendezvous::RedisStore {
   RedisBackend(const std::string& host, int port, milliseconds timeout) : RedisStore(host, port) {
     redisSetTimeout(redis_, to_timeval(timeout));
+  }
+  // False when the server did not answer.
+  bool erase(const std::string& key) {
+    auto* reply = static_cast<redisReply*>(redisCommand(redis_, "DEL %b", key.data(), key.size()));
+    if (reply == nullptr) return false;
+    freeReplyObject(reply);
+    return true;
   }
 };
 
@@ -121,6 +133,19 @@ std::string report_key(std::string_view kind, unsigned rank) {
   return fmt::format("hogwild/{}/{}", kind, rank);
 }
 
+// A member key's value, "HOST\nNODE\nOWNER": its three lines (missing ones empty).
+std::array<std::string, 3> member_lines(const std::string& text) {
+  std::array<std::string, 3> lines;
+  std::size_t begin = 0;
+  for (auto& line : lines) {
+    if (begin > text.size()) break;
+    const auto end = std::min(text.find('\n', begin), text.size());
+    line = text.substr(begin, end - begin);
+    begin = end + 1;
+  }
+  return lines;
+}
+
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -136,6 +161,7 @@ class KeyStore final : public gloo::rendezvous::Store {
     if (!where.dir.empty()) {
       auto files = std::make_unique<FileBackend>(where.dir);
       check_ = [p = files.get()](const std::vector<std::string>& keys) { return p->check(keys); };
+      erase_ = [p = files.get()](const std::string& key) { p->erase(key); return true; };
       backend_ = std::move(files);
       return;
     }
@@ -143,6 +169,7 @@ class KeyStore final : public gloo::rendezvous::Store {
     try {
       auto redis = std::make_unique<RedisBackend>(where.host, where.port, timeout);
       check_ = [p = redis.get()](const std::vector<std::string>& keys) { return p->check(keys); };
+      erase_ = [p = redis.get()](const std::string& key) { return p->erase(key); };
       backend_ = std::move(redis);
     } catch (const std::exception& e) {
       throw ConfigError(fmt::format("rendezvous '{}': {}", text, without_location(e.what())));
@@ -170,6 +197,8 @@ class KeyStore final : public gloo::rendezvous::Store {
   }
 
   bool has(const std::string& key) { return check_({join(key)}); }
+  // False when the store did not answer (redis).
+  bool erase(const std::string& key) { return erase_(join(key)); }
   // The value of `key`, or nullopt when it is not there or the store fails.
   std::optional<std::string> find(const std::string& key) noexcept {
     try {
@@ -188,6 +217,7 @@ class KeyStore final : public gloo::rendezvous::Store {
   milliseconds timeout_;
   std::unique_ptr<gloo::rendezvous::Store> backend_;
   std::function<bool(const std::vector<std::string>&)> check_;
+  std::function<bool(const std::string&)> erase_;
 };
 
 namespace {
@@ -243,7 +273,8 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, un
     // Every rank says who it is (node and host), then waits for the others.
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    store_->set(member_key(rank), bytes(std::string(host) + "\n" + options.node));
+    store_->set(member_key(rank), bytes(std::string(host) + "\n" + options.node + "\n" +
+                                        options.owner));
     std::vector<std::string> keys;
     for (unsigned r = 0; r < size; ++r) keys.push_back(member_key(r));
     try {
@@ -260,9 +291,9 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, un
     for (unsigned r = 0; r < size; ++r) {
       const auto value = store_->get(member_key(r));
       const std::string text(value.begin(), value.end());
-      const auto newline = text.find('\n');
-      hosts[r] = text.substr(0, newline);
-      nodes_[r] = newline == std::string::npos ? "" : text.substr(newline + 1);
+      const auto lines = member_lines(text);
+      hosts[r] = lines[0];
+      nodes_[r] = lines[1];
     }
     if (options.iface.empty())
       for (unsigned r = 0; r < size; ++r)
@@ -550,6 +581,30 @@ bool gloo_run_id_used(const GlooOptions& options, unsigned size) {
   for (unsigned r = 0; r < size; ++r)
     if (!store.has(detail::member_key(r))) return false;
   return true;
+}
+
+bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size) {
+  try {
+    const detail::Where where = detail::parse_rendezvous(options.rendezvous);
+    detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
+                           options.timeout);
+    const auto member = store.find(detail::member_key(rank));
+    if (!member || detail::member_lines(*member)[2] != options.owner)
+      return true;  // not ours: another run's rank (or ours never joined)
+    // What each rank wrote: its reports, Gloo's keys of connectFullMesh (its host
+    // and its pairs' addresses), and its membership; ours last.
+    for (unsigned k = 0; k < size; ++k) {
+      const unsigned r = (rank + 1 + k) % size;
+      const std::string keys[] = {detail::report_key("seen", r), detail::report_key("abort", r),
+                                  "rank_" + std::to_string(r), std::to_string(r),
+                                  detail::member_key(r)};
+      for (const auto& key : keys)
+        if (!store.erase(key)) return false;
+    }
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace hogwild

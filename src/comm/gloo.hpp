@@ -14,8 +14,9 @@
 // Gloo starts a thread per communicator (its TCP device loop): make communicators
 // in each rank after fork, never in a process that forks later. A communicator
 // ignores SIGPIPE in its process (unless the program handles it): a write to a
-// peer that is gone must fail, not kill the rank. Its keys stay in the store after
-// the run (a few per rank).
+// peer that is gone must fail, not kill the rank. Its keys (a few per rank) stay in
+// the store until gloo_erase_run erases them: the program that started the ranks
+// does, once they are done.
 #pragma once
 
 #include <chrono>
@@ -54,6 +55,9 @@ struct GlooOptions {
   // Communicators with distinct tags are independent: they can run collectives at
   // the same time (from two threads).
   std::string tag;
+  // Who started the rank (a process and its start time, say): gloo_erase_run
+  // erases a run's keys only for its owner.
+  std::string owner;
 };
 
 // Rank `rank` of `size`: returns once every rank has joined (ConfigError for a bad
@@ -67,6 +71,13 @@ bool gloo_built() noexcept;
 // the store: the id belongs to an earlier run (ConfigError for a bad rendezvous).
 // Opens the store and closes it again; starts no thread.
 bool gloo_run_id_used(const GlooOptions& options, unsigned size);
+// Erases the keys of run options.run_id (tag options.tag) from the store, every
+// rank's, if its rank `rank` was started by options.owner (so not when a second
+// node took a rank that was already taken). Call it once the run is over for
+// `rank`; the others then need no key, unless they are still naming a failure (a
+// second). Ranks that were killed leave their keys to this. False when the store
+// could not be reached; never throws.
+bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size);
 
 namespace detail {
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
@@ -34,6 +35,7 @@ struct Options {
   std::string matmul = "fp32";
   std::string metrics, summary;
   std::string hidden;
+  std::string sync_every;
   std::string storage = "auto";
   unsigned threads = 0;
   double bucket_mb = 0;
@@ -62,6 +64,25 @@ std::vector<std::size_t> parse_widths(const std::string& text) {
     if (end == text.size()) return widths;
     begin = end + 1;
   }
+}
+
+// --sync-every: "500" (examples) or "2s", "250ms" (time); anything else is a ConfigError.
+void parse_sync_every(const std::string& text, hogwild::TrainConfig& cfg) {
+  const bool ms = text.ends_with("ms"), s = !ms && text.ends_with('s');
+  const std::string number = text.substr(0, text.size() - (ms ? 2 : s ? 1 : 0));
+  const bool digits = !number.empty() && number.size() <= 15 &&
+                      number.find_first_not_of(ms || s ? "0123456789." : "0123456789") ==
+                          std::string::npos &&
+                      std::count(number.begin(), number.end(), '.') <= 1 && number != ".";
+  if (digits && (ms || s)) {
+    cfg.sync_seconds = std::stod(number) * (ms ? 1e-3 : 1.0);
+    if (cfg.sync_seconds > 0) return;
+  } else if (digits && std::stoull(number) > 0) {
+    cfg.sync_every = std::stoull(number);
+    return;
+  }
+  throw hogwild::ConfigError("--sync-every expects a positive number of examples (500) or of "
+                             "seconds (2s, 250ms), got \"" + text + "\"");
 }
 
 // Loads a data set and stores its rows as --storage says; a test set (`train` given)
@@ -212,10 +233,11 @@ int run(int argc, char** argv) {
                  "Names the run in the rendezvous store (default: from the options and the "
                  "data); a new id per run")
       ->option_text("ID");
-  app.add_option("--sync-every", cfg.sync_every,
-                 "Hogwild across nodes (--mode hogwild --nodes N): each node's worker 0 adds the "
-                 "other nodes' changes to its node's weights every N of its examples")
-      ->capture_default_str()->option_text("N");
+  app.add_option("--sync-every", o.sync_every,
+                 "Hogwild across nodes (--mode hogwild --nodes N): each node's worker 0 averages "
+                 "its node's changes with the other nodes' every N of its examples, or about "
+                 "every T seconds (2s, 250ms)")
+      ->option_text("N|Ts");
   app.add_option("--comm-timeout", cfg.comm_timeout,
                  "--mode ddp: seconds a worker waits for the others in a collective before it "
                  "fails, naming them")
@@ -273,6 +295,7 @@ int run(int argc, char** argv) {
   cfg.model_options.matmul = hogwild::parse_matmul_precision(o.matmul);
   const hogwild::Storage storage = hogwild::parse_storage(o.storage);
   if (!o.hidden.empty() || app.count("--hidden")) cfg.model_options.hidden = parse_widths(o.hidden);
+  if (app.count("--sync-every")) parse_sync_every(o.sync_every, cfg);
   if (app.count("--bucket-mb")) {
     if (!(o.bucket_mb > 0) || o.bucket_mb > 65536)
       throw hogwild::ConfigError(fmt::format("--bucket-mb must be from 0 to 65536, got {}", o.bucket_mb));

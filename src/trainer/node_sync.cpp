@@ -1,20 +1,30 @@
 #include "trainer/node_sync.hpp"
 
+#include <algorithm>
 #include <atomic>
-#include <chrono>
+#include <cmath>
 
 namespace hogwild::detail {
 
 NodeSync::NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& leaders,
-                   std::size_t every)
-    : shared_(shared), leaders_(leaders), every_(every ? every : 1) {
+                   std::size_t every_examples, double every_seconds, std::size_t limit)
+    : shared_(shared), leaders_(leaders), every_seconds_(every_seconds), limit_(limit),
+      interval_(every_seconds > 0 ? kFirstInterval : std::max<std::size_t>(every_examples, 1)),
+      last_(Clock::now()) {
   for (const auto& t : base.tensors()) base_.emplace_back(t.data, t.data + t.size);
+  begin_epoch();
+}
+
+void NodeSync::begin_epoch(std::size_t position) noexcept {
+  position_ = position;
+  next_ = (position / interval_ + 1) * interval_;
 }
 
 bool NodeSync::due(std::size_t examples) noexcept {
-  since_ += examples;
-  if (since_ < every_) return false;
-  since_ = 0;
+  position_ += examples;
+  examples_ += examples;
+  if (position_ < next_ || next_ > limit_) return false;
+  next_ = (position_ / interval_ + 1) * interval_;  // one sync, however many points passed
   return true;
 }
 
@@ -46,6 +56,17 @@ void NodeSync::sync() {
       w.store(base[i] + (w.load(std::memory_order_relaxed) - read_[i]), std::memory_order_relaxed);
     }
   }
+  if (every_seconds_ > 0) {
+    // The next interval: S seconds at the leaders' mean rate since the last sync
+    // (the same double on every leader, so the same schedule).
+    const double elapsed = std::chrono::duration<double>(Clock::now() - last_).count();
+    double rate[1] = {elapsed > 0 ? static_cast<double>(examples_) / elapsed : 0.0};
+    leaders_.all_reduce(std::span<double>(rate), Reduce::mean);
+    interval_ = static_cast<std::size_t>(std::clamp(std::round(every_seconds_ * rate[0]), 1.0, 1e15));
+    next_ = (position_ / interval_ + 1) * interval_;
+  }
+  examples_ = 0;
+  last_ = Clock::now();
   ++syncs_;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

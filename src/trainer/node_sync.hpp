@@ -1,16 +1,26 @@
 // Hogwild across nodes (--mode hogwild --nodes N --sync-every S): each node's
 // workers train its own arena without locks, as on one machine, and worker 0 of
 // every node (its leader) exchanges what its node learnt with the other leaders
-// every S of its own examples and at the end of each epoch. A sync averages the
-// nodes' changes since the last one (delta = weights - base) over a Gloo group of
-// the leaders (local SGD's model averaging), replaces this node's change by the
-// mean in the shared weights, and moves the base by the mean: the bases stay the
-// same on every node, and an update made on this node while the sync ran is in
-// the next delta. What it costs (seconds in
-// syncs) and the staleness it adds (a node sees the others' updates up to S x
-// workers of their examples late) are in the run's summary.
+// every S of its own examples (or about every S seconds) and at the end of each
+// epoch. A sync averages the nodes' changes since the last one (delta = weights -
+// base) over a Gloo group of the leaders (local SGD's model averaging), replaces
+// this node's change by the mean in the shared weights, and moves the base by the
+// mean: the bases stay the same on every node, and an update made on this node
+// while the sync ran is in the next delta. What it costs (seconds in syncs) and the
+// staleness it adds (a node sees the others' updates up to S x workers of their
+// examples late) are in the run's summary.
+//
+// Every leader must make the same syncs in the same order (each is a collective),
+// though the leaders' shares of an epoch differ by a row and their clocks by
+// anything. So the schedule is positions in the epoch, the same on every node:
+// sync k comes at the first mini-batch boundary at or after k x interval, for the
+// positions up to `limit` (the smallest leader's share), and the count restarts
+// each epoch. In seconds, the interval is S x the leaders' mean rate (examples a
+// second of one leader), agreed at each sync; the first one at kFirstInterval
+// examples measures it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <vector>
 
@@ -21,20 +31,33 @@ namespace hogwild::detail {
 
 class NodeSync {
  public:
+  static constexpr std::size_t kFirstInterval = 1000;
+
   // shared: the node's arena tensors; base: their values before any worker started
   // (the same on every node: initialised from the seed, or a checkpoint's);
-  // leaders: the group of node leaders.
-  NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& leaders, std::size_t every);
-  // After each mini-batch of the leader: true when `every` examples have passed.
+  // leaders: the group of node leaders; every_examples or every_seconds (one is
+  // 0); limit: the fewest rows any leader trains in an epoch.
+  NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& leaders,
+           std::size_t every_examples, double every_seconds, std::size_t limit);
+  // At the start of each epoch (or of its rest, resumed at `position`).
+  void begin_epoch(std::size_t position = 0) noexcept;
+  // After each mini-batch of the leader: true when a sync is due now.
   bool due(std::size_t examples) noexcept;
   void sync();
   std::size_t syncs() const noexcept { return syncs_; }
   double seconds() const noexcept { return seconds_; }
+  std::size_t interval() const noexcept { return interval_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   ParamSet shared_;
   Communicator& leaders_;
-  std::size_t every_, since_ = 0;
+  double every_seconds_;
+  std::size_t limit_, interval_;
+  std::size_t position_ = 0, next_ = 0;  // in this epoch
+  std::size_t examples_ = 0;             // since the last sync, for the rate
+  Clock::time_point last_;
   std::vector<std::vector<float>> base_;
   std::vector<float> delta_, read_;
   std::size_t syncs_ = 0;

@@ -7,12 +7,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <limits>
 #include <sys/mman.h>
 #include <fmt/format.h>
 #include <new>
 #include <numeric>
+#include <thread>
 #include <zlib.h>
 
 #include "comm/gloo.hpp"
@@ -244,6 +246,10 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   if (!attach && cfg.nodes > 1 && cfg.run_id.empty())
     while (gloo_run_id_used(across_options(0, control->generation), cfg.nodes))
       ++control->generation;
+  if (!attach && cfg.nodes > 1) {
+    across_keys.run = this;
+    across_keys.first_generation = control->generation;
+  }
   if (arena.has("node_base")) {
     auto* data = reinterpret_cast<float*>(arena.block("node_base").data());
     std::vector<ParamSet::Tensor> t;
@@ -294,6 +300,19 @@ Run::OwnedDir::~OwnedDir() {
   if (!path.empty()) std::filesystem::remove_all(path, ec);
 }
 
+Run::AcrossKeys::~AcrossKeys() {
+  if (run == nullptr) return;
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(run->cfg.comm_timeout * 1000));
+  // A failed run: the other nodes' workers read this node's reports for up to a
+  // second (GlooCommunicator::origin) before they exit.
+  if (std::uncaught_exceptions() > 0)
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(1)));
+  for (std::uint32_t g = first_generation; g <= run->control->generation; ++g)
+    for (unsigned r = 0; r < run->workers; ++r)
+      if (!gloo_erase_run(run->across_options(r, g), run->cfg.node_rank, run->cfg.nodes))
+        return;  // the store is out of reach
+}
+
 std::unique_ptr<Communicator> Run::make_communicator(unsigned rank) const {
   const std::chrono::milliseconds timeout(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
   if (cfg.comm == "gloo") {
@@ -314,6 +333,7 @@ GlooOptions Run::across_options(unsigned rank, std::uint32_t generation) const {
   o.run_id = fmt::format("{}-{}", cfg.run_id.empty() ? "hogwild" : cfg.run_id, generation);
   o.iface = cfg.iface;
   o.node = fmt::format("node {}", cfg.node_rank);
+  o.owner = fmt::format("{}.{}", control->parent, control->start_ns);
   o.tag = fmt::format("slice-{}", rank);
   o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
   return o;
@@ -351,8 +371,9 @@ std::string Run::join_text() const {
     if (option != "--node-rank" && option != "--iface" && option != "--worker-start")
       s += option + "=" + value + "\n";
   return s + fmt::format("--workers={}\n--nodes={}\n--accumulate={}\n--comm-timeout={}\n"
-                         "--sync-every={}\ndata={}\n",
+                         "--sync-every={} {}s\ndata={}\n",
                          workers, cfg.nodes, cfg.accumulate, cfg.comm_timeout, cfg.sync_every,
+                         cfg.sync_seconds,
                          DataFingerprint::of(train).describe());
 }
 
@@ -520,8 +541,10 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     if (!local.node_sync) {
       local.across = make_across(0);
       check_join(*local.across);
-      local.node_sync.emplace(params, node_base, *local.across, cfg.sync_every);
+      local.node_sync.emplace(params, node_base, *local.across, cfg.sync_every, cfg.sync_seconds,
+                              train.rows() / world());  // the smallest share
     }
+    local.node_sync->begin_epoch(p.position.load(std::memory_order_relaxed));
     task.node_sync = &*local.node_sync;
   }
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);

@@ -119,6 +119,17 @@ struct Run {
     OwnedDir& operator=(const OwnedDir&) = delete;
     ~OwnedDir();
   } rendezvous_dir;
+  // Several nodes: once the run ends (in the parent), the keys of every group
+  // that this node's workers joined are erased from cfg.rendezvous, the other
+  // nodes' too (gloo_erase_run).
+  struct AcrossKeys {
+    const Run* run = nullptr;
+    std::uint32_t first_generation = 0;
+    AcrossKeys() = default;
+    AcrossKeys(const AcrossKeys&) = delete;
+    AcrossKeys& operator=(const AcrossKeys&) = delete;
+    ~AcrossKeys();
+  } across_keys;
   // This worker's communicator for the current group (the arena's "comm" block,
   // or Gloo over loopback), and with several nodes its group of the workers of
   // the same local rank on every node (Gloo through cfg.rendezvous).

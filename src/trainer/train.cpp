@@ -456,13 +456,18 @@ void TrainConfig::validate() const {
   if (node_rank >= nodes)
     throw ConfigError(fmt::format("--node-rank {} is out of range for --nodes {} (0 to {})",
                                   node_rank, nodes, nodes - 1));
-  if (sync_every > 0 && (nodes < 2 || synchronous || !is_parallel(mode)))
+  if (!(sync_seconds >= 0) || !std::isfinite(sync_seconds))
+    throw ConfigError(fmt::format("--sync-every {}s: seconds must be a positive number", sync_seconds));
+  if (sync_every > 0 && sync_seconds > 0)
+    throw ConfigError("--sync-every is either a number of examples or of seconds, not both");
+  const bool syncs = sync_every > 0 || sync_seconds > 0;
+  if (syncs && (nodes < 2 || synchronous || !is_parallel(mode)))
     throw ConfigError(fmt::format("--sync-every works with --nodes 2 or more and --mode {}",
                                   detail::mode_names_where(&detail::ModeDef::replicas)));
   if (nodes > 1) {
-    if (!synchronous && sync_every == 0)
+    if (!synchronous && !syncs)
       throw ConfigError(fmt::format("--nodes {} works with --mode {}, or with --mode {} and "
-                                    "--sync-every N (hogwild across nodes)", nodes,
+                                    "--sync-every N|Ts (hogwild across nodes)", nodes,
                                     detail::mode_names_where(&detail::ModeDef::synchronous),
                                     detail::mode_names_where(&detail::ModeDef::replicas)));
     if (rendezvous.empty())

@@ -67,6 +67,7 @@ json config_json(const TrainConfig& c) {
       {"iface", c.iface},
       {"run_id", c.run_id},
       {"sync_every", c.sync_every},
+      {"sync_seconds", c.sync_seconds},
       {"seed", c.seed},
       {"eval_every", c.eval_every},
       {"shm_dir", c.shm_dir},
@@ -113,6 +114,7 @@ TrainConfig config_of(const json& j) {
   j.at("iface").get_to(c.iface);
   j.at("run_id").get_to(c.run_id);
   j.at("sync_every").get_to(c.sync_every);
+  j.at("sync_seconds").get_to(c.sync_seconds);
   j.at("seed").get_to(c.seed);
   j.at("eval_every").get_to(c.eval_every);
   j.at("shm_dir").get_to(c.shm_dir);
