@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -364,6 +365,25 @@ TEST_CASE("gloo: a rendezvous directory serves a second run with a new run id; a
   CHECK(hogwild::gloo_erase_run(rv.options(2, "second"), 2, kRanks));
   CHECK(rv.keys() == 0);
   CHECK(sum_once("first") == std::vector<int>(kRanks, 0));  // the id is free again
+}
+
+TEST_CASE("gloo: ranks that claim the same rank at once: exactly one gets it, the others are told") {
+  Rendezvous rv;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const std::string run_id = "taken-" + std::to_string(attempt);
+    const auto outcomes = run_reporting(4, [&](unsigned) {
+      // All rank 0 of 2; the winner then waits for a rank 1 that never comes.
+      hogwild::make_gloo_communicator(rv.options(0, run_id, 300ms), 0, 2);
+      return 0;
+    });
+    std::vector<int> c = codes(outcomes);
+    std::sort(c.begin(), c.end());
+    CHECK(c == std::vector<int>{hogwild::kExitBadInput, hogwild::kExitBadInput,
+                                hogwild::kExitBadInput, hogwild::kExitWorkerFailed});
+    for (const auto& o : outcomes)
+      if (o.code == hogwild::kExitBadInput)
+        CHECK(o.message.find("two nodes were given the same --node-rank") != std::string::npos);
+  }
 }
 
 TEST_CASE("gloo: bad settings are ConfigErrors that say what is wrong") {

@@ -443,6 +443,18 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
     }
     CHECK(keys_in(store.path()) == 0);
   }
+  SUBCASE("two nodes given the same --node-rank: both stop, one saying so") {
+    const auto reports = run_nodes(2, [&](unsigned) { return config(0); }, d);
+    bool said = false;
+    INFO(reports[0].message << " / " << reports[1].message);
+    for (const auto& r : reports) {
+      CHECK(r.code != 0);
+      said |= std::string(r.message).find("two nodes were given the same --node-rank") !=
+              std::string::npos;
+    }
+    CHECK(said);
+    CHECK(keys_in(store.path()) == 0);
+  }
   SUBCASE("node 1 SIGKILLed mid-run: node 0 fails within the timeout, naming it") {
     const auto reports = run_nodes(2, config, d, [](std::vector<pid_t>& pids) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));

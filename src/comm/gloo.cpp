@@ -19,6 +19,7 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -93,10 +94,37 @@ struct FileBackend final : gloo::rendezvous::FileStore {
     ::unlink(objectPath(key).c_str());
     ::unlink(tmpPath(key).c_str());  // a set cut short
   }
+  // set(), but false when the key exists, atomically (FileStore::set checks, then
+  // renames over whatever another process wrote meanwhile): link(2) does not
+  // replace.
+  bool claim(const std::string& key, const std::vector<char>& data) {
+    const std::string tmp = tmpPath(key) + "." + std::to_string(::getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out.write(data.data(), static_cast<std::streamsize>(data.size()));
+      if (!out.flush()) throw gloo::IoException(fmt::format("cannot write {}", tmp));
+    }
+    const int rc = ::link(tmp.c_str(), objectPath(key).c_str());
+    const int error = errno;
+    ::unlink(tmp.c_str());
+    if (rc == 0) return true;
+    if (error == EEXIST) return false;
+    throw gloo::IoException(fmt::format("cannot link {}: {}", objectPath(key), std::strerror(error)));
+  }
 };
 struct RedisBackend final : gloo::rendezvous::RedisStore {
   RedisBackend(const std::string& host, int port, milliseconds timeout) : RedisStore(host, port) {
     redisSetTimeout(redis_, to_timeval(timeout));
+  }
+  bool claim(const std::string& key, const std::vector<char>& data) {
+    auto* reply = static_cast<redisReply*>(
+        redisCommand(redis_, "SETNX %b %b", key.data(), key.size(), data.data(), data.size()));
+    if (reply == nullptr) throw gloo::IoException(redis_->errstr);
+    const bool set = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+    const std::string error = reply->type == REDIS_REPLY_ERROR ? reply->str : "";
+    freeReplyObject(reply);
+    if (!error.empty()) throw gloo::IoException(error);
+    return set;
   }
   // False when the server did not answer.
   bool erase(const std::string& key) {
@@ -162,6 +190,9 @@ class KeyStore final : public gloo::rendezvous::Store {
       auto files = std::make_unique<FileBackend>(where.dir);
       check_ = [p = files.get()](const std::vector<std::string>& keys) { return p->check(keys); };
       erase_ = [p = files.get()](const std::string& key) { p->erase(key); return true; };
+      claim_ = [p = files.get()](const std::string& key, const std::vector<char>& data) {
+        return p->claim(key, data);
+      };
       backend_ = std::move(files);
       return;
     }
@@ -170,6 +201,9 @@ class KeyStore final : public gloo::rendezvous::Store {
       auto redis = std::make_unique<RedisBackend>(where.host, where.port, timeout);
       check_ = [p = redis.get()](const std::vector<std::string>& keys) { return p->check(keys); };
       erase_ = [p = redis.get()](const std::string& key) { return p->erase(key); };
+      claim_ = [p = redis.get()](const std::string& key, const std::vector<char>& data) {
+        return p->claim(key, data);
+      };
       backend_ = std::move(redis);
     } catch (const std::exception& e) {
       throw ConfigError(fmt::format("rendezvous '{}': {}", text, without_location(e.what())));
@@ -199,6 +233,10 @@ class KeyStore final : public gloo::rendezvous::Store {
   bool has(const std::string& key) { return check_({join(key)}); }
   // False when the store did not answer (redis).
   bool erase(const std::string& key) { return erase_(join(key)); }
+  // Sets `key` unless it is there (then false), atomically.
+  bool claim(const std::string& key, const std::vector<char>& data) {
+    return claim_(join(key), data);
+  }
   // The value of `key`, or nullopt when it is not there or the store fails.
   std::optional<std::string> find(const std::string& key) noexcept {
     try {
@@ -218,6 +256,7 @@ class KeyStore final : public gloo::rendezvous::Store {
   std::unique_ptr<gloo::rendezvous::Store> backend_;
   std::function<bool(const std::vector<std::string>&)> check_;
   std::function<bool(const std::string&)> erase_;
+  std::function<bool(const std::string&, const std::vector<char>&)> claim_;
 };
 
 namespace {
@@ -261,20 +300,18 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, un
   const std::string prefix = options.run_id + "/" + options.tag;
   try {
     store_ = std::make_unique<KeyStore>(options.rendezvous, where, prefix, timeout_);
-    if (store_->has(member_key(rank)))
+    device_ = make_device(options.iface);
+    ignore_sigpipe();
+    // Every rank says who it is (host, node, owner), then waits for the others.
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    if (!store_->claim(member_key(rank), bytes(std::string(host) + "\n" + options.node + "\n" +
+                                               options.owner)))
       throw ConfigError(fmt::format(
           "run id '{}'{} was already used with rendezvous '{}': give each run its own (or two "
           "nodes were given the same --node-rank)",
           options.run_id, options.tag.empty() ? "" : " (tag '" + options.tag + "')",
           options.rendezvous));
-    device_ = make_device(options.iface);
-    ignore_sigpipe();
-
-    // Every rank says who it is (node and host), then waits for the others.
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    store_->set(member_key(rank), bytes(std::string(host) + "\n" + options.node + "\n" +
-                                        options.owner));
     std::vector<std::string> keys;
     for (unsigned r = 0; r < size; ++r) keys.push_back(member_key(r));
     try {

@@ -579,7 +579,17 @@ int Run::work(unsigned rank) {
   for (unsigned e = p.epochs_done.load(std::memory_order_acquire);
        e < cfg.epochs && !stopping() && !terminated.load(std::memory_order_relaxed); ++e) {
     if (orphaned(launcher())) return kExitWorkerFailed;
-    run_epoch(rank, e);
+    try {
+      run_epoch(rank, e);
+    } catch (const Error& error) {
+      std::uint32_t none = 0;
+      if (error.exit_code() == kExitBadInput &&
+          control->bad_input_state.compare_exchange_strong(none, 1, std::memory_order_relaxed)) {
+        std::snprintf(control->bad_input, sizeof control->bad_input, "%s", error.what());
+        control->bad_input_state.store(2, std::memory_order_release);
+      }
+      throw;
+    }
   }
   // SIGTERM: the batch ended and the place is published (a respawn continues there).
   if (terminated.load(std::memory_order_relaxed)) return kExitTerminated;

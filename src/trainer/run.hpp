@@ -44,6 +44,11 @@ struct Control {
   // --comm gloo the directory of their FileStore rendezvous.
   std::uint32_t generation = 0;
   char rendezvous[256] = {};
+  // What the first worker that stopped on bad input (exit 2: options the other
+  // nodes do not share, a rank taken, ...) said, for the parent's error: claimed
+  // (1), then written (2).
+  std::atomic<std::uint32_t> bad_input_state{0};
+  char bad_input[512] = {};
 };
 
 // What a copy of the weights holds, read around the copy (WorkerProgress): per

@@ -197,9 +197,14 @@ class Supervisor {
     }
     group.kill_all(SIGKILL);
     group.wait_all();
-    if (WIFEXITED(failed.status) && WEXITSTATUS(failed.status) == kExitBadInput)
-      throw Error(fmt::format("worker {} stopped on bad input or options (its message is above); "
-                              "nothing was restarted", failed.rank), kExitBadInput);
+    if (WIFEXITED(failed.status) && WEXITSTATUS(failed.status) == kExitBadInput) {
+      const bool said = run_.control->bad_input_state.load(std::memory_order_acquire) == 2;
+      throw Error(fmt::format("worker {} stopped on bad input or options{}; nothing was restarted",
+                              failed.rank,
+                              said ? fmt::format(" ({})", run_.control->bad_input)
+                                   : std::string(" (its message is above)")),
+                  kExitBadInput);
+    }
     if (!run_.mode.synchronous())  // a node's lone respawn cannot rejoin the other nodes
       throw WorkerError(fmt::format("worker {} (pid {}) {}; hogwild across nodes does not "
                                     "replace a worker, so this node stopped", failed.rank,
