@@ -4,18 +4,23 @@
 //                         --ratings 1000000 --noise 0.5 --out r.tsv --test-out r.test.tsv
 //   hogwild_data convert spam.train.svm.gz --out spam.train.cache
 //   hogwild_data info train-images-idx3-ubyte.gz
+//   hogwild_data stats --train spam.train.svm.gz --model logistic [--json stats.json]
 // Exit status: 0 ok, 2 bad input or option, 4 out of memory or disk, 1 otherwise.
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <limits>
 
 #include "hogwild/config.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/sparsity.hpp"
 
 namespace {
 
@@ -89,6 +94,123 @@ void info(const std::string& path, const std::string& labels, unsigned threads) 
     fmt::print("  {:>8}: {} ({:.1f}%)\n", label, count,
                100.0 * static_cast<double>(count) / static_cast<double>(st.rows));
   fmt::print("loaded in:  {:.3f} s\n", secs);
+}
+
+struct StatsCommand {
+  std::string train, labels, rho = "auto", json, tau = "1,2,4,8,16";
+  unsigned threads = 0;
+  bool no_bias = false;
+  SparsityOptions options;
+};
+
+std::vector<double> parse_taus(const std::string& text) {
+  std::vector<double> taus;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    std::size_t used = 0;
+    double tau = -1;
+    try {
+      tau = std::stod(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (item.empty() || used != item.size() || !(tau >= 0) || !std::isfinite(tau))
+      throw ConfigError("--tau expects comma-separated staleness values >= 0 such as 1,2,4, got \"" +
+                        text + "\"");
+    taus.push_back(tau);
+    begin = end + 1;
+  }
+  return taus;
+}
+
+nlohmann::json to_json(const SparsityStats& s, const std::vector<TheoryView>& theory,
+                       const std::string& path) {
+  nlohmann::json hot = nlohmann::json::array();
+  for (const auto& h : s.hot)
+    hot.push_back({{"what", h.what}, {"degree", h.degree}, {"fraction", h.fraction},
+                   {"write_share", h.write_share}});
+  nlohmann::json views = nlohmann::json::array();
+  for (const auto& v : theory)
+    views.push_back({{"tau", v.tau}, {"hogwild_overhead", v.hogwild_overhead},
+                     {"hogwild_vacuous", v.hogwild_vacuous}, {"mania_limit", v.mania_limit},
+                     {"mania_vacuous", v.mania_vacuous}});
+  nlohmann::json j = {
+      {"data", path}, {"model", s.model}, {"updates", s.updates}, {"empty_rows", s.empty},
+      {"coordinates", s.coordinates}, {"omega", s.omega}, {"mean_update_size", s.mean_size},
+      {"delta", s.delta}, {"busiest", s.busiest}, {"rho_lower", s.rho_lower},
+      {"rho_upper", s.rho_upper}, {"rho_how", s.rho_how}, {"rho_cost_visits", s.rho_cost},
+      {"rho_visits", s.rho_visits}, {"seconds", s.rho_seconds},
+      {"conflict_degree", s.conflict_degree}, {"conflict_degree_upper", s.conflict_degree_upper},
+      {"p_conflict", s.p_conf}, {"p_conflict_se", s.p_conf_se}, {"p_conflict_exact", s.p_conf_exact},
+      {"pairs_sampled", s.pairs}, {"kappa", s.kappa}, {"hot", hot},
+      {"power_law_alpha", s.alpha}, {"power_law_min_degree", s.alpha_min},
+      {"power_law_nodes", s.alpha_nodes}, {"zipf_slope", s.zipf_slope},
+      {"bias_coordinates", s.bias_coordinates}, {"theory", views}};
+  j["rho"] = s.rho ? nlohmann::json(*s.rho) : nlohmann::json(nullptr);
+  return j;
+}
+
+void stats(StatsCommand& c) {
+  SparsityOptions& o = c.options;
+  o.bias = !c.no_bias;
+  o.rho = c.rho == "exact" ? SparsityOptions::Rho::exact
+        : c.rho == "bounds" ? SparsityOptions::Rho::bounds
+                            : SparsityOptions::Rho::automatic;
+  const auto taus = parse_taus(c.tau);
+  const Dataset d = load_dataset(c.train, c.labels,
+                                 {c.threads, Storage::automatic, std::numeric_limits<double>::infinity()});
+  const SparsityStats s = sparsity_stats(d, o);
+  const bool mf = o.model == "mf";
+  const char* node = mf ? "user or item" : "feature";
+  fmt::print("data:      {} for --model {}: m = {} updates ({}){}, {} coordinates written\n",
+             c.train, o.model, s.updates, mf ? "ratings" : "rows",
+             s.empty ? fmt::format(" ({} empty rows left out)", s.empty) : "", s.coordinates);
+  fmt::print("Omega:     {} coordinates in the largest update (mean {:.1f})\n", s.omega, s.mean_size);
+  fmt::print("Delta:     {:.4g} ({} is in {:.1f}% of the updates)\n", s.delta, s.busiest,
+             100 * s.delta);
+  if (s.rho)
+    fmt::print("rho:       {:.4g}  {} ({:.2f} s)\n", *s.rho, s.rho_how, s.rho_seconds);
+  else
+    fmt::print("rho:       between {:.4g} and {:.4g}; {}\n", s.rho_lower, s.rho_upper, s.rho_how);
+  if (s.p_conf_exact)
+    fmt::print("conflicts: P(two updates share a coordinate) = {:.4g}, average conflict degree "
+               "{:.4g} (exact)\n", s.p_conf, s.conflict_degree);
+  else
+    fmt::print("conflicts: P(two updates share a coordinate) = {:.4g} +- {:.2g} ({} sampled pairs); "
+               "average conflict degree {:.4g} (at most {:.4g})\n",
+               s.p_conf, s.p_conf_se, s.pairs, s.conflict_degree, s.conflict_degree_upper);
+  fmt::print("kappa:     {:.4g} coordinates shared by two random updates, on average\n", s.kappa);
+  fmt::print("degrees:   power law alpha = {:.3g} (degree >= {}, {} {}s); Zipf rank slope {:.3g} "
+             "(ranks 10-1000)\n", s.alpha, s.alpha_min, s.alpha_nodes, node, s.zipf_slope);
+  fmt::print("hot:       {:>16}  {:>10}  {:>10}  {:>12}\n", "coordinate", "updates", "of all",
+             "of writes");
+  for (const auto& h : s.hot)
+    fmt::print("           {:>16}  {:>10}  {:>9.2f}%  {:>11.2f}%\n", h.what, h.degree,
+               100 * h.fraction, 100 * h.write_share);
+  if (s.bias_coordinates)
+    fmt::print("bias:      the model writes {} bias coordinate(s) in every update: as trained, "
+               "Omega = {}, Delta = rho = 1 (--no-bias for the figures without it)\n",
+               s.bias_coordinates, s.omega + s.bias_coordinates);
+  std::vector<TheoryView> theory;
+  for (double tau : taus) theory.push_back(theory_at(s, tau, o.bias));
+  fmt::print("theory{}:  {:>6}  {:>12}  {:>10}  {}\n", s.rho ? "" : " (rho's upper bound)", "tau",
+             "Hogwild! H", "", "Mania et al.: tau <= m / conflict degree");
+  for (const auto& v : theory)
+    fmt::print("           {:>6g}  {:>12.4g}  {:>10}  {:.4g}{}\n", v.tau, v.hogwild_overhead,
+               v.hogwild_vacuous ? "vacuous" : "", v.mania_limit,
+               v.mania_vacuous ? "  vacuous" : "");
+  if (!c.json.empty()) {
+    const std::string text = to_json(s, theory, c.train).dump(1) + "\n";
+    if (c.json == "-") {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    } else {
+      std::ofstream out(c.json);
+      out << text;
+      if (!out.flush()) throw ResourceError(fmt::format("cannot write {}", c.json));
+      fmt::print("wrote {}\n", c.json);
+    }
+  }
 }
 
 }  // namespace
@@ -167,6 +289,30 @@ int main(int argc, char** argv) {
                 "IDX labels file (default: guessed from the images file name)");
   i->add_option("--threads", info_threads, "Parser threads (0 = all cores)")->capture_default_str();
 
+  StatsCommand st;
+  auto* sc = app.add_subcommand(
+      "stats", "How parallelisable the data is for a model: the Hogwild! statistics Omega, Delta, "
+               "rho, conflicts, hot coordinates, and the theories' view");
+  sc->add_option("--train", st.train, "libsvm (.gz too), IDX images, ratings or a cache")->required();
+  sc->add_option("--labels", st.labels, "IDX labels file (default: guessed from the images file name)");
+  sc->add_option("--model", st.options.model, "logistic, hinge, squared, softmax or mf")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"logistic", "hinge", "squared", "softmax", "mf", "mlp"}));
+  sc->add_option("--classes", st.options.classes, "softmax: classes (default: the labels')");
+  sc->add_option("--rank", st.options.rank, "mf: rank of the factors")->capture_default_str();
+  sc->add_flag("--no-bias", st.no_bias, "The model has no bias coordinates");
+  sc->add_option("--rho", st.rho,
+                 "auto (exact where the sum of squared degrees is at most 2e10), exact, or bounds")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "exact", "bounds"}));
+  sc->add_option("--pairs", st.options.pairs, "Random pairs of updates sampled for the conflicts")
+      ->capture_default_str();
+  sc->add_option("--top", st.options.top, "Hot coordinates listed")->capture_default_str();
+  sc->add_option("--tau", st.tau, "Staleness values for the theories' view")->capture_default_str();
+  sc->add_option("--seed", st.options.seed, "Seed of the sampled pairs")->capture_default_str();
+  sc->add_option("--json", st.json, "Also write the figures as JSON to FILE (- for stdout)");
+  sc->add_option("--threads", st.threads, "Parser threads (0 = all cores)")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -197,6 +343,8 @@ int main(int argc, char** argv) {
            conv_format.empty() ? "cache" : conv_format);
     } else if (*i) {
       info(info_in, info_labels, info_threads);
+    } else if (*sc) {
+      stats(st);
     }
   } catch (const Error& e) {
     std::fflush(stdout);
