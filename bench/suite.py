@@ -28,6 +28,7 @@ import tempfile
 import time
 
 import suite_ddp
+import suite_science
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -840,7 +841,8 @@ def main():
     t0 = time.time()
     print(f"hogwild bench ({'quick' if q else 'full'}): {cpu_name()}, {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, workers {s.workers}, out {s.out}", flush=True)
-    s.prepare(sparse=want("yardstick") or want("scaling") or want("partition") or want("ddp"))
+    s.prepare(sparse=want("yardstick") or want("scaling") or want("partition") or want("ddp")
+              or want("science"))
     if want("yardstick"):
         s.yardstick()
     if want("scaling"):
@@ -864,6 +866,8 @@ def main():
         s.formats()
     if want("ddp"):
         suite_ddp.run(s)
+    if want("science"):
+        suite_science.run(s)
     s.yardstick_table()  # after scaling, whose runs give hogwild_train's accuracy
     s.plots()
     s.write()

@@ -22,6 +22,32 @@ namespace {
 // JSON has no NaN: metrics that do not apply are null.
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
 
+nlohmann::json quantiles_json(const Quantiles& q) {
+  return {{"samples", q.samples}, {"mean", q.mean}, {"p50", q.p50},
+          {"p90", q.p90},         {"p99", q.p99},   {"max", q.max}};
+}
+
+// The summary's "staleness": null where nothing was measured (a mode whose steps
+// do not write the shared weights themselves).
+nlohmann::json staleness_json(const Staleness& s) {
+  if (s.every == 0) return nullptr;
+  nlohmann::json workers = nlohmann::json::array(), lengths = nlohmann::json::array();
+  for (std::size_t w = 0; w < s.worker_lag.size(); ++w)
+    workers.push_back({{"lag", quantiles_json(s.worker_lag[w])},
+                       {"overlap", quantiles_json(s.worker_overlap[w])}});
+  for (const auto& b : s.by_length)
+    lengths.push_back({{"min_nnz", b.min_nnz},
+                       {"max_nnz", b.max_nnz ? nlohmann::json(b.max_nnz) : nlohmann::json()},
+                       {"samples", b.samples},
+                       {"mean_lag", b.mean_lag}});
+  return {{"every", s.every},
+          {"unit", "examples of the other workers"},
+          {"lag", quantiles_json(s.lag)},
+          {"overlap", quantiles_json(s.overlap)},
+          {"workers", workers},
+          {"lag_by_nnz", lengths}};
+}
+
 std::string human_rate(double r) {
   if (r >= 1e6) return fmt::format("{:.2f}M", r / 1e6);
   if (r >= 1e3) return fmt::format("{:.1f}k", r / 1e3);
@@ -58,6 +84,10 @@ void MetricsWriter::write(const Progress& p) {
       {"restarts", p.restarts},
   };
   if (std::isfinite(p.test.rmse)) j["test_rmse"] = p.test.rmse;
+  if (p.lag.samples > 0) {
+    j["lag"] = quantiles_json(p.lag);
+    j["overlap"] = quantiles_json(p.overlap);
+  }
   const std::string line = j.dump() + "\n";
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
     const int err = errno;
@@ -148,6 +178,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"checkpoint", c.checkpoint.empty() ? nlohmann::json() : nlohmann::json(c.checkpoint)},
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
+  if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
   return j.dump(2) + "\n";
 }
 

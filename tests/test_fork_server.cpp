@@ -166,6 +166,8 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.run_id = "r42";
   c.sync_every = 777;
   c.sync_seconds = 0.25;
+  c.telemetry = true;
+  c.telemetry_every = 17;
   c.seed = 0xfedcba9876543210ULL;
   c.eval_every = 1.5;
   c.shm_dir = std::string("/tmp/x y");
@@ -207,6 +209,8 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.run_id == c.run_id);
   CHECK(d.sync_every == c.sync_every);
   CHECK(d.sync_seconds == c.sync_seconds);
+  CHECK(d.telemetry == c.telemetry);
+  CHECK(d.telemetry_every == c.telemetry_every);
   CHECK(d.seed == c.seed);
   CHECK(d.eval_every == c.eval_every);
   CHECK(d.shm_dir == c.shm_dir);

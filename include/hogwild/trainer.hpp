@@ -19,6 +19,7 @@
 #include "hogwild/model_base.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/step_size.hpp"
+#include "hogwild/telemetry.hpp"
 
 namespace hogwild {
 
@@ -85,6 +86,11 @@ struct TrainConfig {
   // epoch's end (trainer/node_sync.hpp).
   std::size_t sync_every = 0;
   double sync_seconds = 0;
+  // Measure the staleness of the workers' updates (hogwild/telemetry.hpp), 1 in
+  // telemetry_every updates on average (modes that write the shared weights
+  // directly: hogwild, atomic, lock, serial; not replicas or the hot window).
+  bool telemetry = false;
+  unsigned telemetry_every = 64;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm
@@ -128,6 +134,8 @@ struct Progress {
                              // the parent is behind the workers is reported_time - time
   bool end_of_epoch = true;
   unsigned restarts = 0;     // workers respawned so far
+  // --telemetry: the staleness measured so far (all epochs), run-wide.
+  Quantiles lag, overlap;
 };
 
 struct TrainResult {
@@ -158,6 +166,8 @@ struct TrainResult {
   // worker 0 spent in them (the others trained on meanwhile).
   std::uint64_t node_syncs = 0;
   double node_sync_seconds = 0;
+  // --telemetry: the staleness of the sampled updates (every = 0: not measured).
+  Staleness staleness;
 };
 
 // Called in the parent for every evaluation, in order.

@@ -187,6 +187,12 @@ int run(int argc, char** argv) {
   app.add_option("--shm-dir", cfg.shm_dir,
                  "Put the parameter arena in a file-backed mapping in DIR instead of /dev/shm")->option_text("DIR");
   app.add_flag("--pin", cfg.pin, "Pin worker k to the (k mod n)-th CPU this process may use");
+  app.add_flag("--telemetry", cfg.telemetry,
+               "Measure the staleness of the workers' updates (lag and overlap histograms, in "
+               "the metrics and the summary; docs/EXPERIMENTS.md)");
+  app.add_option("--telemetry-every", cfg.telemetry_every,
+                 "--telemetry: measure 1 in N updates, on average")
+      ->capture_default_str()->option_text("N");
   app.add_flag("--huge-pages", cfg.huge_pages,
                "Back the parameter arena with 2 MiB pages where the system allows it");
   app.add_option("--merge-every", cfg.merge_every,
@@ -379,6 +385,15 @@ int run(int argc, char** argv) {
   if (result.restarts) line += fmt::format(", {} worker restart(s)", result.restarts);
   if (!cfg.checkpoint.empty()) line += ", checkpoint " + cfg.checkpoint;
   fmt::print("{}\n", line);
+  if (const auto& s = result.staleness; s.every > 0)
+    fmt::print("staleness: lag p50 {}, p90 {}, p99 {}, max {} (mean {:.2f}); overlap p50 {}, p99 {}, "
+               "max {} (mean {:.2f}): examples of the other workers, {} sampled updates\n",
+               s.lag.p50, s.lag.p90, s.lag.p99, s.lag.max, s.lag.mean, s.overlap.p50,
+               s.overlap.p99, s.overlap.max, s.overlap.mean, s.lag.samples);
+  else if (cfg.telemetry)
+    fmt::print("staleness: not measured (--mode {}{}: the steps do not write the shared weights "
+               "themselves)\n", hogwild::to_string(cfg.mode),
+               cfg.merge_every ? " with --merge-every" : cfg.hot_k ? " with --hot-k" : "");
   if (result.signal == SIGINT) return hogwild::kExitInterrupted;
   if (result.signal == SIGTERM) return hogwild::kExitTerminated;
   return 0;

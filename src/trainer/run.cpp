@@ -191,6 +191,11 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     for (auto& s : specs) all += padded(s.size);
     blocks.push_back({"node_base", all * sizeof(float)});
   }
+  // --telemetry where the steps write the shared weights themselves (not ddp's or
+  // dp's synchronous steps, not replicas or the hot window).
+  if (cfg.telemetry && !mode.synchronous() && !mode.threaded() && cfg.merge_every == 0 &&
+      cfg.hot_k == 0)
+    blocks.push_back({"staleness", sizeof(StalenessRecord) * workers});
   if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
@@ -222,6 +227,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   }
   progress = {in_arena<WorkerProgress>(arena.block("progress").data(), workers, attach), workers};
   epoch_loss = arena.array<double>("epoch_loss");
+  if (arena.has("staleness"))
+    staleness = {in_arena<StalenessRecord>(arena.block("staleness").data(), workers, attach), workers};
   if (mode.synchronous() && !attach) {
     ShmCommunicator::prepare(arena.block("comm"), workers);
     if (cfg.comm == "gloo") {  // a FileStore in a directory of our own
@@ -546,6 +553,12 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     }
     local.node_sync->begin_epoch(p.position.load(std::memory_order_relaxed));
     task.node_sync = &*local.node_sync;
+  }
+  // --telemetry, where the steps write the shared weights themselves.
+  if (!staleness.empty() && !task.hot && !task.replica && !task.sync && !task.dp) {
+    if (!local.probe)
+      local.probe.emplace(progress, rank, staleness[rank], cfg.telemetry_every, cfg.seed);
+    task.probe = &*local.probe;
   }
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||

@@ -26,6 +26,7 @@
 #include "trainer/data_parallel.hpp"
 #include "trainer/gradient_sync.hpp"
 #include "trainer/node_sync.hpp"
+#include "trainer/staleness.hpp"
 #include "trainer/hot_window.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
@@ -155,6 +156,8 @@ struct Run {
   // group compares join_text's fingerprint (ConfigError naming a node that differs).
   void check_join(Communicator& across) const;
   ParamSet params;  // the live tensors, in store->space()
+  // --telemetry: each worker's staleness histograms (the arena's "staleness" block).
+  std::span<StalenessRecord> staleness;
   unsigned workers = 1;
   std::size_t classes = 0;
   // The state of the worker process this is: made in the worker on its first
@@ -169,6 +172,8 @@ struct Run {
     std::optional<GradientSync> sync;
     // Hogwild across nodes, worker 0: its exchanges with the other nodes' leaders.
     std::optional<NodeSync> node_sync;
+    // --telemetry: this worker's staleness probe.
+    std::optional<StalenessProbe> probe;
     // A threaded mode (dp): the threads' models and buffers.
     std::optional<DataParallel> dp;
   } local;

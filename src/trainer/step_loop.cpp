@@ -33,6 +33,13 @@ bool stopped_in(const EpochTask& t, F&& collective) {
   }
 }
 
+// The non-zeros a mini-batch's rows hold: the size of its update.
+std::uint64_t nonzeros(const Batch& b) noexcept {
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < b.size; ++i) n += b.data->row(b.rows[i]).nnz;
+  return n;
+}
+
 bool synced_step(GradientSync& sync, const EpochTask& t, float lr) {
   return stopped_in(t, [&] { sync.step(lr); });
 }
@@ -76,8 +83,22 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (params && begin + size < n) model.prefetch_params(trained, t.data->row(t.rows[begin + size]));
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
-    loss += t.dp ? t.dp->train_batch(t.kind, b, lr)
-                 : locked(t.mutex, [&] { return model.train_batch(t.kind, b, trained, lr); });
+    if (t.dp) {
+      loss += t.dp->train_batch(t.kind, b, lr);
+    } else if (!t.probe) {
+      loss += locked(t.mutex, [&] { return model.train_batch(t.kind, b, trained, lr); });
+    } else {
+      // --telemetry: the update's reads begin inside the lock, and it counts as
+      // finished there too (lock mode's lag is then 0, as it is).
+      const bool measured = t.probe->due();
+      loss += locked(t.mutex, [&] {
+        if (measured) t.probe->start();
+        const double l = model.train_batch(t.kind, b, trained, lr);
+        t.progress->samples.store(seen + size, std::memory_order_release);
+        if (measured) t.probe->finish(nonzeros(b));
+        return l;
+      });
+    }
     if (t.sync && t.sync->due(b) && !synced_step(*t.sync, t, lr)) break;
     seen += size;
     begin += size;

@@ -20,6 +20,7 @@
 #include "trainer/node_sync.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
+#include "trainer/staleness.hpp"
 
 namespace hogwild::detail {
 
@@ -57,6 +58,8 @@ struct EpochTask {
   // Hogwild across nodes, worker 0: exchanges with the other nodes every
   // sync_every of its examples (and, in Run::run_epoch, at the epoch's end).
   NodeSync* node_sync = nullptr;
+  // --telemetry: measures a sample of the steps' staleness (they write `params`).
+  StalenessProbe* probe = nullptr;
 };
 
 // Trains t.rows[t.start, end) with `model`; returns the summed training loss of

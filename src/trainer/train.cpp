@@ -259,6 +259,11 @@ class Supervisor {
     Progress p;
     p.epoch = epoch;
     p.restarts = restarts_;
+    if (!run_.staleness.empty()) {
+      const auto s = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
+      p.lag = s.lag;
+      p.overlap = s.overlap;
+    }
     p.train_loss = evaluated_ ? run_.train_loss(evaluated_ - 1) : std::nan("");
     detail::SnapshotSlot* slot = end_of_epoch ? run_.slot_for(evaluated_) : nullptr;
     const ParamSet* weights = &run_.params;
@@ -378,6 +383,8 @@ class Supervisor {
       }
       r.merge_every = static_cast<double>(every) / static_cast<double>(run_.progress.size());
     }
+    if (!run_.staleness.empty())
+      r.staleness = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
     r.huge_pages = run_.arena.huge_pages();
     for (const auto& t : run_.params.tensors()) {
       const HostAccess& access = host_access(t.space);  // the workers are gone
@@ -465,6 +472,8 @@ void TrainConfig::validate() const {
     throw ConfigError(fmt::format("--sync-every {}s: seconds must be a positive number", sync_seconds));
   if (sync_every > 0 && sync_seconds > 0)
     throw ConfigError("--sync-every is either a number of examples or of seconds, not both");
+  if (telemetry_every == 0 || telemetry_every > 1000000000)
+    throw ConfigError(fmt::format("--telemetry-every must be from 1 to 1e9, got {}", telemetry_every));
   const bool syncs = sync_every > 0 || sync_seconds > 0;
   if (syncs && (nodes < 2 || synchronous || !is_parallel(mode)))
     throw ConfigError(fmt::format("--sync-every works with --nodes 2 or more and --mode {}",

@@ -68,6 +68,8 @@ json config_json(const TrainConfig& c) {
       {"run_id", c.run_id},
       {"sync_every", c.sync_every},
       {"sync_seconds", c.sync_seconds},
+      {"telemetry", c.telemetry},
+      {"telemetry_every", c.telemetry_every},
       {"seed", c.seed},
       {"eval_every", c.eval_every},
       {"shm_dir", c.shm_dir},
@@ -115,6 +117,8 @@ TrainConfig config_of(const json& j) {
   j.at("run_id").get_to(c.run_id);
   j.at("sync_every").get_to(c.sync_every);
   j.at("sync_seconds").get_to(c.sync_seconds);
+  j.at("telemetry").get_to(c.telemetry);
+  j.at("telemetry_every").get_to(c.telemetry_every);
   j.at("seed").get_to(c.seed);
   j.at("eval_every").get_to(c.eval_every);
   j.at("shm_dir").get_to(c.shm_dir);

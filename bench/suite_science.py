@@ -1,0 +1,75 @@
+"""bench/run.sh's `science` section (bench/suite.py calls run(suite)): the
+convergence-experiment instruments (docs/EXPERIMENTS.md).
+
+- What --telemetry costs: hogwild with 2 workers on SpamAssassin and RCV1-like,
+  without telemetry, with the default sampling (1 update in 64) and with every
+  update measured, interleaved repetitions; the ratio of throughputs within each
+  repetition, its median over them. Target: <= 3 % at the default sampling.
+- The staleness it measures for 1, 2 and 4 workers (4 oversubscribe a 2-core
+  machine): lag and overlap quantiles, and the mean lag by update length.
+"""
+
+
+def fmt(x, spec=".2f"):
+    return "n/a" if x is None else format(x, spec)
+
+
+def overhead(s):
+    a = s.a
+    names = [n for n in ("spam", "rcv1like") if n in s.datasets]
+    configs = [("off", {}), ("every 64", {"telemetry": True}),
+               ("every 1", {"telemetry": True, "telemetry-every": 1})]
+    reps = max(a.reps, 3) if not a.quick else 2
+    print("\n== what --telemetry costs (hogwild, 2 workers)", flush=True)
+    for rep in range(reps):
+        for name in names:
+            d = s.datasets[name]
+            epochs = 20 if name == "spam" else (1 if a.quick else 3)
+            base = {"train": d["train"], "test": d["test"], "model": "logistic",
+                    "mode": "hogwild", "workers": 2, "epochs": epochs, "lr": d["lr"],
+                    "lr-decay": d["lr-decay"], "seed": rep + 1}
+            for config, extra in (configs if rep % 2 == 0 else list(reversed(configs))):
+                s.record("telemetry", name, config, 2, rep, s.train(dict(base, **extra)))
+    rows = []
+    for name in names:
+        k = dict(section="telemetry", dataset=name)
+        off = dict(k, config="off")
+        rows.append([name, fmt(s.med("samples_per_second", **off), ".0f")] +
+                    [fmt((1 - s.ratio("samples_per_second", dict(k, config=c), off)) * 100, ".1f") + " %"
+                     for c in ("every 64", "every 1")])
+    s.table("What --telemetry costs: hogwild, 2 workers, throughput lost against the same run "
+            f"without it (median of {reps} interleaved repetitions; target <= 3 % at the default, "
+            "1 in 64)",
+            ["data", "without (examples/s)", "1 in 64 (default)", "every update"], rows)
+
+
+def staleness(s):
+    a = s.a
+    if "spam" not in s.datasets:
+        s.note("no SpamAssassin: the staleness table is skipped")
+        return
+    d = s.datasets["spam"]
+    print("\n== staleness measured (SpamAssassin, hogwild)", flush=True)
+    rows = []
+    for workers in (1, 2, 4):
+        r = s.train({"train": d["train"], "test": d["test"], "model": "logistic",
+                     "mode": "hogwild", "workers": workers, "epochs": 20 if a.quick else 100,
+                     "lr": d["lr"], "lr-decay": d["lr-decay"], "telemetry": True})
+        st = r["staleness"]
+        lag, ov = st["lag"], st["overlap"]
+        by = " / ".join(fmt(b["mean_lag"], ".2f") for b in st["lag_by_nnz"])
+        rows.append([workers, lag["samples"], fmt(lag["mean"]), lag["p50"], lag["p90"], lag["p99"],
+                     lag["max"], fmt(ov["mean"]), ov["p99"], ov["max"], by])
+        s.runs.append({"section": "staleness", "dataset": "spam", "config": f"x{workers}",
+                       "workers": workers, "rep": 0, "staleness": st,
+                       "samples_per_second": r["samples_per_second"], "curve": []})
+    s.table("Staleness measured by --telemetry (SpamAssassin, hogwild, lr 0.5; examples of the "
+            "other workers; 1 in 64 updates sampled)",
+            ["workers", "sampled", "lag mean", "p50", "p90", "p99", "max", "overlap mean",
+             "overlap p99", "overlap max", "mean lag by nnz (<50 / 50-150 / 150-500 / 500-2000 / >=2000)"],
+            rows)
+
+
+def run(s):
+    overhead(s)
+    staleness(s)

@@ -1,0 +1,41 @@
+// What --telemetry measures in a run (../shared/SCIENCE.md section 2): the
+// staleness of the workers' updates. For a sampled update of worker p, with S_q and
+// F_q the examples worker q had finished when p's update started and when it
+// ended, and A_q those q had started by the end:
+//   lag     = sum_{q != p} (F_q - S_q)   updates by others that finished while it ran
+//                                        (Niu et al.'s tau, "after write" order)
+//   overlap = sum_{q != p} (A_q - S_q)   updates by others that ran at the same time
+//                                        (Mania et al.'s tau)
+// both in examples (a mini-batch of B rows counts B). The start is taken where the
+// update's reads begin (inside the lock in lock mode), so lock mode's lag is 0.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace hogwild {
+
+struct Quantiles {
+  std::uint64_t samples = 0;  // sampled updates
+  double mean = 0;
+  // From a log-linear histogram: exact up to 15, then within 1/4 of a power of two
+  // (the lower end of the value's bucket); max is exact.
+  std::uint64_t p50 = 0, p90 = 0, p99 = 0, max = 0;
+};
+
+// The mean lag of the sampled updates that wrote between min_nnz and max_nnz
+// (exclusive; 0 = no upper end) coordinates' worth of non-zeros.
+struct LagByLength {
+  std::uint64_t min_nnz = 0, max_nnz = 0;
+  std::uint64_t samples = 0;
+  double mean_lag = 0;
+};
+
+struct Staleness {
+  std::uint64_t every = 0;  // 1 in `every` updates sampled (on average); 0 = not measured
+  Quantiles lag, overlap;
+  std::vector<Quantiles> worker_lag, worker_overlap;
+  std::vector<LagByLength> by_length;  // <50, 50-150, 150-500, 500-2000, >=2000 non-zeros
+};
+
+}  // namespace hogwild

@@ -1,0 +1,148 @@
+// --telemetry: the staleness histograms' buckets and quantiles, and the measured
+// lag and overlap against what the definitions give for workers whose updates
+// take the same time (../shared/SCIENCE.md 2.1: back-to-back updates of equal
+// length, P workers: lag about P - 1, overlap about 2 (P - 1)), lock mode's 0,
+// and the summary's and metrics' fields.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "hogwild/trainer.hpp"
+#include "ridge.hpp"
+#include "support.hpp"
+#include "trainer/staleness.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+// Every update takes about 300 us, asleep (so workers overlap whatever the cores).
+struct Slow {
+  void operator()(std::uint32_t, const ParamSet&) const {
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+};
+
+TrainResult slow_run(Mode mode, unsigned workers, unsigned every = 1) {
+  const Dataset d = test::linear_data(600);
+  TrainConfig c;
+  c.mode = mode;
+  c.workers = workers;
+  c.epochs = 1;
+  c.step_size.lr0 = 0.05f;
+  c.telemetry = true;
+  c.telemetry_every = every;
+  c.partition = Partition::contiguous;
+  test::Ridge<Slow> model;
+  return train(c, model, d, nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("telemetry: buckets hold their values, quantiles read them back") {
+  using namespace hogwild::detail;
+  for (std::uint64_t v : {0ull, 1ull, 15ull, 16ull, 17ull, 19ull, 20ull, 31ull, 32ull, 1000ull,
+                          123456789ull, ~0ull}) {
+    const unsigned b = staleness_bucket(v);
+    CHECK(b < kStalenessBuckets);
+    CHECK(staleness_bucket_floor(b) <= v);
+    if (b + 1 < kStalenessBuckets) CHECK(v < staleness_bucket_floor(b + 1));
+    if (v < 16) CHECK(staleness_bucket_floor(b) == v);
+  }
+  // 100 samples: lag 0 x 49, 1 x 41, 7 x 9, 1000 x 1 (ranks 49, 89 and 98 of 0..99).
+  StalenessRecord r{};
+  r.lag[0] = 49;
+  r.lag[1] = 41;
+  r.lag[7] = 9;
+  r.lag[staleness_bucket(1000)] = 1;
+  r.count = 100;
+  r.lag_sum = 41 + 63 + 1000;
+  r.lag_max = 1000;
+  r.length_count[0] = 100;
+  r.length_lag_sum[0] = r.lag_sum;
+  const Staleness s = summarize_staleness({&r, 1}, 64);
+  CHECK(s.every == 64);
+  CHECK(s.lag.samples == 100);
+  CHECK(s.lag.mean == doctest::Approx(11.04));
+  CHECK(s.lag.p50 == 1);
+  CHECK(s.lag.p90 == 1);
+  CHECK(s.lag.p99 == 7);
+  CHECK(s.lag.max == 1000);
+  CHECK(s.by_length[0].mean_lag == doctest::Approx(11.04));
+  CHECK(s.by_length[1].samples == 0);
+  CHECK(s.worker_lag.size() == 1);
+}
+
+TEST_CASE("telemetry: equal updates overlap as the definitions say; lock mode's lag is 0") {
+  SUBCASE("serial: nobody else, 0 and 0") {
+    const auto r = slow_run(Mode::serial, 1);
+    CHECK(r.staleness.lag.samples == 600);
+    CHECK(r.staleness.lag.max == 0);
+    CHECK(r.staleness.overlap.max == 0);
+  }
+  for (unsigned p : {2u, 4u}) {
+    CAPTURE(p);
+    const auto r = slow_run(Mode::hogwild, p);
+    const auto& s = r.staleness;
+    MESSAGE(p << " workers: lag mean " << s.lag.mean << " p50 " << s.lag.p50 << ", overlap mean "
+              << s.overlap.mean);
+    CHECK(s.lag.samples == 600);
+    CHECK(s.worker_lag.size() == p);
+    CHECK(s.lag.mean == doctest::Approx(p - 1.0).epsilon(0.35));
+    CHECK(s.overlap.mean == doctest::Approx(2.0 * (p - 1)).epsilon(0.35));
+    CHECK(s.lag.p50 + 1 >= p - 1);
+    CHECK(s.lag.p50 <= p);
+  }
+  SUBCASE("lock: the others wait, so nothing they finish lands inside an update") {
+    const auto r = slow_run(Mode::lock, 2);
+    CHECK(r.staleness.lag.samples == 600);
+    CHECK(r.staleness.lag.max == 0);
+    CHECK(r.staleness.overlap.mean > 0.5);  // the other one is waiting, begun
+  }
+  SUBCASE("sampling: about 1 in N") {
+    const auto r = slow_run(Mode::hogwild, 2, 8);
+    CHECK(r.staleness.lag.samples > 600 / 8 / 2);
+    CHECK(r.staleness.lag.samples < 600 / 8 * 2);
+  }
+}
+
+TEST_CASE("telemetry: the summary's staleness and the metrics' lag, or null where not measured") {
+  test::TempDir dir;
+  const auto [train, test_file] = test::problem_files(dir, 4000, 200);
+  for (const std::string mode : {"hogwild", "ddp"}) {
+    CAPTURE(mode);
+    const std::string summary = dir.file(mode + ".json"), metrics = dir.file(mode + ".jsonl");
+    const auto r = test::run({test::hogwild_train_path(), "--train", train, "--test", test_file,
+                              "--mode", mode, "--workers", "2", "--epochs", "2", "--telemetry",
+                              "--summary", summary, "--metrics", metrics});
+    INFO(r.out);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream in(summary);
+    const auto j = nlohmann::json::parse(in);
+    std::ifstream lines(metrics);
+    std::string last, line;
+    while (std::getline(lines, line)) last = line;
+    const auto m = nlohmann::json::parse(last);
+    if (mode == "hogwild") {
+      CHECK(r.out.find("staleness: lag p50") != std::string::npos);
+      const auto& s = j.at("staleness");
+      CHECK(s.at("every") == 64);
+      CHECK(s.at("lag").at("samples").get<int>() > 0);
+      CHECK(s.at("workers").size() == 2);
+      CHECK(s.at("lag_by_nnz").size() == 5);
+      CHECK(m.at("lag").at("samples") == s.at("lag").at("samples"));
+    } else {
+      CHECK(r.out.find("staleness: not measured (--mode ddp") != std::string::npos);
+      CHECK(j.at("staleness").is_null());
+      CHECK_FALSE(m.contains("lag"));
+    }
+  }
+  const auto bad = test::run({test::hogwild_train_path(), "--train", train, "--telemetry-every",
+                              "0"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.out.find("--telemetry-every must be from 1") != std::string::npos);
+}
