@@ -7,6 +7,8 @@ convergence-experiment instruments (docs/EXPERIMENTS.md).
   repetition, its median over them. Target: <= 3 % at the default sampling.
 - The staleness it measures for 1, 2 and 4 workers (4 oversubscribe a 2-core
   machine): lag and overlap quantiles, and the mean lag by update length.
+- The Hogwild! paper's Fig. 5c: the speed-up of 2 workers over 1 as the gradient
+  gets costlier (--grad-delay-ns), lock-free against a global lock.
 """
 
 
@@ -70,6 +72,36 @@ def staleness(s):
             rows)
 
 
+def delay(s):
+    a = s.a
+    if "spam" not in s.datasets:
+        return
+    d = s.datasets["spam"]
+    delays = [0, 1000, 10000, 100000]
+    reps = 1 if a.quick else a.reps
+    print("\n== speed-up against gradient cost (Hogwild! Fig. 5c; SpamAssassin)", flush=True)
+    for rep in range(reps):
+        for ns in delays:
+            epochs = 20 if ns == 0 else max(1, 10000 // ns) if ns < 100000 else 1
+            for mode in ("hogwild", "lock"):
+                for workers in (1, 2):
+                    r = s.train({"train": d["train"], "test": d["test"], "model": "logistic",
+                                 "mode": mode if workers > 1 else "hogwild", "workers": workers,
+                                 "epochs": epochs, "lr": d["lr"], "lr-decay": d["lr-decay"],
+                                 "grad-delay-ns": ns, "seed": rep + 1})
+                    s.record("delay", f"{ns} ns", mode, workers, rep, r)
+    rows = []
+    for ns in delays:
+        k = dict(section="delay", dataset=f"{ns} ns")
+        rows.append([ns] + [fmt(s.ratio("samples_per_second", dict(k, config=m, workers=2),
+                                        dict(k, config=m, workers=1))) + "x"
+                            for m in ("hogwild", "lock")])
+    s.table("Speed-up of 2 workers over 1 as each gradient costs more (--grad-delay-ns of busy work "
+            "per example; SpamAssassin, logistic; the Hogwild! paper's Fig. 5c)",
+            ["delay (ns)", "hogwild", "lock"], rows)
+
+
 def run(s):
     overhead(s)
     staleness(s)
+    delay(s)

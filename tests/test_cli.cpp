@@ -93,6 +93,12 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--train", train, "--sync-every", "0ms"}, "got \"0ms\""},
            {{"--train", train, "--sync-every", "1.5"}, "got \"1.5\""},
            {{"--train", train, "--sync-every", "250ms"}, "--sync-every works with --nodes 2 or more"},
+           {{"--train", train, "--straggler", "1"},
+            "--straggler expects W:FACTOR (worker W's updates FACTOR times as long, e.g. 1:3), "
+            "got \"1\""},
+           {{"--train", train, "--straggler", "a:2"}, "got \"a:2\""},
+           {{"--train", train, "--straggler", "1:2x"}, "got \"1:2x\""},
+           {{"--train", train, "--workers", "2", "--straggler", "2:2"}, "there is no worker 2"},
        }) {
     std::vector<std::string> argv{test::hogwild_train_path()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());

@@ -168,6 +168,9 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.sync_seconds = 0.25;
   c.telemetry = true;
   c.telemetry_every = 17;
+  c.grad_delay_ns = 1234;
+  c.straggler_worker = 1;
+  c.straggler_factor = 2.5;
   c.seed = 0xfedcba9876543210ULL;
   c.eval_every = 1.5;
   c.shm_dir = std::string("/tmp/x y");
@@ -211,6 +214,9 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.sync_seconds == c.sync_seconds);
   CHECK(d.telemetry == c.telemetry);
   CHECK(d.telemetry_every == c.telemetry_every);
+  CHECK(d.grad_delay_ns == c.grad_delay_ns);
+  CHECK(d.straggler_worker == c.straggler_worker);
+  CHECK(d.straggler_factor == c.straggler_factor);
   CHECK(d.seed == c.seed);
   CHECK(d.eval_every == c.eval_every);
   CHECK(d.shm_dir == c.shm_dir);

@@ -91,6 +91,13 @@ struct TrainConfig {
   // directly: hogwild, atomic, lock, serial; not replicas or the hot window).
   bool telemetry = false;
   unsigned telemetry_every = 64;
+  // Controlled experiments: grad_delay_ns of busy work per example inside each
+  // update (the Hogwild! paper's Fig. 5c: held under the lock in lock mode), and
+  // worker straggler_worker (-1: none) making each of its updates
+  // straggler_factor times as long as it took.
+  std::uint64_t grad_delay_ns = 0;
+  int straggler_worker = -1;
+  double straggler_factor = 1;
   std::uint64_t seed = 1;
   double eval_every = 0;    // seconds between evaluations during an epoch; 0: per epoch only
   std::string shm_dir;      // file-backed arena in this directory instead of /dev/shm

@@ -36,6 +36,7 @@ struct Options {
   std::string metrics, summary;
   std::string hidden;
   std::string sync_every;
+  std::string straggler;
   std::string storage = "auto";
   unsigned threads = 0;
   double bucket_mb = 0;
@@ -83,6 +84,26 @@ void parse_sync_every(const std::string& text, hogwild::TrainConfig& cfg) {
   }
   throw hogwild::ConfigError("--sync-every expects a positive number of examples (500) or of "
                              "seconds (2s, 250ms), got \"" + text + "\"");
+}
+
+// --straggler W:FACTOR ("1:3", "0:1.5"); anything else is a ConfigError.
+void parse_straggler(const std::string& text, hogwild::TrainConfig& cfg) {
+  const auto colon = text.find(':');
+  try {
+    if (colon != std::string::npos && colon > 0 && colon <= 6 && colon + 1 < text.size() &&
+        text.find_first_not_of("0123456789") == colon) {
+      std::size_t used = 0;
+      const double factor = std::stod(text.substr(colon + 1), &used);
+      if (used == text.size() - colon - 1) {
+        cfg.straggler_worker = std::stoi(text.substr(0, colon));
+        cfg.straggler_factor = factor;
+        return;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  throw hogwild::ConfigError("--straggler expects W:FACTOR (worker W's updates FACTOR times as "
+                             "long, e.g. 1:3), got \"" + text + "\"");
 }
 
 // Loads a data set and stores its rows as --storage says; a test set (`train` given)
@@ -244,6 +265,13 @@ int run(int argc, char** argv) {
                  "its node's changes with the other nodes' every N of its examples, or about "
                  "every T seconds (2s, 250ms)")
       ->option_text("N|Ts");
+  app.add_option("--grad-delay-ns", cfg.grad_delay_ns,
+                 "Busy work per example inside each update, in nanoseconds (a costlier gradient: "
+                 "the Hogwild! paper's Fig. 5c; held under the lock in lock mode)")
+      ->capture_default_str()->option_text("N");
+  app.add_option("--straggler", o.straggler,
+                 "Make worker W's updates FACTOR times as long (a slow worker)")
+      ->option_text("W:FACTOR");
   app.add_option("--comm-timeout", cfg.comm_timeout,
                  "--mode ddp: seconds a worker waits for the others in a collective before it "
                  "fails, naming them")
@@ -302,6 +330,7 @@ int run(int argc, char** argv) {
   const hogwild::Storage storage = hogwild::parse_storage(o.storage);
   if (!o.hidden.empty() || app.count("--hidden")) cfg.model_options.hidden = parse_widths(o.hidden);
   if (app.count("--sync-every")) parse_sync_every(o.sync_every, cfg);
+  if (app.count("--straggler")) parse_straggler(o.straggler, cfg);
   if (app.count("--bucket-mb")) {
     if (!(o.bucket_mb > 0) || o.bucket_mb > 65536)
       throw hogwild::ConfigError(fmt::format("--bucket-mb must be from 0 to 65536, got {}", o.bucket_mb));

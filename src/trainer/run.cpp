@@ -554,6 +554,9 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     local.node_sync->begin_epoch(p.position.load(std::memory_order_relaxed));
     task.node_sync = &*local.node_sync;
   }
+  task.delay_ns = cfg.grad_delay_ns;
+  if (cfg.straggler_worker >= 0 && global_rank(rank) == static_cast<unsigned>(cfg.straggler_worker))
+    task.slowdown = cfg.straggler_factor;
   // --telemetry, where the steps write the shared weights themselves.
   if (!staleness.empty() && !task.hot && !task.replica && !task.sync && !task.dp) {
     if (!local.probe)

@@ -1,6 +1,7 @@
 #include "trainer/step_loop.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "hogwild/prefetch.hpp"
 #include "process.hpp"
@@ -30,6 +31,12 @@ bool stopped_in(const EpochTask& t, F&& collective) {
         (t.terminated && t.terminated->load(std::memory_order_relaxed)))
       return false;
     throw;
+  }
+}
+
+// Busy work (not a sleep: the core is taken, as a longer gradient would take it).
+void busy_until(std::chrono::steady_clock::time_point end) noexcept {
+  while (std::chrono::steady_clock::now() < end) {
   }
 }
 
@@ -85,16 +92,22 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (shared) begin_writes(*t.progress, seen + size);
     if (t.dp) {
       loss += t.dp->train_batch(t.kind, b, lr);
-    } else if (!t.probe) {
+    } else if (!t.probe && !t.delay_ns && t.slowdown == 1) {
       loss += locked(t.mutex, [&] { return model.train_batch(t.kind, b, trained, lr); });
     } else {
       // --telemetry: the update's reads begin inside the lock, and it counts as
-      // finished there too (lock mode's lag is then 0, as it is).
-      const bool measured = t.probe->due();
+      // finished there too (lock mode's lag is then 0, as it is). The injected
+      // work is inside the update, under the lock where there is one.
+      const bool measured = t.probe && t.probe->due();
       loss += locked(t.mutex, [&] {
+        const auto t0 = std::chrono::steady_clock::now();
         if (measured) t.probe->start();
+        if (t.delay_ns) busy_until(t0 + std::chrono::nanoseconds(t.delay_ns * size));
         const double l = model.train_batch(t.kind, b, trained, lr);
-        t.progress->samples.store(seen + size, std::memory_order_release);
+        if (t.slowdown > 1)
+          busy_until(t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              (std::chrono::steady_clock::now() - t0) * t.slowdown));
+        if (t.probe) t.progress->samples.store(seen + size, std::memory_order_release);
         if (measured) t.probe->finish(nonzeros(b));
         return l;
       });

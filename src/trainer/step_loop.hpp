@@ -60,6 +60,11 @@ struct EpochTask {
   NodeSync* node_sync = nullptr;
   // --telemetry: measures a sample of the steps' staleness (they write `params`).
   StalenessProbe* probe = nullptr;
+  // Controlled experiments: busy work per example inside each update, and this
+  // worker's updates made `slowdown` times as long (TrainConfig::grad_delay_ns,
+  // straggler_factor).
+  std::uint64_t delay_ns = 0;
+  double slowdown = 1;
 };
 
 // Trains t.rows[t.start, end) with `model`; returns the summed training loss of

@@ -472,6 +472,20 @@ void TrainConfig::validate() const {
     throw ConfigError(fmt::format("--sync-every {}s: seconds must be a positive number", sync_seconds));
   if (sync_every > 0 && sync_seconds > 0)
     throw ConfigError("--sync-every is either a number of examples or of seconds, not both");
+  if (grad_delay_ns > 1000000000)
+    throw ConfigError(fmt::format("--grad-delay-ns {} is more than a second an example", grad_delay_ns));
+  if (straggler_worker >= 0) {
+    const unsigned n = is_parallel(mode) ? workers : 1;
+    if (static_cast<unsigned>(straggler_worker) >= n)
+      throw ConfigError(fmt::format("--straggler {}:{}: there is no worker {} (workers 0 to {})",
+                                    straggler_worker, straggler_factor, straggler_worker, n - 1));
+    if (!(straggler_factor >= 1) || !(straggler_factor <= 1000))
+      throw ConfigError(fmt::format("--straggler {}:{}: the factor must be from 1 to 1000",
+                                    straggler_worker, straggler_factor));
+    if (detail::mode_def(mode).threaded())
+      throw ConfigError(fmt::format("--straggler does not apply to --mode {}: its threads share "
+                                    "each step", to_string(mode)));
+  }
   if (telemetry_every == 0 || telemetry_every > 1000000000)
     throw ConfigError(fmt::format("--telemetry-every must be from 1 to 1e9, got {}", telemetry_every));
   const bool syncs = sync_every > 0 || sync_seconds > 0;

@@ -70,6 +70,9 @@ json config_json(const TrainConfig& c) {
       {"sync_seconds", c.sync_seconds},
       {"telemetry", c.telemetry},
       {"telemetry_every", c.telemetry_every},
+      {"grad_delay_ns", c.grad_delay_ns},
+      {"straggler_worker", c.straggler_worker},
+      {"straggler_factor", c.straggler_factor},
       {"seed", c.seed},
       {"eval_every", c.eval_every},
       {"shm_dir", c.shm_dir},
@@ -119,6 +122,9 @@ TrainConfig config_of(const json& j) {
   j.at("sync_seconds").get_to(c.sync_seconds);
   j.at("telemetry").get_to(c.telemetry);
   j.at("telemetry_every").get_to(c.telemetry_every);
+  j.at("grad_delay_ns").get_to(c.grad_delay_ns);
+  j.at("straggler_worker").get_to(c.straggler_worker);
+  j.at("straggler_factor").get_to(c.straggler_factor);
   j.at("seed").get_to(c.seed);
   j.at("eval_every").get_to(c.eval_every);
   j.at("shm_dir").get_to(c.shm_dir);
