@@ -7,6 +7,8 @@ convergence-experiment instruments (docs/EXPERIMENTS.md).
   repetition, its median over them. Target: <= 3 % at the default sampling.
 - The staleness it measures for 1, 2 and 4 workers (4 oversubscribe a 2-core
   machine): lag and overlap quantiles, and the mean lag by update length.
+- What the races lose: --conflicts in serial, lock, atomic and hogwild (2
+  workers, SpamAssassin): conflicts per sampled write and lost-update mass.
 - The Hogwild! paper's Fig. 5c: the speed-up of 2 workers over 1 as the gradient
   gets costlier (--grad-delay-ns), lock-free against a global lock.
 """
@@ -101,7 +103,34 @@ def delay(s):
             ["delay (ns)", "hogwild", "lock"], rows)
 
 
+def conflicts(s):
+    a = s.a
+    if "spam" not in s.datasets:
+        return
+    d = s.datasets["spam"]
+    print("\n== conflicts and lost updates (SpamAssassin, 2 workers)", flush=True)
+    rows = []
+    for mode in ("serial", "lock", "atomic", "hogwild"):
+        r = s.train({"train": d["train"], "test": d["test"], "model": "logistic", "mode": mode,
+                     "workers": 2, "epochs": 10 if a.quick else 30, "lr": d["lr"],
+                     "lr-decay": d["lr-decay"], "conflicts": True})
+        c = r["conflicts"]
+        s.runs.append({"section": "conflicts", "dataset": "spam", "config": mode, "workers": 2,
+                       "rep": 0, "conflicts": c, "samples_per_second": r["samples_per_second"],
+                       "curve": []})
+        bias = next((x for x in c["coordinates"] if x["why"] == "bias"), None)
+        rows.append([mode, f"{c['conflicts']} / {c['writes']}", fmt(100 * c["conflict_rate"], ".3f") + " %",
+                     fmt(c["lost_mass_mean"], ".2e"), fmt(c["lost_mass_max"], ".2e"),
+                     fmt(bias["lost_mass"], ".2e") if bias else "n/a",
+                     fmt(r.get("test_accuracy"), ".4f")])
+    s.table("What the races lose: --conflicts on SpamAssassin, 2 workers (bias, top 16 features, "
+            "16 random)",
+            ["mode", "conflicts / sampled writes", "rate", "lost mass mean", "lost mass max",
+             "bias's lost mass", "test accuracy"], rows)
+
+
 def run(s):
     overhead(s)
     staleness(s)
+    conflicts(s)
     delay(s)

@@ -179,6 +179,17 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
   if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
+  if (r.conflicts.measured) {
+    nlohmann::json coords = nlohmann::json::array();
+    for (const auto& x : r.conflicts.coordinates)
+      coords.push_back({{"what", x.what}, {"why", x.why}, {"writes", x.writes},
+                        {"conflicts", x.conflicts}, {"intended", x.intended},
+                        {"applied", x.applied}, {"lost_mass", x.lost_mass}});
+    j["conflicts"] = {{"writes", r.conflicts.writes}, {"conflicts", r.conflicts.conflicts},
+                      {"conflict_rate", r.conflicts.conflict_rate},
+                      {"lost_mass_mean", r.conflicts.lost_mass_mean},
+                      {"lost_mass_max", r.conflicts.lost_mass_max}, {"coordinates", coords}};
+  }
   return j.dump(2) + "\n";
 }
 

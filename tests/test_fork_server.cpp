@@ -168,6 +168,8 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.sync_seconds = 0.25;
   c.telemetry = true;
   c.telemetry_every = 17;
+  c.conflicts = true;
+  c.conflict_k = 5;
   c.grad_delay_ns = 1234;
   c.straggler_worker = 1;
   c.straggler_factor = 2.5;
@@ -214,6 +216,8 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.sync_seconds == c.sync_seconds);
   CHECK(d.telemetry == c.telemetry);
   CHECK(d.telemetry_every == c.telemetry_every);
+  CHECK(d.conflicts == c.conflicts);
+  CHECK(d.conflict_k == c.conflict_k);
   CHECK(d.grad_delay_ns == c.grad_delay_ns);
   CHECK(d.straggler_worker == c.straggler_worker);
   CHECK(d.straggler_factor == c.straggler_factor);

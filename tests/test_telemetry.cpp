@@ -191,3 +191,47 @@ TEST_CASE("--grad-delay-ns: busy work inside each update, serialised by the lock
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("more than a second"), ConfigError);
   }
 }
+
+TEST_CASE("--conflicts: no lost mass in serial, lock and atomic; hogwild's writes collide and lose") {
+  auto [d, t] = test::generated_problem(20000, 1000, 500, 20, 0.0, 8);
+  TrainConfig c;
+  c.epochs = 4;
+  c.step_size.lr0 = 0.5f;
+  c.conflicts = true;
+  c.conflict_k = 8;
+  for (Mode m : {Mode::serial, Mode::lock, Mode::atomic, Mode::hogwild}) {
+    CAPTURE(to_string(m));
+    c.mode = m;
+    c.workers = 2;
+    // Collisions need the two workers on two cores at once: a busy machine may
+    // time-slice them for a whole run, so the concurrent modes try up to 4 runs.
+    TrainResult r = train(c, d, &t);
+    for (int again = 0; again < 3 && m != Mode::serial && m != Mode::lock && r.conflicts.conflicts == 0;
+         ++again)
+      r = train(c, d, &t);
+    const auto& x = r.conflicts;
+    REQUIRE(x.measured);
+    MESSAGE(to_string(m) << ": " << x.conflicts << " conflicts in " << x.writes
+                         << " sampled writes, lost mass mean " << x.lost_mass_mean << " max "
+                         << x.lost_mass_max);
+    // The sample: the bias, then the 8 features in most rows (most first), then 8 random.
+    REQUIRE(x.coordinates.size() == 17);
+    CHECK(x.coordinates[0].what == "b[0]");
+    CHECK(x.coordinates[0].why == "bias");
+    CHECK(x.coordinates[0].writes == 4 * 20000);  // every update writes the bias
+    CHECK(x.coordinates[1].why.starts_with("top-k"));
+    CHECK(x.coordinates[1].writes >= x.coordinates[8].writes);
+    CHECK(x.coordinates[16].why == "random");
+    CHECK(r.test.accuracy > 0.7);
+    if (m == Mode::hogwild) {
+      CHECK(x.conflicts > 0);  // two workers, 80,000 writes of one bias
+      CHECK(x.lost_mass_max > 1e-4);
+    } else {
+      CHECK(x.lost_mass_max < 1e-4);  // float rounding: every intended change is there
+      if (m == Mode::atomic) CHECK(x.conflicts > 0);  // it collided, and retried
+      else CHECK(x.conflicts == 0);
+    }
+  }
+  c.mode = Mode::ddp;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--conflicts watches the writes"), ConfigError);
+}

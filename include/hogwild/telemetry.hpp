@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace hogwild {
@@ -36,6 +37,32 @@ struct Staleness {
   Quantiles lag, overlap;
   std::vector<Quantiles> worker_lag, worker_overlap;
   std::vector<LagByLength> by_length;  // <50, 50-150, 150-500, 500-2000, >=2000 non-zeros
+};
+
+// --conflicts: on a sample of the weights' coordinates (the bias, the top-k
+// features by degree, k random ones), each write's read-modify-write is a
+// compare-and-swap, so a write of another worker that lands inside it is seen (a
+// conflict: under hogwild the other's write is then lost, as it would be; under
+// atomic the add retries and nothing is lost), and each worker keeps a private
+// sum of the changes it meant to make. The lost-update mass of a coordinate is
+//   |x(T) - x(0) - sum_p intended_p| / sum_p |intended_p|
+// exact for additive updates (SGD, and L2 as an additive term); float rounding
+// alone (serial) leaves about 1e-6.
+struct CoordinateConflicts {
+  std::string what;  // "b[0]", "w[963100]"
+  std::string why;   // "bias", "top-k" (with the feature's degree), "random"
+  std::uint64_t writes = 0, conflicts = 0;
+  double intended = 0;   // sum over the workers of the changes they meant
+  double applied = 0;    // x(T) - x(0)
+  double lost_mass = 0;  // |applied - intended| / sum_p |intended_p| (0 when never written)
+};
+
+struct Conflicts {
+  bool measured = false;
+  std::vector<CoordinateConflicts> coordinates;
+  std::uint64_t writes = 0, conflicts = 0;
+  double conflict_rate = 0;  // conflicts / writes
+  double lost_mass_mean = 0, lost_mass_max = 0;  // over the coordinates written
 };
 
 }  // namespace hogwild

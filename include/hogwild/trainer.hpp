@@ -91,6 +91,12 @@ struct TrainConfig {
   // directly: hogwild, atomic, lock, serial; not replicas or the hot window).
   bool telemetry = false;
   unsigned telemetry_every = 64;
+  // Watch the writes to a sample of the weights' coordinates: the bias, the top
+  // conflict_k features by degree and conflict_k random ones (hogwild/telemetry.hpp;
+  // modes hogwild, atomic, lock, serial; every write then goes one coordinate at a
+  // time).
+  bool conflicts = false;
+  std::size_t conflict_k = 16;
   // Controlled experiments: grad_delay_ns of busy work per example inside each
   // update (the Hogwild! paper's Fig. 5c: held under the lock in lock mode), and
   // worker straggler_worker (-1: none) making each of its updates
@@ -175,6 +181,8 @@ struct TrainResult {
   double node_sync_seconds = 0;
   // --telemetry: the staleness of the sampled updates (every = 0: not measured).
   Staleness staleness;
+  // --conflicts: the sampled coordinates' conflicts and lost-update mass.
+  Conflicts conflicts;
 };
 
 // Called in the parent for every evaluation, in order.

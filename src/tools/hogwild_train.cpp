@@ -211,6 +211,12 @@ int run(int argc, char** argv) {
   app.add_flag("--telemetry", cfg.telemetry,
                "Measure the staleness of the workers' updates (lag and overlap histograms, in "
                "the metrics and the summary; docs/EXPERIMENTS.md)");
+  app.add_flag("--conflicts", cfg.conflicts,
+               "Watch the writes to a sample of the weights (the bias, the top K features, K "
+               "random): conflicts and lost-update mass, in the summary (every write then goes "
+               "one coordinate at a time)");
+  app.add_option("--conflict-k", cfg.conflict_k, "--conflicts: K of the sample")
+      ->capture_default_str()->option_text("K");
   app.add_option("--telemetry-every", cfg.telemetry_every,
                  "--telemetry: measure 1 in N updates, on average")
       ->capture_default_str()->option_text("N");
@@ -423,6 +429,18 @@ int run(int argc, char** argv) {
     fmt::print("staleness: not measured (--mode {}{}: the steps do not write the shared weights "
                "themselves)\n", hogwild::to_string(cfg.mode),
                cfg.merge_every ? " with --merge-every" : cfg.hot_k ? " with --hot-k" : "");
+  if (const auto& c = result.conflicts; c.measured) {
+    fmt::print("conflicts: {} of {} sampled writes ({:.3g}%) had another worker's write land inside "
+               "them; lost-update mass mean {:.3g}, max {:.3g} over {} coordinates\n",
+               c.conflicts, c.writes, 100 * c.conflict_rate, c.lost_mass_mean, c.lost_mass_max,
+               c.coordinates.size());
+    const std::size_t shown = std::min<std::size_t>(c.coordinates.size(), o.quiet ? 0 : 8);
+    for (std::size_t i = 0; i < shown; ++i) {
+      const auto& x = c.coordinates[i];
+      fmt::print("  {:>14} {:<24} {:>10} writes {:>8} conflicts  lost {:.3g}\n", x.what, x.why,
+                 x.writes, x.conflicts, x.lost_mass);
+    }
+  }
   if (result.signal == SIGINT) return hogwild::kExitInterrupted;
   if (result.signal == SIGTERM) return hogwild::kExitTerminated;
   return 0;

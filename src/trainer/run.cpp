@@ -23,6 +23,7 @@
 #include "hogwild/labels.hpp"
 #include "hogwild/model_registry.hpp"
 #include "hogwild/param_snapshot.hpp"
+#include "science/conflicts.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
 #include "trainer/step_loop.hpp"
@@ -196,6 +197,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   if (cfg.telemetry && !mode.synchronous() && !mode.threaded() && cfg.merge_every == 0 &&
       cfg.hot_k == 0)
     blocks.push_back({"staleness", sizeof(StalenessRecord) * workers});
+  if (cfg.conflicts) blocks.push_back({"conflicts", conflict_block_bytes(workers)});
   if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
@@ -243,6 +245,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   }
   params = store->open(arena, specs, stateful);
   if (!attach) initialise(params, specs, cfg.seed);
+  if (!attach && cfg.conflicts)
+    choose_conflict_sample(arena.block("conflicts").data(), specs, train, model.feature_indexed(),
+                           cfg.conflict_k, cfg.seed);
   if (window_bytes) map_hot_window(window_bytes);
   // Several nodes, no --run-id: the run's id is the first "hogwild-<k>" that not
   // every node joined before (earlier runs through the same store used the ones
@@ -366,7 +371,8 @@ void Run::check_join(Communicator& across) const {
           static_cast<unsigned>(other.value), other.index, all[0].index));
 }
 
-void Run::capture_node_base() {
+void Run::capture_start() {
+  if (arena.has("conflicts")) record_conflict_start(arena.block("conflicts").data(), params);
   if (node_base.count() == 0) return;
   static const std::vector<Ranges> all;
   copy_ranges(params, node_base, all);
@@ -553,6 +559,14 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     }
     local.node_sync->begin_epoch(p.position.load(std::memory_order_relaxed));
     task.node_sync = &*local.node_sync;
+  }
+  if (cfg.conflicts) {  // every write one at a time, the sampled ones watched
+    if (!local.conflicts_started) {
+      start_conflict_sampling(arena.block("conflicts").data(), rank, params,
+                              mode.access() == access_index<AtomicUpdate>());
+      local.conflicts_started = true;
+    }
+    task.kind.access = access_index<MeasuredUpdate>();
   }
   task.delay_ns = cfg.grad_delay_ns;
   if (cfg.straggler_worker >= 0 && global_rank(rank) == static_cast<unsigned>(cfg.straggler_worker))

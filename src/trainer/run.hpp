@@ -148,9 +148,10 @@ struct Run {
   // What every node must agree on: the options (config_fingerprint) and the
   // training data, as text.
   std::string join_text() const;
-  // Hogwild across nodes: the weights before any worker starts (after a restore),
-  // kept in the arena's "node_base" block for the leader's NodeSync.
-  void capture_node_base();
+  // The values training starts from (after a restore), before any worker starts:
+  // hogwild across nodes' base (the arena's "node_base" block, for the leader's
+  // NodeSync) and --conflicts' starting values of its sampled coordinates.
+  void capture_start();
   ParamSet node_base;
   // Meets the other nodes' workers of this local rank: the first collective of a
   // group compares join_text's fingerprint (ConfigError naming a node that differs).
@@ -174,6 +175,7 @@ struct Run {
     std::optional<NodeSync> node_sync;
     // --telemetry: this worker's staleness probe.
     std::optional<StalenessProbe> probe;
+    bool conflicts_started = false;  // --conflicts: this process's sample is set
     // A threaded mode (dp): the threads' models and buffers.
     std::optional<DataParallel> dp;
   } local;

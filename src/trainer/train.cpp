@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "comm/gloo.hpp"
+#include "science/conflicts.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
@@ -385,6 +386,9 @@ class Supervisor {
     }
     if (!run_.staleness.empty())
       r.staleness = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
+    if (run_.arena.has("conflicts"))
+      r.conflicts = detail::summarize_conflicts(run_.arena.block("conflicts").data(),
+                                                run_.workers, run_.params);
     r.huge_pages = run_.arena.huge_pages();
     for (const auto& t : run_.params.tensors()) {
       const HostAccess& access = host_access(t.space);  // the workers are gone
@@ -486,6 +490,16 @@ void TrainConfig::validate() const {
       throw ConfigError(fmt::format("--straggler does not apply to --mode {}: its threads share "
                                     "each step", to_string(mode)));
   }
+  if (conflicts) {
+    const auto& def = detail::mode_def(mode);
+    if (def.synchronous() || def.threaded() || merge_every != 0 || hot_k != 0)
+      throw ConfigError(fmt::format(
+          "--conflicts watches the writes of --mode hogwild, atomic, lock or serial to the "
+          "shared weights, not --mode {}{}", to_string(mode),
+          merge_every ? " with --merge-every" : hot_k ? " with --hot-k" : ""));
+    if (conflict_k > 64)
+      throw ConfigError(fmt::format("--conflict-k must be at most 64, got {}", conflict_k));
+  }
   if (telemetry_every == 0 || telemetry_every > 1000000000)
     throw ConfigError(fmt::format("--telemetry-every must be from 1 to 1e9, got {}", telemetry_every));
   const bool syncs = sync_every > 0 || sync_seconds > 0;
@@ -570,7 +584,7 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
   // The workers of a synchronous mode step together: from a checkpoint taken while
   // they ran, all start where the one furthest behind was.
   if (resume && run.mode.synchronous()) run.align_workers();
-  run.capture_node_base();
+  run.capture_start();
   g_signal = 0;
   std::optional<SignalScope> signals;
   if (cfg.handle_signals) signals.emplace(&run.control->stop);

@@ -70,6 +70,8 @@ json config_json(const TrainConfig& c) {
       {"sync_seconds", c.sync_seconds},
       {"telemetry", c.telemetry},
       {"telemetry_every", c.telemetry_every},
+      {"conflicts", c.conflicts},
+      {"conflict_k", c.conflict_k},
       {"grad_delay_ns", c.grad_delay_ns},
       {"straggler_worker", c.straggler_worker},
       {"straggler_factor", c.straggler_factor},
@@ -122,6 +124,8 @@ TrainConfig config_of(const json& j) {
   j.at("sync_seconds").get_to(c.sync_seconds);
   j.at("telemetry").get_to(c.telemetry);
   j.at("telemetry_every").get_to(c.telemetry_every);
+  j.at("conflicts").get_to(c.conflicts);
+  j.at("conflict_k").get_to(c.conflict_k);
   j.at("grad_delay_ns").get_to(c.grad_delay_ns);
   j.at("straggler_worker").get_to(c.straggler_worker);
   j.at("straggler_factor").get_to(c.straggler_factor);
