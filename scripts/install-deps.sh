@@ -11,6 +11,7 @@ packages=("$@")
   libboost1.81-dev libtbb-dev doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libdnnl-dev
   libgloo-dev libhiredis-dev redis-server
+  python3 python3-matplotlib
   dataset-fashion-mnist
 )
 

@@ -1,0 +1,371 @@
+#!/usr/bin/python3
+"""hogwild_sweep: a convergence study as one command (docs/EXPERIMENTS.md).
+
+  hogwild_sweep --train rcv1.svm --test rcv1.t.svm --model logistic \\
+                --workers 1,2,4 --mode serial,hogwild,atomic,lock --lr 0.1,0.3,1 --seeds 3 --out study/
+
+Runs hogwild_train over the grid model x workers x mode x step size x seed, each
+cell once per seed, the cells of one seed round in an order of their own
+(interleaved: a slow phase of the machine hits every configuration alike). A cell
+whose summary is in OUT/runs/ is not run again, so an interrupted sweep resumes
+where it stopped. Every run keeps its summary, metrics and output there.
+
+Then, from a long serial run per model (cached in OUT/reference/) giving the
+reference optimum f*, and a run with a vanishing step giving the starting loss f0:
+a table of medians over the seeds with their spread (OUT/table.md,
+OUT/results.json): throughput, final test loss, time and updates to the target
+loss f* + eps (f0 - f*), statistical efficiency (serial's updates to the target
+over these), hardware efficiency (throughput over the same mode's with one
+worker) and their product, and the largest step size that did not diverge per
+mode and worker count. A run that diverges is marked, not fatal.
+
+Exit status: 0 done, 2 bad options, 1 a run failed for another reason than
+divergence (its output is in OUT/runs/<cell>/output.txt).
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fail(message):
+    print(f"hogwild_sweep: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def find_train(given):
+    if given:
+        return given
+    for c in (os.path.join(HERE, "hogwild_train"), shutil.which("hogwild_train")):
+        if c and os.path.exists(c):
+            return c
+    fail("cannot find hogwild_train: give --hogwild-train PATH")
+
+
+def parse_list(text, kind, name):
+    out = []
+    for item in text.split(","):
+        try:
+            v = kind(item)
+        except ValueError:
+            fail(f"--{name} expects a comma-separated list, got '{text}'")
+        if kind is not str and v <= 0:
+            fail(f"--{name} values must be positive, got '{item}'")
+        out.append(v)
+    if not out or len(set(out)) != len(out):
+        fail(f"--{name} expects distinct values, got '{text}'")
+    return out
+
+
+def cell_id(c):
+    return f"{c['model']}-{c['mode']}-w{c['workers']}-lr{c['lr']:g}-s{c['seed']}"
+
+
+def run_train(args, opts, folder):
+    """One hogwild_train run into `folder`; returns its record (never raises on a
+    failed run)."""
+    os.makedirs(folder, exist_ok=True)
+    summary = os.path.join(folder, "summary.json")
+    metrics = os.path.join(folder, "metrics.jsonl")
+    cmd = [args.hogwild_train, "--train", args.train, "--quiet", "--summary", summary + ".part",
+           "--metrics", metrics]
+    if args.test:
+        cmd += ["--test", args.test]
+    for k, v in opts.items():
+        if v is True:
+            cmd.append("--" + k)
+        elif v is not None and v is not False:
+            cmd += ["--" + k, str(v)]
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(os.path.join(folder, "output.txt"), "w") as f:
+        f.write(" ".join(cmd) + "\n" + p.stdout)
+    record = {"exit": p.returncode, "seconds": time.time() - t0}
+    if p.returncode == 0:
+        os.replace(summary + ".part", summary)  # the mark of a finished cell
+    else:
+        diverged = "diverged" in p.stdout
+        record["diverged"] = diverged
+        record["message"] = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+        with open(os.path.join(folder, "failed.json"), "w") as f:
+            json.dump(record, f)
+    return record
+
+
+def read_run(folder):
+    with open(os.path.join(folder, "summary.json")) as f:
+        r = json.load(f)
+    curve = []
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                m = json.loads(line)
+                if m.get("end_of_epoch") and m.get("test_loss") is not None:
+                    curve.append((m["time"], m["samples"], m["test_loss"]))
+    r["curve"] = curve
+    return r
+
+
+def reference(args, model):
+    """f* (a long serial run's best test loss) and f0 (the starting weights' test
+    loss: one epoch with a vanishing step), cached per data and model."""
+    key = hashlib.sha1(json.dumps([os.path.abspath(args.train), os.path.getsize(args.train),
+                                   os.path.abspath(args.test), model, args.ref_epochs,
+                                   args.ref_lr, args.extra]).encode()).hexdigest()[:12]
+    folder = os.path.join(args.out, "reference", f"{model}-{key}")
+    cached = os.path.join(folder, "reference.json")
+    if os.path.exists(cached):
+        with open(cached) as f:
+            return json.load(f)
+    print(f"reference for {model}: serial, {args.ref_epochs} epochs at lr {args.ref_lr:g} ...",
+          flush=True)
+    base = dict(args.extra_opts, model=model, mode="serial", seed=1)
+    long = run_train(args, dict(base, epochs=args.ref_epochs, lr=args.ref_lr),
+                     os.path.join(folder, "long"))
+    start = run_train(args, dict(base, epochs=1, lr="1e-30"), os.path.join(folder, "start"))
+    if long["exit"] or start["exit"]:
+        fail(f"the reference runs for {model} failed: see {folder}")
+    lr_ = read_run(os.path.join(folder, "long"))
+    st = read_run(os.path.join(folder, "start"))
+    ref = {"f_star": min(loss for _, _, loss in lr_["curve"]), "f0": st["curve"][0][2],
+           "epochs": args.ref_epochs, "lr": args.ref_lr}
+    with open(cached, "w") as f:
+        json.dump(ref, f)
+    return ref
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def spread(xs):
+    xs = [x for x in xs if x is not None]
+    return (min(xs), max(xs)) if xs else (None, None)
+
+
+def to_target(curve, target):
+    """(seconds, examples) when the test loss first reached the target, or None."""
+    for t, samples, loss in curve:
+        if loss <= target:
+            return t, samples
+    return None
+
+
+def analyse(args, cells, refs):
+    groups = {}
+    for c in cells:
+        groups.setdefault((c["model"], c["mode"], c["workers"], c["lr"]), []).append(c)
+    rows = []
+    for (model, mode, workers, lr), cs in sorted(groups.items()):
+        ref = refs[model]
+        target = ref["f_star"] + args.eps * (ref["f0"] - ref["f_star"])
+        runs, diverged, failed = [], 0, 0
+        for c in cs:
+            folder = os.path.join(args.out, "runs", cell_id(c))
+            if os.path.exists(os.path.join(folder, "summary.json")):
+                runs.append(read_run(folder))
+            elif os.path.exists(os.path.join(folder, "failed.json")):
+                with open(os.path.join(folder, "failed.json")) as f:
+                    if json.load(f).get("diverged"):
+                        diverged += 1
+                    else:
+                        failed += 1
+        reach = [to_target(r["curve"], target) for r in runs]
+        row = {"model": model, "mode": mode, "workers": workers, "lr": lr, "seeds": len(cs),
+               "finished": len(runs), "diverged": diverged, "failed": failed,
+               "target": target, "f_star": ref["f_star"], "f0": ref["f0"],
+               "throughput": median([r["samples_per_second"] for r in runs]),
+               "throughput_band": spread([r["samples_per_second"] for r in runs]),
+               "final_loss": median([r["test_loss"] for r in runs]),
+               "final_loss_band": spread([r["test_loss"] for r in runs]),
+               "final_accuracy": median([r.get("test_accuracy") for r in runs]),
+               "reached": sum(1 for x in reach if x),
+               "time_to_target": median([x[0] for x in reach if x]),
+               "time_to_target_band": spread([x[0] for x in reach if x]),
+               "updates_to_target": median([x[1] for x in reach if x]),
+               "staleness_lag_p99": median([(r.get("staleness") or {}).get("lag", {}).get("p99")
+                                            for r in runs]),
+               "lost_mass_mean": median([(r.get("conflicts") or {}).get("lost_mass_mean")
+                                         for r in runs])}
+        rows.append(row)
+    by = {(r["model"], r["mode"], r["workers"], r["lr"]): r for r in rows}
+    for r in rows:
+        serial = by.get((r["model"], "serial", 1, r["lr"]))
+        one = by.get((r["model"], r["mode"], 1, r["lr"])) or serial
+        se = (serial["updates_to_target"] / r["updates_to_target"]
+              if serial and serial["updates_to_target"] and r["updates_to_target"] else None)
+        he = (r["throughput"] / one["throughput"]
+              if one and one["throughput"] and r["throughput"] else None)
+        r["statistical_efficiency"] = se
+        r["hardware_efficiency"] = he
+        r["speedup"] = se * he if se is not None and he is not None else None
+        r["time_speedup"] = (serial["time_to_target"] / r["time_to_target"]
+                             if serial and serial["time_to_target"] and r["time_to_target"] else None)
+    stable = {}
+    for r in rows:
+        k = (r["model"], r["mode"], r["workers"])
+        ok = r["finished"] == r["seeds"] and r["diverged"] == 0
+        stable.setdefault(k, None)
+        if ok and (stable[k] is None or r["lr"] > stable[k]):
+            stable[k] = r["lr"]
+    return rows, [{"model": m, "mode": mo, "workers": w, "largest_stable_lr": lr}
+                  for (m, mo, w), lr in sorted(stable.items())]
+
+
+def fmt(x, spec=".3g"):
+    return "—" if x is None else format(x, spec)
+
+
+def band(b, spec=".3g"):
+    return "" if b[0] is None else f" [{format(b[0], spec)}, {format(b[1], spec)}]"
+
+
+def write_table(args, rows, stable, refs):
+    lines = [f"# Sweep: {args.train}\n",
+             f"Medians over {args.seeds} seed(s), [min, max] over the seeds. Target loss: "
+             f"f* + {args.eps:g} (f0 - f*), f* from a serial run of {args.ref_epochs} epochs.\n"]
+    for m, ref in refs.items():
+        lines.append(f"- {m}: f* = {ref['f_star']:.5g}, f0 = {ref['f0']:.5g}")
+    lines.append("")
+    lines.append("| model | mode | workers | lr | examples/s | final test loss | accuracy | "
+                 "time to target (s) | reached | stat. eff. | hw eff. | speedup | lag p99 | "
+                 "lost mass | diverged |")
+    lines.append("|" + "---|" * 15)
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['mode']} | {r['workers']} | {r['lr']:g} | "
+            f"{fmt(r['throughput'], '.0f')}{band(r['throughput_band'], '.0f')} | "
+            f"{fmt(r['final_loss'], '.4f')}{band(r['final_loss_band'], '.4f')} | "
+            f"{fmt(r['final_accuracy'], '.4f')} | "
+            f"{fmt(r['time_to_target'], '.3f')}{band(r['time_to_target_band'], '.3f')} | "
+            f"{r['reached']}/{r['finished']} | {fmt(r['statistical_efficiency'], '.2f')} | "
+            f"{fmt(r['hardware_efficiency'], '.2f')} | {fmt(r['speedup'], '.2f')} | "
+            f"{fmt(r['staleness_lag_p99'], '.0f')} | {fmt(r['lost_mass_mean'], '.2g')} | "
+            f"{r['diverged'] or ''}{' (failed ' + str(r['failed']) + ')' if r['failed'] else ''} |")
+    lines.append("\nLargest step size that finished every seed without diverging:\n")
+    lines.append("| model | mode | workers | largest stable lr |\n|---|---|---|---|")
+    for s in stable:
+        lines.append(f"| {s['model']} | {s['mode']} | {s['workers']} | "
+                     f"{fmt(s['largest_stable_lr'], 'g') if s['largest_stable_lr'] else 'none'} |")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+def main():
+    p = argparse.ArgumentParser(prog="hogwild_sweep", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--train", required=True)
+    p.add_argument("--test", required=True, help="the test set the losses are measured on")
+    p.add_argument("--model", default="logistic", help="comma-separated models")
+    p.add_argument("--workers", default="1,2,4")
+    p.add_argument("--mode", default="serial,hogwild,atomic,lock")
+    p.add_argument("--lr", default="0.5")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--eps", type=float, default=0.05,
+                   help="target loss f* + eps (f0 - f*) (default 0.05)")
+    p.add_argument("--ref-epochs", type=int, default=0, help="default: 4 x --epochs")
+    p.add_argument("--ref-lr", type=float, default=0, help="default: the smallest --lr")
+    p.add_argument("--telemetry", action="store_true", help="pass --telemetry to the runs")
+    p.add_argument("--conflicts", action="store_true",
+                   help="pass --conflicts to the runs of modes hogwild, atomic, lock and serial")
+    p.add_argument("--train-option", action="append", default=[], metavar="OPTION=VALUE",
+                   help="another hogwild_train option for every run (--train-option lr-decay=0.9)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--hogwild-train", default="", help="default: next to this script, or on PATH")
+    p.add_argument("--shuffle-seed", type=int, default=1)
+    args = p.parse_args()
+    args.hogwild_train = find_train(args.hogwild_train)
+    for f in (args.train, args.test):
+        if not os.path.exists(f):
+            fail(f"no such file: {f}")
+    models = parse_list(args.model, str, "model")
+    workers = parse_list(args.workers, int, "workers")
+    modes = parse_list(args.mode, str, "mode")
+    lrs = parse_list(args.lr, float, "lr")
+    if args.seeds < 1 or args.epochs < 1:
+        fail("--seeds and --epochs must be at least 1")
+    if not 0 < args.eps < 1:
+        fail(f"--eps must be between 0 and 1, got {args.eps}")
+    args.ref_epochs = args.ref_epochs or 4 * args.epochs
+    args.ref_lr = args.ref_lr or min(lrs)
+    args.extra_opts = {}
+    for o in args.train_option:
+        k, sep, v = o.partition("=")
+        if not sep or not k:
+            fail(f"--train-option expects OPTION=VALUE, got '{o}'")
+        args.extra_opts[k.lstrip("-")] = v
+    args.extra = sorted(args.extra_opts.items())
+    os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
+    spec = {k: v for k, v in vars(args).items() if k not in ("extra_opts", "extra")}
+    with open(os.path.join(args.out, "sweep.json"), "w") as f:
+        json.dump(dict(spec, models=models, workers_list=workers, modes=modes, lrs=lrs), f, indent=1)
+
+    configs = []
+    for model in models:
+        for mode in modes:
+            for w in ([1] if mode == "serial" else workers):
+                for lr in lrs:
+                    configs.append({"model": model, "mode": mode, "workers": w, "lr": lr})
+    cells = []
+    shuffler = random.Random(args.shuffle_seed)
+    for seed in range(1, args.seeds + 1):
+        order = list(configs)
+        shuffler.shuffle(order)
+        cells += [dict(c, seed=seed) for c in order]
+
+    refs = {m: reference(args, m) for m in models}
+    def finished(c):  # a summary, or a divergence (a result too); other failures run again
+        folder = os.path.join(args.out, "runs", cell_id(c))
+        if os.path.exists(os.path.join(folder, "summary.json")):
+            return True
+        try:
+            with open(os.path.join(folder, "failed.json")) as f:
+                return bool(json.load(f).get("diverged"))
+        except OSError:
+            return False
+    todo = [c for c in cells if not finished(c)]
+    print(f"hogwild_sweep: {len(cells)} runs, {len(cells) - len(todo)} done before, "
+          f"{len(todo)} to run", flush=True)
+    hard_failures = 0
+    for i, c in enumerate(todo):
+        opts = dict(args.extra_opts, model=c["model"], mode=c["mode"], workers=c["workers"],
+                    lr=c["lr"], seed=c["seed"], epochs=args.epochs)
+        if args.telemetry:
+            opts["telemetry"] = True
+        if args.conflicts and c["mode"] in ("serial", "hogwild", "atomic", "lock"):
+            opts["conflicts"] = True
+        rec = run_train(args, opts, os.path.join(args.out, "runs", cell_id(c)))
+        state = "ok" if rec["exit"] == 0 else "diverged" if rec.get("diverged") else \
+            f"failed (exit {rec['exit']})"
+        hard_failures += rec["exit"] != 0 and not rec.get("diverged")
+        print(f"[{i + 1}/{len(todo)}] {cell_id(c)}: {state} in {rec['seconds']:.1f} s", flush=True)
+
+    # f*: the best test loss seen, by the reference or by any run of the sweep (a
+    # larger step may beat the reference's).
+    for m in models:
+        for c in cells:
+            folder = os.path.join(args.out, "runs", cell_id(c))
+            if c["model"] == m and os.path.exists(os.path.join(folder, "summary.json")):
+                for _, _, loss in read_run(folder)["curve"]:
+                    refs[m]["f_star"] = min(refs[m]["f_star"], loss)
+    rows, stable = analyse(args, cells, refs)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"references": refs, "rows": rows, "stable": stable, "eps": args.eps}, f, indent=1)
+    print(write_table(args, rows, stable, refs))
+    return 1 if hard_failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""hogwild_sweep and hogwild_plot end to end (meson test 'study'):
+
+- a tiny grid (logistic: workers 1, 2 x serial, hogwild, atomic, lock x two
+  step sizes, one of which (1e38) diverges, x 2 seeds) is killed after a few runs and
+  resumed: the runs done before are not run again, every cell ends finished or
+  marked diverged, the table and results say so;
+- every figure hogwild_plot makes from it is a PNG of the expected size (and an
+  SVG), and the Fig. 2-style table is there;
+- bad options exit 2 with a message.
+Exit 77 (skipped) where python3-matplotlib is missing.
+"""
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+build = sys.argv[1]
+sweep, plot = os.path.join(build, "src", "hogwild_sweep"), os.path.join(build, "src", "hogwild_plot")
+train, data = os.path.join(build, "src", "hogwild_train"), os.path.join(build, "src", "hogwild_data")
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+try:
+    import matplotlib  # noqa: F401
+except ImportError:
+    print("SKIPPED: python3-matplotlib is not installed (scripts/install-deps.sh)")
+    sys.exit(77)
+
+tmp = tempfile.mkdtemp(prefix="hogwild-study-")
+try:
+    # One hidden model: 3,000 rows to train on, the next 500 to test on.
+    subprocess.run([data, "generate", "--rows", "3500", "--features", "300", "--nnz-per-row", "10",
+                    "--seed", "5", "--out", f"{tmp}/all.svm"], check=True, stdout=subprocess.DEVNULL)
+    with open(f"{tmp}/all.svm") as f:
+        lines = f.readlines()
+    with open(f"{tmp}/train.svm", "w") as f:
+        f.writelines(lines[:3000])
+    with open(f"{tmp}/test.svm", "w") as f:
+        f.writelines(lines[3000:])
+    out = f"{tmp}/study"
+    cmd = [sweep, "--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm", "--model", "logistic",
+           "--workers", "1,2", "--mode", "serial,hogwild,atomic,lock", "--lr", "0.5,1e38",
+           "--seeds", "2", "--epochs", "4", "--ref-lr", "0.5", "--eps", "0.2", "--telemetry", "--conflicts",
+           "--out", out, "--hogwild-train", train]
+    cells = 2 * (1 + 3 * 2) * 2  # lr x (serial + 3 modes x 2 workers) x seeds
+
+    # Killed after a few runs, then resumed.
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = os.path.join(out, "runs")
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        done = [d for d in os.listdir(runs)] if os.path.isdir(runs) else []
+        done = [d for d in done if os.path.exists(os.path.join(runs, d, "summary.json"))
+                or os.path.exists(os.path.join(runs, d, "failed.json"))]
+        if len(done) >= 4:
+            break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    finished_before = [d for d in os.listdir(runs)
+                       if os.path.exists(os.path.join(runs, d, "summary.json"))]
+    check(len(finished_before) >= 3, f"the killed sweep finished {len(finished_before)} runs first")
+    stamps = {d: os.path.getmtime(os.path.join(runs, d, "summary.json")) for d in finished_before}
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(r.stdout[-3000:])
+    check(r.returncode == 0, "the resumed sweep exits 0")
+    first = r.stdout.splitlines()[0] if r.stdout else ""
+    check(f"hogwild_sweep: {cells} runs" in first, f"it counts {cells} runs: {first}")
+    check(all(os.path.getmtime(os.path.join(runs, d, "summary.json")) == t for d, t in stamps.items()),
+          "the runs finished before were not run again")
+    with open(os.path.join(out, "results.json")) as f:
+        res = json.load(f)
+    rows = res["rows"]
+    check(len(rows) == cells // 2, f"{len(rows)} rows, one per configuration")
+    big = [x for x in rows if x["lr"] == 1e38]
+    small = [x for x in rows if x["lr"] == 0.5]
+    check(all(x["diverged"] == 2 and x["finished"] == 0 for x in big),
+          "lr 1e38 diverged in every run, marked")
+    check(all(x["finished"] == 2 and x["diverged"] == 0 for x in small), "lr 0.5 finished every run")
+    check(all(x["time_to_target"] is not None for x in small), "every lr 0.5 row reached the target")
+    check(all(s["largest_stable_lr"] == 0.5 for s in res["stable"]), "the largest stable step is 0.5")
+    ser = [x for x in small if x["mode"] == "serial"][0]
+    check(ser["statistical_efficiency"] == 1.0 and ser["hardware_efficiency"] == 1.0,
+          "serial's efficiencies are 1")
+    check(res["references"]["logistic"]["f_star"] < res["references"]["logistic"]["f0"], "f* < f0")
+    hog = [x for x in small if x["mode"] == "hogwild" and x["workers"] == 2][0]
+    check(hog["staleness_lag_p99"] is not None, "the telemetry's lag is in the results")
+    check(hog["lost_mass_mean"] is not None, "the conflicts' lost mass is in the results")
+    with open(os.path.join(out, "table.md")) as f:
+        table = f.read()
+    check("| logistic | hogwild | 2 | 0.5 |" in table and "| logistic | serial | 1 | 1e+38 |" in table,
+          "table.md lists the configurations")
+
+    # The figures.
+    r = subprocess.run([plot, out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(r.returncode == 0, "hogwild_plot exits 0" + ("" if r.returncode == 0 else ": " + r.stdout))
+    expected = {  # name: (least width, least height) in pixels
+        "speedup-logistic": (900, 350), "suboptimality-logistic": (1200, 600),
+        "efficiency-logistic": (1100, 350), "staleness": (550, 350),
+        "lost-mass-logistic": (1000, 350), "stability-logistic": (1200, 300)}
+    for name, (w, h) in expected.items():
+        path = os.path.join(out, "plots", name + ".png")
+        ok = os.path.exists(path) and os.path.getsize(path) > 5000
+        size = (0, 0)
+        if ok:
+            with open(path, "rb") as f:
+                head = f.read(24)
+            ok = head[:8] == b"\x89PNG\r\n\x1a\n"
+            size = struct.unpack(">II", head[16:24])
+        check(ok and size[0] >= w and size[1] >= h and size[0] < 5000 and size[1] < 3000,
+              f"{name}.png is a PNG of {size[0]}x{size[1]} (at least {w}x{h})")
+        check(os.path.exists(os.path.join(out, "plots", name + ".svg")), f"{name}.svg")
+    with open(os.path.join(out, "plots", "table.md")) as f:
+        fig2 = f.read()
+    check("| logistic | lock | 2 |" in fig2, "the Fig. 2-style table")
+
+    # A run folder alone: its curve.
+    run_dir = os.path.join(runs, sorted(stamps)[0])
+    r = subprocess.run([plot, run_dir, "--out", f"{tmp}/one"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    check(r.returncode == 0 and os.path.getsize(f"{tmp}/one/run.png") > 5000, "a run folder's curve")
+
+    # Bad options.
+    for args, says in ((["--workers", "0"], "--workers values must be positive"),
+                       (["--lr", "x"], "--lr expects a comma-separated list"),
+                       (["--eps", "2"], "--eps must be between 0 and 1")):
+        r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
+                                      "--out", f"{tmp}/bad", "--hogwild-train", train] + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check(r.returncode == 2 and says in r.stdout, f"{' '.join(args)}: exit 2, '{says}'")
+    r = subprocess.run([sweep, "--train", f"{tmp}/nothing.svm", "--test", f"{tmp}/test.svm", "--out",
+                        f"{tmp}/bad", "--hogwild-train", train], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    check(r.returncode == 2 and "no such file" in r.stdout, "a missing data file: exit 2")
+    r = subprocess.run([plot, f"{tmp}/nowhere"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    check(r.returncode == 2 and "no such folder" in r.stdout, "hogwild_plot on no folder: exit 2")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
