@@ -28,6 +28,7 @@ import tempfile
 import time
 
 import suite_ddp
+import suite_paper
 import suite_science
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -842,7 +843,7 @@ def main():
     print(f"hogwild bench ({'quick' if q else 'full'}): {cpu_name()}, {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, workers {s.workers}, out {s.out}", flush=True)
     s.prepare(sparse=want("yardstick") or want("scaling") or want("partition") or want("ddp")
-              or want("science"))
+              or want("science") or want("paper"))
     if want("yardstick"):
         s.yardstick()
     if want("scaling"):
@@ -868,6 +869,8 @@ def main():
         suite_ddp.run(s)
     if want("science"):
         suite_science.run(s)
+    if want("paper"):
+        suite_paper.run(s)
     s.yardstick_table()  # after scaling, whose runs give hogwild_train's accuracy
     s.plots()
     s.write()

@@ -167,6 +167,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"merges", r.merges},
       {"node_syncs", r.node_syncs},
       {"node_sync_seconds", r.node_sync_seconds},
+      {"node_sync_lag_examples", r.node_sync_lag_examples},
       {"merge_every_final", r.merge_every},
       {"lock_recoveries", r.lock_recoveries},
       {"huge_pages", r.huge_pages},

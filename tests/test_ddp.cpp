@@ -307,6 +307,7 @@ struct NodeReport {
   double accuracy = 0;
   std::uint64_t syncs = 0, samples = 0;
   unsigned restarts = 0;
+  double sync_lag = 0;
   char message[512];
 };
 
@@ -341,6 +342,7 @@ std::vector<NodeReport> run_nodes(unsigned nodes, const std::function<TrainConfi
         std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(r.count), r.weights);
         r.accuracy = result.test.accuracy;
         r.syncs = result.node_syncs;
+        r.sync_lag = result.node_sync_lag_examples;
         r.samples = result.samples;
         r.restarts = result.restarts;
         r.code = 0;
@@ -529,6 +531,12 @@ TEST_CASE("hogwild across two nodes: each trains its half, syncing every N examp
   CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
   CHECK(reports[0].syncs == reports[1].syncs);
   CHECK(reports[0].syncs == 8 * (d.rows() / 4 / 500 + 1));
+  // What a sync brings in: the other node's 2 workers' examples since the last, 2 x
+  // 500 at the 20 syncs in an epoch, 2 x 0 at its end (the leader's 10,000 rows).
+  for (const auto& r : reports) {
+    MESSAGE("examples of the other node merged per sync: " << r.sync_lag);
+    CHECK(r.sync_lag == doctest::Approx(2.0 * 10000 / 21).epsilon(0.05));
+  }
 }
 
 TEST_CASE("a rendezvous directory this user cannot write: exit 2 saying so, nothing left behind" * doctest::test_suite("gloo")) {

@@ -179,6 +179,9 @@ struct TrainResult {
   // worker 0 spent in them (the others trained on meanwhile).
   std::uint64_t node_syncs = 0;
   double node_sync_seconds = 0;
+  // ... and the staleness they add: the mean examples the other nodes trained
+  // between two syncs, which this node sees only at the second (measured).
+  double node_sync_lag_examples = 0;
   // --telemetry: the staleness of the sampled updates (every = 0: not measured).
   Staleness staleness;
   // --conflicts: the sampled coordinates' conflicts and lost-update mass.

@@ -56,13 +56,18 @@ void NodeSync::sync() {
       w.store(base[i] + (w.load(std::memory_order_relaxed) - read_[i]), std::memory_order_relaxed);
     }
   }
+  // The leaders' examples since the last sync and their rates, summed: what the
+  // other nodes trained that this node sees only now (the staleness a sync adds),
+  // and, in seconds, the next interval: S seconds at the leaders' mean rate (the
+  // same double on every leader, so the same schedule).
+  const double elapsed = std::chrono::duration<double>(Clock::now() - last_).count();
+  double counts[2] = {static_cast<double>(examples_),
+                      elapsed > 0 ? static_cast<double>(examples_) / elapsed : 0.0};
+  leaders_.all_reduce(std::span<double>(counts), Reduce::sum);
+  others_ += counts[0] - static_cast<double>(examples_);
   if (every_seconds_ > 0) {
-    // The next interval: S seconds at the leaders' mean rate since the last sync
-    // (the same double on every leader, so the same schedule).
-    const double elapsed = std::chrono::duration<double>(Clock::now() - last_).count();
-    double rate[1] = {elapsed > 0 ? static_cast<double>(examples_) / elapsed : 0.0};
-    leaders_.all_reduce(std::span<double>(rate), Reduce::mean);
-    interval_ = static_cast<std::size_t>(std::clamp(std::round(every_seconds_ * rate[0]), 1.0, 1e15));
+    const double rate = counts[1] / leaders_.size();
+    interval_ = static_cast<std::size_t>(std::clamp(std::round(every_seconds_ * rate), 1.0, 1e15));
     next_ = (position_ / interval_ + 1) * interval_;
   }
   examples_ = 0;

@@ -8,7 +8,8 @@
 // mean: the bases stay the same on every node, and an update made on this node
 // while the sync ran is in the next delta. What it costs (seconds in syncs) and the
 // staleness it adds (a node sees the others' updates up to S x workers of their
-// examples late) are in the run's summary.
+// examples late; the summary's node_sync_lag_examples is the mean, measured) are in
+// the run's summary.
 //
 // Every leader must make the same syncs in the same order (each is a collective),
 // though the leaders' shares of an epoch differ by a row and their clocks by
@@ -45,6 +46,9 @@ class NodeSync {
   bool due(std::size_t examples) noexcept;
   void sync();
   std::size_t syncs() const noexcept { return syncs_; }
+  // The other nodes' leaders' examples merged in by the syncs so far: times the
+  // workers per node, what this node saw late (each up to one interval).
+  double others() const noexcept { return others_; }
   double seconds() const noexcept { return seconds_; }
   std::size_t interval() const noexcept { return interval_; }
 
@@ -61,7 +65,7 @@ class NodeSync {
   std::vector<std::vector<float>> base_;
   std::vector<float> delta_, read_;
   std::size_t syncs_ = 0;
-  double seconds_ = 0;
+  double seconds_ = 0, others_ = 0;
 };
 
 }  // namespace hogwild::detail

@@ -32,7 +32,8 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint64_t> merges{0};       // its replica's merges, at exit
   std::atomic<std::uint64_t> merge_every{0};  // its replica's F at exit (--merge-every auto)
   std::atomic<std::uint64_t> node_syncs{0};     // hogwild across nodes: worker 0's syncs,
-  std::atomic<std::int64_t> node_sync_ns{0};    // and their time, at exit
+  std::atomic<std::int64_t> node_sync_ns{0};    // and their time, at exit,
+  std::atomic<std::uint64_t> node_sync_others{0};  // and the other leaders' examples they merged
   std::atomic<std::uint32_t> counted{0};      // epochs whose finish it added to the count
   std::atomic<std::uint32_t> seq{0};          // seqlock over epoch, position, loss, epochs_done
 };

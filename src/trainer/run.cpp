@@ -628,6 +628,8 @@ int Run::work(unsigned rank) {
   p.private_bytes.store(self_private_bytes(), std::memory_order_relaxed);
   if (local.node_sync) {
     p.node_syncs.store(local.node_sync->syncs(), std::memory_order_relaxed);
+    p.node_sync_others.store(static_cast<std::uint64_t>(local.node_sync->others()),
+                             std::memory_order_relaxed);
     p.node_sync_ns.store(static_cast<std::int64_t>(local.node_sync->seconds() * 1e9),
                          std::memory_order_relaxed);
   }

@@ -375,6 +375,10 @@ class Supervisor {
     for (const auto& p : run_.progress) {
       r.node_syncs += p.node_syncs.load(std::memory_order_relaxed);
       r.node_sync_seconds += static_cast<double>(p.node_sync_ns.load(std::memory_order_relaxed)) * 1e-9;
+      if (const auto syncs = p.node_syncs.load(std::memory_order_relaxed))
+        r.node_sync_lag_examples =
+            static_cast<double>(p.node_sync_others.load(std::memory_order_relaxed)) *
+            run_.workers / static_cast<double>(syncs);
     }
     if (cfg_.merge_every) {
       std::uint64_t every = 0;
