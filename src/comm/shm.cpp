@@ -35,7 +35,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::size_t set_bytes(unsigned size) { return (size + 1) * ShmCommunicator::kSlotBytes; }
+std::size_t set_bytes(unsigned size) { return (size + 1) * ShmCommunicator::slot_bytes(size); }
 
 // FUTEX_WAIT/WAKE without FUTEX_PRIVATE_FLAG: the word is shared between processes.
 void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t seen, long timeout_ns) {
@@ -90,7 +90,7 @@ ShmCommunicator::ShmCommunicator(std::span<std::byte> region, unsigned rank, uns
 }
 
 std::byte* ShmCommunicator::slot(unsigned set, unsigned r) const {
-  return base_ + set * set_bytes(size_) + r * kSlotBytes;
+  return base_ + set * set_bytes(size_) + r * slot_bytes(size_);
 }
 
 void ShmCommunicator::abort(std::string_view why) noexcept {
@@ -161,7 +161,7 @@ template <class T>
 void ShmCommunicator::reduce(std::span<T> data, Reduce op, bool gather_back) {
   if (size_ == 1) return;
   const std::size_t n = data.size();
-  const std::size_t seg = kSlotBytes / sizeof(T) / size_;  // per destination rank and chunk
+  const std::size_t seg = slot_bytes(size_) / sizeof(T) / size_;  // per destination rank and chunk
   const std::size_t per = slice_of(n, 0, size_).size();
   const Slice own = slice_of(n, rank_, size_);
   for (std::size_t c = 0; c < per; c += seg) {
@@ -220,7 +220,7 @@ template <class T>
 void ShmCommunicator::gather(std::span<T> data) {
   if (size_ == 1) return;
   const std::size_t n = data.size();
-  const std::size_t seg = kSlotBytes / sizeof(T);
+  const std::size_t seg = slot_bytes(size_) / sizeof(T);
   const std::size_t per = slice_of(n, 0, size_).size();
   for (std::size_t c = 0; c < per; c += seg) {
     const Slice p = part(slice_of(n, rank_, size_), c, seg);
@@ -249,7 +249,7 @@ std::vector<IndexValue> ShmCommunicator::all_gather(std::span<const IndexValue> 
   }
   set_ ^= 1;
   std::vector<IndexValue> all(offsets[size_]);
-  constexpr std::size_t cap = kSlotBytes / sizeof(IndexValue);
+  const std::size_t cap = slot_bytes(size_) / sizeof(IndexValue);
   const std::size_t most = *std::max_element(counts.begin(), counts.end());
   for (std::size_t c = 0; c < most; c += cap) {
     const auto piece = [&](unsigned d) { return std::min(cap, counts[d] - std::min(counts[d], c)); };
@@ -267,8 +267,9 @@ std::vector<IndexValue> ShmCommunicator::all_gather(std::span<const IndexValue> 
 void ShmCommunicator::broadcast(std::span<std::byte> data, unsigned root) {
   HOGWILD_ENFORCE_LT(root, size_);
   if (size_ == 1) return;
-  for (std::size_t c = 0; c < data.size(); c += kSlotBytes) {
-    const std::size_t len = std::min(kSlotBytes, data.size() - c);
+  const std::size_t chunk = slot_bytes(size_);
+  for (std::size_t c = 0; c < data.size(); c += chunk) {
+    const std::size_t len = std::min(chunk, data.size() - c);
     if (rank_ == root) copy_bytes(slot(set_, root), data.data() + c, len);
     barrier();
     if (rank_ != root) copy_bytes(data.data() + c, slot(set_, root), len);

@@ -23,7 +23,14 @@ namespace hogwild::detail {
 
 class ShmCommunicator final : public Communicator {
  public:
-  static constexpr std::size_t kSlotBytes = std::size_t{1} << 18;  // per rank and set
+  // Bytes of a rank's slot in each set: large enough that a chunk's barrier costs
+  // little against its copy, small enough that both sets stay in cache and the
+  // region stays small with many ranks. (2 ranks, 64 MiB all-reduce, AMD EPYC: 9.0
+  // ms with 1 MiB slots against 9.9 ms with 256 KiB, interleaved runs.)
+  static constexpr std::size_t slot_bytes(unsigned size) noexcept {
+    return size <= 2 ? std::size_t{1} << 20 : size <= 4 ? std::size_t{512} << 10
+                                                        : std::size_t{256} << 10;
+  }
   static constexpr unsigned kMaxRanks = 256;
   // Bytes of arena a group of `size` ranks needs.
   static std::size_t region_bytes(unsigned size);
