@@ -23,12 +23,14 @@ def overhead(s):
     names = [n for n in ("spam", "rcv1like") if n in s.datasets]
     configs = [("off", {}), ("every 64", {"telemetry": True}),
                ("every 1", {"telemetry": True, "telemetry-every": 1})]
-    reps = max(a.reps, 3) if not a.quick else 2
+    # Runs of a second or more (shorter ones vary by +-15 % here whatever they
+    # measure), 5 rounds, the configurations' order reversed every other round.
+    reps = max(a.reps, 5) if not a.quick else 2
     print("\n== what --telemetry costs (hogwild, 2 workers)", flush=True)
     for rep in range(reps):
         for name in names:
             d = s.datasets[name]
-            epochs = 20 if name == "spam" else (1 if a.quick else 3)
+            epochs = (200 if name == "spam" else 10) if not a.quick else (40 if name == "spam" else 2)
             base = {"train": d["train"], "test": d["test"], "model": "logistic",
                     "mode": "hogwild", "workers": 2, "epochs": epochs, "lr": d["lr"],
                     "lr-decay": d["lr-decay"], "seed": rep + 1}
