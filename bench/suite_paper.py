@@ -57,5 +57,5 @@ def run(s):
               {"lr-decay": 0.8})
     if s.ratings_data():
         d = s.datasets["ratings"]
-        sweep(s, "netflixlike-mf", d["train"], d["test"], "mf", "0.01,0.02", 3 if a.quick else 8,
+        sweep(s, "netflixlike-mf", d["train"], d["test"], "mf", "0.05,0.1", 3 if a.quick else 8,
               {"rank": 10, "l2": 0.02, "lr-decay": 0.9})

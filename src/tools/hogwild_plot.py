@@ -98,7 +98,7 @@ class Study:
 
 def speedup(st, out, made):
     for model in st.models:
-        fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+        fig, ax = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
         top = 1
         for mode in st.modes:
             ws = st.workers_of(model, mode)
@@ -129,7 +129,8 @@ def suboptimality(st, out, made):
         ref = st.results["references"][model]
         fstar, f0 = ref["f_star"], ref["f0"]
         modes = [m for m in st.modes if st.workers_of(model, m)]
-        fig, axes = plt.subplots(2, len(modes), figsize=(4.2 * len(modes), 7), squeeze=False)
+        fig, axes = plt.subplots(2, len(modes), figsize=(4.2 * len(modes), 7), squeeze=False,
+                                 layout="constrained")
         for j, mode in enumerate(modes):
             for w in st.workers_of(model, mode):
                 row = st.best(model, mode, w)
@@ -155,15 +156,16 @@ def suboptimality(st, out, made):
                 axes[i][j].axhline(st.results["eps"], color="k", ls=":", lw=1)
                 axes[i][j].grid(alpha=0.3)
                 axes[i][j].legend(fontsize=7)
-            axes[0][j].set_ylabel("(f - f*) / (f0 - f*)")
-            axes[1][j].set_ylabel("(f - f*) / (f0 - f*)")
+            if j == 0:
+                axes[0][j].set_ylabel("(f - f*) / (f0 - f*)")
+                axes[1][j].set_ylabel("(f - f*) / (f0 - f*)")
         fig.suptitle(f"{model}: test-loss suboptimality, median and band over seeds (dotted: the target)")
         save(fig, out, f"suboptimality-{model}", made)
 
 
 def efficiency(st, out, made):
     for model in st.models:
-        fig, ax = plt.subplots(1, 3, figsize=(13, 4))
+        fig, ax = plt.subplots(1, 3, figsize=(13, 4.3), layout="constrained")
         ticks = sorted({w for m in st.modes for w in st.workers_of(model, m)})
         for mode in st.modes:
             ws = st.workers_of(model, mode)
@@ -187,6 +189,7 @@ def efficiency(st, out, made):
 def staleness(st, out, made):
     drawn = False
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    styles = {"hogwild": "-", "atomic": "--"}
     for model in st.models:
         for mode in ("hogwild", "atomic"):
             for w in st.workers_of(model, mode):
@@ -198,6 +201,7 @@ def staleness(st, out, made):
                 s = runs[0]["staleness"]["lag"]
                 xs = [s[k] for k in ("p50", "p90", "p99", "max")]
                 ax.step([0] + xs, [0, 0.5, 0.9, 0.99, 1.0], where="post", marker="o",
+                        ls=styles[mode], alpha=0.8, lw=2.5 if mode == "hogwild" else 1.5,
                         label=f"{model} {mode}, {w} worker(s) (mean {s['mean']:.2f})")
                 drawn = True
     if not drawn:
@@ -274,8 +278,8 @@ def stability(st, out, made):
 
 
 def fig2_table(st, out, made):
-    lines = ["| model | mode | workers | lr | time for the epochs (s) | train loss | test error | "
-             "time to target (s) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | mode | workers | lr | time for the epochs (s) | train loss | test error "
+             "(RMSE for regression) | time to target (s) |", "|---|---|---|---|---|---|---|---|"]
     for model in st.models:
         for mode in st.modes:
             for w in st.workers_of(model, mode):
@@ -287,7 +291,8 @@ def fig2_table(st, out, made):
                 secs = med([r["train_seconds"] for r in runs])
                 train_loss = med([r["train_loss"] for r in runs if r["train_loss"] is not None] or [math.nan])
                 acc = [r["test_accuracy"] for r in runs if r.get("test_accuracy") is not None]
-                err = f"{1 - med(acc):.4f}" if acc else "—"
+                rmse = [r["test_rmse"] for r in runs if r.get("test_rmse") is not None]
+                err = f"{1 - med(acc):.4f}" if acc else f"RMSE {med(rmse):.4f}" if rmse else "—"
                 ttt = row["time_to_target"]
                 lines.append(f"| {model} | {mode} | {w} | {row['lr']:g} | {secs:.3f} | "
                              f"{train_loss:.4f} | {err} | {'—' if ttt is None else f'{ttt:.3f}'} |")
