@@ -45,7 +45,8 @@ nlohmann::json staleness_json(const Staleness& s) {
           {"lag", quantiles_json(s.lag)},
           {"overlap", quantiles_json(s.overlap)},
           {"workers", workers},
-          {"lag_by_nnz", lengths}};
+          {"lag_by_nnz", lengths},
+          {"lag_histogram", s.lag_histogram}};
 }
 
 std::string human_rate(double r) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hogwild {
@@ -37,6 +38,9 @@ struct Staleness {
   Quantiles lag, overlap;
   std::vector<Quantiles> worker_lag, worker_overlap;
   std::vector<LagByLength> by_length;  // <50, 50-150, 150-500, 500-2000, >=2000 non-zeros
+  // The run's lag histogram: (the least lag of a bucket, the updates in it), for
+  // the buckets that hold any, in order.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> lag_histogram;
 };
 
 // --conflicts: on a sample of the weights' coordinates (the bias, the top-k

@@ -32,6 +32,12 @@ def fail(message):
     sys.exit(2)
 
 
+def legend(ax, **kw):
+    """A legend where something is labelled (a panel may have no curve)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def save(fig, out, name, made):
     for ext in ("png", "svg"):
         path = os.path.join(out, f"{name}.{ext}")
@@ -119,7 +125,7 @@ def speedup(st, out, made):
             a.set_xlabel("workers")
             a.set_title(title, fontsize=10)
             a.grid(alpha=0.3)
-            a.legend(fontsize=8)
+            legend(a, fontsize=8)
         fig.suptitle(f"{model}: speed-up against workers")
         save(fig, out, f"speedup-{model}", made)
 
@@ -155,7 +161,7 @@ def suboptimality(st, out, made):
                 axes[i][j].set_yscale("log")
                 axes[i][j].axhline(st.results["eps"], color="k", ls=":", lw=1)
                 axes[i][j].grid(alpha=0.3)
-                axes[i][j].legend(fontsize=7)
+                legend(axes[i][j], fontsize=7)
             if j == 0:
                 axes[0][j].set_ylabel("(f - f*) / (f0 - f*)")
                 axes[1][j].set_ylabel("(f - f*) / (f0 - f*)")
@@ -181,7 +187,7 @@ def efficiency(st, out, made):
             a.set_xlabel("workers")
             a.axhline(1, color="k", lw=0.8, ls=":")
             a.grid(alpha=0.3)
-            a.legend(fontsize=8)
+            legend(a, fontsize=8)
         fig.suptitle(f"{model}: where the speed-up comes from")
         save(fig, out, f"efficiency-{model}", made)
 
@@ -198,9 +204,23 @@ def staleness(st, out, made):
                 runs = [r for r in runs if r.get("staleness")]
                 if not runs:
                     continue
-                s = runs[0]["staleness"]["lag"]
-                xs = [s[k] for k in ("p50", "p90", "p99", "max")]
-                ax.step([0] + xs, [0, 0.5, 0.9, 0.99, 1.0], where="post", marker="o",
+                st_ = runs[0]["staleness"]
+                s = st_["lag"]
+                hist = st_.get("lag_histogram")
+                # The tail: the fraction of sampled updates whose lag is at least x.
+                if hist:  # the measured histogram (buckets exact to 15, then log-linear)
+                    total = sum(c for _, c in hist)
+                    xs, ys, above = [], [], total
+                    for lo, c in hist:
+                        xs.append(lo)
+                        ys.append(above / total)
+                        above -= c
+                    xs.append(s["max"] + 1)
+                    ys.append(max(above, 0.5) / total)
+                else:  # an older summary: the quantiles
+                    xs = [0] + [s[k] for k in ("p50", "p90", "p99", "max")]
+                    ys = [1.0, 0.5, 0.1, 0.01, 1.0 / max(s["samples"], 1)]
+                ax.step(xs, ys, where="post", marker="o", ms=3,
                         ls=styles[mode], alpha=0.8, lw=2.5 if mode == "hogwild" else 1.5,
                         label=f"{model} {mode}, {w} worker(s) (mean {s['mean']:.2f})")
                 drawn = True
@@ -208,11 +228,12 @@ def staleness(st, out, made):
         plt.close(fig)
         return
     ax.set_xscale("symlog", linthresh=1)
-    ax.set_xlabel("lag (examples of the other workers that finished during an update)")
-    ax.set_ylabel("fraction of sampled updates")
-    ax.set_title("Staleness CDF from the measured quantiles (p50, p90, p99, max)", fontsize=10)
+    ax.set_yscale("log")
+    ax.set_xlabel("lag x (examples of the other workers that finished during an update)")
+    ax.set_ylabel("fraction of sampled updates with lag >= x")
+    ax.set_title("Staleness of the sampled updates (--telemetry): the tail of the CDF", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    legend(ax, fontsize=7)
     save(fig, out, "staleness", made)
 
 
@@ -242,7 +263,7 @@ def lost_mass(st, out, made):
         ax.set_title(f"{model}: lost-update mass per sampled coordinate (bias, top-k, random)",
                      fontsize=10)
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8)
+        legend(ax, fontsize=8)
         save(fig, out, f"lost-mass-{model}", made)
 
 

@@ -143,6 +143,8 @@ Staleness summarize_staleness(std::span<const StalenessRecord> records, unsigned
     }
   }
   s.lag = quantiles(lag, count, lag_sum, lag_max);
+  for (unsigned b = 0; b < kStalenessBuckets; ++b)
+    if (lag[b]) s.lag_histogram.emplace_back(staleness_bucket_floor(b), lag[b]);
   s.overlap = quantiles(overlap, count, overlap_sum, overlap_max);
   for (unsigned b = 0; b < kLengthBuckets; ++b)
     s.by_length.push_back({kLengthEdges[b], b + 1 < kLengthBuckets ? kLengthEdges[b + 1] : 0,
