@@ -194,6 +194,11 @@ std::vector<std::string> our_shm_entries() {
   return out;
 }
 
+std::size_t entries_in(const fs::path& dir) {
+  return static_cast<std::size_t>(
+      std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+}
+
 TrainConfig sgd_config(Mode mode, unsigned workers) {
   TrainConfig c;
   c.mode = mode;

@@ -83,6 +83,8 @@ TrainConfig sgd_config(Mode mode, unsigned workers);
 
 // Names in /dev/shm created by this tool ("hogwild-" prefix).
 std::vector<std::string> our_shm_entries();
+// How many entries a directory holds (a FileStore rendezvous: its keys).
+std::size_t entries_in(const std::filesystem::path& dir);
 
 // Writes a generated problem as libsvm files in `dir`; returns {train, test}.
 std::pair<std::string, std::string> problem_files(const TempDir& dir, std::size_t rows,

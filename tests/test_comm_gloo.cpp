@@ -131,11 +131,7 @@ struct Rendezvous {
                       std::chrono::milliseconds timeout = 10s) const {
     return {text, run_id, "", "node " + std::to_string(rank), timeout, "", "this test"};
   }
-  // The files in the directory: the store's keys.
-  std::size_t keys() const {
-    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(dir.path()),
-                                                  std::filesystem::directory_iterator()));
-  }
+  std::size_t keys() const { return hogwild::test::entries_in(dir.path()); }  // the store's
 };
 
 // Values that sum exactly in any order: the sum over ranks is whole(i, 0) * 6.

@@ -311,12 +311,6 @@ struct NodeReport {
   char message[512];
 };
 
-// The rendezvous store's keys in a FileStore directory.
-std::size_t keys_in(const std::filesystem::path& store) {
-  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(store),
-                                                std::filesystem::directory_iterator()));
-}
-
 // Runs `nodes` process trees, node k calling train(configure(k)) (or `trainer`
 // with it), while `meanwhile` runs in the test; returns their reports (in a
 // shared page).
@@ -384,7 +378,7 @@ TEST_CASE("ddp on two nodes: two process trees train as one job through a FileSt
   MESSAGE("2 nodes x 2 workers against 1 node x 4: farthest " << worst);
   CHECK(worst < 1e-5);
   // The run erased its keys.
-  CHECK(keys_in(store.path()) == 0);
+  CHECK(test::entries_in(store.path()) == 0);
   // A run killed whole (both process trees) leaves its keys; the next run through
   // the same store is not confused by them, and leaves them be.
   run_nodes(2, [&](unsigned k) {
@@ -395,12 +389,12 @@ TEST_CASE("ddp on two nodes: two process trees train as one job through a FileSt
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     for (pid_t pid : pids) kill(pid, SIGKILL);  // their workers die with them (PR_SET_PDEATHSIG)
   });
-  const std::size_t stale = keys_in(store.path());
+  const std::size_t stale = test::entries_in(store.path());
   CHECK(stale > 0);
   const auto again = run_nodes(2, config, d);
   CHECK(again[0].code == 0);
   CHECK(std::memcmp(again[0].weights, reports[0].weights, reports[0].count * sizeof(float)) == 0);
-  CHECK(keys_in(store.path()) == stale);
+  CHECK(test::entries_in(store.path()) == stale);
 }
 
 TEST_CASE("ddp on two nodes through a redis-server the test starts" * doctest::test_suite("redis")) {
@@ -443,7 +437,7 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
       INFO(r.message);
       CHECK(r.code == kExitBadInput);
     }
-    CHECK(keys_in(store.path()) == 0);
+    CHECK(test::entries_in(store.path()) == 0);
   }
   SUBCASE("two nodes given the same --node-rank: both stop, one saying so") {
     const auto reports = run_nodes(2, [&](unsigned) { return config(0); }, d);
@@ -455,7 +449,7 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
               std::string::npos;
     }
     CHECK(said);
-    CHECK(keys_in(store.path()) == 0);
+    CHECK(test::entries_in(store.path()) == 0);
   }
   SUBCASE("node 1 SIGKILLed mid-run: node 0 fails within the timeout, naming it") {
     const auto reports = run_nodes(2, config, d, [](std::vector<pid_t>& pids) {
@@ -466,7 +460,7 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
     CHECK(reports[0].code == kExitWorkerFailed);
     CHECK(reports[0].seconds < 1.5 + 3 + 5);
     CHECK(std::string(reports[0].message).find("worker") != std::string::npos);
-    CHECK(keys_in(store.path()) == 0);  // node 0 erased the dead node's keys too
+    CHECK(test::entries_in(store.path()) == 0);  // node 0 erased the dead node's keys too
   }
   CHECK(test::our_shm_entries().empty());
 }
@@ -496,7 +490,7 @@ TEST_CASE("ddp on two nodes: a worker that dies restarts both nodes' groups, and
     CHECK(r.seconds < 30);
   }
   CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
-  CHECK(keys_in(store.path()) == 0);  // both groups' keys
+  CHECK(test::entries_in(store.path()) == 0);  // both groups' keys
 }
 
 TEST_CASE("hogwild across two nodes: each trains its half, syncing every N examples, near serial" * doctest::test_suite("gloo")) {
@@ -566,8 +560,8 @@ TEST_CASE("a rendezvous directory this user cannot write: exit 2 saying so, noth
   INFO(reports[0].message);
   CHECK(reports[0].code == kExitBadInput);
   CHECK(std::string(reports[0].message).find("is not writable: Permission denied") != std::string::npos);
-  CHECK(keys_in(dir.path()) == 1);  // the store directory alone
-  CHECK(keys_in(store) == 0);
+  CHECK(test::entries_in(dir.path()) == 1);  // the store directory alone
+  CHECK(test::entries_in(store) == 0);
   CHECK(test::our_shm_entries().empty());
 }
 
@@ -616,7 +610,7 @@ TEST_CASE("hogwild across two nodes: uneven shares, or syncs every T seconds, ke
     CHECK(reports[0].syncs == reports[1].syncs);
     CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
   }
-  CHECK(keys_in(store.path()) == 0);
+  CHECK(test::entries_in(store.path()) == 0);
 }
 
 TEST_CASE("ddp: a run resumed from its checkpoint ends with the uninterrupted run's weights") {

@@ -20,7 +20,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <optional>
 #include <thread>
 
@@ -85,19 +84,31 @@ timeval to_timeval(milliseconds t) {
   return {static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>(t.count() % 1000 * 1000)};
 }
 
-// Gloo's FileStore and RedisStore, with the check that does not wait made public
-// and, for redis, a timeout on every command.
-struct FileBackend final : gloo::rendezvous::FileStore {
+// What KeyStore needs beyond gloo's Store, from either backend.
+struct KeyOps {
+  virtual ~KeyOps() = default;
+  // True when every key is there (no wait).
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // False when the store did not answer.
+  virtual bool erase(const std::string& key) = 0;
+  // set(), but false when the key is there, atomically.
+  virtual bool claim(const std::string& key, const std::vector<char>& data) = 0;
+};
+
+// Gloo's FileStore and RedisStore with KeyOps, and for redis a timeout on every
+// command.
+struct FileBackend final : gloo::rendezvous::FileStore, KeyOps {
   using FileStore::FileStore;
-  using FileStore::check;
-  void erase(const std::string& key) {
+  bool check(const std::vector<std::string>& keys) override { return FileStore::check(keys); }
+  bool erase(const std::string& key) override {
     ::unlink(objectPath(key).c_str());
     ::unlink(tmpPath(key).c_str());  // a set cut short
+    return true;
   }
   // set(), but false when the key exists, atomically (FileStore::set checks, then
   // renames over whatever another process wrote meanwhile): link(2) does not
   // replace.
-  bool claim(const std::string& key, const std::vector<char>& data) {
+  bool claim(const std::string& key, const std::vector<char>& data) override {
     const std::string tmp = tmpPath(key) + "." + std::to_string(::getpid());
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -112,11 +123,12 @@ struct FileBackend final : gloo::rendezvous::FileStore {
     throw gloo::IoException(fmt::format("cannot link {}: {}", objectPath(key), std::strerror(error)));
   }
 };
-struct RedisBackend final : gloo::rendezvous::RedisStore {
+struct RedisBackend final : gloo::rendezvous::RedisStore, KeyOps {
   RedisBackend(const std::string& host, int port, milliseconds timeout) : RedisStore(host, port) {
     redisSetTimeout(redis_, to_timeval(timeout));
   }
-  bool claim(const std::string& key, const std::vector<char>& data) {
+  bool check(const std::vector<std::string>& keys) override { return RedisStore::check(keys); }
+  bool claim(const std::string& key, const std::vector<char>& data) override {
     auto* reply = static_cast<redisReply*>(
         redisCommand(redis_, "SETNX %b %b", key.data(), key.size(), data.data(), data.size()));
     if (reply == nullptr) throw gloo::IoException(redis_->errstr);
@@ -126,8 +138,7 @@ struct RedisBackend final : gloo::rendezvous::RedisStore {
     if (!error.empty()) throw gloo::IoException(error);
     return set;
   }
-  // False when the server did not answer.
-  bool erase(const std::string& key) {
+  bool erase(const std::string& key) override {
     auto* reply = static_cast<redisReply*>(redisCommand(redis_, "DEL %b", key.data(), key.size()));
     if (reply == nullptr) return false;
     freeReplyObject(reply);
@@ -188,22 +199,14 @@ class KeyStore final : public gloo::rendezvous::Store {
       : prefix_(std::move(prefix)), timeout_(timeout) {
     if (!where.dir.empty()) {
       auto files = std::make_unique<FileBackend>(where.dir);
-      check_ = [p = files.get()](const std::vector<std::string>& keys) { return p->check(keys); };
-      erase_ = [p = files.get()](const std::string& key) { p->erase(key); return true; };
-      claim_ = [p = files.get()](const std::string& key, const std::vector<char>& data) {
-        return p->claim(key, data);
-      };
+      ops_ = files.get();
       backend_ = std::move(files);
       return;
     }
     check_reachable(text, where, timeout);
     try {
       auto redis = std::make_unique<RedisBackend>(where.host, where.port, timeout);
-      check_ = [p = redis.get()](const std::vector<std::string>& keys) { return p->check(keys); };
-      erase_ = [p = redis.get()](const std::string& key) { return p->erase(key); };
-      claim_ = [p = redis.get()](const std::string& key, const std::vector<char>& data) {
-        return p->claim(key, data);
-      };
+      ops_ = redis.get();
       backend_ = std::move(redis);
     } catch (const std::exception& e) {
       throw ConfigError(fmt::format("rendezvous '{}': {}", text, without_location(e.what())));
@@ -222,7 +225,7 @@ class KeyStore final : public gloo::rendezvous::Store {
     std::vector<std::string> joined;
     for (const auto& key : keys) joined.push_back(join(key));
     const auto deadline = Clock::now() + timeout;
-    while (!check_(joined)) {
+    while (!ops_->check(joined)) {
       if (Clock::now() >= deadline)
         throw gloo::IoException(fmt::format("keys {} did not appear in the rendezvous store "
                                             "within {} ms", fmt::join(keys, ", "), timeout.count()));
@@ -230,12 +233,12 @@ class KeyStore final : public gloo::rendezvous::Store {
     }
   }
 
-  bool has(const std::string& key) { return check_({join(key)}); }
+  bool has(const std::string& key) { return ops_->check({join(key)}); }
   // False when the store did not answer (redis).
-  bool erase(const std::string& key) { return erase_(join(key)); }
+  bool erase(const std::string& key) { return ops_->erase(join(key)); }
   // Sets `key` unless it is there (then false), atomically.
   bool claim(const std::string& key, const std::vector<char>& data) {
-    return claim_(join(key), data);
+    return ops_->claim(join(key), data);
   }
   // The value of `key`, or nullopt when it is not there or the store fails.
   std::optional<std::string> find(const std::string& key) noexcept {
@@ -254,9 +257,7 @@ class KeyStore final : public gloo::rendezvous::Store {
   std::string prefix_;
   milliseconds timeout_;
   std::unique_ptr<gloo::rendezvous::Store> backend_;
-  std::function<bool(const std::vector<std::string>&)> check_;
-  std::function<bool(const std::string&)> erase_;
-  std::function<bool(const std::string&, const std::vector<char>&)> claim_;
+  KeyOps* ops_ = nullptr;  // backend_, as KeyOps
 };
 
 namespace {

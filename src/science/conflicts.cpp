@@ -9,6 +9,8 @@
 #include <random>
 
 #include "hogwild/update_policy.hpp"
+#include "trainer/hot_window.hpp"
+#include "trainer/progress.hpp"
 
 namespace hogwild::detail {
 namespace {
@@ -29,16 +31,6 @@ struct Lookup {
 };
 Lookup g_lookup;
 
-template <class T>
-void add(T& field, T value) noexcept {  // the slot's single writer
-  std::atomic_ref<T> f(field);
-  f.store(f.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
-}
-template <class T>
-T read(const T& field) noexcept {
-  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
-}
-
 }  // namespace
 
 std::size_t conflict_block_bytes(unsigned workers) {
@@ -58,20 +50,10 @@ void choose_conflict_sample(std::byte* block, const std::vector<TensorSpec>& spe
     if (specs[t].name == "b" || specs[t].name == "bias")
       for (std::uint64_t i = 0; i < std::min<std::size_t>(specs[t].size, 16); ++i)
         chosen.push_back({t, 0, i, train.rows(), 0});
-  std::vector<std::uint64_t> degree;
-  if (feature_indexed && train.layout() == Layout::sparse && !specs.empty()) {
-    degree.assign(specs[0].size, 0);
-    for (std::uint32_t j : train.indices())
-      if (j < degree.size()) ++degree[j];
-    std::vector<std::uint32_t> order(degree.size());
-    for (std::uint32_t j = 0; j < order.size(); ++j) order[j] = j;
-    const std::size_t top = std::min(k, order.size());
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
-                      [&](std::uint32_t x, std::uint32_t y) {
-                        return degree[x] != degree[y] ? degree[x] > degree[y] : x < y;
-                      });
-    for (std::size_t r = 0; r < top && degree[order[r]] > 0; ++r)
-      chosen.push_back({0, 1, order[r], degree[order[r]], 0});
+  std::vector<std::uint32_t> degree;
+  if (feature_indexed && !specs.empty()) {
+    degree = feature_degrees(train, specs[0].size);  // empty unless the rows are sparse
+    for (std::uint32_t j : most_frequent(degree, k)) chosen.push_back({0, 1, j, degree[j], 0});
   }
   if (!specs.empty() && specs[0].size > 0) {
     std::mt19937_64 rng(seed ^ 0xC0FF1C75ull);
@@ -135,9 +117,9 @@ void measured_add(float* p, float d) noexcept {
   const auto it = std::lower_bound(g_lookup.slots.begin(), g_lookup.slots.end(),
                                    std::pair<const float*, ConflictSlot*>{p, nullptr});
   ConflictSlot& slot = *it->second;
-  add(slot.intended, static_cast<double>(d));
-  add(slot.writes, std::uint64_t{1});
-  if (conflicts) add(slot.conflicts, conflicts);
+  owner_add(slot.intended, static_cast<double>(d));
+  owner_add(slot.writes, 1);
+  if (conflicts) owner_add(slot.conflicts, conflicts);
 }
 
 Conflicts summarize_conflicts(const std::byte* block, unsigned workers, const ParamSet& params) {
@@ -155,11 +137,11 @@ Conflicts summarize_conflicts(const std::byte* block, unsigned workers, const Pa
     double magnitude = 0;
     for (unsigned w = 0; w < workers; ++w) {
       const ConflictSlot& slot = slots_of(block, w)[c];
-      const double intended = read(slot.intended);
+      const double intended = relaxed_read(slot.intended);
       r.intended += intended;
       magnitude += std::abs(intended);
-      r.writes += read(slot.writes);
-      r.conflicts += read(slot.conflicts);
+      r.writes += relaxed_read(slot.writes);
+      r.conflicts += relaxed_read(slot.conflicts);
     }
     r.applied = static_cast<double>(params.data(s.tensor)[s.index]) - static_cast<double>(s.initial);
     r.lost_mass = magnitude > 0 ? std::abs(r.applied - r.intended) / magnitude : 0;

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "hogwild/dataset.hpp"
@@ -23,8 +24,13 @@
 
 namespace hogwild {
 
-// The min(k, features) features most frequent in the rows of a sparse set, most
-// frequent first (ties: lower index first). Features that never occur are never hot.
+// How many rows of a sparse set hold each of the first `features` features (empty
+// for the other layouts).
+std::vector<std::uint32_t> feature_degrees(const Dataset& data, std::size_t features);
+// The min(k, features) features of the largest degree, largest first (ties: lower
+// index first). Features that never occur are never among them.
+std::vector<std::uint32_t> most_frequent(std::span<const std::uint32_t> degree, std::size_t k);
+// most_frequent(feature_degrees(data, features), k).
 std::vector<std::uint32_t> most_frequent_features(const Dataset& data, std::size_t features,
                                                   std::size_t k);
 

@@ -17,14 +17,14 @@ NodeSync::NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& l
 
 void NodeSync::begin_epoch(std::size_t position) noexcept {
   position_ = position;
-  next_ = (position / interval_ + 1) * interval_;
+  next_ = next_after(position);
 }
 
 bool NodeSync::due(std::size_t examples) noexcept {
   position_ += examples;
   examples_ += examples;
   if (position_ < next_ || next_ > limit_) return false;
-  next_ = (position_ / interval_ + 1) * interval_;  // one sync, however many points passed
+  next_ = next_after(position_);  // one sync, however many points passed
   return true;
 }
 
@@ -68,7 +68,7 @@ void NodeSync::sync() {
   if (every_seconds_ > 0) {
     const double rate = counts[1] / leaders_.size();
     interval_ = static_cast<std::size_t>(std::clamp(std::round(every_seconds_ * rate), 1.0, 1e15));
-    next_ = (position_ / interval_ + 1) * interval_;
+    next_ = next_after(position_);
   }
   examples_ = 0;
   last_ = Clock::now();

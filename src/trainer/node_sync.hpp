@@ -50,10 +50,13 @@ class NodeSync {
   // workers per node, what this node saw late (each up to one interval).
   double others() const noexcept { return others_; }
   double seconds() const noexcept { return seconds_; }
-  std::size_t interval() const noexcept { return interval_; }
 
  private:
   using Clock = std::chrono::steady_clock;
+  // The next point of the schedule after `position`.
+  std::size_t next_after(std::size_t position) const noexcept {
+    return (position / interval_ + 1) * interval_;
+  }
 
   ParamSet shared_;
   Communicator& leaders_;

@@ -571,8 +571,9 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.delay_ns = cfg.grad_delay_ns;
   if (cfg.straggler_worker >= 0 && global_rank(rank) == static_cast<unsigned>(cfg.straggler_worker))
     task.slowdown = cfg.straggler_factor;
-  // --telemetry, where the steps write the shared weights themselves.
-  if (!staleness.empty() && !task.hot && !task.replica && !task.sync && !task.dp) {
+  // --telemetry (the arena has the block only where the steps write the shared
+  // weights themselves).
+  if (!staleness.empty()) {
     if (!local.probe)
       local.probe.emplace(progress, rank, staleness[rank], cfg.telemetry_every, cfg.seed);
     task.probe = &*local.probe;

@@ -10,19 +10,10 @@ namespace {
 
 constexpr std::uint64_t kLengthEdges[kLengthBuckets] = {0, 50, 150, 500, 2000};
 
-// The record's single writer adds with a relaxed load and store (no read-modify-
-// write: nobody else writes), the parent reads with relaxed loads.
-void add(std::uint64_t& field, std::uint64_t value) noexcept {
-  std::atomic_ref<std::uint64_t> f(field);
-  f.store(f.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
-}
+// The record's single writer raises a maximum as owner_add adds (progress.hpp).
 void raise(std::uint64_t& field, std::uint64_t value) noexcept {
   std::atomic_ref<std::uint64_t> f(field);
   if (value > f.load(std::memory_order_relaxed)) f.store(value, std::memory_order_relaxed);
-}
-std::uint64_t read(const std::uint64_t& field) noexcept {
-  return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(field))
-      .load(std::memory_order_relaxed);
 }
 
 // The others' finished (samples) or started (begun) examples.
@@ -103,17 +94,17 @@ void StalenessProbe::finish(std::uint64_t nnz) noexcept {
   // A respawned worker republishes from its last record: a count may step back.
   const std::uint64_t lag = finished > finished_at_start_ ? finished - finished_at_start_ : 0;
   const std::uint64_t overlap = started > finished_at_start_ ? started - finished_at_start_ : 0;
-  add(record_.lag[staleness_bucket(lag)], 1);
-  add(record_.overlap[staleness_bucket(overlap)], 1);
-  add(record_.count, 1);
-  add(record_.lag_sum, lag);
-  add(record_.overlap_sum, overlap);
+  owner_add(record_.lag[staleness_bucket(lag)], 1);
+  owner_add(record_.overlap[staleness_bucket(overlap)], 1);
+  owner_add(record_.count, 1);
+  owner_add(record_.lag_sum, lag);
+  owner_add(record_.overlap_sum, overlap);
   raise(record_.lag_max, lag);
   raise(record_.overlap_max, overlap);
   unsigned b = kLengthBuckets - 1;
   while (b > 0 && nnz < kLengthEdges[b]) --b;
-  add(record_.length_count[b], 1);
-  add(record_.length_lag_sum[b], lag);
+  owner_add(record_.length_count[b], 1);
+  owner_add(record_.length_lag_sum[b], lag);
 }
 
 Staleness summarize_staleness(std::span<const StalenessRecord> records, unsigned every) {
@@ -125,21 +116,22 @@ Staleness summarize_staleness(std::span<const StalenessRecord> records, unsigned
   for (const auto& r : records) {
     std::uint64_t l[kStalenessBuckets], o[kStalenessBuckets];
     for (unsigned b = 0; b < kStalenessBuckets; ++b) {
-      l[b] = read(r.lag[b]);
-      o[b] = read(r.overlap[b]);
+      l[b] = relaxed_read(r.lag[b]);
+      o[b] = relaxed_read(r.overlap[b]);
       lag[b] += l[b];
       overlap[b] += o[b];
     }
-    const std::uint64_t n = read(r.count), ls = read(r.lag_sum), os = read(r.overlap_sum);
-    const std::uint64_t lm = read(r.lag_max), om = read(r.overlap_max);
+    const std::uint64_t n = relaxed_read(r.count), ls = relaxed_read(r.lag_sum);
+    const std::uint64_t os = relaxed_read(r.overlap_sum);
+    const std::uint64_t lm = relaxed_read(r.lag_max), om = relaxed_read(r.overlap_max);
     s.worker_lag.push_back(quantiles(l, n, ls, lm));
     s.worker_overlap.push_back(quantiles(o, n, os, om));
     count += n, lag_sum += ls, overlap_sum += os;
     lag_max = std::max(lag_max, lm);
     overlap_max = std::max(overlap_max, om);
     for (unsigned b = 0; b < kLengthBuckets; ++b) {
-      length_count[b] += read(r.length_count[b]);
-      length_sum[b] += read(r.length_lag_sum[b]);
+      length_count[b] += relaxed_read(r.length_count[b]);
+      length_sum[b] += relaxed_read(r.length_lag_sum[b]);
     }
   }
   s.lag = quantiles(lag, count, lag_sum, lag_max);
