@@ -2,6 +2,7 @@
 #include "support.hpp"
 
 #include "hogwild/data_io.hpp"
+#include "hogwild/error.hpp"
 #include "hogwild/rng.hpp"
 
 #include <doctest/doctest.h>
@@ -357,6 +358,34 @@ long RedisServer::keys() const {
 RedisServer::~RedisServer() {
   kill(pid_, SIGTERM);
   if (wait_exit(pid_, 10) == -1000) MESSAGE("redis-server had to be killed");
+}
+
+pid_t fork_child(const std::function<int()>& fn) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int rc = 1;
+    try {
+      rc = fn();
+    } catch (const hogwild::Error& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      rc = 100 + e.exit_code();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+    }
+    std::fflush(stderr);
+    _exit(rc);
+  }
+  return pid;
+}
+
+SocketPair::SocketPair() {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd) != 0)
+    throw std::runtime_error("socketpair failed");
+}
+
+SocketPair::~SocketPair() {
+  for (int f : fd)
+    if (f >= 0) close(f);
 }
 
 }  // namespace hogwild::test

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,6 +131,20 @@ class RedisServer {
  private:
   int port_;
   pid_t pid_ = -1;
+};
+
+// Forks a child that runs fn and _exits with what it returns; an exception there
+// is printed and exits 100 + its exit code (hogwild::Error) or 1.
+pid_t fork_child(const std::function<int()>& fn);
+
+// A connected pair of Unix stream sockets, closed with this object: made before a
+// fork, it needs no name (how descriptors travel to workers, SCM_RIGHTS).
+struct SocketPair {
+  int fd[2] = {-1, -1};
+  SocketPair();
+  ~SocketPair();
+  SocketPair(const SocketPair&) = delete;
+  SocketPair& operator=(const SocketPair&) = delete;
 };
 
 // A flag in a shared anonymous page, the same one in the test process and every

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hogwild/dataset.hpp"
+#include "hogwild/device.hpp"
 #include "hogwild/fork_server.hpp"
 #include "hogwild/mode.hpp"
 #include "hogwild/model.hpp"
@@ -122,6 +123,12 @@ struct TrainConfig {
   // How workers start (fork_server.hpp): plain fork of this process, or through the
   // fork server (start_fork_server() must have run; the model must be registered).
   WorkerStart worker_start = WorkerStart::fork;
+  // Where the parameters live and the steps run (device.hpp): the CPU's shared arena,
+  // or a CUDA GPU's memory shared by every worker (docs/GPU.md), which needs workers
+  // started from the fork server (CUDA does not survive fork) and a GPU; without one
+  // the run fails with ConfigError "no CUDA device: <what the driver said>".
+  Device device = Device::cpu;
+  CudaIpc cuda_ipc = CudaIpc::vmm;  // how workers share device memory (device == cuda)
   // (A new field travels to fork-server workers: add it to src/trainer/worker_start.cpp.)
   // Throws ConfigError naming the first invalid field.
   void validate() const;

@@ -31,6 +31,8 @@ struct Options {
   std::string mode = "hogwild";
   std::string partition = "shuffled";
   std::string worker_start = "fork";
+  std::string device = "cpu";
+  std::string cuda_ipc = "vmm";
   std::string optimizer = "sgd";
   std::string matmul = "fp32";
   std::string metrics, summary;
@@ -287,6 +289,15 @@ int run(int argc, char** argv) {
                  "fork-server (forked by the clean process this program forks first thing, "
                  "from a description of the run: what GPU and multi-node modes need)")
       ->capture_default_str()->option_text("fork|fork-server");
+  app.add_option("--device", o.device,
+                 "Where the parameters live and the steps run: cpu (the shared arena) or cuda "
+                 "(GPU memory shared by every worker process; workers start from the fork "
+                 "server; docs/GPU.md)")
+      ->capture_default_str()->option_text("cpu|cuda");
+  app.add_option("--cuda-ipc", o.cuda_ipc,
+                 "--device cuda: how workers share GPU memory: vmm (cuMemCreate, a file "
+                 "descriptor passed over a Unix socket) or legacy (cudaIpcGetMemHandle)")
+      ->capture_default_str()->option_text("vmm|legacy");
   app.add_option("--max-restarts", cfg.max_restarts,
                  "Respawn a crashed worker (it continues its partition) at most K times per run")
       ->capture_default_str()->option_text("K");
@@ -330,6 +341,21 @@ int run(int argc, char** argv) {
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.partition = hogwild::parse_partition(o.partition);
   cfg.worker_start = hogwild::parse_worker_start(o.worker_start);
+  cfg.device = hogwild::parse_device(o.device);
+  cfg.cuda_ipc = hogwild::parse_cuda_ipc(o.cuda_ipc);
+  if (app.count("--cuda-ipc") && cfg.device != hogwild::Device::cuda)
+    throw hogwild::ConfigError("--cuda-ipc applies to --device cuda only");
+  if (cfg.device == hogwild::Device::cuda) {
+    // CUDA does not survive fork: GPU workers start from the fork server, which
+    // main started before anything else (wants_fork_server).
+    if (app.count("--worker-start") && cfg.worker_start == hogwild::WorkerStart::fork)
+      throw hogwild::ConfigError("--device cuda starts its workers from the fork server (CUDA "
+                                 "does not survive fork): leave out --worker-start fork");
+    cfg.worker_start = hogwild::WorkerStart::fork_server;
+    // Before the data is read: a machine without a GPU says so at once.
+    const hogwild::CudaStatus gpu = hogwild::cuda_status();
+    if (!gpu.ok) throw hogwild::ConfigError("no CUDA device: " + gpu.message);
+  }
   cfg.optimizer = hogwild::parse_optimizer(o.optimizer);
   cfg.model_options.bias = !o.no_bias;
   cfg.model_options.matmul = hogwild::parse_matmul_precision(o.matmul);
@@ -446,12 +472,13 @@ int run(int argc, char** argv) {
   return 0;
 }
 
-// --worker-start fork-server (or =fork-server) among the arguments, read before
+// --worker-start fork-server or --device cuda (or =...) among the arguments, read before
 // the parser runs (it is validated again there).
 bool wants_fork_server(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a == "--worker-start=fork-server") return true;
+    if (a == "--worker-start=fork-server" || a == "--device=cuda") return true;
+    if (a == "--device" && i + 1 < argc && std::string_view(argv[i + 1]) == "cuda") return true;
     if (a == "--worker-start" && i + 1 < argc && std::string_view(argv[i + 1]) == "fork-server")
       return true;
   }

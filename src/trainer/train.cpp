@@ -578,6 +578,16 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
         "--mode {} makes a model for each thread by name, and the model object given is a "
         "'{}' while the configuration names '{}' (register the model with register_model and "
         "name it in TrainConfig::model)", to_string(cfg.mode), model.name(), cfg.model));
+  if (cfg.device == Device::cuda) {
+    if (cfg.worker_start != WorkerStart::fork_server)
+      throw ConfigError("--device cuda starts its workers from the fork server (CUDA does not "
+                        "survive fork): train with WorkerStart::fork_server after calling "
+                        "hogwild::start_fork_server() first thing in main");
+    const CudaStatus gpu = cuda_status();
+    if (!gpu.ok) throw ConfigError("no CUDA device: " + gpu.message);
+    throw ConfigError("--device cuda: training on " + gpu.message +
+                      " is not built yet (this build has the device arena and its IPC paths)");
+  }
   std::optional<Checkpoint> resume;
   if (!cfg.resume.empty()) {
     resume = read_checkpoint(cfg.resume);

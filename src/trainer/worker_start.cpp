@@ -86,6 +86,8 @@ json config_json(const TrainConfig& c) {
       {"resume", c.resume},
       {"handle_signals", c.handle_signals},
       {"worker_start", static_cast<int>(c.worker_start)},
+      {"device", static_cast<int>(c.device)},
+      {"cuda_ipc", static_cast<int>(c.cuda_ipc)},
   };
 }
 
@@ -140,6 +142,8 @@ TrainConfig config_of(const json& j) {
   j.at("resume").get_to(c.resume);
   j.at("handle_signals").get_to(c.handle_signals);
   c.worker_start = static_cast<WorkerStart>(j.at("worker_start").get<int>());
+  c.device = static_cast<Device>(j.at("device").get<int>());
+  c.cuda_ipc = static_cast<CudaIpc>(j.at("cuda_ipc").get<int>());
   return c;
 }
 

@@ -1,0 +1,231 @@
+// The GPU half on a real GPU (suite 'cuda'): device memory shared across worker
+// processes by both IPC paths, its lifetime when an exporter exits or an importer
+// is killed, out-of-memory errors, and the fork guard. The cases in test_suite
+// "gpu" need a CUDA device and report SKIP without one (meson's exit code 77);
+// the others check what a machine without one does. This test process never
+// initialises CUDA itself: every CUDA call is made in a forked child, as the
+// trainer's supervisor and workers make them (CUDA does not survive fork).
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "hogwild/device.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/memory_space.hpp"
+#include "memory/cuda_guard.hpp"
+#include "memory/device_arena.hpp"
+#include "process.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+using namespace hogwild::detail;
+using test::fork_child;
+using test::SocketPair;
+
+namespace {
+
+
+int in_child(const std::function<int()>& fn, double seconds = 120) {
+  return test::wait_exit(fork_child(fn), seconds);
+}
+
+// cuda_status() in a child: whether this machine has a GPU, and what it said.
+struct Probe {
+  bool ok = false;
+  std::string message;
+};
+Probe probe() {
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  const pid_t pid = fork_child([&] {
+    const CudaStatus s = cuda_status();
+    const std::string m = s.message.substr(0, 500);
+    (void)!write(p[1], m.data(), m.size());
+    return s.ok ? 0 : 1;
+  });
+  close(p[1]);
+  char buf[512];
+  const ssize_t n = read(p[0], buf, sizeof buf);
+  close(p[0]);
+  const int rc = test::wait_exit(pid, 60);
+  return {rc == 0, std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0)};
+}
+
+bool skip_without_gpu() {
+  static const Probe p = probe();
+  if (!p.ok) test::skip("no CUDA device: " + p.message);
+  return !p.ok;
+}
+
+
+void send_arena(int socket, const DeviceArena& a) {
+  const int fd = a.handle();
+  send_message(socket, &a.table(), sizeof(DeviceArenaTable), fd >= 0 ? std::vector<int>{fd}
+                                                                      : std::vector<int>{});
+}
+DeviceArena receive_arena(int socket, CudaIpc ipc) {
+  DeviceArenaTable t;
+  const std::vector<int> fds = recv_message(socket, &t, sizeof t);
+  DeviceArena a = DeviceArena::attach(cuda_device_memory(ipc), t, fds.empty() ? -1 : fds[0]);
+  for (int f : fds) close(f);
+  return a;
+}
+
+std::vector<float> read_device(const float* p, std::size_t n) {
+  std::vector<float> v(n);
+  host_access(MemorySpace::device).read(v.data(), p, n);
+  return v;
+}
+void write_device(float* p, const std::vector<float>& v) {
+  host_access(MemorySpace::device).write(p, v.data(), v.size());
+}
+
+}  // namespace
+
+TEST_CASE("without a GPU, --device cuda exits 2 saying what the driver said") {
+  if (probe().ok) {
+    test::skip("this machine has a CUDA device");
+    return;
+  }
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  test::write_text(dir.file("t.svm"), "1 1:1\n-1 2:1\n");
+  const auto r = test::run({test::hogwild_train_path(), "--train", dir.file("t.svm"), "--device",
+                            "cuda", "--workers", "2"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("error: no CUDA device: ") != std::string::npos);
+  CHECK(r.out.find(probe().message) != std::string::npos);
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("both IPC paths share device memory across processes" * doctest::test_suite("gpu")) {
+  if (skip_without_gpu()) return;
+  for (const CudaIpc ipc : {CudaIpc::vmm, CudaIpc::legacy}) {
+    CAPTURE(to_string(ipc));
+    SocketPair sp;
+    const pid_t importer = fork_child([&] {
+      DeviceArena a = receive_arena(sp.fd[1], ipc);
+      const auto w = read_device(a.array<float>("param:w"), 1 << 20);
+      for (std::size_t i = 0; i < w.size(); ++i)
+        if (w[i] != static_cast<float>(i % 1000)) return 10;
+      write_device(a.array<float>("param:b"), {3.25f});
+      const char done = 1;
+      return write(sp.fd[1], &done, 1) == 1 ? 0 : 11;
+    });
+    const int exporter = in_child([&] {
+      auto a = DeviceArena::create(cuda_device_memory(ipc), {{"param:w", 4 << 20}, {"param:b", 4}});
+      std::vector<float> w(1 << 20);
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 1000);
+      write_device(a.array<float>("param:w"), w);
+      if (read_device(a.array<float>("param:b"), 1)[0] != 0) return 12;  // zeroed
+      send_arena(sp.fd[0], a);
+      char done = 0;
+      if (read(sp.fd[0], &done, 1) != 1) return 13;
+      // Legacy IPC: the exporter frees only after the importer is gone.
+      if (test::wait_exit(importer, 60) != 0) return 14;
+      return read_device(a.array<float>("param:b"), 1)[0] == 3.25f ? 0 : 15;
+    });
+    CHECK(exporter == 0);
+  }
+}
+
+TEST_CASE("VMM memory outlives its exporter and returns when its last importer is killed" *
+          doctest::test_suite("gpu")) {
+  if (skip_without_gpu()) return;
+  SocketPair sp;
+  constexpr std::size_t kBytes = std::size_t{1} << 30;
+  const pid_t importer = fork_child([&] {
+    DeviceArena a = receive_arena(sp.fd[1], CudaIpc::vmm);
+    char go = 0;  // the exporter has exited when this comes
+    if (read(sp.fd[1], &go, 1) != 1) return 20;
+    if (read_device(a.array<float>("big") + 12345, 1)[0] != 2.5f) return 21;
+    const char mapped = 1;
+    if (write(sp.fd[1], &mapped, 1) != 1) return 22;
+    pause();
+    return 0;
+  });
+  const int exporter = in_child([&] {
+    auto a = DeviceArena::create(cuda_device_memory(CudaIpc::vmm), {{"big", kBytes}});
+    write_device(a.array<float>("big") + 12345, {2.5f});
+    send_arena(sp.fd[0], a);
+    return 0;
+  });
+  REQUIRE(exporter == 0);
+  const char go = 1;
+  REQUIRE(write(sp.fd[0], &go, 1) == 1);
+  char mapped = 0;
+  REQUIRE(read(sp.fd[0], &mapped, 1) == 1);
+  // Free memory, asked by a process of its own: the gigabyte is still held.
+  auto free_bytes = [] {
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    const pid_t pid = fork_child([&] {
+      cuda_init("asking for free device memory");
+      const std::size_t free = device_free_bytes();
+      return write(p[1], &free, sizeof free) == sizeof free ? 0 : 1;
+    });
+    close(p[1]);
+    std::size_t free = 0;
+    const bool got = read(p[0], &free, sizeof free) == sizeof free;
+    close(p[0]);
+    REQUIRE(test::wait_exit(pid, 60) == 0);
+    REQUIRE(got);
+    return free;
+  };
+  const std::size_t held = free_bytes();
+  kill(importer, SIGKILL);
+  CHECK(test::wait_exit(importer, 60) == -SIGKILL);
+  std::size_t after = free_bytes();
+  for (int i = 0; i < 50 && after < held + kBytes / 2; ++i) {  // the driver's cleanup
+    usleep(100000);
+    after = free_bytes();
+  }
+  CHECK(after >= held + kBytes / 2);
+}
+
+TEST_CASE("out of device memory is exit 4 naming what was asked and what is free" *
+          doctest::test_suite("gpu")) {
+  if (skip_without_gpu()) return;
+  for (const CudaIpc ipc : {CudaIpc::vmm, CudaIpc::legacy}) {
+    CAPTURE(to_string(ipc));
+    const int rc = in_child([&] {
+      try {
+        DeviceArena::create(cuda_device_memory(ipc), {{"huge", std::size_t{1} << 50}});
+      } catch (const ResourceError& e) {
+        const std::string m = e.what();
+        return m.find("out of device memory") != std::string::npos &&
+                       m.find("MiB free of") != std::string::npos
+                   ? 0
+                   : 30;
+      }
+      return 31;
+    });
+    CHECK(rc == 0);
+  }
+}
+
+TEST_CASE("a child forked after CUDA was initialised is refused with a message" *
+          doctest::test_suite("gpu")) {
+  if (skip_without_gpu()) return;
+  const int rc = in_child([&] {
+    cuda_init("the supervisor's evaluation");
+    return in_child([&] {
+      try {
+        cuda_device_memory(CudaIpc::vmm);
+      } catch (const ConfigError& e) {
+        return std::string(e.what()).find("CUDA does not survive fork") != std::string::npos ? 0
+                                                                                              : 40;
+      }
+      return 41;
+    });
+  });
+  CHECK(rc == 0);
+}
