@@ -20,8 +20,10 @@
 #include "hogwild/device.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/memory_space.hpp"
+#include "hogwild/trainer.hpp"
 #include "memory/cuda_guard.hpp"
 #include "memory/device_arena.hpp"
+#include "trainer/device_steps.hpp"
 #include "process.hpp"
 #include "support.hpp"
 
@@ -228,4 +230,109 @@ TEST_CASE("a child forked after CUDA was initialised is refused with a message" 
     });
   });
   CHECK(rc == 0);
+}
+
+TEST_CASE("what --device cuda trains is said before anything is allocated") {
+  auto [train_set, test_set] = test::generated_problem(200, 20, 100, 5, 0, 3);
+  TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+  c.device = Device::cuda;
+  auto linear = make_model("logistic");
+  CHECK_NOTHROW(check_device_run(c, *linear, train_set));
+  auto mlp = make_model("mlp");
+  CHECK_THROWS_WITH_AS(check_device_run(c, *mlp, train_set),
+                       doctest::Contains("trains the models logistic, hinge, squared and mf so far, "
+                                         "not mlp"),
+                       ConfigError);
+  for (Mode m : {Mode::ddp, Mode::dp}) {
+    TrainConfig d = c;
+    d.mode = m;
+    CHECK_THROWS_WITH_AS(check_device_run(d, *linear, train_set),
+                         doctest::Contains("runs --mode serial, hogwild, atomic or lock"),
+                         ConfigError);
+  }
+  TrainConfig b = c;
+  b.batch = 8;
+  CHECK_THROWS_WITH_AS(check_device_run(b, *linear, train_set),
+                       "--batch above 1 does not apply to --device cuda: a warp per example "
+                       "updates the shared weights on the device",
+                       ConfigError);
+  TrainConfig h = c;
+  h.hot_k = 16;
+  CHECK_THROWS_WITH_AS(check_device_run(h, *linear, train_set), doctest::Contains("--hot-k"),
+                       ConfigError);
+  const Dataset dense = train_set.densified(train_set.cols());
+  CHECK_THROWS_WITH_AS(check_device_run(c, *linear, dense),
+                       doctest::Contains("on sparse rows"), ConfigError);
+  // A program of its own that trains on the GPU without the fork server is told.
+  TrainConfig forked = c;
+  forked.worker_start = WorkerStart::fork;
+  CHECK_THROWS_WITH_AS(train(forked, train_set, &test_set),
+                       doctest::Contains("starts its workers from the fork server"), ConfigError);
+}
+
+namespace {
+
+// "test accuracy 0.9123" (or rmse) from hogwild_train's last line.
+double figure(const std::string& out, const std::string& name) {
+  const auto at = out.rfind(name + " ");
+  REQUIRE(at != std::string::npos);
+  return std::stod(out.substr(at + name.size() + 1));
+}
+
+}  // namespace
+
+TEST_CASE("every model the GPU trains learns in every mode across worker processes, by both "
+          "IPC paths, as well as on the CPU" * doctest::test_suite("gpu")) {
+  if (skip_without_gpu()) return;
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  const auto [train_file, test_file] = test::problem_files(dir, 20000, 2000);
+  const std::string ratings = dir.file("r.txt"), ratings_test = dir.file("r.test.txt");
+  REQUIRE(test::run({test::hogwild_data_path(), "generate", "--kind", "ratings", "--users", "500",
+                     "--items", "400", "--rank", "5", "--ratings", "100000", "--noise", "0.3",
+                     "--out", ratings, "--test-out", ratings_test})
+              .exit_code == 0);
+  struct Case {
+    std::vector<std::string> args;
+    std::string figure;
+  };
+  const std::vector<Case> cases = {
+      {{"--train", train_file, "--test", test_file, "--model", "logistic", "--lr", "0.5"},
+       "test accuracy"},
+      {{"--train", train_file, "--test", test_file, "--model", "hinge", "--lr", "0.1"},
+       "test accuracy"},
+      {{"--train", train_file, "--test", test_file, "--model", "squared", "--lr", "0.05"},
+       "test accuracy"},
+      {{"--train", ratings, "--test", ratings_test, "--model", "mf", "--rank", "5", "--lr",
+        "0.02"},
+       "test rmse"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> cpu = {test::hogwild_train_path(), "--epochs", "5", "--workers", "2",
+                                    "--storage", "sparse"};
+    cpu.insert(cpu.end(), c.args.begin(), c.args.end());
+    const auto on_cpu = test::run(cpu);
+    REQUIRE(on_cpu.exit_code == 0);
+    const double reference = figure(on_cpu.out, c.figure);
+    for (const char* mode : {"serial", "hogwild", "atomic", "lock"}) {
+      for (const char* ipc : {"vmm", "legacy"}) {
+        CAPTURE(c.args[5]);
+        CAPTURE(mode);
+        CAPTURE(ipc);
+        std::vector<std::string> gpu = cpu;
+        gpu.insert(gpu.end(), {"--device", "cuda", "--mode", mode, "--cuda-ipc", ipc});
+        const auto r = test::run(gpu);
+        INFO(r.out);
+        REQUIRE(r.exit_code == 0);
+        const double got = figure(r.out, c.figure);
+        MESSAGE(c.args[5] << " " << mode << " " << ipc << ": " << c.figure << " " << got
+                          << " (CPU " << reference << ")");
+        if (c.figure == "test rmse")
+          CHECK(got < reference * 1.05 + 0.01);
+        else
+          CHECK(got > reference - 0.02);
+        CHECK(test::our_shm_entries().empty());
+      }
+    }
+  }
 }

@@ -13,6 +13,9 @@
 #include "hogwild/error.hpp"
 #include "hogwild/param_snapshot.hpp"
 #include "trainer/run.hpp"
+#include "memory/device_arena.hpp"
+#include "process.hpp"
+#include "support.hpp"
 #include "trainer/tensor_store.hpp"
 
 using namespace hogwild;
@@ -60,7 +63,7 @@ TEST_CASE("without device support, device memory is a clear configuration error"
   CHECK_THROWS_WITH_AS(host_access(MemorySpace::device), doctest::Contains("device support"),
                        ConfigError);
   CHECK_THROWS_WITH_AS(detail::make_tensor_store(MemorySpace::device),
-                       doctest::Contains("no device tensor store"), ConfigError);
+                       doctest::Contains("need a device memory"), ConfigError);
   Tensors d({4}, MemorySpace::device);
   CHECK_THROWS_AS(ParamSnapshot(d.set), ConfigError);
 }
@@ -127,4 +130,45 @@ TEST_CASE("snapshots, range copies, initialisation and the divergence scan go th
   CHECK(access.read_floats == 107);
   REQUIRE(bad);
   CHECK(*bad == "t1[5] = nan");
+}
+
+TEST_CASE("the device store keeps tensors in a device arena whose table and descriptor a "
+          "worker maps") {
+  register_device_access(device());
+  // The memfd stand-in for device memory (memory/device_arena.hpp).
+  const auto memory = [] { return std::shared_ptr(detail::host_standin_memory()); };
+  const std::vector<TensorSpec> specs{{"w", 1000, {}}, {"b", 1, {}}};
+  auto store = detail::make_tensor_store(MemorySpace::device, memory);
+  CHECK(store->space() == MemorySpace::device);
+  const auto blocks = store->arena_blocks(specs, true, 0);
+  REQUIRE(blocks.size() == 1);  // only the table: the tensors are in device memory
+  Arena arena = Arena::create(blocks);
+  const ParamSet p = store->open(arena, specs, true);
+  REQUIRE(p.count() == 2);
+  CHECK(p.space() == MemorySpace::device);
+  CHECK(p[0].state != nullptr);
+  CHECK(store->handle() >= 0);
+  REQUIRE(store->device_lock() != nullptr);
+  CHECK(*store->device_lock() == 0);
+  detail::initialise(p, {{"w", 1000, {Init::uniform, 1}}, {"b", 1, {}}}, 7);
+  const float w7 = p.data(0)[7];
+  CHECK(w7 != 0);
+
+  // A worker started from a description: the host arena's table and the
+  // descriptor, over a socket made before fork.
+  test::SocketPair sp;
+  const pid_t worker = test::fork_child([&] {
+    std::vector<int> fds;
+    char go = 0;
+    fds = detail::recv_message(sp.fd[1], &go, 1);
+    if (fds.size() != 1) return 10;
+    auto mine = detail::make_tensor_store(MemorySpace::device, memory);
+    const ParamSet q = mine->open(arena, specs, true, /*attach=*/true, fds[0]);
+    if (q.data(0)[7] != w7 || q[0].state[999] != 0) return 11;
+    q.data(1)[0] = 2.5f;  // the parent must see it
+    return 0;
+  });
+  detail::send_message(sp.fd[0], "x", 1, {store->handle()});
+  CHECK(test::wait_exit(worker, 30) == 0);
+  CHECK(p.data(1)[0] == 2.5f);
 }

@@ -3,6 +3,7 @@
 #include "hogwild/device.hpp"
 #include "hogwild/error.hpp"
 #include "memory/device_arena.hpp"
+#include "trainer/device_steps.hpp"
 
 namespace hogwild {
 
@@ -21,6 +22,11 @@ void cuda_init(const std::string&, int) {
 }
 
 std::size_t device_free_bytes() { return 0; }
+
+std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig&, const Model&, const Dataset&,
+                                               const float*, const ParamSet&, int*) {
+  throw ConfigError("no CUDA device: " + cuda_status().message);
+}
 
 std::unique_ptr<DeviceMemory> cuda_device_memory(CudaIpc) {
   throw ConfigError("no CUDA device: " + cuda_status().message);

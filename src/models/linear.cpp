@@ -1,5 +1,7 @@
 #include "hogwild/models/linear.hpp"
 
+#include "models/linear_loss.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -26,30 +28,11 @@ std::vector<TensorSpec> LinearModel::parameters() const {
 }
 
 void LinearModel::loss_and_slope(float z, float y, float& loss, float& slope) const noexcept {
-  switch (loss_) {
-    case LinearLoss::logistic: {
-      // y in {0,1}: loss = log(1 + exp(-s z)), s = 2y - 1, computed without overflow.
-      // One exp serves both: e = exp(-|z|), sigmoid(z) = 1/(1+e) or e/(1+e).
-      const float sz = (2 * y - 1) * z;
-      const float e = std::exp(-std::fabs(z));
-      loss = std::log1p(e) + (sz < 0 ? -sz : 0.f);
-      slope = (z >= 0 ? 1.f : e) / (1 + e) - y;
-      return;
-    }
-    case LinearLoss::hinge: {
-      const float s = 2 * y - 1;
-      const float m = 1 - s * z;
-      loss = m > 0 ? m : 0;
-      slope = m > 0 ? -s : 0;
-      return;
-    }
-    case LinearLoss::squared: {
-      const float r = z - target(y);
-      loss = 0.5f * r * r;
-      slope = r;
-      return;
-    }
-  }
+  static_assert(static_cast<int>(LinearLoss::logistic) == 0 &&
+                static_cast<int>(LinearLoss::hinge) == 1 &&
+                static_cast<int>(LinearLoss::squared) == 2);  // linear_loss.hpp's kinds
+  detail::linear_loss_and_slope(static_cast<std::uint8_t>(loss_), signed_targets(), z, y, loss,
+                                slope);
 }
 
 template <class U>

@@ -23,6 +23,7 @@
 #include "hogwild/labels.hpp"
 #include "hogwild/model_registry.hpp"
 #include "hogwild/param_snapshot.hpp"
+#include "memory/device_arena.hpp"
 #include "science/conflicts.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
@@ -150,7 +151,7 @@ void Run::map_hot_window(std::size_t bytes) {
 }
 
 Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
-         std::optional<Arena> attached)
+         std::optional<Arena> attached, int device_fd)
     : cfg(c), mode(mode_def(c.mode)), model(m), train(tr), test(te) {
   const LabelMap labels = LabelMap::fit(model.label_kind(), train, model.name());
   train_targets = labels.targets(train);
@@ -181,7 +182,10 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     window_bytes =
         (HotWindow::window_floats(specs, hot.size()) * sizeof(float) + kPage - 1) / kPage * kPage;
   }
-  store = make_tensor_store(mode.space());
+  store = cfg.device == Device::cuda
+              ? make_tensor_store(MemorySpace::device,
+                                  [&] { return std::shared_ptr(cuda_device_memory(cfg.cuda_ipc)); })
+              : make_tensor_store(mode.space());
   for (auto& b : store->arena_blocks(specs, stateful, window_bytes ? kPage + window_bytes : 0))
     blocks.push_back(std::move(b));
   for (auto& s : specs) floats += padded(s.size);
@@ -243,7 +247,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
       std::memcpy(control->rendezvous, dir.c_str(), dir.size() + 1);
     }
   }
-  params = store->open(arena, specs, stateful);
+  params = store->open(arena, specs, stateful, attach, device_fd);
   if (!attach) initialise(params, specs, cfg.seed);
   if (!attach && cfg.conflicts)
     choose_conflict_sample(arena.block("conflicts").data(), specs, train, model.feature_indexed(),
@@ -567,6 +571,12 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.conflicts_started = true;
     }
     task.kind.access = access_index<MeasuredUpdate>();
+  }
+  if (cfg.device == Device::cuda) {
+    if (!local.device)
+      local.device = make_device_steps(cfg, model, train, train_targets.data(), params,
+                                       store->device_lock());
+    task.device = local.device.get();
   }
   task.delay_ns = cfg.grad_delay_ns;
   if (cfg.straggler_worker >= 0 && global_rank(rank) == static_cast<unsigned>(cfg.straggler_worker))

@@ -30,6 +30,7 @@
 #include "trainer/hot_window.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
+#include "trainer/device_steps.hpp"
 #include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
@@ -178,12 +179,15 @@ struct Run {
     bool conflicts_started = false;  // --conflicts: this process's sample is set
     // A threaded mode (dp): the threads' models and buffers.
     std::optional<DataParallel> dp;
+    // --device cuda: this worker's rows on the device and its kernels.
+    std::unique_ptr<DeviceSteps> device;
   } local;
 
   // The parent's run: makes the arena and initialises it. With `attached` (a worker
-  // started from a description, worker_start.hpp): the arena the parent made.
+  // started from a description, worker_start.hpp): the arena the parent made, and
+  // `device_fd`, the device arena's descriptor where it has one.
   Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
-      std::optional<Arena> attached = std::nullopt);
+      std::optional<Arena> attached = std::nullopt, int device_fd = -1);
   static constexpr std::size_t kPage = 4096;
   void map_hot_window(std::size_t bytes);
 

@@ -51,10 +51,39 @@ bool synced_step(GradientSync& sync, const EpochTask& t, float lr) {
   return stopped_in(t, [&] { sync.step(lr); });
 }
 
+// --device cuda: a kernel launch per chunk of rows, each example's update written
+// straight to the shared device weights; the place is published after each chunk
+// (a crash retrains at most the chunk in flight, as the CPU's 64 mini-batches).
+double train_epoch_device(const EpochTask& t) {
+  double loss = t.start_loss;
+  const std::size_t n = t.rows.size();
+  std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
+  const double epoch_lr = t.step_size.epoch_start(t.epoch);
+  t.device->begin_epoch(t.rows);
+  std::size_t begin = std::min(t.start, n);
+  while (begin < n) {
+    if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
+    if (t.terminated && t.terminated->load(std::memory_order_relaxed)) break;
+    if (orphaned(t.parent)) break;
+    const std::size_t size = std::min(t.device->chunk(), n - begin);
+    const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
+    if (t.progress) begin_writes(*t.progress, seen + size);
+    loss += t.device->train(begin, size, lr);
+    seen += size;
+    begin += size;
+    if (t.progress) {
+      t.progress->samples.store(seen, std::memory_order_release);
+      publish_record(*t.progress, seen, begin, loss);
+    }
+  }
+  return loss;
+}
+
 }  // namespace
 
 double train_epoch(Model& model, const EpochTask& t) {
   model.check_rows(*t.data);
+  if (t.device) return train_epoch_device(t);
   double loss = t.start_loss;
   const std::size_t n = t.rows.size();
   const std::size_t batch = t.batch ? t.batch : 1;

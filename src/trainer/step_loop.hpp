@@ -15,6 +15,7 @@
 #include "hogwild/robust_mutex.hpp"
 #include "hogwild/step_size.hpp"
 #include "trainer/data_parallel.hpp"
+#include "trainer/device_steps.hpp"
 #include "trainer/gradient_sync.hpp"
 #include "trainer/hot_window.hpp"
 #include "trainer/node_sync.hpp"
@@ -65,6 +66,9 @@ struct EpochTask {
   // straggler_factor).
   std::uint64_t delay_ns = 0;
   double slowdown = 1;
+  // --device cuda: the steps are this worker's kernels, a chunk of rows a launch
+  // (train_epoch then takes none of the paths above).
+  DeviceSteps* device = nullptr;
 };
 
 // Trains t.rows[t.start, end) with `model`; returns the summed training loss of

@@ -4,6 +4,7 @@
 
 #include "hogwild/error.hpp"
 #include "hogwild/rng.hpp"
+#include "memory/device_arena.hpp"
 
 namespace hogwild::detail {
 
@@ -23,7 +24,8 @@ class SharedArenaStore final : public TensorStore {
     }
     return blocks;
   }
-  ParamSet open(const Arena& arena, const std::vector<TensorSpec>& specs, bool state) override {
+  ParamSet open(const Arena& arena, const std::vector<TensorSpec>& specs, bool state, bool,
+                int) override {
     std::vector<ParamSet::Tensor> t;
     for (const auto& s : specs) {  // blocks start zeroed, as AdaGrad's accumulators must
       ParamSet::Tensor x{s.name, arena.array<float>(param_block(s.name)).data(), s.size,
@@ -35,11 +37,57 @@ class SharedArenaStore final : public TensorStore {
   }
 };
 
+// The device's store: the tensors, their state and a lock word in one device
+// arena, whose table is the host arena's "device:table" block.
+class DeviceArenaStore final : public TensorStore {
+ public:
+  explicit DeviceArenaStore(std::function<std::shared_ptr<DeviceMemory>()> memory)
+      : memory_(std::move(memory)) {}
+  MemorySpace space() const override { return MemorySpace::device; }
+  std::vector<BlockSpec> arena_blocks(const std::vector<TensorSpec>&, bool, std::size_t) const override {
+    return {{kTable, sizeof(DeviceArenaTable)}};
+  }
+  ParamSet open(const Arena& arena, const std::vector<TensorSpec>& specs, bool state, bool attach,
+                int fd) override {
+    auto& table = arena.object<DeviceArenaTable>(kTable);
+    if (attach) {
+      device_ = DeviceArena::attach(memory_(), table, fd);
+    } else {
+      std::vector<BlockSpec> blocks{{kLock, sizeof(int)}};
+      for (const auto& s : specs) {
+        blocks.push_back({param_block(s.name), s.size * sizeof(float)});
+        if (state) blocks.push_back({state_block(s.name), s.size * sizeof(float)});
+      }
+      device_ = DeviceArena::create(memory_(), blocks);
+      table = device_.table();
+    }
+    std::vector<ParamSet::Tensor> t;
+    for (const auto& s : specs) {  // zero-filled at creation, as AdaGrad's accumulators must be
+      ParamSet::Tensor x{s.name, device_.array<float>(param_block(s.name)), s.size,
+                         state ? device_.array<float>(state_block(s.name)) : nullptr};
+      x.space = MemorySpace::device;
+      t.push_back(std::move(x));
+    }
+    return ParamSet(std::move(t));
+  }
+  int handle() const override { return device_.handle(); }
+  int* device_lock() const override { return device_.array<int>(kLock); }
+
+ private:
+  static constexpr const char* kTable = "device:table";
+  static constexpr const char* kLock = "device:lock";
+  std::function<std::shared_ptr<DeviceMemory>()> memory_;
+  DeviceArena device_;
+};
+
 }  // namespace
 
-std::unique_ptr<TensorStore> make_tensor_store(MemorySpace space) {
-  if (space == MemorySpace::device)
-    throw ConfigError("this build has no device tensor store (configure with -Dcuda=enabled)");
+std::unique_ptr<TensorStore> make_tensor_store(
+    MemorySpace space, std::function<std::shared_ptr<DeviceMemory>()> device_memory) {
+  if (space == MemorySpace::device) {
+    if (!device_memory) throw ConfigError("device tensors need a device memory (--device cuda)");
+    return std::make_unique<DeviceArenaStore>(std::move(device_memory));
+  }
   return std::make_unique<SharedArenaStore>();
 }
 

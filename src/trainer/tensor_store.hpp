@@ -1,12 +1,14 @@
-// Where a run's parameter tensors (and their optimiser state) live: the seam a
+// Where a run's parameter tensors (and their optimiser state) live: the seam the
 // device arena plugs into. The CPU's store puts them in the run's shared arena
-// beside the trainer's control blocks, where every forked worker maps them; a
-// device store (the GPU modes) would allocate them in GPU memory and hand workers
-// IPC handles, the host reaching them through host_access(MemorySpace::device)
-// (include/hogwild/memory_space.hpp). A mode names its space (ModeDef::space).
+// beside the trainer's control blocks, where every forked worker maps them. The
+// device store (--device cuda) puts them in a device arena (memory/device_arena.hpp)
+// whose table it keeps in the host arena, hands workers its descriptor, and the
+// host reaches them through host_access(MemorySpace::device)
+// (include/hogwild/memory_space.hpp).
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,14 +27,23 @@ class TensorStore {
   virtual std::vector<BlockSpec> arena_blocks(const std::vector<TensorSpec>& specs, bool state,
                                               std::size_t tail_bytes) const = 0;
   // Once the arena exists, before any worker starts: the tensors, optimiser state
-  // zeroed, the weights not yet initialised.
-  virtual ParamSet open(const Arena& arena, const std::vector<TensorSpec>& specs,
-                        bool state) = 0;
+  // zeroed, the weights not yet initialised. In a worker started from a
+  // description (`attach`): the tensors its parent made, `fd` being the descriptor
+  // the parent's handle() sent along (or -1).
+  virtual ParamSet open(const Arena& arena, const std::vector<TensorSpec>& specs, bool state,
+                        bool attach = false, int fd = -1) = 0;
+  // A descriptor a worker started from a description needs beside the host arena's
+  // (the device arena's, shared by VMM), or -1.
+  virtual int handle() const { return -1; }
+  // The lock word of --mode lock's device kernels (in the store's memory), or null.
+  virtual int* device_lock() const { return nullptr; }
 };
 
-// The store for `space`; a ConfigError where this build has none (device memory
-// without the GPU half).
-std::unique_ptr<TensorStore> make_tensor_store(MemorySpace space);
+class DeviceMemory;
+// The store for `space`. device: tensors in a device arena allocated from
+// `device_memory()` (CUDA's, or the memfd stand-in in tests).
+std::unique_ptr<TensorStore> make_tensor_store(
+    MemorySpace space, std::function<std::shared_ptr<DeviceMemory>()> device_memory = {});
 
 // The arena blocks of a tensor and of its optimiser state (also the names they
 // have in a checkpoint).

@@ -23,6 +23,7 @@
 #include "science/conflicts.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
+#include "trainer/device_steps.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/param_snapshot.hpp"
 #include "process.hpp"
@@ -583,10 +584,9 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
       throw ConfigError("--device cuda starts its workers from the fork server (CUDA does not "
                         "survive fork): train with WorkerStart::fork_server after calling "
                         "hogwild::start_fork_server() first thing in main");
+    detail::check_device_run(cfg, model, train_set);
     const CudaStatus gpu = cuda_status();
     if (!gpu.ok) throw ConfigError("no CUDA device: " + gpu.message);
-    throw ConfigError("--device cuda: training on " + gpu.message +
-                      " is not built yet (this build has the device arena and its IPC paths)");
   }
   std::optional<Checkpoint> resume;
   if (!cfg.resume.empty()) {

@@ -162,6 +162,10 @@ WorkerDescription::WorkerDescription(const Run& run) {
     owned_.push_back(cache_memfd(*run.test));
   }
   fds_.insert(fds_.end(), owned_.begin(), owned_.end());
+  if (run.store->handle() >= 0) {  // the device arena's (VMM), the arena's to close
+    j["device"] = true;
+    fds_.push_back(run.store->handle());
+  }
   description_ = j.dump();
 }
 
@@ -177,14 +181,15 @@ int worker_entry(unsigned rank, std::string_view description, std::span<const in
     }
   } closer{fds};
   const json j = json::parse(description);
-  HOGWILD_ENFORCE(fds.size() == (j.contains("test") ? 3u : 2u),
+  HOGWILD_ENFORCE(fds.size() == 2u + j.contains("test") + j.contains("device"),
                   "a worker's description and its descriptors disagree");
   const TrainConfig cfg = config_of(j.at("config"));
   auto model = make_model(cfg.model, cfg.model_options);
   const Dataset train = open_cache_fd(fds[1], j.at("train").get<std::string>());
   std::optional<Dataset> test;
   if (j.contains("test")) test = open_cache_fd(fds[2], j.at("test").get<std::string>());
-  Run run(cfg, *model, train, test ? &*test : nullptr, Arena::attach(fds[0]));
+  Run run(cfg, *model, train, test ? &*test : nullptr, Arena::attach(fds[0]),
+          j.contains("device") ? fds.back() : -1);
   return run.work(rank);
 }
 

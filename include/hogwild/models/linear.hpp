@@ -32,12 +32,13 @@ class LinearModel : public ModelBase<LinearModel> {
 
   // Loss and dloss/dz at margin z for target y (after the model's target mapping).
   void loss_and_slope(float z, float y, float& loss, float& slope) const noexcept;
+  // What a step of another implementation (the GPU's kernels) must compute alike.
+  LinearLoss loss() const noexcept { return loss_; }
+  const ModelOptions& options() const noexcept { return options_; }
+  // Squared loss on 0/1 labels regresses on -1/+1.
+  bool signed_targets() const noexcept { return loss_ == LinearLoss::squared && classification_; }
 
  private:
-  float target(float y) const noexcept {
-    return loss_ == LinearLoss::squared && classification_ ? 2 * y - 1 : y;
-  }
-
   LinearLoss loss_;
   ModelOptions options_;
   std::size_t features_ = 0;

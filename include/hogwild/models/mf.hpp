@@ -51,6 +51,7 @@ class MfModel : public ModelBase<MfModel> {
 
   std::size_t rank() const noexcept { return rank_; }
   float mean() const noexcept { return mean_; }
+  const ModelOptions& options() const noexcept { return options_; }
 
  private:
   ModelOptions options_;

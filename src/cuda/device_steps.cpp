@@ -1,0 +1,152 @@
+// A worker's steps on the GPU: its rows uploaded once (CSR and targets, in the
+// worker's own device memory), the epoch's order uploaded each epoch, and a kernel
+// launch per chunk on a stream of its own (src/cuda/kernels.hpp).
+#include <cuda_runtime.h>
+
+#include <fmt/format.h>
+
+#include "cuda/check.hpp"
+#include "cuda/kernels.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/models/linear.hpp"
+#include "hogwild/models/mf.hpp"
+#include "memory/device_arena.hpp"
+#include "trainer/device_steps.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+
+// One cudaMalloc'd array, freed with the object.
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(std::size_t n) : n_(n) {
+    if (n) HOGWILD_CUDA(cudaMalloc(&p_, n * sizeof(T)));
+  }
+  DeviceArray(const T* host, std::size_t n) : DeviceArray(n) {
+    if (n) HOGWILD_CUDA(cudaMemcpy(p_, host, n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() {
+    if (p_) cudaFree(p_);
+  }
+  DeviceArray(DeviceArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(o.n_) {}
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  T* get() const noexcept { return p_; }
+  std::size_t size() const noexcept { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+DeviceAccess access_of(Mode m) {
+  if (m == Mode::serial) return DeviceAccess::serial;
+  if (m == Mode::atomic) return DeviceAccess::atomic;
+  if (m == Mode::lock) return DeviceAccess::lock;
+  return DeviceAccess::hogwild;
+}
+
+class CudaSteps final : public DeviceSteps {
+ public:
+  CudaSteps(const TrainConfig& cfg, const Model& model, const Dataset& data, const float* targets,
+            const ParamSet& params, int* lock)
+      : offsets_(data.offsets().data(), data.offsets().size()),
+        index_(data.indices().data(), data.indices().size()),
+        value_(data.values().data(), data.values().size()),
+        target_(targets, data.rows()),
+        loss_(1) {
+    HOGWILD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    chunk_.rows = {offsets_.get(), index_.get(), value_.get(), target_.get()};
+    chunk_.access = access_of(cfg.mode);
+    chunk_.adagrad = cfg.optimizer == Optimizer::adagrad;
+    chunk_.lock = lock;
+    chunk_.loss_sum = loss_.get();
+    chunk_.stream = stream_;
+    if (const auto* m = dynamic_cast<const LinearModel*>(&model)) {
+      linear_.w = params.data(0);
+      linear_.w_state = params[0].state;
+      if (params.count() > 1) {
+        linear_.b = params.data(1);
+        linear_.b_state = params[1].state;
+      }
+      linear_.loss = static_cast<DeviceLinearLoss>(m->loss());
+      linear_.signed_targets = m->signed_targets();
+      linear_.l2 = m->options().l2;
+    } else if (const auto* f = dynamic_cast<const MfModel*>(&model)) {
+      mf_ = MfKernelArgs{};
+      mf_->P = params.data(0);
+      mf_->Q = params.data(1);
+      mf_->P_state = params[0].state;
+      mf_->Q_state = params[1].state;
+      if (params.count() > 2) {
+        mf_->bu = params.data(2);
+        mf_->bi = params.data(3);
+        mf_->bu_state = params[2].state;
+        mf_->bi_state = params[3].state;
+      }
+      mf_->rank = static_cast<std::uint32_t>(f->rank());
+      mf_->mean = f->mean();
+      mf_->l2 = f->options().l2;
+    } else {
+      throw ConfigError("--device cuda has no kernel for model " + model.name());
+    }
+  }
+  ~CudaSteps() override { cudaStreamDestroy(stream_); }
+
+  std::size_t chunk() const noexcept override {
+    // Serial: one warp; a chunk is then what it does in about a millisecond.
+    return chunk_.access == DeviceAccess::serial ? 4096 : 1 << 16;
+  }
+  void begin_epoch(std::span<const std::uint32_t> rows) override {
+    if (order_.size() < rows.size()) order_ = DeviceArray<std::uint32_t>(rows.size());
+    HOGWILD_CUDA(cudaMemcpyAsync(order_.get(), rows.data(), rows.size_bytes(),
+                                 cudaMemcpyHostToDevice, stream_));
+    chunk_.order = order_.get();
+  }
+  double train(std::size_t begin, std::size_t count, float lr) override {
+    HOGWILD_CUDA(cudaMemsetAsync(loss_.get(), 0, sizeof(double), stream_));
+    chunk_.begin = begin;
+    chunk_.count = count;
+    chunk_.lr = lr;
+    if (mf_) {
+      mf_->chunk = chunk_;
+      launch_mf(*mf_);
+    } else {
+      linear_.chunk = chunk_;
+      launch_linear(linear_);
+    }
+    HOGWILD_CUDA(cudaGetLastError());
+    double loss = 0;
+    HOGWILD_CUDA(cudaMemcpyAsync(&loss, loss_.get(), sizeof loss, cudaMemcpyDeviceToHost, stream_));
+    HOGWILD_CUDA(cudaStreamSynchronize(stream_));
+    return loss;
+  }
+
+ private:
+  DeviceArray<std::uint64_t> offsets_;
+  DeviceArray<std::uint32_t> index_;
+  DeviceArray<float> value_, target_;
+  DeviceArray<double> loss_;
+  DeviceArray<std::uint32_t> order_;
+  cudaStream_t stream_ = nullptr;
+  DeviceChunk chunk_;
+  LinearKernelArgs linear_;
+  std::optional<MfKernelArgs> mf_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig& cfg, const Model& model,
+                                               const Dataset& data, const float* targets,
+                                               const ParamSet& params, int* lock) {
+  cuda_init("a worker's steps");
+  return std::make_unique<CudaSteps>(cfg, model, data, targets, params, lock);
+}
+
+}  // namespace hogwild::detail

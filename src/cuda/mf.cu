@@ -1,0 +1,54 @@
+// Matrix factorisation on the GPU: a warp per rating (cuMF_SGD's layout: the
+// factor rows P[u] and Q[i] are contiguous, the lanes over their k entries), the
+// same error, L2 and optimiser steps as the CPU's MfModel (one rating a step).
+#include "cuda/warp.cuh"
+
+namespace hogwild::detail {
+
+namespace {
+
+template <DeviceAccess A>
+__global__ void mf_kernel(MfKernelArgs a) {
+  const DeviceChunk& c = a.chunk;
+  const unsigned lane = threadIdx.x & 31;
+  const std::uint32_t k = a.rank;
+  double losses = 0;
+  for (std::size_t n = c.begin + warp_id(); n < c.begin + c.count; n += warp_count()) {
+    const std::uint32_t r = c.order[n];
+    const std::uint64_t at = c.rows.offsets[r];
+    const std::size_t u = c.rows.index[at], i = c.rows.index[at + 1];
+    float* pu = a.P + u * k;
+    float* qi = a.Q + i * k;
+    if constexpr (A == DeviceAccess::lock) lock_warp(c.lock);
+    float z = 0;
+    for (std::uint32_t j = lane; j < k; j += 32) z += load<A>(pu + j) * load<A>(qi + j);
+    z = warp_sum(z) + a.mean;
+    if (a.bu) z += load<A>(a.bu + u) + load<A>(a.bi + i);
+    const float e = z - c.rows.target[r];
+    // Every gradient from the factors as read once, as the CPU's step does.
+    for (std::uint32_t j = lane; j < k; j += 32) {
+      const float p = load<A>(pu + j), q = load<A>(qi + j);
+      descend<A>(pu + j, a.P_state ? a.P_state + u * k + j : nullptr, c.adagrad, e * q + a.l2 * p, c.lr);
+      descend<A>(qi + j, a.Q_state ? a.Q_state + i * k + j : nullptr, c.adagrad, e * p + a.l2 * q, c.lr);
+    }
+    if (a.bu && lane == 0) {
+      descend<A>(a.bu + u, a.bu_state ? a.bu_state + u : nullptr, c.adagrad, e, c.lr);
+      descend<A>(a.bi + i, a.bi_state ? a.bi_state + i : nullptr, c.adagrad, e, c.lr);
+    }
+    if constexpr (A == DeviceAccess::lock) unlock_warp(c.lock);
+    losses += 0.5 * static_cast<double>(e) * e;
+  }
+  if (lane == 0 && losses != 0) atomicAdd(c.loss_sum, losses);
+}
+
+}  // namespace
+
+void launch_mf(const MfKernelArgs& a) {
+  const LaunchShape s = launch_shape(a.chunk.access, a.chunk.count);
+  auto* stream = static_cast<cudaStream_t>(a.chunk.stream);
+  with_access(a.chunk.access, [&](auto access) {
+    mf_kernel<access.value><<<s.blocks, s.threads, 0, stream>>>(a);
+  });
+}
+
+}  // namespace hogwild::detail

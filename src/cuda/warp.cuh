@@ -1,0 +1,90 @@
+// Device helpers the kernels share: the mode's reads and writes of a shared float,
+// warp sums, and the lock.
+#pragma once
+
+#include <cuda/atomic>
+#include <type_traits>
+
+#include "cuda/kernels.hpp"
+
+namespace hogwild::detail {
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+__device__ inline float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(kFullWarp, x, o);
+  return x;
+}
+
+// Reads and writes of the shared weights, by mode. Hogwild: THE INTENDED RACE
+// (as on the CPU, update_policy.hpp): other warps, of this process and of other
+// processes on the same device, read and write these floats meanwhile; relaxed
+// device-scope atomic_ref makes each load and store whole and well-defined (it
+// compiles to plain ld/st) while a concurrent update may be lost, which Hogwild!
+// tolerates. Atomic: one atomicAdd per write, nothing lost.
+template <DeviceAccess A>
+__device__ inline float load(float* p) {
+  if constexpr (A == DeviceAccess::hogwild)
+    return cuda::atomic_ref<float, cuda::thread_scope_device>(*p).load(cuda::memory_order_relaxed);
+  else
+    return *p;
+}
+
+template <DeviceAccess A>
+__device__ inline void add(float* p, float delta) {
+  if constexpr (A == DeviceAccess::atomic) {
+    atomicAdd(p, delta);
+  } else if constexpr (A == DeviceAccess::hogwild) {
+    cuda::atomic_ref<float, cuda::thread_scope_device> r(*p);
+    r.store(r.load(cuda::memory_order_relaxed) + delta, cuda::memory_order_relaxed);
+  } else {
+    *p += delta;
+  }
+}
+
+// SGD: w -= lr g. AdaGrad: G += g^2; w -= lr g / (sqrt(G) + eps), as the CPU's.
+template <DeviceAccess A>
+__device__ inline void descend(float* w, float* state, bool adagrad, float g, float lr) {
+  if (!adagrad) return add<A>(w, -lr * g);
+  add<A>(state, g * g);
+  add<A>(w, -lr * g / (sqrtf(load<A>(state)) + 1e-7f));
+}
+
+// Lock mode: lane 0 takes the lock for its warp (acquire) and gives it back
+// (release); the warp's lanes meet before and after.
+__device__ inline void lock_warp(int* lock) {
+  if ((threadIdx.x & 31) == 0) {
+    cuda::atomic_ref<int, cuda::thread_scope_device> l(*lock);
+    int expected = 0;
+    while (!l.compare_exchange_weak(expected, 1, cuda::memory_order_acquire,
+                                    cuda::memory_order_relaxed)) {
+      expected = 0;
+      __nanosleep(64);
+    }
+  }
+  __syncwarp();
+}
+
+__device__ inline void unlock_warp(int* lock) {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0)
+    cuda::atomic_ref<int, cuda::thread_scope_device>(*lock).store(0, cuda::memory_order_release);
+}
+
+// Calls f(std::integral_constant<DeviceAccess, a>{}): a kernel template's launch
+// for the access known at run time.
+template <class F>
+inline void with_access(DeviceAccess a, F&& f) {
+  switch (a) {
+    case DeviceAccess::serial: return f(std::integral_constant<DeviceAccess, DeviceAccess::serial>{});
+    case DeviceAccess::hogwild: return f(std::integral_constant<DeviceAccess, DeviceAccess::hogwild>{});
+    case DeviceAccess::atomic: return f(std::integral_constant<DeviceAccess, DeviceAccess::atomic>{});
+    case DeviceAccess::lock: return f(std::integral_constant<DeviceAccess, DeviceAccess::lock>{});
+  }
+}
+
+// The grid-stride loop's start and step, in warps.
+__device__ inline std::size_t warp_id() { return (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) >> 5; }
+__device__ inline std::size_t warp_count() { return (gridDim.x * std::size_t{blockDim.x}) >> 5; }
+
+}  // namespace hogwild::detail
