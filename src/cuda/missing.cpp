@@ -23,6 +23,8 @@ void cuda_init(const std::string&, int) {
 
 std::size_t device_free_bytes() { return 0; }
 
+void device_synchronize() {}
+
 std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig&, const Model&, const Dataset&,
                                                const float*, const ParamSet&, int*) {
   throw ConfigError("no CUDA device: " + cuda_status().message);

@@ -279,6 +279,8 @@ std::size_t device_free_bytes() {
   return free;
 }
 
+void device_synchronize() { HOGWILD_CUDA(cudaDeviceSynchronize()); }
+
 std::unique_ptr<DeviceMemory> cuda_device_memory(CudaIpc ipc) {
   cuda_init("device memory");
   int device = 0;

@@ -68,6 +68,8 @@ class DeviceMemory {
 void cuda_init(const std::string& what, int device = 0);
 // Free bytes of device memory on this process's device (after cuda_init).
 std::size_t device_free_bytes();
+// Waits for all of this process's work on its device.
+void device_synchronize();
 
 // The DeviceMemory for `ipc` (src/cuda/); ConfigError in a build without CUDA.
 std::unique_ptr<DeviceMemory> cuda_device_memory(CudaIpc ipc);

@@ -37,8 +37,6 @@ static_assert(std::atomic<double>::is_always_lock_free &&
               std::atomic<std::uint64_t>::is_always_lock_free &&
               std::atomic<std::uint32_t>::is_always_lock_free);
 
-namespace {
-
 Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& labels) {
   Problem p;
   p.layout = train.layout();
@@ -70,6 +68,8 @@ Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& 
   if (p.features == 0) throw ConfigError(train.source() + " has no features");
   return p;
 }
+
+namespace {
 
 std::size_t padded(std::size_t floats) { return (floats + 15) / 16 * 16; }
 

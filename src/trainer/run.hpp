@@ -16,6 +16,7 @@
 
 #include "hogwild/arena.hpp"
 #include "hogwild/checkpoint.hpp"
+#include "hogwild/labels.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
 #include "hogwild/robust_mutex.hpp"
@@ -88,6 +89,10 @@ Error divergence(const TrainConfig& c, const std::string& what, double epoch,
 // the worker writes it); samples = epoch * share + position. `losses`: the
 // worker's per-epoch losses, copied for the epochs done (or null).
 WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint64_t share);
+
+// The problem a model is configured for: the training set's layout and width (the
+// test set's too), classes, users and items, the mean target of a regression.
+Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& labels);
 
 struct Run {
   const TrainConfig& cfg;
