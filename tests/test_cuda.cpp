@@ -7,11 +7,13 @@
 // trainer's supervisor and workers make them (CUDA does not survive fork).
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <chrono>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -22,6 +24,7 @@
 #include "hogwild/memory_space.hpp"
 #include "hogwild/trainer.hpp"
 #include "memory/cuda_guard.hpp"
+#include "comm/nccl.hpp"
 #include "memory/device_arena.hpp"
 #include "trainer/device_steps.hpp"
 #include "process.hpp"
@@ -335,4 +338,107 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
       }
     }
   }
+}
+
+TEST_CASE("the NCCL id goes from rank 0 to the others through the arena; a missing or failed rank "
+          "0 is said") {
+  void* page = mmap(nullptr, sizeof(NcclIdSlot), PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(page != MAP_FAILED);
+  auto* slot = new (page) NcclIdSlot;
+  const auto pattern = [](char (&id)[128]) {
+    for (int i = 0; i < 128; ++i) id[i] = static_cast<char>(i * 7);
+  };
+  std::vector<pid_t> ranks;
+  for (unsigned r = 1; r < 4; ++r)
+    ranks.push_back(fork_child([&, r] {
+      char id[128] = {};
+      exchange_nccl_id(*slot, r, id, nullptr, std::chrono::seconds(20), nullptr);
+      for (int i = 0; i < 128; ++i)
+        if (id[i] != static_cast<char>(i * 7)) return 50;
+      return 0;
+    }));
+  usleep(50000);  // they wait
+  char id[128] = {};
+  exchange_nccl_id(*slot, 0, id, pattern, std::chrono::seconds(20), nullptr);
+  for (pid_t p : ranks) CHECK(test::wait_exit(p, 30) == 0);
+
+  slot->state = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(
+      exchange_nccl_id(*slot, 1, id, nullptr, std::chrono::milliseconds(200), nullptr),
+      "rank 1: rank 0 published no NCCL id within 0.2s", CommError);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  std::atomic<std::int32_t> stop{1};
+  CHECK_THROWS_WITH_AS(exchange_nccl_id(*slot, 2, id, nullptr, std::chrono::seconds(20), &stop),
+                       doctest::Contains("the run stopped"), CommError);
+
+  const pid_t waiting = fork_child([&] {
+    char mine[128];
+    try {
+      exchange_nccl_id(*slot, 3, mine, nullptr, std::chrono::seconds(20), nullptr);
+    } catch (const CommError& e) {
+      return std::string(e.what()).find("could not make the NCCL group's id: no network") !=
+                     std::string::npos ? 0 : 51;
+    }
+    return 52;
+  });
+  CHECK_THROWS_AS(exchange_nccl_id(*slot, 0, id,
+                                   [](char (&)[128]) { throw CommError("no network"); },
+                                   std::chrono::seconds(20), nullptr),
+                  CommError);
+  CHECK(test::wait_exit(waiting, 30) == 0);
+  munmap(page, sizeof(NcclIdSlot));
+}
+
+TEST_CASE("NCCL's one rank per GPU is said before a group is made") {
+  CHECK_NOTHROW(check_nccl_ranks(1, 1));
+  CHECK_NOTHROW(check_nccl_ranks(2, 8));
+  CHECK_THROWS_WITH_AS(check_nccl_ranks(2, 1),
+                       "NCCL runs one rank per GPU (NCCL 2.28 refuses two ranks on one GPU: "
+                       "\"Duplicate GPU detected\"), and 2 rank(s) were asked for on a machine "
+                       "with 1 GPU(s): give --workers 1 or fewer",
+                       ConfigError);
+  CHECK_THROWS_AS(check_nccl_ranks(1, 0), ConfigError);
+}
+
+TEST_CASE("NCCL on one GPU: every collective on device memory, and a group whose other rank "
+          "never comes times out" * doctest::test_suite("gpu")) {
+  if (skip_without_gpu()) return;
+  const int rc = in_child([] {
+    char id[128];
+    make_nccl_id(id);
+    auto comm = make_nccl_communicator(0, 1, 0, id, std::chrono::seconds(30), nullptr);
+    if (comm->backend() != "nccl" || comm->size() != 1) return 60;
+    auto arena = DeviceArena::create(cuda_device_memory(CudaIpc::vmm), {{"x", 1001 * 8}});
+    float* x = arena.array<float>("x");
+    std::vector<float> v(1001);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+    write_device(x, v);
+    comm->all_reduce(std::span<float>(x, 1001), Reduce::sum);
+    comm->reduce_scatter(std::span<float>(x, 1001));
+    comm->all_gather(std::span<float>(x, 1001));
+    comm->broadcast(std::span<std::byte>(reinterpret_cast<std::byte*>(x), 4004), 0);
+    comm->barrier();
+    if (read_device(x, 1001) != v) return 61;  // a group of one changes nothing
+    const std::vector<IndexValue> mine{{3, 1.5f}, {9, -2}};
+    if (comm->all_gather(std::span<const IndexValue>(mine)) != mine) return 62;
+    return 0;
+  });
+  CHECK(rc == 0);
+  const int lonely = in_child([] {
+    char id[128];
+    make_nccl_id(id);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      make_nccl_communicator(0, 2, 0, id, std::chrono::seconds(3), nullptr);
+    } catch (const CommError& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return std::string(e.what()).find("joining the group did not finish within 3.0s") !=
+                         std::string::npos && s < 20
+                 ? 0 : 63;
+    }
+    return 64;
+  });
+  CHECK(lonely == 0);
 }
