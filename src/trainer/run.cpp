@@ -23,7 +23,7 @@
 #include "hogwild/labels.hpp"
 #include "hogwild/model_registry.hpp"
 #include "hogwild/param_snapshot.hpp"
-#include "memory/device_arena.hpp"
+#include "trainer/device_backend.hpp"
 #include "science/conflicts.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
@@ -184,7 +184,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   }
   store = cfg.device == Device::cuda
               ? make_tensor_store(MemorySpace::device,
-                                  [&] { return std::shared_ptr(cuda_device_memory(cfg.cuda_ipc)); })
+                                  [&] { return device_backend().memory(cfg.cuda_ipc); })
               : make_tensor_store(mode.space());
   for (auto& b : store->arena_blocks(specs, stateful, window_bytes ? kPage + window_bytes : 0))
     blocks.push_back(std::move(b));
@@ -574,8 +574,8 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   }
   if (cfg.device == Device::cuda) {
     if (!local.device)
-      local.device = make_device_steps(cfg, model, train, train_targets.data(), params,
-                                       store->device_lock());
+      local.device = device_backend().steps(cfg, model, train, train_targets.data(), params,
+                                            store->device_lock());
     task.device = local.device.get();
   }
   task.delay_ns = cfg.grad_delay_ns;

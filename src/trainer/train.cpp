@@ -23,7 +23,7 @@
 #include "science/conflicts.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
-#include "trainer/device_steps.hpp"
+#include "trainer/device_backend.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/param_snapshot.hpp"
 #include "process.hpp"
@@ -585,7 +585,7 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
                         "survive fork): train with WorkerStart::fork_server after calling "
                         "hogwild::start_fork_server() first thing in main");
     detail::check_device_run(cfg, model, train_set);
-    const CudaStatus gpu = cuda_status();
+    const CudaStatus gpu = detail::device_backend().status();
     if (!gpu.ok) throw ConfigError("no CUDA device: " + gpu.message);
   }
   std::optional<Checkpoint> resume;

@@ -1,0 +1,35 @@
+// What the trainer asks of a device: whether there is one, its memory, and a
+// worker's steps on it. The CUDA half is the backend (src/cuda/); a program (a
+// test on a machine without a GPU) may register another before training, such as
+// host memory standing in for device memory with the CPU's steps standing in for
+// the kernels, which runs the trainer's device path — the device store, the
+// descriptors in the worker description, the chunked step loop, restarts and
+// checkpoints — where no GPU is.
+#pragma once
+
+#include <memory>
+
+#include "hogwild/device.hpp"
+#include "trainer/device_steps.hpp"
+
+namespace hogwild::detail {
+
+class DeviceMemory;
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual CudaStatus status() const = 0;
+  virtual std::shared_ptr<DeviceMemory> memory(CudaIpc ipc) const = 0;
+  virtual std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
+                                             const Dataset& data, const float* targets,
+                                             const ParamSet& params, int* lock) const = 0;
+};
+
+// The registered backend, or CUDA's.
+const DeviceBackend& device_backend();
+// Registers `backend` (it must outlive every run; null: CUDA's again). Call it
+// before start_fork_server(), so that the server's workers have it too.
+void register_device_backend(const DeviceBackend* backend) noexcept;
+
+}  // namespace hogwild::detail
