@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "hogwild/checkpoint.hpp"
+#include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/fork_server.hpp"
 #include "hogwild/memory_space.hpp"
@@ -181,4 +182,31 @@ TEST_CASE("a device run's checkpoint holds the device weights and resumes onto a
   CHECK(resumed.resumed_epochs == 3);
   CHECK(resumed.samples == 5 * train_set.rows());
   CHECK(resumed.test.accuracy >= first.test.accuracy - 0.02);
+}
+
+TEST_CASE("mf trains on the device path as on the CPU") {
+  stand_in();
+  RatingsGenerateOptions g;
+  g.users = 300;
+  g.items = 200;
+  g.rank = 5;
+  g.ratings = 30000;
+  g.test_ratings = 3000;
+  g.noise = 0.3;
+  g.seed = 5;
+  const auto data = generate_ratings(g);
+  TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+  c.model = "mf";
+  c.model_options.rank = 5;
+  c.step_size.lr0 = 0.02f;
+  c.step_size.decay = 0.95f;
+  c.epochs = 10;
+  const TrainResult cpu = train(c, data.train, &data.test);
+  c.device = Device::cuda;
+  c.worker_start = WorkerStart::fork_server;
+  chunks().store(0);
+  const TrainResult r = train(c, data.train, &data.test);
+  MESSAGE("mf: test rmse " << r.test.rmse << " (CPU " << cpu.test.rmse << ")");
+  CHECK(chunks().load() == 10 * 2 * 30);  // 15000 ratings a worker, chunks of 500
+  CHECK(r.test.rmse < cpu.test.rmse * 1.05 + 0.01);
 }
