@@ -7,6 +7,9 @@ namespace hogwild::detail {
 
 namespace {
 
+// MfModel::kMaxRank (1024) over a warp's 32 lanes.
+constexpr std::uint32_t kMaxPerLane = 32;
+
 template <DeviceAccess A>
 __global__ void mf_kernel(MfKernelArgs a) {
   const DeviceChunk& c = a.chunk;
@@ -20,16 +23,23 @@ __global__ void mf_kernel(MfKernelArgs a) {
     float* pu = a.P + u * k;
     float* qi = a.Q + i * k;
     if constexpr (A == DeviceAccess::lock) lock_warp(c.lock);
+    // The factors as read once (a lane's share: at most kMaxRank / 32 entries), as
+    // the CPU's step reads them: the error and every gradient come from this read.
+    float p[kMaxPerLane], q[kMaxPerLane];
     float z = 0;
-    for (std::uint32_t j = lane; j < k; j += 32) z += load<A>(pu + j) * load<A>(qi + j);
+    for (std::uint32_t j = lane, m = 0; j < k; j += 32, ++m) {
+      p[m] = load<A>(pu + j);
+      q[m] = load<A>(qi + j);
+      z += p[m] * q[m];
+    }
     z = warp_sum(z) + a.mean;
     if (a.bu) z += load<A>(a.bu + u) + load<A>(a.bi + i);
     const float e = z - c.rows.target[r];
-    // Every gradient from the factors as read once, as the CPU's step does.
-    for (std::uint32_t j = lane; j < k; j += 32) {
-      const float p = load<A>(pu + j), q = load<A>(qi + j);
-      descend<A>(pu + j, a.P_state ? a.P_state + u * k + j : nullptr, c.adagrad, e * q + a.l2 * p, c.lr);
-      descend<A>(qi + j, a.Q_state ? a.Q_state + i * k + j : nullptr, c.adagrad, e * p + a.l2 * q, c.lr);
+    for (std::uint32_t j = lane, m = 0; j < k; j += 32, ++m) {
+      descend<A>(pu + j, a.P_state ? a.P_state + u * k + j : nullptr, c.adagrad,
+                 e * q[m] + a.l2 * p[m], c.lr);
+      descend<A>(qi + j, a.Q_state ? a.Q_state + i * k + j : nullptr, c.adagrad,
+                 e * p[m] + a.l2 * q[m], c.lr);
     }
     if (a.bu && lane == 0) {
       descend<A>(a.bu + u, a.bu_state ? a.bu_state + u : nullptr, c.adagrad, e, c.lr);

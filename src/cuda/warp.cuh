@@ -21,10 +21,11 @@ __device__ inline float warp_sum(float x) {
 // processes on the same device, read and write these floats meanwhile; relaxed
 // device-scope atomic_ref makes each load and store whole and well-defined (it
 // compiles to plain ld/st) while a concurrent update may be lost, which Hogwild!
-// tolerates. Atomic: one atomicAdd per write, nothing lost.
+// tolerates. Atomic: one atomicAdd per write, nothing lost, and relaxed loads
+// beside them. Lock and serial: one writer at a time, plain loads.
 template <DeviceAccess A>
 __device__ inline float load(float* p) {
-  if constexpr (A == DeviceAccess::hogwild)
+  if constexpr (A == DeviceAccess::hogwild || A == DeviceAccess::atomic)
     return cuda::atomic_ref<float, cuda::thread_scope_device>(*p).load(cuda::memory_order_relaxed);
   else
     return *p;
