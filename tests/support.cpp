@@ -136,6 +136,17 @@ static std::string env_or(const char* name, const char* fallback) {
 std::string hogwild_train_path() { return env_or("HOGWILD_TRAIN", "src/hogwild_train"); }
 std::string hogwild_data_path() { return env_or("HOGWILD_DATA", "src/hogwild_data"); }
 
+Dataset class_blobs(std::size_t rows, std::size_t cols, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> labels(rows), values(rows * cols);
+  for (std::size_t i = 0; i < rows; ++i) {
+    labels[i] = static_cast<float>(i % 3);
+    for (std::size_t j = 0; j < cols; ++j)
+      values[i * cols + j] = static_cast<float>(rng.normal()) + (j % 3 == i % 3 ? 0.7f : 0.f);
+  }
+  return Dataset::dense(labels, values, cols, "blobs");
+}
+
 Dataset gaussian_rows(const std::vector<float>& labels, std::size_t cols, std::uint64_t seed) {
   Rng rng(seed);
   std::vector<float> val(labels.size() * cols);

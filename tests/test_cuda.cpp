@@ -21,6 +21,7 @@
 
 #include "hogwild/device.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/data_io.hpp"
 #include "hogwild/memory_space.hpp"
 #include "hogwild/trainer.hpp"
 #include "memory/cuda_guard.hpp"
@@ -240,32 +241,29 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
   TrainConfig c = test::sgd_config(Mode::hogwild, 2);
   c.device = Device::cuda;
   auto linear = make_model("logistic");
-  CHECK_NOTHROW(check_device_run(c, *linear, train_set));
+  CHECK_NOTHROW(check_device_run(c, *linear));
   auto mlp = make_model("mlp");
-  CHECK_THROWS_WITH_AS(check_device_run(c, *mlp, train_set),
-                       doctest::Contains("trains the models logistic, hinge, squared and mf so far, "
-                                         "not mlp"),
+  CHECK_THROWS_WITH_AS(check_device_run(c, *mlp),
+                       doctest::Contains("trains the models logistic, hinge, squared, softmax "
+                                         "and mf so far, not mlp"),
                        ConfigError);
   for (Mode m : {Mode::ddp, Mode::dp}) {
     TrainConfig d = c;
     d.mode = m;
-    CHECK_THROWS_WITH_AS(check_device_run(d, *linear, train_set),
+    CHECK_THROWS_WITH_AS(check_device_run(d, *linear),
                          doctest::Contains("runs --mode serial, hogwild, atomic or lock"),
                          ConfigError);
   }
   TrainConfig b = c;
   b.batch = 8;
-  CHECK_THROWS_WITH_AS(check_device_run(b, *linear, train_set),
+  CHECK_THROWS_WITH_AS(check_device_run(b, *linear),
                        "--batch above 1 does not apply to --device cuda: a warp per example "
                        "updates the shared weights on the device",
                        ConfigError);
   TrainConfig h = c;
   h.hot_k = 16;
-  CHECK_THROWS_WITH_AS(check_device_run(h, *linear, train_set), doctest::Contains("--hot-k"),
+  CHECK_THROWS_WITH_AS(check_device_run(h, *linear), doctest::Contains("--hot-k"),
                        ConfigError);
-  const Dataset dense = train_set.densified(train_set.cols());
-  CHECK_THROWS_WITH_AS(check_device_run(c, *linear, dense),
-                       doctest::Contains("on sparse rows"), ConfigError);
   // A program of its own that trains on the GPU without the fork server is told.
   TrainConfig forked = c;
   forked.worker_start = WorkerStart::fork;
@@ -295,6 +293,8 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
                      "--items", "400", "--rank", "5", "--ratings", "100000", "--noise", "0.3",
                      "--out", ratings, "--test-out", ratings_test})
               .exit_code == 0);
+  write_libsvm(test::class_blobs(20000, 50, 1), dir.file("blobs.svm"));
+  write_libsvm(test::class_blobs(2000, 50, 2), dir.file("blobs.test.svm"));
   struct Case {
     std::vector<std::string> args;
     std::string figure;
@@ -309,10 +309,12 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
       {{"--train", ratings, "--test", ratings_test, "--model", "mf", "--rank", "5", "--lr",
         "0.02"},
        "test rmse"},
+      {{"--train", dir.file("blobs.svm"), "--test", dir.file("blobs.test.svm"), "--model",
+        "softmax", "--lr", "0.05"},
+       "test accuracy"},
   };
   for (const auto& c : cases) {
-    std::vector<std::string> cpu = {test::hogwild_train_path(), "--epochs", "5", "--workers", "2",
-                                    "--storage", "sparse"};
+    std::vector<std::string> cpu = {test::hogwild_train_path(), "--epochs", "5", "--workers", "2"};
     cpu.insert(cpu.end(), c.args.begin(), c.args.end());
     const auto on_cpu = test::run(cpu);
     REQUIRE(on_cpu.exit_code == 0);

@@ -24,6 +24,7 @@
 #include "hogwild/fork_server.hpp"
 #include "hogwild/memory_space.hpp"
 #include "hogwild/model_registry.hpp"
+#include "hogwild/rng.hpp"
 #include "memory/device_arena.hpp"
 #include "modes/mode_def.hpp"
 #include "support.hpp"
@@ -209,4 +210,22 @@ TEST_CASE("mf trains on the device path as on the CPU") {
   MESSAGE("mf: test rmse " << r.test.rmse << " (CPU " << cpu.test.rmse << ")");
   CHECK(chunks().load() == 10 * 2 * 30);  // 15000 ratings a worker, chunks of 500
   CHECK(r.test.rmse < cpu.test.rmse * 1.05 + 0.01);
+}
+
+
+TEST_CASE("softmax on dense rows trains on the device path as on the CPU") {
+  stand_in();
+  const Dataset train_set = test::class_blobs(3000, 30, 1), test_set = test::class_blobs(600, 30, 2);
+  TrainConfig c = test::sgd_config(Mode::atomic, 2);
+  c.model = "softmax";
+  c.step_size.lr0 = 0.05f;
+  const TrainResult cpu = train(c, train_set, &test_set);
+  c.device = Device::cuda;
+  c.worker_start = WorkerStart::fork_server;
+  chunks().store(0);
+  const TrainResult r = train(c, train_set, &test_set);
+  MESSAGE("softmax: test accuracy " << r.test.accuracy << " (CPU " << cpu.test.accuracy << ")");
+  CHECK(chunks().load() == 8 * 2 * 3);  // 1500 rows a worker, chunks of 500
+  CHECK(cpu.test.accuracy > 0.8);
+  CHECK(r.test.accuracy > cpu.test.accuracy - 0.02);
 }

@@ -10,6 +10,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/models/linear.hpp"
 #include "hogwild/models/mf.hpp"
+#include "hogwild/models/softmax.hpp"
 #include "memory/device_arena.hpp"
 #include "trainer/device_steps.hpp"
 
@@ -59,10 +60,12 @@ class CudaSteps final : public DeviceSteps {
       : offsets_(data.offsets().data(), data.offsets().size()),
         index_(data.indices().data(), data.indices().size()),
         value_(data.values().data(), data.values().size()),
+        pixels_(data.pixels().data(), data.pixels().size()),
         target_(targets, data.rows()),
         loss_(1) {
     HOGWILD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    chunk_.rows = {offsets_.get(), index_.get(), value_.get(), target_.get()};
+    chunk_.rows = {offsets_.get(), index_.get(), value_.get(), pixels_.get(), data.cols(),
+                   target_.get()};
     chunk_.access = access_of(cfg.mode);
     chunk_.adagrad = cfg.optimizer == Optimizer::adagrad;
     chunk_.lock = lock;
@@ -93,6 +96,20 @@ class CudaSteps final : public DeviceSteps {
       mf_->rank = static_cast<std::uint32_t>(f->rank());
       mf_->mean = f->mean();
       mf_->l2 = f->options().l2;
+    } else if (const auto* s = dynamic_cast<const SoftmaxModel*>(&model)) {
+      if (s->classes() > kMaxDeviceClasses)
+        throw ConfigError(fmt::format("--device cuda trains softmax on at most {} classes, and "
+                                      "{} has {}", kMaxDeviceClasses, data.source(), s->classes()));
+      softmax_ = SoftmaxKernelArgs{};
+      softmax_->W = params.data(0);
+      softmax_->W_state = params[0].state;
+      if (params.count() > 1) {
+        softmax_->b = params.data(1);
+        softmax_->b_state = params[1].state;
+      }
+      softmax_->classes = static_cast<std::uint32_t>(s->classes());
+      softmax_->stride = s->stride();
+      softmax_->l2 = s->options().l2;
     } else {
       throw ConfigError("--device cuda has no kernel for model " + model.name());
     }
@@ -117,6 +134,9 @@ class CudaSteps final : public DeviceSteps {
     if (mf_) {
       mf_->chunk = chunk_;
       launch_mf(*mf_);
+    } else if (softmax_) {
+      softmax_->chunk = chunk_;
+      launch_softmax(*softmax_);
     } else {
       linear_.chunk = chunk_;
       launch_linear(linear_);
@@ -131,13 +151,16 @@ class CudaSteps final : public DeviceSteps {
  private:
   DeviceArray<std::uint64_t> offsets_;
   DeviceArray<std::uint32_t> index_;
-  DeviceArray<float> value_, target_;
+  DeviceArray<float> value_;
+  DeviceArray<std::uint8_t> pixels_;
+  DeviceArray<float> target_;
   DeviceArray<double> loss_;
   DeviceArray<std::uint32_t> order_;
   cudaStream_t stream_ = nullptr;
   DeviceChunk chunk_;
   LinearKernelArgs linear_;
   std::optional<MfKernelArgs> mf_;
+  std::optional<SoftmaxKernelArgs> softmax_;
 };
 
 }  // namespace

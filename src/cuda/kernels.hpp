@@ -17,11 +17,14 @@ namespace hogwild::detail {
 // every process) held by a warp around its whole example; serial: one warp.
 enum class DeviceAccess : std::uint8_t { serial, hogwild, atomic, lock };
 
-// Rows in CSR form on the device (sparse and rating layouts) and their targets.
+// Rows on the device and their targets: CSR (sparse and rating layouts: offsets
+// set), dense floats (value, cols a row) or dense bytes (pixels, value = byte / 255).
 struct DeviceRows {
   const std::uint64_t* offsets = nullptr;
   const std::uint32_t* index = nullptr;
   const float* value = nullptr;
+  const std::uint8_t* pixels = nullptr;
+  std::uint64_t cols = 0;
   const float* target = nullptr;
 };
 
@@ -66,6 +69,21 @@ struct MfKernelArgs {
   float l2 = 0;
 };
 void launch_mf(const MfKernelArgs& a);
+
+// Softmax regression: W is classes rows of `stride` floats (SoftmaxModel's layout).
+// At most kMaxDeviceClasses classes (a warp keeps its logits in shared memory).
+inline constexpr std::uint32_t kMaxDeviceClasses = 1024;
+struct SoftmaxKernelArgs {
+  DeviceChunk chunk;
+  float* W = nullptr;
+  float* W_state = nullptr;
+  float* b = nullptr;
+  float* b_state = nullptr;
+  std::uint32_t classes = 0;
+  std::uint64_t stride = 0;
+  float l2 = 0;
+};
+void launch_softmax(const SoftmaxKernelArgs& a);
 
 // The bandwidth yardstick: dst[i] = src[i], n floats (bench/).
 void launch_copy(float* dst, const float* src, std::size_t n, void* stream);

@@ -1,6 +1,6 @@
-// Sparse linear models on the GPU (logistic, hinge, squared): a warp per example,
-// its lanes over the row's non-zeros (coalesced: consecutive lanes read
-// consecutive entries of the CSR arrays), the margin summed by warp shuffles.
+// Linear models on the GPU (logistic, hinge, squared): a warp per example, its
+// lanes over the row's non-zeros or columns (coalesced: consecutive lanes read
+// consecutive entries), the margin summed by warp shuffles.
 // The same loss and slope (models/linear_loss.hpp), lazy L2 and optimiser steps as
 // the CPU's LinearModel.
 #include "cuda/warp.cuh"
@@ -17,21 +17,19 @@ __global__ void linear_kernel(LinearKernelArgs a) {
   double losses = 0;
   for (std::size_t i = c.begin + warp_id(); i < c.begin + c.count; i += warp_count()) {
     const std::uint32_t r = c.order[i];
-    const std::uint64_t lo = c.rows.offsets[r], hi = c.rows.offsets[r + 1];
     if constexpr (A == DeviceAccess::lock) lock_warp(c.lock);
     float z = 0;
-    for (std::uint64_t k = lo + lane; k < hi; k += 32)
-      z += load<A>(a.w + c.rows.index[k]) * c.rows.value[k];
+    row_each(c.rows, r, lane, [&](std::uint64_t j, float x) { z += load<A>(a.w + j) * x; });
     z = warp_sum(z);
     if (a.b) z += load<A>(a.b);
     float loss, slope;
     linear_loss_and_slope(static_cast<std::uint8_t>(a.loss), a.signed_targets, z, c.rows.target[r],
                           loss, slope);
-    for (std::uint64_t k = lo + lane; k < hi; k += 32) {
-      float* w = a.w + c.rows.index[k];
-      const float g = slope * c.rows.value[k] + (a.l2 != 0 ? a.l2 * load<A>(w) : 0.f);
-      descend<A>(w, a.w_state ? a.w_state + c.rows.index[k] : nullptr, c.adagrad, g, c.lr);
-    }
+    row_each(c.rows, r, lane, [&](std::uint64_t j, float x) {
+      float* w = a.w + j;
+      const float g = slope * x + (a.l2 != 0 ? a.l2 * load<A>(w) : 0.f);
+      descend<A>(w, a.w_state ? a.w_state + j : nullptr, c.adagrad, g, c.lr);
+    });
     if (a.b && lane == 0) descend<A>(a.b, a.b_state, c.adagrad, slope, c.lr);
     if constexpr (A == DeviceAccess::lock) unlock_warp(c.lock);
     losses += loss;

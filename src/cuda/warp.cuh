@@ -72,6 +72,28 @@ __device__ inline void unlock_warp(int* lock) {
     cuda::atomic_ref<int, cuda::thread_scope_device>(*lock).store(0, cuda::memory_order_release);
 }
 
+// f(column, value) for each stored entry of row r, the warp's lanes taking turns:
+// a CSR row's non-zeros (consecutive lanes on consecutive entries), or every column
+// of a dense row.
+template <class F>
+__device__ inline void row_each(const DeviceRows& d, std::uint32_t r, unsigned lane, F&& f) {
+  if (d.offsets) {
+    for (std::uint64_t k = d.offsets[r] + lane; k < d.offsets[r + 1]; k += 32)
+      f(d.index[k], d.value[k]);
+  } else if (d.pixels) {
+    const std::uint8_t* x = d.pixels + r * d.cols;
+    for (std::uint64_t j = lane; j < d.cols; j += 32) f(j, static_cast<float>(x[j]) / 255.0f);
+  } else {
+    const float* x = d.value + r * d.cols;
+    for (std::uint64_t j = lane; j < d.cols; j += 32) f(j, x[j]);
+  }
+}
+
+__device__ inline float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, o));
+  return x;
+}
+
 // Calls f(std::integral_constant<DeviceAccess, a>{}): a kernel template's launch
 // for the access known at run time.
 template <class F>

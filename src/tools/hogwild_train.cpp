@@ -292,7 +292,7 @@ int run(int argc, char** argv) {
   app.add_option("--device", o.device,
                  "Where the parameters live and the steps run: cpu (the shared arena) or cuda "
                  "(GPU memory shared by every worker process; workers start from the fork "
-                 "server; docs/GPU.md)")
+                 "server; logistic, hinge, squared, softmax and mf; docs/GPU.md)")
       ->capture_default_str()->option_text("cpu|cuda");
   app.add_option("--cuda-ipc", o.cuda_ipc,
                  "--device cuda: how workers share GPU memory: vmm (cuMemCreate, a file "

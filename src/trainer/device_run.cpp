@@ -5,24 +5,21 @@
 #include "hogwild/error.hpp"
 #include "hogwild/models/linear.hpp"
 #include "hogwild/models/mf.hpp"
+#include "hogwild/models/softmax.hpp"
 #include "trainer/device_steps.hpp"
 
 namespace hogwild::detail {
 
-void check_device_run(const TrainConfig& cfg, const Model& model, const Dataset& train) {
-  const auto* linear = dynamic_cast<const LinearModel*>(&model);
-  const auto* mf = dynamic_cast<const MfModel*>(&model);
-  if (!linear && !mf)
-    throw ConfigError(fmt::format("--device cuda trains the models logistic, hinge, squared and "
-                                  "mf so far, not {} (it trains on the CPU)", model.name()));
+void check_device_run(const TrainConfig& cfg, const Model& model) {
+  if (!dynamic_cast<const LinearModel*>(&model) && !dynamic_cast<const MfModel*>(&model) &&
+      !dynamic_cast<const SoftmaxModel*>(&model))
+    throw ConfigError(fmt::format("--device cuda trains the models logistic, hinge, squared, "
+                                  "softmax and mf so far, not {} (it trains on the CPU)",
+                                  model.name()));
   if (cfg.mode != Mode::serial && cfg.mode != Mode::hogwild && cfg.mode != Mode::atomic &&
       cfg.mode != Mode::lock)
     throw ConfigError(fmt::format("--device cuda runs --mode serial, hogwild, atomic or lock, not "
                                   "{}", to_string(cfg.mode)));
-  if (linear && train.layout() != Layout::sparse)
-    throw ConfigError(fmt::format("--device cuda trains {} on sparse rows, and {} is {} (give "
-                                  "--storage sparse)", model.name(), train.source(),
-                                  to_string(train.layout())));
   const auto refuse = [](const char* option) {
     throw ConfigError(fmt::format("{} does not apply to --device cuda: a warp per example "
                                   "updates the shared weights on the device", option));

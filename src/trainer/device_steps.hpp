@@ -32,8 +32,8 @@ class DeviceSteps {
 };
 
 // What --device cuda trains: ConfigError naming what is not supported (a model,
-// a mode, an option, a layout), before anything is allocated.
-void check_device_run(const TrainConfig& cfg, const Model& model, const Dataset& train);
+// a mode, an option), before anything is allocated.
+void check_device_run(const TrainConfig& cfg, const Model& model);
 
 // A worker's steps for `model` over `data` (uploaded now) with `targets`, on
 // `params` (in the device arena; `lock`: the arena's lock word), the mode's access

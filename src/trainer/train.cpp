@@ -584,7 +584,7 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
       throw ConfigError("--device cuda starts its workers from the fork server (CUDA does not "
                         "survive fork): train with WorkerStart::fork_server after calling "
                         "hogwild::start_fork_server() first thing in main");
-    detail::check_device_run(cfg, model, train_set);
+    detail::check_device_run(cfg, model);
     const CudaStatus gpu = detail::device_backend().status();
     if (!gpu.ok) throw ConfigError("no CUDA device: " + gpu.message);
   }

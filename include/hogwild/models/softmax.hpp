@@ -23,6 +23,7 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
 
   std::size_t classes() const noexcept { return classes_; }
   std::size_t stride() const noexcept { return stride_; }
+  const ModelOptions& options() const noexcept { return options_; }
 
  private:
   // logits[k] = W_k · x + b_k
