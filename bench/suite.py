@@ -28,6 +28,7 @@ import tempfile
 import time
 
 import suite_ddp
+import suite_gpu
 import suite_paper
 import suite_science
 
@@ -871,6 +872,8 @@ def main():
         suite_science.run(s)
     if want("paper"):
         suite_paper.run(s)
+    if want("gpu"):
+        suite_gpu.run(s)
     s.yardstick_table()  # after scaling, whose runs give hogwild_train's accuracy
     s.plots()
     s.write()
