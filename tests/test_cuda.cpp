@@ -94,6 +94,25 @@ void write_device(float* p, const std::vector<float>& v) {
   host_access(MemorySpace::device).write(p, v.data(), v.size());
 }
 
+// Free device memory, asked by a process of its own (whose context is gone when
+// it answers).
+std::size_t free_bytes() {
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  const pid_t pid = fork_child([&] {
+    cuda_init("asking for free device memory");
+    const std::size_t free = device_free_bytes();
+    return write(p[1], &free, sizeof free) == sizeof free ? 0 : 1;
+  });
+  close(p[1]);
+  std::size_t free = 0;
+  const bool got = read(p[0], &free, sizeof free) == sizeof free;
+  close(p[0]);
+  REQUIRE(test::wait_exit(pid, 60) == 0);
+  REQUIRE(got);
+  return free;
+}
+
 }  // namespace
 
 TEST_CASE("without a GPU, --device cuda exits 2 saying what the driver said") {
@@ -170,22 +189,6 @@ TEST_CASE("VMM memory outlives its exporter and returns when its last importer i
   char mapped = 0;
   REQUIRE(read(sp.fd[0], &mapped, 1) == 1);
   // Free memory, asked by a process of its own: the gigabyte is still held.
-  auto free_bytes = [] {
-    int p[2];
-    REQUIRE(pipe(p) == 0);
-    const pid_t pid = fork_child([&] {
-      cuda_init("asking for free device memory");
-      const std::size_t free = device_free_bytes();
-      return write(p[1], &free, sizeof free) == sizeof free ? 0 : 1;
-    });
-    close(p[1]);
-    std::size_t free = 0;
-    const bool got = read(p[0], &free, sizeof free) == sizeof free;
-    close(p[0]);
-    REQUIRE(test::wait_exit(pid, 60) == 0);
-    REQUIRE(got);
-    return free;
-  };
   const std::size_t held = free_bytes();
   kill(importer, SIGKILL);
   CHECK(test::wait_exit(importer, 60) == -SIGKILL);
@@ -443,4 +446,29 @@ TEST_CASE("NCCL on one GPU: every collective on device memory, and a group whose
     return 64;
   });
   CHECK(lonely == 0);
+}
+
+TEST_CASE("a worker SIGKILLed while it maps the device arena is respawned, and the run's end "
+          "returns every byte" * doctest::test_suite("gpu")) {
+  if (skip_without_gpu()) return;
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  const auto [train_file, test_file] = test::problem_files(dir, 200000, 20000);
+  const std::size_t before = free_bytes();
+  auto bg = test::start_train({"--train", train_file, "--test", test_file, "--device", "cuda",
+                               "--workers", "2", "--epochs", "40", "--lr", "0.5"},
+                              dir);
+  std::vector<pid_t> server;
+  for (int i = 0; i < 500 && server.empty(); ++i, usleep(10000)) server = test::children_of(bg.pid);
+  REQUIRE(server.size() == 1);  // the fork server; the workers are its children
+  const auto workers = test::wait_for_workers(server[0], 2);
+  REQUIRE(workers.size() == 2);
+  usleep(300000);
+  kill(workers[0], SIGKILL);
+  CHECK(test::wait_exit(bg.pid, 600) == 0);
+  const std::string out = test::read_text(bg.out_path);
+  CHECK(out.find("restarting it") != std::string::npos);
+  std::size_t after = free_bytes();
+  for (int i = 0; i < 50 && after + (64u << 20) < before; ++i, usleep(100000)) after = free_bytes();
+  CHECK(after + (64u << 20) >= before);  // within 64 MiB of where it started
 }
