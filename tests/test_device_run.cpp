@@ -53,6 +53,13 @@ std::atomic<int>& chunks() {
   return *c;
 }
 
+// Workers that found the rows in the device arena other than the dataset's.
+std::atomic<int>& row_mismatches() {
+  static auto* c = new (mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0)) std::atomic<int>(0);
+  return *c;
+}
+
 // The CPU's step for each example of a chunk, with the mode's access policy.
 class HostSteps final : public DeviceSteps {
  public:
@@ -94,8 +101,19 @@ class HostStandIn final : public DeviceBackend {
   std::shared_ptr<DeviceMemory> memory(CudaIpc) const override { return host_standin_memory(); }
   std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
                                      const Dataset& data, const float* targets,
-                                     const ParamSet& params, int* lock) const override {
-    REQUIRE(lock != nullptr);
+                                     const ParamSet& params, int* lock,
+                                     const StoredRows* rows) const override {
+    // The parent uploaded the rows and targets into the device arena once; this
+    // worker maps them: they must be the dataset's, array for array.
+    const auto same = [](const auto* stored, auto span) {
+      return span.empty() ? stored == nullptr
+                          : stored && std::memcmp(stored, span.data(), span.size_bytes()) == 0;
+    };
+    const bool ok = lock && rows && same(rows->offsets, data.offsets()) &&
+                    same(rows->index, data.indices()) && same(rows->value, data.values()) &&
+                    same(rows->pixels, data.pixels()) &&
+                    same(rows->target, std::span<const float>(targets, data.rows()));
+    if (!ok) row_mismatches().fetch_add(1);
     return std::make_unique<HostSteps>(cfg, model, data, targets, params);
   }
 };
@@ -109,6 +127,7 @@ void stand_in() {
     register_device_backend(&backend);
     test::shared_flag().store(2);  // disarmed; the pages exist before the server forks
     chunks().store(0);
+    row_mismatches().store(0);
     start_fork_server();
     return true;
   }();
@@ -134,6 +153,7 @@ TEST_CASE("a device run trains through the device store and fork-server workers 
     chunks().store(0);
     const TrainResult r = train(device_config(mode, 2), train_set, &test_set);
     CHECK(chunks().load() == 64);  // 8 epochs of 4000 rows in chunks of 500: the device path
+    CHECK(row_mismatches().load() == 0);
     MESSAGE(to_string(mode) << ": test accuracy " << r.test.accuracy << " (CPU hogwild "
                             << cpu.test.accuracy << ")");
     CHECK(r.samples == 8 * train_set.rows());
@@ -209,6 +229,7 @@ TEST_CASE("mf trains on the device path as on the CPU") {
   const TrainResult r = train(c, data.train, &data.test);
   MESSAGE("mf: test rmse " << r.test.rmse << " (CPU " << cpu.test.rmse << ")");
   CHECK(chunks().load() == 10 * 2 * 30);  // 15000 ratings a worker, chunks of 500
+  CHECK(row_mismatches().load() == 0);
   CHECK(r.test.rmse < cpu.test.rmse * 1.05 + 0.01);
 }
 
@@ -226,6 +247,7 @@ TEST_CASE("softmax on dense rows trains on the device path as on the CPU") {
   const TrainResult r = train(c, train_set, &test_set);
   MESSAGE("softmax: test accuracy " << r.test.accuracy << " (CPU " << cpu.test.accuracy << ")");
   CHECK(chunks().load() == 8 * 2 * 3);  // 1500 rows a worker, chunks of 500
+  CHECK(row_mismatches().load() == 0);  // dense floats: the value array
   CHECK(cpu.test.accuracy > 0.8);
   CHECK(r.test.accuracy > cpu.test.accuracy - 0.02);
 }

@@ -13,6 +13,7 @@
 #include "hogwild/models/softmax.hpp"
 #include "memory/device_arena.hpp"
 #include "trainer/device_steps.hpp"
+#include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
 
@@ -56,16 +57,21 @@ DeviceAccess access_of(Mode m) {
 class CudaSteps final : public DeviceSteps {
  public:
   CudaSteps(const TrainConfig& cfg, const Model& model, const Dataset& data, const float* targets,
-            const ParamSet& params, int* lock)
-      : offsets_(data.offsets().data(), data.offsets().size()),
-        index_(data.indices().data(), data.indices().size()),
-        value_(data.values().data(), data.values().size()),
-        pixels_(data.pixels().data(), data.pixels().size()),
-        target_(targets, data.rows()),
-        loss_(1) {
+            const ParamSet& params, int* lock, const StoredRows* rows)
+      : loss_(1) {
     HOGWILD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    chunk_.rows = {offsets_.get(), index_.get(), value_.get(), pixels_.get(), data.cols(),
-                   target_.get()};
+    if (rows) {  // the parent's upload, in the device arena
+      chunk_.rows = {rows->offsets, rows->index, rows->value, rows->pixels, data.cols(),
+                     rows->target};
+    } else {
+      offsets_ = DeviceArray<std::uint64_t>(data.offsets().data(), data.offsets().size());
+      index_ = DeviceArray<std::uint32_t>(data.indices().data(), data.indices().size());
+      value_ = DeviceArray<float>(data.values().data(), data.values().size());
+      pixels_ = DeviceArray<std::uint8_t>(data.pixels().data(), data.pixels().size());
+      target_ = DeviceArray<float>(targets, data.rows());
+      chunk_.rows = {offsets_.get(), index_.get(), value_.get(), pixels_.get(), data.cols(),
+                     target_.get()};
+    }
     chunk_.access = access_of(cfg.mode);
     chunk_.adagrad = cfg.optimizer == Optimizer::adagrad;
     chunk_.lock = lock;
@@ -167,9 +173,10 @@ class CudaSteps final : public DeviceSteps {
 
 std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig& cfg, const Model& model,
                                                const Dataset& data, const float* targets,
-                                               const ParamSet& params, int* lock) {
+                                               const ParamSet& params, int* lock,
+                                               const StoredRows* rows) {
   cuda_init("a worker's steps");
-  return std::make_unique<CudaSteps>(cfg, model, data, targets, params, lock);
+  return std::make_unique<CudaSteps>(cfg, model, data, targets, params, lock, rows);
 }
 
 }  // namespace hogwild::detail

@@ -26,7 +26,8 @@ std::size_t device_free_bytes() { return 0; }
 void device_synchronize() {}
 
 std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig&, const Model&, const Dataset&,
-                                               const float*, const ParamSet&, int*) {
+                                               const float*, const ParamSet&, int*,
+                                               const StoredRows*) {
   throw ConfigError("no CUDA device: " + cuda_status().message);
 }
 

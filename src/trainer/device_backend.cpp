@@ -16,8 +16,9 @@ class CudaBackend final : public DeviceBackend {
   }
   std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
                                      const Dataset& data, const float* targets,
-                                     const ParamSet& params, int* lock) const override {
-    return make_device_steps(cfg, model, data, targets, params, lock);
+                                     const ParamSet& params, int* lock,
+                                     const StoredRows* rows) const override {
+    return make_device_steps(cfg, model, data, targets, params, lock, rows);
   }
 };
 

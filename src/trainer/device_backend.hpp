@@ -11,6 +11,7 @@
 
 #include "hogwild/device.hpp"
 #include "trainer/device_steps.hpp"
+#include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
 
@@ -21,9 +22,12 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
   virtual CudaStatus status() const = 0;
   virtual std::shared_ptr<DeviceMemory> memory(CudaIpc ipc) const = 0;
+  // `rows`: the training rows and targets in device memory (the store's), or null
+  // (the steps then upload `data` and `targets` themselves).
   virtual std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
                                              const Dataset& data, const float* targets,
-                                             const ParamSet& params, int* lock) const = 0;
+                                             const ParamSet& params, int* lock,
+                                             const StoredRows* rows) const = 0;
 };
 
 // The registered backend, or CUDA's.

@@ -35,11 +35,14 @@ class DeviceSteps {
 // a mode, an option), before anything is allocated.
 void check_device_run(const TrainConfig& cfg, const Model& model);
 
-// A worker's steps for `model` over `data` (uploaded now) with `targets`, on
-// `params` (in the device arena; `lock`: the arena's lock word), the mode's access
-// and the optimiser of `cfg`.
+struct StoredRows;
+// A worker's steps for `model` over `data` with `targets` (`rows`: their copy in
+// the device arena; null: uploaded now, into this worker's own memory), on `params`
+// (in the device arena; `lock`: the arena's lock word), with the mode's access and
+// the optimiser of `cfg`.
 std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig& cfg, const Model& model,
                                                const Dataset& data, const float* targets,
-                                               const ParamSet& params, int* lock);
+                                               const ParamSet& params, int* lock,
+                                               const StoredRows* rows = nullptr);
 
 }  // namespace hogwild::detail

@@ -184,7 +184,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   }
   store = cfg.device == Device::cuda
               ? make_tensor_store(MemorySpace::device,
-                                  [&] { return device_backend().memory(cfg.cuda_ipc); })
+                                  [&] { return device_backend().memory(cfg.cuda_ipc); }, &train,
+                                  train_targets.data())
               : make_tensor_store(mode.space());
   for (auto& b : store->arena_blocks(specs, stateful, window_bytes ? kPage + window_bytes : 0))
     blocks.push_back(std::move(b));
@@ -575,7 +576,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   if (cfg.device == Device::cuda) {
     if (!local.device)
       local.device = device_backend().steps(cfg, model, train, train_targets.data(), params,
-                                            store->device_lock());
+                                            store->device_lock(), store->rows());
     task.device = local.device.get();
   }
   task.delay_ns = cfg.grad_delay_ns;

@@ -1,6 +1,7 @@
 #include "trainer/tensor_store.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "hogwild/error.hpp"
 #include "hogwild/rng.hpp"
@@ -41,8 +42,9 @@ class SharedArenaStore final : public TensorStore {
 // arena, whose table is the host arena's "device:table" block.
 class DeviceArenaStore final : public TensorStore {
  public:
-  explicit DeviceArenaStore(std::function<std::shared_ptr<DeviceMemory>()> memory)
-      : memory_(std::move(memory)) {}
+  DeviceArenaStore(std::function<std::shared_ptr<DeviceMemory>()> memory, const Dataset* rows,
+                   const float* targets)
+      : memory_(std::move(memory)), data_(rows), targets_(targets) {}
   MemorySpace space() const override { return MemorySpace::device; }
   std::vector<BlockSpec> arena_blocks(const std::vector<TensorSpec>&, bool, std::size_t) const override {
     return {{kTable, sizeof(DeviceArenaTable)}};
@@ -58,8 +60,20 @@ class DeviceArenaStore final : public TensorStore {
         blocks.push_back({param_block(s.name), s.size * sizeof(float)});
         if (state) blocks.push_back({state_block(s.name), s.size * sizeof(float)});
       }
+      if (data_) add_row_blocks(blocks);
       device_ = DeviceArena::create(memory_(), blocks);
       table = device_.table();
+      if (data_) upload_rows();
+    }
+    if (data_) {
+      const auto at = [&](const char* name) -> const void* {
+        return device_.table().find(name).bytes ? device_.block(name) : nullptr;
+      };
+      rows_.offsets = static_cast<const std::uint64_t*>(at(kOffsets));
+      rows_.index = static_cast<const std::uint32_t*>(at(kIndex));
+      rows_.value = static_cast<const float*>(at(kValue));
+      rows_.pixels = static_cast<const std::uint8_t*>(at(kPixels));
+      rows_.target = static_cast<const float*>(at(kTarget));
     }
     std::vector<ParamSet::Tensor> t;
     for (const auto& s : specs) {  // zero-filled at creation, as AdaGrad's accumulators must be
@@ -72,21 +86,63 @@ class DeviceArenaStore final : public TensorStore {
   }
   int handle() const override { return device_.handle(); }
   int* device_lock() const override { return device_.array<int>(kLock); }
+  const StoredRows* rows() const override { return data_ ? &rows_ : nullptr; }
 
  private:
   static constexpr const char* kTable = "device:table";
   static constexpr const char* kLock = "device:lock";
+  static constexpr const char* kOffsets = "rows:offsets";
+  static constexpr const char* kIndex = "rows:index";
+  static constexpr const char* kValue = "rows:value";
+  static constexpr const char* kPixels = "rows:pixels";
+  static constexpr const char* kTarget = "rows:target";
+
+  // Every array of the layout (empty ones too, so that every process finds them).
+  void add_row_blocks(std::vector<BlockSpec>& blocks) const {
+    blocks.push_back({kOffsets, data_->offsets().size_bytes()});
+    blocks.push_back({kIndex, data_->indices().size_bytes()});
+    blocks.push_back({kValue, data_->values().size_bytes()});
+    blocks.push_back({kPixels, data_->pixels().size_bytes()});
+    blocks.push_back({kTarget, data_->rows() * sizeof(float)});
+  }
+  // Byte arrays through the space's float access: a block's bytes as floats, the
+  // tail of one whose size is no multiple of 4 through a padded copy.
+  void upload(const char* name, const void* src, std::size_t bytes) {
+    if (bytes == 0) return;
+    const HostAccess& access = host_access(MemorySpace::device);
+    auto* dst = device_.array<float>(name);
+    const std::size_t whole = bytes / sizeof(float);
+    if (whole) access.write(dst, static_cast<const float*>(src), whole);
+    if (bytes % sizeof(float)) {
+      float tail = 0;
+      std::memcpy(&tail, static_cast<const std::byte*>(src) + whole * sizeof(float),
+                  bytes % sizeof(float));
+      access.write(dst + whole, &tail, 1);
+    }
+  }
+  void upload_rows() {
+    upload(kOffsets, data_->offsets().data(), data_->offsets().size_bytes());
+    upload(kIndex, data_->indices().data(), data_->indices().size_bytes());
+    upload(kValue, data_->values().data(), data_->values().size_bytes());
+    upload(kPixels, data_->pixels().data(), data_->pixels().size_bytes());
+    upload(kTarget, targets_, data_->rows() * sizeof(float));
+  }
+
   std::function<std::shared_ptr<DeviceMemory>()> memory_;
+  const Dataset* data_;
+  const float* targets_;
   DeviceArena device_;
+  StoredRows rows_;
 };
 
 }  // namespace
 
 std::unique_ptr<TensorStore> make_tensor_store(
-    MemorySpace space, std::function<std::shared_ptr<DeviceMemory>()> device_memory) {
+    MemorySpace space, std::function<std::shared_ptr<DeviceMemory>()> device_memory,
+    const Dataset* rows, const float* targets) {
   if (space == MemorySpace::device) {
     if (!device_memory) throw ConfigError("device tensors need a device memory (--device cuda)");
-    return std::make_unique<DeviceArenaStore>(std::move(device_memory));
+    return std::make_unique<DeviceArenaStore>(std::move(device_memory), rows, targets);
   }
   return std::make_unique<SharedArenaStore>();
 }

@@ -14,9 +14,20 @@
 #include <vector>
 
 #include "hogwild/arena.hpp"
+#include "hogwild/dataset.hpp"
 #include "hogwild/param_set.hpp"
 
 namespace hogwild::detail {
+
+// A dataset's arrays (those of its layout; the others null) and its targets, in a
+// store's memory.
+struct StoredRows {
+  const std::uint64_t* offsets = nullptr;
+  const std::uint32_t* index = nullptr;
+  const float* value = nullptr;
+  const std::uint8_t* pixels = nullptr;
+  const float* target = nullptr;
+};
 
 class TensorStore {
  public:
@@ -37,13 +48,18 @@ class TensorStore {
   virtual int handle() const { return -1; }
   // The lock word of --mode lock's device kernels (in the store's memory), or null.
   virtual int* device_lock() const { return nullptr; }
+  // The training rows in the store's memory, or null: the device store keeps them
+  // in its arena, uploaded once by the parent and mapped by every worker.
+  virtual const StoredRows* rows() const { return nullptr; }
 };
 
 class DeviceMemory;
 // The store for `space`. device: tensors in a device arena allocated from
-// `device_memory()` (CUDA's, or the memfd stand-in in tests).
+// `device_memory()` (CUDA's, or the memfd stand-in in tests), beside `rows` and
+// their `targets` (one per row) when given.
 std::unique_ptr<TensorStore> make_tensor_store(
-    MemorySpace space, std::function<std::shared_ptr<DeviceMemory>()> device_memory = {});
+    MemorySpace space, std::function<std::shared_ptr<DeviceMemory>()> device_memory = {},
+    const Dataset* rows = nullptr, const float* targets = nullptr);
 
 // The arena blocks of a tensor and of its optimiser state (also the names they
 // have in a checkpoint).
