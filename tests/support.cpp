@@ -389,6 +389,14 @@ pid_t fork_child(const std::function<int()>& fn) {
   return pid;
 }
 
+SharedBytes::SharedBytes(std::size_t n) {
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("mmap of shared bytes failed");
+  bytes = {static_cast<std::byte*>(p), n};
+}
+
+SharedBytes::~SharedBytes() { munmap(bytes.data(), bytes.size()); }
+
 SocketPair::SocketPair() {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd) != 0)
     throw std::runtime_error("socketpair failed");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,16 @@ class RedisServer {
 // Forks a child that runs fn and _exits with what it returns; an exception there
 // is printed and exits 100 + its exit code (hogwild::Error) or 1.
 pid_t fork_child(const std::function<int()>& fn);
+
+// `n` bytes of zeroed shared anonymous memory (a forked child sees the same bytes),
+// unmapped with the object.
+struct SharedBytes {
+  std::span<std::byte> bytes;
+  explicit SharedBytes(std::size_t n);
+  ~SharedBytes();
+  SharedBytes(const SharedBytes&) = delete;
+  SharedBytes& operator=(const SharedBytes&) = delete;
+};
 
 // A connected pair of Unix stream sockets, closed with this object: made before a
 // fork, it needs no name (how descriptors travel to workers, SCM_RIGHTS).

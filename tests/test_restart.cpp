@@ -43,9 +43,12 @@ double accuracy_in(const std::string& out) {
 TEST_CASE("a worker that dies mid-epoch is respawned and finishes its partition exactly once") {
   const Dataset d = test::linear_data(8000);
   // With replicas (merge_every) the position is published only at merges, so the
-  // respawned worker retrains the rows whose updates died with its predecessor's copy.
+  // respawned worker retrains the rows whose updates died with its predecessor's copy;
+  // a parameter server's replica (ps) publishes it at its pushes.
+  // A parameter server's replica (ps) publishes its place at its pushes: what it
+  // had not pushed dies with it, and its respawn trains those rows again.
   for (auto [m, merge_every] : {std::pair{Mode::hogwild, 0}, std::pair{Mode::lock, 0},
-                                std::pair{Mode::hogwild, 500}}) {
+                                std::pair{Mode::hogwild, 500}, std::pair{Mode::ps, 0}}) {
     INFO(to_string(m) << " merge every " << merge_every);
     shared_flag().store(0);
     CrashOnce model(CrashAt{6000, false});  // whichever worker row 6000 falls to

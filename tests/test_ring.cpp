@@ -20,16 +20,11 @@ using namespace hogwild::detail;
 
 namespace {
 
-struct Region {
-  std::span<std::byte> bytes;
-  explicit Region(std::size_t capacity) {
-    const std::size_t n = ShmRing::region_bytes(capacity);
-    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(p != MAP_FAILED);
-    bytes = {static_cast<std::byte*>(p), n};
+// A prepared ring's region in shared memory.
+struct Region : test::SharedBytes {
+  explicit Region(std::size_t capacity) : SharedBytes(ShmRing::region_bytes(capacity)) {
     ShmRing::prepare(bytes, capacity);
   }
-  ~Region() { munmap(bytes.data(), bytes.size()); }
 };
 
 std::span<const std::byte> as_bytes(const std::vector<std::uint8_t>& v) {

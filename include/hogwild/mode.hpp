@@ -1,5 +1,5 @@
 // A training mode, named: how the workers share the parameters (docs/MODES.md).
-// serial, hogwild, atomic, lock, ddp and dp are built in; each is one file under src/modes/
+// serial, hogwild, atomic, lock, ddp, dp and ps are built in; each is one file under src/modes/
 // plus one line in src/modes/registry.cpp, and the trainer asks the mode (not a
 // switch) what it needs: so a new mode touches no other code.
 #pragma once
@@ -14,7 +14,7 @@ namespace hogwild {
 class Mode {
  public:
   // The built-in modes (their registry order).
-  static const Mode serial, hogwild, atomic, lock, ddp, dp;
+  static const Mode serial, hogwild, atomic, lock, ddp, dp, ps;
 
   constexpr Mode() = default;  // hogwild
   // The mode registered at index `id` (mode_names() order); parse_mode finds it by name.
@@ -32,6 +32,7 @@ inline constexpr Mode Mode::atomic{2};
 inline constexpr Mode Mode::lock{3};
 inline constexpr Mode Mode::ddp{4};
 inline constexpr Mode Mode::dp{5};
+inline constexpr Mode Mode::ps{6};
 
 std::string_view to_string(Mode m) noexcept;
 // Throws ConfigError naming the valid modes.

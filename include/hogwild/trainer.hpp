@@ -60,6 +60,15 @@ struct TrainConfig {
   // src/trainer/hot_window.hpp). 0: off.
   std::size_t hot_k = 0;
   std::size_t hot_flush = 256;
+  // --mode ps (a parameter server, Downpour): `servers` server processes each own a
+  // slice of every tensor; each worker (a replica) pushes its accumulated updates
+  // every push_every mini-batches and fetches the weights every fetch_every; with
+  // staleness >= 0 a replica more than that many pushes ahead of the slowest waits
+  // (0: bulk-synchronous; -1: no bound).
+  unsigned servers = 1;
+  std::size_t push_every = 1;
+  std::size_t fetch_every = 1;
+  long staleness = -1;
   // --mode ddp: the gradients of `accumulate` mini-batches are combined before one
   // update (PyTorch's no_sync); the reduction goes in buckets of bucket_bytes after
   // a first one of 1 MiB (0: 25 MiB, PyTorch's default); a worker waiting longer
@@ -193,6 +202,16 @@ struct TrainResult {
   Staleness staleness;
   // --conflicts: the sampled coordinates' conflicts and lost-update mass.
   Conflicts conflicts;
+  // --mode ps, measured: the replicas' pushes and fetches; the staleness as each push
+  // started (how many pushes the replica was ahead of the slowest replica still
+  // training: at most --staleness) and at each fetch (one more at most, the push
+  // just made); the bytes pushed, the seconds replicas spent pushing (the bound's
+  // waits and full rings included), and the records each server applied.
+  struct ParameterServer {
+    std::uint64_t pushes = 0, fetches = 0, bytes = 0, max_staleness = 0, max_push_staleness = 0;
+    double mean_staleness = 0, mean_push_staleness = 0, push_seconds = 0;
+    std::vector<std::uint64_t> server_records;
+  } ps;
 };
 
 // Called in the parent for every evaluation, in order.

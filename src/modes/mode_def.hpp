@@ -40,6 +40,9 @@ class ModeDef {
   // One process (not parallel()) whose mini-batches are split among `workers`
   // threads, each with a model of its own made by name (trainer/data_parallel.hpp).
   virtual bool threaded() const { return false; }
+  // A parameter server (trainer/ps.hpp): the workers are replicas of private
+  // weights pushing to --servers server processes, which own the arena's weights.
+  virtual bool parameter_server() const { return false; }
   // Where its parameters live (trainer/tensor_store.hpp): the CPU modes train the
   // shared arena; a GPU mode would name device memory.
   virtual MemorySpace space() const { return MemorySpace::host_shared; }

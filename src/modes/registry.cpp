@@ -14,7 +14,8 @@
   X(atomic)              \
   X(lock)                \
   X(ddp)                 \
-  X(dp)
+  X(dp)                  \
+  X(ps)
 
 namespace hogwild {
 

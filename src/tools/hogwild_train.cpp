@@ -289,6 +289,18 @@ int run(int argc, char** argv) {
                  "fork-server (forked by the clean process this program forks first thing, "
                  "from a description of the run: what GPU and multi-node modes need)")
       ->capture_default_str()->option_text("fork|fork-server");
+  app.add_option("--servers", cfg.servers,
+                 "--mode ps: server processes, each owning a slice of every tensor")
+      ->capture_default_str()->option_text("S");
+  app.add_option("--push-every", cfg.push_every,
+                 "--mode ps: a replica pushes its accumulated updates every N mini-batches")
+      ->capture_default_str()->option_text("N");
+  app.add_option("--fetch-every", cfg.fetch_every,
+                 "--mode ps: a replica fetches fresh weights every M mini-batches")
+      ->capture_default_str()->option_text("M");
+  app.add_option("--staleness", cfg.staleness,
+                 "--mode ps: a replica more than S pushes ahead of the slowest waits (0: "
+                 "bulk-synchronous; default: no bound)")->option_text("S");
   app.add_option("--device", o.device,
                  "Where the parameters live and the steps run: cpu (the shared arena) or cuda "
                  "(GPU memory shared by every worker process; workers start from the fork "
@@ -440,6 +452,15 @@ int run(int argc, char** argv) {
   if (std::isfinite(result.test.loss)) line += fmt::format(", test loss {:.4f}", result.test.loss);
   if (std::isfinite(result.test.rmse)) line += fmt::format(", test rmse {:.4f}", result.test.rmse);
   line += fmt::format(", peak memory {}", mib(result.peak_rss_bytes));
+  if (cfg.mode == hogwild::Mode::ps) {
+    std::string loads;
+    for (auto n : result.ps.server_records) loads += (loads.empty() ? "" : "/") + std::to_string(n);
+    line += fmt::format(", ps: {} pushes ({}), staleness at push mean {:.2f} max {}, at fetch "
+                        "mean {:.2f} max {}, {} records a server", result.ps.pushes,
+                        mib(result.ps.bytes), result.ps.mean_push_staleness,
+                        result.ps.max_push_staleness, result.ps.mean_staleness,
+                        result.ps.max_staleness, loads);
+  }
   if (cfg.merge_every == hogwild::TrainConfig::kMergeAuto && result.merges)
     line += fmt::format(", {} merges, every {:.0f} examples at the end", result.merges,
                         result.merge_every);

@@ -24,6 +24,7 @@
 #include "hogwild/model_registry.hpp"
 #include "hogwild/param_snapshot.hpp"
 #include "trainer/device_backend.hpp"
+#include "trainer/ps.hpp"
 #include "science/conflicts.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
@@ -203,6 +204,10 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
       cfg.hot_k == 0)
     blocks.push_back({"staleness", sizeof(StalenessRecord) * workers});
   if (cfg.conflicts) blocks.push_back({"conflicts", conflict_block_bytes(workers)});
+  if (mode.parameter_server()) {
+    servers = cfg.servers;
+    blocks.push_back({"ps", PsRegion::bytes(workers, servers)});
+  }
   if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
@@ -248,6 +253,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
       std::memcpy(control->rendezvous, dir.c_str(), dir.size() + 1);
     }
   }
+  if (mode.parameter_server() && !attach)
+    PsRegion::prepare(arena.block("ps"), workers, servers);
   params = store->open(arena, specs, stateful, attach, device_fd);
   if (!attach) initialise(params, specs, cfg.seed);
   if (!attach && cfg.conflicts)
@@ -579,6 +586,16 @@ void Run::run_epoch(unsigned rank, unsigned e) {
                                             store->device_lock(), store->rows());
     task.device = local.device.get();
   }
+  if (mode.parameter_server()) {
+    if (!local.ps)
+      local.ps.emplace(params, PsRegion(arena.block("ps")), rank,
+                       PsOptions{cfg.push_every, cfg.fetch_every, cfg.staleness, cfg.optimizer,
+                                 model.feature_indexed() && train.layout() == Layout::sparse},
+                       &control->stop);
+    else
+      local.ps->fetch();  // every epoch starts from the servers' whole weights
+    task.ps = &*local.ps;
+  }
   task.delay_ns = cfg.grad_delay_ns;
   if (cfg.straggler_worker >= 0 && global_rank(rank) == static_cast<unsigned>(cfg.straggler_worker))
     task.slowdown = cfg.straggler_factor;
@@ -614,6 +631,10 @@ void Run::run_epoch(unsigned rank, unsigned e) {
 }
 
 int Run::work(unsigned rank) {
+  if (rank >= workers) {  // a parameter server's process
+    serve(params, PsRegion(arena.block("ps")), rank - workers, cfg.optimizer, &control->stop);
+    return 0;
+  }
   WorkerProgress& p = progress[rank];
   p.pid.store(getpid(), std::memory_order_relaxed);
   if (cfg.pin && mode.parallel()) pin_to_cpu(rank);
@@ -635,6 +656,9 @@ int Run::work(unsigned rank) {
   }
   // SIGTERM: the batch ended and the place is published (a respawn continues there).
   if (terminated.load(std::memory_order_relaxed)) return kExitTerminated;
+  if (local.ps && !stopping())  // the last push; then the servers stop waiting for it
+    local.ps->finish(cfg.step_size.at_epoch_lr(cfg.step_size.epoch_start(cfg.epochs - 1),
+                                               p.samples.load() * world()));
   p.finish_ns.store(now_ns(), std::memory_order_relaxed);
   p.pss_bytes.store(self_pss_bytes(), std::memory_order_relaxed);
   p.private_bytes.store(self_private_bytes(), std::memory_order_relaxed);

@@ -32,6 +32,7 @@
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
 #include "trainer/device_steps.hpp"
+#include "trainer/ps.hpp"
 #include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
@@ -166,6 +167,7 @@ struct Run {
   // --telemetry: each worker's staleness histograms (the arena's "staleness" block).
   std::span<StalenessRecord> staleness;
   unsigned workers = 1;
+  unsigned servers = 0;  // --mode ps: server processes, ranks workers .. workers + servers - 1
   std::size_t classes = 0;
   // The state of the worker process this is: made in the worker on its first
   // epoch, so private to it; never made in the parent (except in serial mode,
@@ -186,6 +188,8 @@ struct Run {
     std::optional<DataParallel> dp;
     // --device cuda: this worker's rows on the device and its kernels.
     std::unique_ptr<DeviceSteps> device;
+    // --mode ps: this replica's private weights and its pushes and fetches.
+    std::optional<PsClient> ps;
   } local;
 
   // The parent's run: makes the arena and initialises it. With `attached` (a worker

@@ -92,12 +92,13 @@ double train_epoch(Model& model, const EpochTask& t) {
   model.begin_epoch(t.rows);
   if (t.dp) t.dp->begin_epoch(t.rows);
   const ParamSet& trained = t.sync      ? t.sync->params()
+                            : t.ps      ? t.ps->params()
                             : t.replica ? t.replica->params()
                             : t.hot     ? t.hot->params()
                                         : t.params;
   // Straight to the shared weights: the step's writes are bracketed (WorkerProgress);
   // a private replica or window is bracketed at its merge.
-  const bool shared = t.progress && !t.replica && !t.hot;
+  const bool shared = t.progress && !t.replica && !t.hot && !t.ps;
   // A pipeline over the next rows: offsets, then the row's data, then (for a model
   // whose rows name scattered parameter rows, like MF's two factor rows) the
   // parameters it will touch, each stage one batch after the one it needs. (The
@@ -154,6 +155,16 @@ double train_epoch(Model& model, const EpochTask& t) {
       t.replica->merge();
       if (t.progress) publish_record(*t.progress, seen, begin, loss);
     }
+    // A replica's place is published at its pushes: a crash loses the updates it had
+    // not pushed, and a respawned replica trains those rows again.
+    if (t.ps) {
+      const std::uint64_t pushes = t.ps->pushes();
+      if (!t.ps->after_batch(b, lr)) break;
+      if (t.progress && t.ps->pushes() != pushes) {
+        begin_writes(*t.progress, seen);
+        publish_record(*t.progress, seen, begin, loss);
+      }
+    }
     if (t.node_sync && t.node_sync->due(size) && !stopped_in(t, [&] { t.node_sync->sync(); }))
       break;
     if (t.hot && t.hot->due(size)) {
@@ -170,6 +181,7 @@ double train_epoch(Model& model, const EpochTask& t) {
   // worker has the same count of rows, so all of them get here.
   if (t.sync && t.sync->pending() && begin >= n)
     synced_step(*t.sync, t, t.step_size.at_epoch_lr(epoch_lr, seen * t.workers));
+  if (t.ps) t.ps->flush(t.step_size.at_epoch_lr(epoch_lr, seen * t.workers));
   if ((t.replica || t.hot) && t.progress) begin_writes(*t.progress, seen);
   if (t.replica) t.replica->merge();  // also when the epoch was cut short
   if (t.hot) locked(t.mutex, [&] { t.hot->flush(); });

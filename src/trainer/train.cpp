@@ -24,6 +24,7 @@
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
 #include "trainer/device_backend.hpp"
+#include "trainer/ps.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/param_snapshot.hpp"
 #include "process.hpp"
@@ -136,11 +137,19 @@ class Supervisor {
       else
         group.spawn(r, [&run, r] { return run.work(r); });
     };
-    for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
+    for (unsigned r = 0; r < run_.workers + run_.servers; ++r) spawn(r);
     double next_timed = cfg_.eval_every;
     for (;;) {
       for (const auto& exit : group.reap()) {
         if (exit.ok() || g_signal) continue;
+        if (exit.rank >= run_.workers) {  // a parameter server: its shard is gone
+          run_.control->stop.store(1, std::memory_order_relaxed);
+          group.kill_all(SIGKILL);
+          group.wait_all();
+          throw WorkerError(fmt::format("parameter server {} (pid {}) {}; a server holds its "
+                                        "shard of the weights alone, so the run stopped",
+                                        exit.rank - run_.workers, exit.pid, exit.describe()));
+        }
         if (run_.mode.synchronous() || cfg_.nodes > 1) {  // the others are out of step without it
           restart_all(group, exit);
           for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
@@ -391,6 +400,27 @@ class Supervisor {
     }
     if (!run_.staleness.empty())
       r.staleness = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
+    if (run_.mode.parameter_server()) {
+      const detail::PsRegion ps(run_.arena.block("ps"));
+      std::uint64_t gaps = 0, push_gaps = 0;
+      for (unsigned w = 0; w < ps.replicas(); ++w) {
+        const auto& slot = ps.replica(w);
+        r.ps.pushes += slot.clock.load(std::memory_order_relaxed);
+        r.ps.fetches += slot.pulls.load(std::memory_order_relaxed);
+        r.ps.bytes += slot.bytes.load(std::memory_order_relaxed);
+        gaps += slot.gap_sum.load(std::memory_order_relaxed);
+        r.ps.max_staleness = std::max(r.ps.max_staleness, slot.gap_max.load(std::memory_order_relaxed));
+        r.ps.push_seconds += static_cast<double>(slot.wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+        push_gaps += slot.push_gap_sum.load(std::memory_order_relaxed);
+        r.ps.max_push_staleness =
+            std::max(r.ps.max_push_staleness, slot.push_gap_max.load(std::memory_order_relaxed));
+      }
+      if (r.ps.fetches) r.ps.mean_staleness = static_cast<double>(gaps) / static_cast<double>(r.ps.fetches);
+      if (r.ps.pushes)
+        r.ps.mean_push_staleness = static_cast<double>(push_gaps) / static_cast<double>(r.ps.pushes);
+      for (unsigned s = 0; s < ps.servers(); ++s)
+        r.ps.server_records.push_back(ps.server(s).records.load(std::memory_order_relaxed));
+    }
     if (run_.arena.has("conflicts"))
       r.conflicts = detail::summarize_conflicts(run_.arena.block("conflicts").data(),
                                                 run_.workers, run_.params);
@@ -530,6 +560,25 @@ void TrainConfig::validate() const {
     throw ConfigError(fmt::format("--comm-timeout must be from 0 to 86400 seconds, got {}",
                                   comm_timeout));
   if (max_restarts > 1000) throw ConfigError("--max-restarts must be at most 1000");
+  const bool ps = detail::mode_def(mode).parameter_server();
+  if (ps) {
+    if (servers < 1 || servers > detail::PsReplicaSlot::kMaxServers)
+      throw ConfigError(fmt::format("--servers must be from 1 to 64, got {}", servers));
+    if (push_every < 1 || fetch_every < 1)
+      throw ConfigError("--push-every and --fetch-every must be at least 1");
+    if (staleness < -1)
+      throw ConfigError(fmt::format("--staleness must be >= 0 (or left out: no bound), got {}",
+                                    staleness));
+    if (nodes > 1)
+      throw ConfigError("--mode ps across nodes is not built yet: it runs on one machine");
+    if (merge_every || hot_k)
+      throw ConfigError("--merge-every and --hot-k do not apply to --mode ps: its replicas "
+                        "already train private copies");
+    if (device == Device::cuda) throw ConfigError("--mode ps runs on the CPU (--device cpu)");
+  } else if (servers != 1 || push_every != 1 || fetch_every != 1 || staleness != -1) {
+    throw ConfigError(fmt::format("--servers, --push-every, --fetch-every and --staleness work "
+                                  "with --mode ps, not {}", to_string(mode)));
+  }
   if (!(checkpoint_every >= 0) || !std::isfinite(checkpoint_every))
     throw ConfigError("--checkpoint-every must be a number of seconds >= 0");
   if (checkpoint_every > 0 && checkpoint.empty())

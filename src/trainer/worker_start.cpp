@@ -87,6 +87,10 @@ json config_json(const TrainConfig& c) {
       {"handle_signals", c.handle_signals},
       {"worker_start", static_cast<int>(c.worker_start)},
       {"device", static_cast<int>(c.device)},
+      {"servers", c.servers},
+      {"push_every", c.push_every},
+      {"fetch_every", c.fetch_every},
+      {"staleness", c.staleness},
       {"cuda_ipc", static_cast<int>(c.cuda_ipc)},
   };
 }
@@ -143,6 +147,10 @@ TrainConfig config_of(const json& j) {
   j.at("handle_signals").get_to(c.handle_signals);
   c.worker_start = static_cast<WorkerStart>(j.at("worker_start").get<int>());
   c.device = static_cast<Device>(j.at("device").get<int>());
+  j.at("servers").get_to(c.servers);
+  j.at("push_every").get_to(c.push_every);
+  j.at("fetch_every").get_to(c.fetch_every);
+  j.at("staleness").get_to(c.staleness);
   c.cuda_ipc = static_cast<CudaIpc>(j.at("cuda_ipc").get<int>());
   return c;
 }

@@ -1,0 +1,129 @@
+// The parameter server on one machine (--mode ps, Downpour SGD): the weights in the
+// run's arena are the servers' shards — server s alone writes its slice of every
+// tensor (slice_of) and the optimiser state beside it — and each replica (a
+// worker) trains a private copy of the weights, capturing its gradients
+// (GradientCapture). Every push_every mini-batches a replica pushes what it
+// accumulated, the non-zero coordinates of each server's slice, as records on a
+// shared-memory ring of its own to that server (comm/ring.hpp); every fetch_every
+// mini-batches it copies the weights back from the arena, once every server has
+// applied its pushes so far (it reads its own updates). A replica's clock counts
+// its pushes; with a staleness bound S a replica waits before a push while its
+// clock is more than S ahead of the slowest replica still training (stale-
+// synchronous parallel; S = 0 is bulk-synchronous).
+//
+// Reads of the arena's weights race with the servers' writes: THE INTENDED RACE of
+// a parameter server's pull, relaxed atomic loads and stores as in hogwild mode.
+// Each coordinate has one writer (its server), so no pushed update is lost.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "comm/ring.hpp"
+#include "hogwild/batch.hpp"
+#include "hogwild/optimizer.hpp"
+#include "hogwild/param_set.hpp"
+
+namespace hogwild::detail {
+
+// A replica's clock and measurements, in the arena.
+struct alignas(128) PsReplicaSlot {
+  std::atomic<std::uint64_t> clock{0};   // pushes made
+  std::atomic<std::uint32_t> done{0};    // 1 once it pushed its last
+  std::atomic<std::uint64_t> pulls{0};
+  std::atomic<std::uint64_t> gap_sum{0};  // clock - slowest clock, at each pull
+  std::atomic<std::uint64_t> gap_max{0};
+  std::atomic<std::uint64_t> push_gap_sum{0};  // clock - slowest clock, as each push starts
+  std::atomic<std::uint64_t> push_gap_max{0};
+  std::atomic<std::uint64_t> bytes{0};    // pushed
+  std::atomic<std::uint64_t> wait_ns{0};  // waiting for the staleness bound or a full ring
+  // applied[s]: how many of this replica's pushes server s has applied (s writes it).
+  // A fetch waits until every server has applied the replica's pushes before it, as
+  // a request queued behind them at a Downpour server would: a replica reads its
+  // own updates.
+  static constexpr unsigned kMaxServers = 64;
+  std::atomic<std::uint64_t> applied[kMaxServers] = {};
+};
+
+struct alignas(128) PsServerSlot {
+  std::atomic<std::uint64_t> records{0};  // applied
+  std::atomic<std::uint64_t> keys{0};
+};
+
+class PsRegion {
+ public:
+  static constexpr std::size_t kRingBytes = std::size_t{256} << 10;
+  static std::size_t bytes(unsigned replicas, unsigned servers);
+  static void prepare(std::span<std::byte> region, unsigned replicas, unsigned servers);
+  explicit PsRegion(std::span<std::byte> region);
+
+  unsigned replicas() const noexcept { return replicas_; }
+  unsigned servers() const noexcept { return servers_; }
+  PsReplicaSlot& replica(unsigned r) const noexcept { return replica_[r]; }
+  PsServerSlot& server(unsigned s) const noexcept { return server_[s]; }
+  ShmRing ring(unsigned replica, unsigned server) const;
+  // The smallest clock among replicas still training (UINT64_MAX when none is).
+  std::uint64_t slowest() const noexcept;
+
+ private:
+  unsigned replicas_ = 0, servers_ = 0;
+  PsReplicaSlot* replica_ = nullptr;
+  PsServerSlot* server_ = nullptr;
+  std::byte* rings_ = nullptr;
+};
+
+struct PsOptions {
+  std::size_t push_every = 1, fetch_every = 1;
+  long staleness = -1;  // < 0: no bound
+  Optimizer optimizer = Optimizer::sgd;
+  // The first tensor is indexed by the sparse rows' features (Model::feature_indexed):
+  // its pushes and fetches cover the features the mini-batches touched (and a
+  // fetch at each epoch's start all of it); the other tensors go whole.
+  bool sparse = false;
+};
+
+// A replica's side.
+class PsClient {
+ public:
+  // `shared`: the arena's weights (and state); `stop`: the run's stop flag.
+  PsClient(const ParamSet& shared, PsRegion region, unsigned rank, PsOptions options,
+           const std::atomic<std::int32_t>* stop);
+  // The private copy the step trains, with its gradient buffers.
+  const ParamSet& params() const noexcept { return params_; }
+  // After each mini-batch `b`: pushes and fetches when due. False when the run
+  // stopped while it waited.
+  bool after_batch(const Batch& b, float lr);
+  // Pushes what is accumulated (the epoch's end).
+  bool flush(float lr);
+  // The last push, then done: servers stop waiting for this replica.
+  void finish(float lr);
+  // Copies the weights from the servers' shards: all of them, or (sparse, `all`
+  // false) the first tensor's touched features and the other tensors.
+  void fetch(bool all = true);
+  // Pushes made by this process.
+  std::uint64_t pushes() const noexcept { return pushes_; }
+
+ private:
+  bool push(float lr);
+  ParamSet shared_;
+  PsRegion region_;
+  unsigned rank_;
+  PsOptions options_;
+  const std::atomic<std::int32_t>* stop_;
+  std::vector<std::vector<float>> data_, grad_;
+  ParamSet params_;
+  std::size_t batches_ = 0;
+  bool pending_ = false;
+  std::uint64_t pushes_ = 0;
+  std::vector<std::uint32_t> touched_, pushed_keys_;  // sparse: since the last push, fetch
+};
+
+// Server `s`'s loop: applies every replica's records to its slices until every
+// replica is done and its rings are empty, or the run stops.
+void serve(const ParamSet& shared, PsRegion region, unsigned server, Optimizer optimizer,
+           const std::atomic<std::int32_t>* stop);
+
+}  // namespace hogwild::detail
