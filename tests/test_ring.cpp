@@ -98,7 +98,7 @@ TEST_CASE("a producer and a consumer in two processes pass 200,000 records intac
     std::memcpy(&seq, rec.payload.data(), 8);
     const auto v = payload(k, max - 8);
     if (seq != k || rec.kind != k % 5 || rec.payload.size() != 8 + v.size() ||
-        std::memcmp(rec.payload.data() + 8, v.data(), v.size()) != 0)
+        (!v.empty() && std::memcmp(rec.payload.data() + 8, v.data(), v.size()) != 0))
       ++bad;
     ring.pop();
   }
