@@ -5,13 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "hogwild/communicator.hpp"
 #include "hogwild/error.hpp"
+#include "trainer/run.hpp"  // now_ns
 
 namespace hogwild::detail {
 
@@ -37,18 +36,18 @@ struct Pair {
 
 std::size_t align128(std::size_t n) { return (n + 127) / 128 * 128; }
 
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-
-
 // A waiting loop's k-th turn: give the core away a few times (a server and the
 // replicas often share cores), then sleep in short naps.
 void pause(unsigned k) {
   if (k < 64) sched_yield();
   else ::usleep(20);
+}
+
+// A measured staleness into its slot's sum and maximum (the slot's replica alone
+// writes them).
+void note_gap(std::atomic<std::uint64_t>& sum, std::atomic<std::uint64_t>& max, std::uint64_t gap) {
+  sum.fetch_add(gap, std::memory_order_relaxed);
+  if (gap > max.load(std::memory_order_relaxed)) max.store(gap, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -86,12 +85,21 @@ ShmRing PsRegion::ring(unsigned replica, unsigned server) const {
   return ShmRing({rings_ + (std::size_t{replica} * servers_ + server) * ring, ring});
 }
 
-std::uint64_t PsRegion::slowest() const noexcept {
-  std::uint64_t m = std::numeric_limits<std::uint64_t>::max();
+std::uint64_t PsRegion::ahead(std::uint64_t clock) const noexcept {
+  std::uint64_t slowest = clock;
   for (unsigned r = 0; r < replicas_; ++r)
     if (!replica_[r].done.load(std::memory_order_acquire))
-      m = std::min(m, replica_[r].clock.load(std::memory_order_acquire));
-  return m;
+      slowest = std::min(slowest, replica_[r].clock.load(std::memory_order_acquire));
+  return clock - slowest;
+}
+
+template <class Done>
+bool PsClient::wait_until(Done&& done) const {
+  for (unsigned k = 0; !done(); ) {
+    if (stop_ && stop_->load(std::memory_order_relaxed)) return false;
+    pause(++k);
+  }
+  return true;
 }
 
 PsClient::PsClient(const ParamSet& shared, PsRegion region, unsigned rank, PsOptions options,
@@ -112,15 +120,13 @@ PsClient::PsClient(const ParamSet& shared, PsRegion region, unsigned rank, PsOpt
 
 void PsClient::fetch(bool all) {
   auto& me = region_.replica(rank_);
+  const std::uint64_t mine = me.clock.load(std::memory_order_relaxed);
   {  // every server has applied this replica's pushes so far
-    const std::uint64_t mine = me.clock.load(std::memory_order_relaxed);
-    const std::uint64_t t0 = now_ns();
-    for (unsigned s = 0, spins = 0; s < region_.servers(); ++s)
-      while (me.applied[s].load(std::memory_order_acquire) < mine) {
-        if (stop_ && stop_->load(std::memory_order_relaxed)) return;
-        pause(++spins);
-      }
-    me.wait_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    const std::int64_t t0 = now_ns();
+    for (unsigned s = 0; s < region_.servers(); ++s)
+      if (!wait_until([&] { return me.applied[s].load(std::memory_order_acquire) >= mine; }))
+        return;
+    me.wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
   }
   // THE INTENDED RACE: a pull reads what the servers write meanwhile.
   for (std::size_t i = 0; i < shared_.count(); ++i) {
@@ -132,14 +138,8 @@ void PsClient::fetch(bool all) {
       data_[i][k] = relaxed_load(shared_.data(i) + k);
   }
   pushed_keys_.clear();
-  const std::uint64_t mine = me.clock.load(std::memory_order_relaxed);
-  const std::uint64_t slowest = region_.slowest();
-  const std::uint64_t gap = slowest == std::numeric_limits<std::uint64_t>::max() || mine < slowest
-                                ? 0 : mine - slowest;
   me.pulls.fetch_add(1, std::memory_order_relaxed);
-  me.gap_sum.fetch_add(gap, std::memory_order_relaxed);
-  if (gap > me.gap_max.load(std::memory_order_relaxed))
-    me.gap_max.store(gap, std::memory_order_relaxed);
+  note_gap(me.gap_sum, me.gap_max, region_.ahead(mine));
 }
 
 bool PsClient::after_batch(const Batch& b, float lr) {
@@ -165,21 +165,14 @@ void PsClient::finish(float lr) {
 bool PsClient::push(float lr) {
   auto& me = region_.replica(rank_);
   const std::uint64_t clock = me.clock.load(std::memory_order_relaxed);
-  const auto stopped = [&] { return stop_ && stop_->load(std::memory_order_relaxed); };
-  const std::uint64_t t0 = now_ns();
-  if (options_.staleness >= 0) {  // stale-synchronous: wait for the slowest
-    while (clock > region_.slowest() + static_cast<std::uint64_t>(options_.staleness)) {
-      if (stopped()) return false;
-      ::usleep(20);
-    }
-  }
+  const std::int64_t t0 = now_ns();
+  if (options_.staleness >= 0 &&  // stale-synchronous: wait for the slowest
+      !wait_until([&] {
+        return region_.ahead(clock) <= static_cast<std::uint64_t>(options_.staleness);
+      }))
+    return false;
   // The staleness this push starts with (at most the bound, where there is one).
-  const std::uint64_t slowest = region_.slowest();
-  const std::uint64_t gap = slowest == std::numeric_limits<std::uint64_t>::max() || clock < slowest
-                                ? 0 : clock - slowest;
-  me.push_gap_sum.fetch_add(gap, std::memory_order_relaxed);
-  if (gap > me.push_gap_max.load(std::memory_order_relaxed))
-    me.push_gap_max.store(gap, std::memory_order_relaxed);
+  note_gap(me.push_gap_sum, me.push_gap_max, region_.ahead(clock));
   const unsigned servers = region_.servers();
   std::uint64_t bytes = 0;
   if (options_.sparse) {
@@ -215,19 +208,16 @@ bool PsClient::push(float lr) {
         const std::span<const std::byte> head(reinterpret_cast<const std::byte*>(&h), sizeof h);
         const std::span<const std::byte> body(reinterpret_cast<const std::byte*>(pairs.data() + at),
                                               n * sizeof(Pair));
-        while (!ring.try_push(0, head, body)) {  // the server drains it
-          if (stopped()) return false;
-          ::usleep(20);
-        }
+        if (!wait_until([&] { return ring.try_push(0, head, body); }))  // the server drains it
+          return false;
         bytes += sizeof h + n * sizeof(Pair);
       }
     }
     // The push's end for this server (also when it had nothing for it).
     const RecordHeader end{kEndOfPush, 0, lr, rank_, clock};
-    while (!ring.try_push(0, {reinterpret_cast<const std::byte*>(&end), sizeof end})) {
-      if (stopped()) return false;
-      ::usleep(20);
-    }
+    if (!wait_until(
+            [&] { return ring.try_push(0, {reinterpret_cast<const std::byte*>(&end), sizeof end}); }))
+      return false;
     bytes += sizeof end;
   }
   // (Every pushed coordinate was zeroed as it went: the buffers are clean.)
@@ -238,7 +228,7 @@ bool PsClient::push(float lr) {
   pending_ = false;
   ++pushes_;
   me.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  me.wait_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  me.wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
   me.clock.store(clock + 1, std::memory_order_release);
   return true;
 }

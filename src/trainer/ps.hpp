@@ -65,8 +65,9 @@ class PsRegion {
   PsReplicaSlot& replica(unsigned r) const noexcept { return replica_[r]; }
   PsServerSlot& server(unsigned s) const noexcept { return server_[s]; }
   ShmRing ring(unsigned replica, unsigned server) const;
-  // The smallest clock among replicas still training (UINT64_MAX when none is).
-  std::uint64_t slowest() const noexcept;
+  // How many pushes `clock` is ahead of the slowest replica still training (0 when
+  // none is, or when it is not ahead).
+  std::uint64_t ahead(std::uint64_t clock) const noexcept;
 
  private:
   unsigned replicas_ = 0, servers_ = 0;
@@ -108,6 +109,9 @@ class PsClient {
 
  private:
   bool push(float lr);
+  // Waits (pause) until done() holds; false, at once, when the run stopped.
+  template <class Done>
+  bool wait_until(Done&& done) const;
   ParamSet shared_;
   PsRegion region_;
   unsigned rank_;
