@@ -48,21 +48,34 @@ struct Probe {
   bool ok = false;
   std::string message;
 };
-Probe probe() {
+// Runs fn(fd) in a forked child (where CUDA may start); its exit code is what fn
+// returns, and what fn wrote to fd comes back.
+struct Answer {
+  int exit_code;
+  std::string bytes;
+};
+Answer ask_child(const std::function<int(int)>& fn) {
   int p[2];
   REQUIRE(pipe(p) == 0);
   const pid_t pid = fork_child([&] {
-    const CudaStatus s = cuda_status();
-    const std::string m = s.message.substr(0, 500);
-    (void)!write(p[1], m.data(), m.size());
-    return s.ok ? 0 : 1;
+    close(p[0]);
+    return fn(p[1]);
   });
   close(p[1]);
-  char buf[512];
-  const ssize_t n = read(p[0], buf, sizeof buf);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
   close(p[0]);
-  const int rc = test::wait_exit(pid, 60);
-  return {rc == 0, std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0)};
+  return {test::wait_exit(pid, 60), out};
+}
+
+Probe probe() {
+  const Answer a = ask_child([](int fd) {
+    const CudaStatus s = cuda_status();
+    (void)!write(fd, s.message.data(), s.message.size());
+    return s.ok ? 0 : 1;
+  });
+  return {a.exit_code == 0, a.bytes};
 }
 
 bool skip_without_gpu() {
@@ -97,19 +110,15 @@ void write_device(float* p, const std::vector<float>& v) {
 // Free device memory, asked by a process of its own (whose context is gone when
 // it answers).
 std::size_t free_bytes() {
-  int p[2];
-  REQUIRE(pipe(p) == 0);
-  const pid_t pid = fork_child([&] {
+  const Answer a = ask_child([](int fd) {
     cuda_init("asking for free device memory");
     const std::size_t free = device_free_bytes();
-    return write(p[1], &free, sizeof free) == sizeof free ? 0 : 1;
+    return write(fd, &free, sizeof free) == sizeof free ? 0 : 1;
   });
-  close(p[1]);
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(a.bytes.size() == sizeof(std::size_t));
   std::size_t free = 0;
-  const bool got = read(p[0], &free, sizeof free) == sizeof free;
-  close(p[0]);
-  REQUIRE(test::wait_exit(pid, 60) == 0);
-  REQUIRE(got);
+  std::memcpy(&free, a.bytes.data(), sizeof free);
   return free;
 }
 

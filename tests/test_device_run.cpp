@@ -47,18 +47,15 @@ struct PlainAccess final : HostAccess {
 
 // Chunks trained by the stand-in's steps, in every process (a shared page made
 // before the fork server).
-std::atomic<int>& chunks() {
-  static auto* c = new (mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0)) std::atomic<int>(0);
-  return *c;
+std::atomic<int>& shared_counter(int which) {
+  static auto* page = new (mmap(nullptr, 2 * sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0)) std::atomic<int>[2]{};
+  return page[which];
 }
+std::atomic<int>& chunks() { return shared_counter(0); }
 
 // Workers that found the rows in the device arena other than the dataset's.
-std::atomic<int>& row_mismatches() {
-  static auto* c = new (mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0)) std::atomic<int>(0);
-  return *c;
-}
+std::atomic<int>& row_mismatches() { return shared_counter(1); }
 
 // The CPU's step for each example of a chunk, with the mode's access policy.
 class HostSteps final : public DeviceSteps {

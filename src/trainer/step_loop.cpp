@@ -18,6 +18,12 @@ decltype(auto) locked(RobustMutex* mutex, F&& f) {
   return f();
 }
 
+// The run was stopped, or this worker got SIGTERM: the epoch ends after its batch.
+bool interrupted(const EpochTask& t) noexcept {
+  return (t.stop && t.stop->load(std::memory_order_relaxed)) ||
+         (t.terminated && t.terminated->load(std::memory_order_relaxed));
+}
+
 // Runs a collective; false when the run stopped (or this worker got SIGTERM)
 // while it waited for the others, which is then how the epoch ends here too. Any
 // other failure (a dead peer, the timeout) propagates: the worker fails.
@@ -27,9 +33,7 @@ bool stopped_in(const EpochTask& t, F&& collective) {
     collective();
     return true;
   } catch (const CommError&) {
-    if ((t.stop && t.stop->load(std::memory_order_relaxed)) ||
-        (t.terminated && t.terminated->load(std::memory_order_relaxed)))
-      return false;
+    if (interrupted(t)) return false;
     throw;
   }
 }
@@ -62,8 +66,7 @@ double train_epoch_device(const EpochTask& t) {
   t.device->begin_epoch(t.rows);
   std::size_t begin = std::min(t.start, n);
   while (begin < n) {
-    if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
-    if (t.terminated && t.terminated->load(std::memory_order_relaxed)) break;
+    if (interrupted(t)) break;
     if (orphaned(t.parent)) break;
     const std::size_t size = std::min(t.device->chunk(), n - begin);
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
@@ -108,8 +111,7 @@ double train_epoch(Model& model, const EpochTask& t) {
   const std::size_t ahead = params ? 2 : 1;  // how far ahead the row's data is
   std::size_t begin = std::min(t.start, n);  // a restarted worker resumes mid-epoch
   for (std::size_t k = 0; begin < n; ++k) {
-    if (t.stop && t.stop->load(std::memory_order_relaxed)) break;
-    if (t.terminated && t.terminated->load(std::memory_order_relaxed)) break;
+    if (interrupted(t)) break;
     const std::size_t size = std::min(batch, n - begin);
     const Batch b{t.data, t.targets, t.rows.data() + begin, size};
     if (params && begin + (ahead + 1) * size < n)

@@ -1,6 +1,7 @@
 #include "trainer/tensor_store.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "hogwild/error.hpp"
@@ -98,12 +99,20 @@ class DeviceArenaStore final : public TensorStore {
   static constexpr const char* kTarget = "rows:target";
 
   // Every array of the layout (empty ones too, so that every process finds them).
+  struct RowArray {
+    const char* block;
+    const void* host;
+    std::size_t bytes;
+  };
+  std::array<RowArray, 5> row_arrays() const {
+    return {{{kOffsets, data_->offsets().data(), data_->offsets().size_bytes()},
+             {kIndex, data_->indices().data(), data_->indices().size_bytes()},
+             {kValue, data_->values().data(), data_->values().size_bytes()},
+             {kPixels, data_->pixels().data(), data_->pixels().size_bytes()},
+             {kTarget, targets_, data_->rows() * sizeof(float)}}};
+  }
   void add_row_blocks(std::vector<BlockSpec>& blocks) const {
-    blocks.push_back({kOffsets, data_->offsets().size_bytes()});
-    blocks.push_back({kIndex, data_->indices().size_bytes()});
-    blocks.push_back({kValue, data_->values().size_bytes()});
-    blocks.push_back({kPixels, data_->pixels().size_bytes()});
-    blocks.push_back({kTarget, data_->rows() * sizeof(float)});
+    for (const RowArray& a : row_arrays()) blocks.push_back({a.block, a.bytes});
   }
   // Byte arrays through the space's float access: a block's bytes as floats, the
   // tail of one whose size is no multiple of 4 through a padded copy.
@@ -121,11 +130,7 @@ class DeviceArenaStore final : public TensorStore {
     }
   }
   void upload_rows() {
-    upload(kOffsets, data_->offsets().data(), data_->offsets().size_bytes());
-    upload(kIndex, data_->indices().data(), data_->indices().size_bytes());
-    upload(kValue, data_->values().data(), data_->values().size_bytes());
-    upload(kPixels, data_->pixels().data(), data_->pixels().size_bytes());
-    upload(kTarget, targets_, data_->rows() * sizeof(float));
+    for (const RowArray& a : row_arrays()) upload(a.block, a.host, a.bytes);
   }
 
   std::function<std::shared_ptr<DeviceMemory>()> memory_;

@@ -574,7 +574,6 @@ void TrainConfig::validate() const {
     if (merge_every || hot_k)
       throw ConfigError("--merge-every and --hot-k do not apply to --mode ps: its replicas "
                         "already train private copies");
-    if (device == Device::cuda) throw ConfigError("--mode ps runs on the CPU (--device cpu)");
   } else if (servers != 1 || push_every != 1 || fetch_every != 1 || staleness != -1) {
     throw ConfigError(fmt::format("--servers, --push-every, --fetch-every and --staleness work "
                                   "with --mode ps, not {}", to_string(mode)));
