@@ -67,6 +67,8 @@ if [ "${HOGWILD_SKIP_FUZZ:-0}" != 1 ]; then
   fi
 fi
 
+# What the release build compiled in (the GPU half needs the CUDA toolkit found).
+echo "== optional parts built: $(grep -oE 'HOGWILD_HAVE_[A-Z]+ [01]' build/include/hogwild/config.hpp | sed 's/HOGWILD_HAVE_//' | tr '\n' ' ')"
 python3 - "${logs[@]}" <<'PY'
 import json, sys
 passed = failed = skipped = 0

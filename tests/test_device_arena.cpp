@@ -172,6 +172,7 @@ TEST_CASE("a process forked after CUDA was initialised is refused CUDA, with a m
         if (m.find("was forked from process " + std::to_string(getppid())) == std::string::npos)
           return 21;
         if (m.find("fork server") == std::string::npos) return 22;
+        if (!cuda_built()) return 0;  // a build without CUDA code has no entry to guard
         try {
           cuda_status();  // every CUDA entry asks the guard first
         } catch (const ConfigError&) {
