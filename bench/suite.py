@@ -844,7 +844,7 @@ def main():
     print(f"hogwild bench ({'quick' if q else 'full'}): {cpu_name()}, {os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}, workers {s.workers}, out {s.out}", flush=True)
     s.prepare(sparse=want("yardstick") or want("scaling") or want("partition") or want("ddp")
-              or want("science") or want("paper"))
+              or want("ps") or want("science") or want("paper"))
     if want("yardstick"):
         s.yardstick()
     if want("scaling"):
@@ -868,6 +868,8 @@ def main():
         s.formats()
     if want("ddp"):
         suite_ddp.run(s)
+    if want("ps"):
+        suite_ddp.ps_sweep(s)
     if want("science"):
         suite_science.run(s)
     if want("paper"):

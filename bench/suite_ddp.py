@@ -15,7 +15,10 @@ modes beside the lock-free ones.
   throughput, time to a target test loss (1.01 x serial's final) and final
   accuracy, and a plot of test loss against time, one curve per mode.
 - 2 nodes x 1 worker against 1 node x 2 workers on this machine (loopback): the
-  cost of going through Gloo, for ddp and for hogwild across nodes.
+  cost of going through Gloo, for ddp, hogwild across nodes and ps.
+- (Its own section, `ps`: ps_sweep.) The parameter server swept: --push-every,
+  --fetch-every and --staleness on SpamAssassin (or RCV1-like), with the staleness
+  each run measured.
 """
 import json
 import os
@@ -23,11 +26,22 @@ import shutil
 import subprocess
 import tempfile
 
-MODES = ["serial", "hogwild", "atomic", "lock", "ddp", "dp"]
+MODES = ["serial", "hogwild", "atomic", "lock", "ddp", "dp", "ps"]
+# The parameter server in the comparison table: one server beside the replicas,
+# pushing every mini-batch and fetching every fourth (Downpour's n_push, n_fetch).
+PS = {"servers": 1, "push-every": 1, "fetch-every": 4}
 
 
 def fmt(x, spec=".2f"):
     return "n/a" if x is None else format(x, spec)
+
+
+def median_time_to(s, rs, target):
+    """The median over runs rs of the time each took to reach test loss `target`,
+    or None when one of them never did."""
+    times = [s.time_to(r, target) for r in rs] if target else []
+    reached = [t for t in times if t is not None]
+    return sorted(reached)[len(reached) // 2] if len(reached) == len(times) and reached else None
 
 
 def allreduce(s):
@@ -136,7 +150,8 @@ def modes(s):
     for rep in range(reps):
         for name, base in cases:
             for mode in MODES:
-                o = dict(base, mode=mode, workers=1 if mode == "serial" else n, seed=rep + 1)
+                o = dict(base, mode=mode, workers=1 if mode == "serial" else n, seed=rep + 1,
+                         **(PS if mode == "ps" else {}))
                 s.record("modes", name, mode, o["workers"], rep, s.train(o))
     for name, _ in cases:
         k = dict(section="modes", dataset=name)
@@ -147,9 +162,7 @@ def modes(s):
             rs = s.select(config=mode, **k)
             if not rs:
                 continue
-            times = [s.time_to(r, target) for r in rs] if target else []
-            reached = [t for t in times if t is not None]
-            tt = sorted(reached)[len(reached) // 2] if len(reached) == len(times) and reached else None
+            tt = median_time_to(s, rs, target)
             rows.append([mode, rs[0]["workers"], fmt(s.med("samples_per_second", config=mode, **k), ".0f"),
                          fmt(s.ratio("samples_per_second", dict(k, config=mode),
                                      dict(k, config="serial"))) + "x",
@@ -195,7 +208,8 @@ def nodes(s):
             "model": "softmax", "batch": 32, "epochs": 1 if a.quick else 3}
     cases = [("ddp", {"mode": "ddp", "lr": 0.1}, {"mode": "ddp", "lr": 0.1}),
              ("hogwild", {"mode": "hogwild", "lr": 0.1},
-              {"mode": "hogwild", "lr": 0.2, "sync-every": 2048})]
+              {"mode": "hogwild", "lr": 0.2, "sync-every": 2048}),
+             ("ps", dict(PS, mode="ps", lr=0.1), dict(PS, mode="ps", lr=0.1))]
     reps = 1 if a.quick else a.reps
     print("\n== 2 nodes x 1 worker against 1 node x 2 workers (loopback)", flush=True)
     for rep in range(reps):
@@ -231,9 +245,67 @@ def nodes(s):
                      fmt(two[0].get("node_sync_seconds"), ".2f") + " of " +
                      fmt(two[0].get("train_seconds"), ".2f") + " s" if name == "hogwild" and two else "n/a"])
     s.table("Through Gloo: 2 nodes x 1 worker against 1 node x 2 workers, Fashion-MNIST softmax, "
-            "batch 32 (hogwild across nodes: --sync-every 2048, lr x 2)",
+            "batch 32 (hogwild across nodes: --sync-every 2048, lr x 2; ps: one server a node, "
+            "--push-every 1 --fetch-every 4)",
             ["mode", "1 node x 2 (examples/s)", "2 nodes x 1 (examples/s)", "2 nodes / 1 node",
              "accuracy, 1 node", "accuracy, 2 nodes", "node 0's seconds in syncs"], rows)
+
+
+def ps_sweep(s):
+    """--mode ps with its intervals and bound swept, 2 replicas and 1 server, on
+    SpamAssassin (RCV1-like without ../shared): throughput, time to serial's loss,
+    accuracy and the staleness each run measured."""
+    a = s.a
+    if s.have_spam:
+        spam = os.path.join(a.shared_data, "spamassassin")
+        name, base = "spam", {"train": f"{spam}/spam.train.svm.gz", "test": f"{spam}/spam.test.svm.gz",
+                              "model": "logistic", "batch": 8, "lr": 0.5,
+                              "epochs": 10 if a.quick else 30}
+    elif "rcv1like" in s.datasets:
+        d = s.datasets["rcv1like"]
+        name, base = "rcv1like", {"train": d["train"], "test": d["test"], "model": "logistic",
+                                  "batch": 8, "lr": d["lr"], "lr-decay": d["lr-decay"],
+                                  "epochs": a.epochs}
+    else:
+        s.note("no SpamAssassin and no RCV1-like set: no ps sweep")
+        return
+    grid = [(1, 1, None), (1, 4, None), (4, 4, None), (4, 16, None), (16, 64, None),
+            (4, 16, 0), (4, 16, 4)]
+    reps = 1 if a.quick else a.reps
+    print(f"\n== ps swept on {name} (2 replicas, 1 server)", flush=True)
+    ps_of = {}
+    for rep in range(reps):
+        s.record("ps sweep", name, "serial", 1,  rep, s.train(dict(base, mode="serial", seed=rep + 1)))
+        for push, fetch, bound in grid:
+            config = f"{push}/{fetch}/{'-' if bound is None else bound}"
+            r = s.train(dict(base, mode="ps", workers=2, servers=1, seed=rep + 1,
+                             **{"push-every": push, "fetch-every": fetch, "staleness": bound}))
+            s.record("ps sweep", name, config, 2, rep, r)
+            ps_of.setdefault(config, r.get("ps") or {})
+    k = dict(section="ps sweep", dataset=name)
+    serial_loss = s.med("test_loss", config="serial", **k)
+    target = serial_loss * 1.01 if serial_loss else None
+    rows = []
+    for config in ["serial"] + [f"{p}/{f}/{'-' if b is None else b}" for p, f, b in grid]:
+        rs = s.select(config=config, **k)
+        if not rs:
+            continue
+        tt = median_time_to(s, rs, target)
+        p = ps_of.get(config, {})
+        rows.append([config, fmt(s.med("samples_per_second", config=config, **k), ".0f"),
+                     fmt(s.ratio("samples_per_second", dict(k, config=config),
+                                 dict(k, config="serial"))) + "x",
+                     fmt(tt) + (" s" if tt is not None else " (not reached)"),
+                     fmt(s.med("test_accuracy", config=config, **k), ".4f"),
+                     fmt(p.get("staleness_at_push_mean")) + " / " + str(p.get("staleness_at_push_max", "n/a"))
+                     if p else "",
+                     fmt(p.get("staleness_at_fetch_mean")) + " / " + str(p.get("staleness_at_fetch_max", "n/a"))
+                     if p else "",
+                     fmt(p["bytes_pushed"] / 2**20, ".1f") if p else ""])
+    s.table(f"ps on {name}, 2 replicas x 1 server: push every / fetch every / staleness bound "
+            f"(target test loss {fmt(target, '.4f')} = 1.01 x serial's final)",
+            ["push/fetch/bound", "examples/s", "vs serial", "time to target", "accuracy",
+             "staleness at push mean / max", "at fetch mean / max", "MiB pushed"], rows)
 
 
 def run(s):

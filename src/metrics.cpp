@@ -181,6 +181,25 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
   if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
+  if (c.mode == Mode::ps) {
+    const auto& p = r.ps;
+    j["ps"] = {{"servers", c.servers},
+               {"push_every", c.push_every},
+               {"fetch_every", c.fetch_every},
+               {"staleness_bound", c.staleness < 0 ? nlohmann::json() : nlohmann::json(c.staleness)},
+               {"pushes", p.pushes},
+               {"fetches", p.fetches},
+               {"bytes_pushed", p.bytes},
+               {"staleness_at_push_mean", p.mean_push_staleness},
+               {"staleness_at_push_max", p.max_push_staleness},
+               {"staleness_at_fetch_mean", p.mean_staleness},
+               {"staleness_at_fetch_max", p.max_staleness},
+               {"push_seconds", p.push_seconds},
+               {"server_records", p.server_records},
+               {"lost_examples", p.lost_examples},
+               {"rounds", p.rounds},
+               {"network_bytes", p.network_bytes}};
+  }
   if (r.conflicts.measured) {
     nlohmann::json coords = nlohmann::json::array();
     for (const auto& x : r.conflicts.coordinates)

@@ -1,15 +1,20 @@
-// --mode ps, the parameter server on one machine (trainer/ps.hpp): exact sums of
-// integer-valued updates from 4 replica processes through 2 server processes, the
-// staleness bound never exceeded (from the replicas' clocks), convergence beside
-// serial, a dead server ending the run with its name, and bad options.
+// --mode ps, the parameter server (trainer/ps.hpp): exact sums of integer-valued
+// updates from 4 replica processes through 2 server processes, on one machine and on
+// two nodes (servers meeting through Gloo); the staleness bound never exceeded (from
+// the replicas' clocks); convergence beside serial; two process trees as two nodes on
+// loopback; a dead server ending the run with its name, a dead replica respawned with
+// its lost examples counted; bad options.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <regex>
+#include <string>
 #include <vector>
 
+#include "comm/gloo.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
@@ -20,6 +25,13 @@ using namespace hogwild::detail;
 using test::SharedBytes;
 
 namespace {
+
+// True (after test::skip) when this build has no Gloo.
+bool skip_without_gloo() {
+  if (gloo_built()) return false;
+  test::skip("this build has no Gloo (libgloo-dev)");
+  return true;
+}
 
 TrainConfig ps_config(unsigned workers, unsigned servers) {
   TrainConfig c = test::sgd_config(Mode::ps, workers);
@@ -72,6 +84,99 @@ TEST_CASE("4 replicas' integer-valued updates through 2 servers add up exactly")
   for (unsigned r = 0; r < kReplicas; ++r) {
     CHECK(ps.replica(r).clock.load() == kPushes);
     CHECK(ps.replica(r).done.load() == 1);
+  }
+}
+
+TEST_CASE("2 nodes x 2 replicas through 2 servers a node: every node ends with the exact sums" *
+          doctest::test_suite("gloo")) {
+  if (skip_without_gloo()) return;
+  constexpr unsigned kNodes = 2, kReplicas = 2, kServers = 2, kPushes = 40;
+  constexpr unsigned kAll = kNodes * kReplicas;
+  constexpr std::size_t kW = 5003, kB = 3;  // parts of unequal size
+  test::TempDir store;
+  struct Node {
+    SharedBytes weights{(kW + kB) * sizeof(float)};
+    SharedBytes region{PsRegion::bytes(kReplicas, kServers)};
+  };
+  Node nodes[kNodes];
+  for (auto& n : nodes) {
+    PsRegion::prepare(n.region.bytes, kReplicas, kServers, kNodes);
+    auto* w = reinterpret_cast<float*>(n.weights.bytes.data());
+    for (std::size_t k = 0; k < kW + kB; ++k) w[k] = static_cast<float>(k % 5);
+  }
+  auto shared = [&](Node& n) {
+    auto* w = reinterpret_cast<float*>(n.weights.bytes.data());
+    return ParamSet({{"w", w, kW}, {"b", w + kW, kB}});
+  };
+  // The largest gap each replica saw, right after a push, between its clock and the
+  // slowest of all four still training, read from both nodes' regions (this test's
+  // processes see every node's memory; the servers' rounds carry it between nodes).
+  SharedBytes gaps(kAll * sizeof(std::uint64_t));
+  auto* gap = reinterpret_cast<std::uint64_t*>(gaps.bytes.data());
+  auto slowest = [&] {
+    std::uint64_t least = ~std::uint64_t{0};
+    for (auto& n : nodes) {
+      const PsRegion ps(n.region.bytes);
+      for (unsigned r = 0; r < kReplicas; ++r)
+        if (!ps.replica(r).done.load()) least = std::min(least, ps.replica(r).clock.load());
+    }
+    return least;
+  };
+  std::vector<pid_t> procs;
+  for (unsigned n = 0; n < kNodes; ++n)
+    for (unsigned s = 0; s < kServers; ++s)
+      procs.push_back(test::fork_child([&, n, s] {
+        GlooOptions o;
+        o.rendezvous = "file:" + store.path().string();
+        o.run_id = "exact";
+        o.tag = "slice-" + std::to_string(s);
+        o.timeout = std::chrono::seconds(60);
+        auto across = make_gloo_communicator(o, n, kNodes);
+        serve(shared(nodes[n]), PsRegion(nodes[n].region.bytes), s, Optimizer::sgd, nullptr,
+              across.get());
+        return 0;
+      }));
+  for (unsigned n = 0; n < kNodes; ++n)
+    for (unsigned r = 0; r < kReplicas; ++r)
+      procs.push_back(test::fork_child([&, n, r] {
+        PsOptions bounded;
+        bounded.staleness = 1;  // across nodes too
+        PsClient client(shared(nodes[n]), PsRegion(nodes[n].region.bytes), r, bounded, nullptr);
+        const Batch none{nullptr, nullptr, nullptr, 0};
+        const unsigned g = n * kReplicas + r;  // replica g of all four
+        for (unsigned p = 0; p < kPushes; ++p) {
+          // Replica g adds g + 1 to every coordinate k with k % 4 == g, and 1 to b.
+          const ParamSet& mine = client.params();
+          for (std::size_t k = g; k < kW; k += kAll) mine[0].grad[k] += static_cast<float>(g + 1);
+          for (std::size_t k = 0; k < kB; ++k) mine[1].grad[k] += 1;
+          if (g == 0) usleep(2000);  // a slow replica: the bound holds the others back
+          if (!client.after_batch(none, 0.1f)) return 30;
+          const std::uint64_t least = slowest();
+          if (least <= p + 1) gap[g] = std::max(gap[g], p + 1 - least);
+        }
+        client.finish(0.1f);
+        return 0;
+      }));
+  for (pid_t p : procs) CHECK(test::wait_exit(p, 120) == 0);
+  // A push starts at most 1 ahead of the slowest: just after it, at most 2.
+  for (unsigned g = 0; g < kAll; ++g) CHECK(gap[g] <= 2);
+  CHECK(std::max(gap[2], gap[3]) >= 1);  // node 1's replicas came up to the bound
+  for (unsigned n = 0; n < kNodes; ++n) {
+    const auto* w = reinterpret_cast<const float*>(nodes[n].weights.bytes.data());
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < kW; ++k)
+      wrong += w[k] != static_cast<float>(k % 5) + static_cast<float>(kPushes * (k % kAll + 1));
+    for (std::size_t k = 0; k < kB; ++k)
+      wrong += w[kW + k] != static_cast<float>((kW + k) % 5) + static_cast<float>(kPushes * kAll);
+    INFO("node " << n);
+    CHECK(wrong == 0);
+    const PsRegion ps(nodes[n].region.bytes);
+    for (unsigned r = 0; r < kReplicas; ++r) {
+      CHECK(ps.replica(r).clock.load() == kPushes);
+      CHECK(ps.replica(r).push_gap_max.load() <= 1);  // the bound, over both nodes' clocks
+    }
+    CHECK(ps.server(0).rounds.load() > 0);
+    CHECK(ps.server(0).sent_bytes.load() > 0);
   }
 }
 
@@ -134,6 +239,124 @@ TEST_CASE("a parameter server that dies ends the run with an error naming it") {
   CHECK(test::our_shm_entries().empty());
 }
 
+namespace {
+
+// A number that follows `label` in `text` (NaN when absent).
+double number_after(const std::string& text, const std::string& label) {
+  const auto at = text.rfind(label);
+  if (at == std::string::npos) return std::nan("");
+  return std::stod(text.substr(at + label.size()));
+}
+
+// hogwild_train as node k of 2 meeting in `store`.
+test::Background start_node(unsigned k, const std::vector<std::string>& args,
+                            const test::TempDir& dir, const test::TempDir& store) {
+  std::vector<std::string> a = args;
+  for (const std::string& s : {std::string("--nodes"), std::string("2"), std::string("--node-rank"),
+                               std::to_string(k), std::string("--rendezvous"),
+                               "file:" + store.path().string()})
+    a.push_back(s);
+  return test::start_train(a, dir, "node" + std::to_string(k) + ".txt");
+}
+
+}  // namespace
+
+TEST_CASE("ps on two nodes: two process trees train as one job on loopback" *
+          doctest::test_suite("gloo")) {
+  if (test::skip_cli_under_tsan()) return;
+  if (skip_without_gloo()) return;
+  test::TempDir dir, store;
+  const auto [train_file, test_file] = test::problem_files(dir, 8000, 500);
+  const std::vector<std::string> common{"--train", train_file, "--test", test_file,
+                                        "--epochs", "3", "--lr", "0.2", "--seed", "3"};
+  auto serial_args = common;
+  serial_args.insert(serial_args.begin(), test::hogwild_train_path());
+  for (const char* a : {"--mode", "serial"}) serial_args.push_back(a);
+  const auto serial = test::run(serial_args);
+  REQUIRE(serial.exit_code == 0);
+  auto args = common;
+  for (const char* a : {"--mode", "ps", "--workers", "2", "--servers", "2", "--staleness", "4"})
+    args.push_back(a);
+  auto node0 = start_node(0, args, dir, store), node1 = start_node(1, args, dir, store);
+  CHECK(test::wait_exit(node0.pid, 200) == 0);
+  CHECK(test::wait_exit(node1.pid, 200) == 0);
+  const std::string out0 = test::read_text(node0.out_path), out1 = test::read_text(node1.out_path);
+  INFO(out0 << "\n----\n" << out1);
+  const double reference = number_after(serial.out, "test accuracy ");
+  const double a0 = number_after(out0, "test accuracy "), a1 = number_after(out1, "test accuracy ");
+  MESSAGE("serial " << reference << ", ps on 2 nodes x 2 replicas x 2 servers: " << a0);
+  // Every node ends with every server's final values: the same weights.
+  CHECK(a0 == a1);
+  CHECK(number_after(out0, "test loss ") == number_after(out1, "test loss "));
+  // Within a point: across nodes a fetch reads the other nodes' parts as the last
+  // server round left them (trainer/ps.hpp), up to two rounds behind the replica's
+  // own pushes (on one machine, at these intervals, ps is within half a point).
+  CHECK(a0 > reference - 0.01);
+  // Each node trained half of the rows, three times.
+  CHECK(number_after(out0, "done: ") == 3 * 4000);
+  for (const auto* out : {&out0, &out1}) {
+    CHECK(number_after(*out, "staleness at push mean ") <= 4);
+    const auto max_at = out->find(" max ", out->rfind("staleness at push mean "));
+    CHECK(std::stod(out->substr(max_at + 5)) <= 4);  // the bound, over both nodes
+    CHECK(number_after(*out, "records a server, ") > 0);  // server rounds
+  }
+  CHECK(test::entries_in(store.path()) == 0);  // the run erased its keys
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("ps on two nodes: a dead replica is respawned on its node, a dead server stops both" *
+          doctest::test_suite("gloo")) {
+  if (test::skip_cli_under_tsan()) return;
+  if (skip_without_gloo()) return;
+  test::TempDir dir;
+  const auto [train_file, test_file] = test::problem_files(dir, 20000, 500);
+  const std::vector<std::string> args{"--train", train_file, "--test", test_file, "--mode", "ps",
+                                      "--workers", "2", "--servers", "1", "--push-every", "8",
+                                      "--fetch-every", "8", "--epochs", "10", "--max-restarts", "2"};
+  // Starts both nodes, and kills node 1's replica 0 (spawned first) or its server
+  // (spawned last) a moment into training; returns the nodes and the pid killed.
+  struct Killed {
+    test::Background node0, node1;
+    pid_t pid;
+  };
+  auto kill_on_node1 = [&](const test::TempDir& store, bool server) {
+    Killed k{start_node(0, args, dir, store), start_node(1, args, dir, store), 0};
+    const auto procs = test::wait_for_workers(k.node1.pid, 3);
+    REQUIRE(procs.size() == 3);
+    k.pid = server ? *std::max_element(procs.begin(), procs.end())
+                   : *std::min_element(procs.begin(), procs.end());
+    usleep(300000);
+    kill(k.pid, SIGKILL);
+    return k;
+  };
+  {  // a replica of node 1
+    test::TempDir store;
+    const auto [node0, node1, replica] = kill_on_node1(store, false);
+    CHECK(test::wait_exit(node0.pid, 300) == 0);
+    CHECK(test::wait_exit(node1.pid, 300) == 0);
+    const std::string out1 = test::read_text(node1.out_path);
+    INFO(out1);
+    CHECK(out1.find("(pid " + std::to_string(replica) + ") was killed by signal 9") !=
+          std::string::npos);
+    CHECK(out1.find("(the updates of its ") != std::string::npos);
+    CHECK(out1.find("since its last push are lost); restarting it") != std::string::npos);
+    CHECK(out1.find("1 worker restart(s)") != std::string::npos);
+  }
+  {  // the server of node 1
+    test::TempDir store;
+    const auto [node0, node1, server] = kill_on_node1(store, true);
+    CHECK(test::wait_exit(node1.pid, 60) == 3);
+    CHECK(test::wait_exit(node0.pid, 60) == 3);
+    const std::string out0 = test::read_text(node0.out_path), out1 = test::read_text(node1.out_path);
+    INFO(out0 << "\n----\n" << out1);
+    CHECK(out1.find("parameter server 0 (pid " + std::to_string(server) +
+                    ") was killed by signal 9") != std::string::npos);
+    CHECK(out0.find("parameter server 0 (pid ") != std::string::npos);
+    CHECK(out0.find("node 1") != std::string::npos);  // whom node 0's server lost
+  }
+  CHECK(test::our_shm_entries().empty());
+}
+
 TEST_CASE("ps options are checked") {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
@@ -152,6 +375,10 @@ TEST_CASE("ps options are checked") {
   r = run({"--mode", "hogwild", "--push-every", "4"});
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("work with --mode ps, not hogwild") != std::string::npos);
+  r = run({"--mode", "ps", "--servers", "8"});  // w has 4 coordinates
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("--servers 8 makes 8 shards, but the model's largest tensor has 4 coordinates") !=
+        std::string::npos);
   r = run({"--mode", "ps", "--workers", "2", "--servers", "2", "--epochs", "2"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("ps: ") != std::string::npos);

@@ -76,6 +76,13 @@ class Communicator {
   virtual void broadcast(std::span<std::byte> data, unsigned root) = 0;
   // Returns when every rank has called it.
   virtual void barrier() = 0;
+  // Every rank sends outgoing[r] (any length; outgoing[rank()] is ignored) to each
+  // other rank r and gets back what each sent it, in rank order: a parameter
+  // server's round across nodes. Gloo does it with point-to-point sends and
+  // any-source receives (whichever peer's message comes first is taken first); the
+  // backends without point-to-point messages throw ConfigError.
+  virtual std::vector<std::vector<std::byte>> exchange(
+      const std::vector<std::vector<std::byte>>& outgoing);
   // Makes every rank's collectives, now and later, throw CommError saying that this
   // rank aborted and why (from any thread of this rank; not from a signal handler).
   virtual void abort(std::string_view why) noexcept = 0;

@@ -603,6 +603,54 @@ void GlooCommunicator::barrier() {
   });
 }
 
+// Each message as two: its length (8 bytes) on one slot, then its bytes on the
+// next. All sends are posted first; then the lengths are received from any rank not
+// yet heard from in this exchange, each followed by that rank's bytes; then the
+// sends complete. The slots are this exchange's own, so a fast peer's next
+// exchange is never taken for this one.
+std::vector<std::vector<std::byte>> GlooCommunicator::exchange(
+    const std::vector<std::vector<std::byte>>& outgoing) {
+  HOGWILD_ENFORCE_EQ(outgoing.size(), size_);
+  std::vector<std::vector<std::byte>> incoming(size_);
+  collective("exchange", [&] {
+    const std::uint64_t length_slot = next_slot(), bytes_slot = next_slot();
+    if (size_ == 1) return;
+    std::vector<std::uint64_t> lengths(size_);
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;
+    for (unsigned r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      lengths[r] = outgoing[r].size();
+      sends.push_back(context_->createUnboundBuffer(&lengths[r], sizeof(std::uint64_t)));
+      sends.back()->send(static_cast<int>(r), length_slot);
+      if (lengths[r] == 0) continue;
+      // Gloo reads, never writes, a buffer it sends.
+      sends.push_back(context_->createUnboundBuffer(const_cast<std::byte*>(outgoing[r].data()),
+                                                    outgoing[r].size()));
+      sends.back()->send(static_cast<int>(r), bytes_slot);
+    }
+    std::vector<int> unheard;
+    for (unsigned r = 0; r < size_; ++r)
+      if (r != rank_) unheard.push_back(static_cast<int>(r));
+    while (!unheard.empty()) {
+      std::uint64_t length = 0;
+      auto head = context_->createUnboundBuffer(&length, sizeof length);
+      head->recv(unheard, length_slot);
+      int from = -1;
+      if (!head->waitRecv(&from, timeout_)) throw CommError("the exchange was aborted");
+      std::erase(unheard, from);
+      auto& bytes = incoming[static_cast<unsigned>(from)];
+      bytes.resize(length);
+      if (length == 0) continue;
+      auto body = context_->createUnboundBuffer(bytes.data(), bytes.size());
+      body->recv(from, bytes_slot);
+      if (!body->waitRecv(timeout_)) throw CommError("the exchange was aborted");
+    }
+    for (auto& send : sends)
+      if (!send->waitSend(timeout_)) throw CommError("the exchange was aborted");
+  });
+  return incoming;
+}
+
 }  // namespace detail
 
 std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options, unsigned rank,

@@ -101,6 +101,8 @@ class GlooCommunicator final : public Communicator {
   std::vector<IndexValue> all_gather(std::span<const IndexValue> mine) override;
   void broadcast(std::span<std::byte> data, unsigned root) override;
   void barrier() override;
+  std::vector<std::vector<std::byte>> exchange(
+      const std::vector<std::vector<std::byte>>& outgoing) override;
   void abort(std::string_view why) noexcept override;
 
  private:

@@ -460,6 +460,11 @@ int run(int argc, char** argv) {
                         mib(result.ps.bytes), result.ps.mean_push_staleness,
                         result.ps.max_push_staleness, result.ps.mean_staleness,
                         result.ps.max_staleness, loads);
+    if (result.ps.rounds)
+      line += fmt::format(", {} server rounds ({} to other nodes)", result.ps.rounds,
+                          mib(result.ps.network_bytes));
+    if (result.ps.lost_examples)
+      line += fmt::format(", {} examples' updates lost with dead replicas", result.ps.lost_examples);
   }
   if (cfg.merge_every == hogwild::TrainConfig::kMergeAuto && result.merges)
     line += fmt::format(", {} merges, every {:.0f} examples at the end", result.merges,

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "hogwild/communicator.hpp"
 #include "hogwild/error.hpp"
 #include "trainer/run.hpp"  // now_ns
@@ -58,12 +60,14 @@ std::size_t PsRegion::bytes(unsigned replicas, unsigned servers) {
          std::size_t{replicas} * servers * align128(ShmRing::region_bytes(kRingBytes));
 }
 
-void PsRegion::prepare(std::span<std::byte> region, unsigned replicas, unsigned servers) {
+void PsRegion::prepare(std::span<std::byte> region, unsigned replicas, unsigned servers,
+                       unsigned nodes) {
   HOGWILD_ENFORCE_LE(bytes(replicas, servers), region.size());
   new (region.data()) Layout{replicas, servers};
   std::byte* at = region.data() + align128(sizeof(Layout));
   for (unsigned r = 0; r < replicas; ++r, at += sizeof(PsReplicaSlot)) new (at) PsReplicaSlot;
-  for (unsigned s = 0; s < servers; ++s, at += sizeof(PsServerSlot)) new (at) PsServerSlot;
+  for (unsigned s = 0; s < servers; ++s, at += sizeof(PsServerSlot))
+    (new (at) PsServerSlot)->remote_slowest.store(nodes > 1 ? 0 : ~std::uint64_t{0});
   const std::size_t ring = align128(ShmRing::region_bytes(kRingBytes));
   for (unsigned k = 0; k < replicas * servers; ++k, at += ring)
     ShmRing::prepare({at, ring}, kRingBytes);
@@ -90,6 +94,8 @@ std::uint64_t PsRegion::ahead(std::uint64_t clock) const noexcept {
   for (unsigned r = 0; r < replicas_; ++r)
     if (!replica_[r].done.load(std::memory_order_acquire))
       slowest = std::min(slowest, replica_[r].clock.load(std::memory_order_acquire));
+  for (unsigned s = 0; s < servers_; ++s)
+    slowest = std::min(slowest, server_[s].remote_slowest.load(std::memory_order_acquire));
   return clock - slowest;
 }
 
@@ -115,6 +121,7 @@ PsClient::PsClient(const ParamSet& shared, PsRegion region, unsigned rank, PsOpt
   }
   params_ = ParamSet(std::move(t), /*exclusive=*/true);
   region_.replica(rank_).done.store(0, std::memory_order_release);  // a respawn trains again
+  region_.replica(rank_).unpushed.store(0, std::memory_order_relaxed);
   fetch();
 }
 
@@ -145,6 +152,8 @@ void PsClient::fetch(bool all) {
 bool PsClient::after_batch(const Batch& b, float lr) {
   pending_ = true;
   ++batches_;
+  auto& unpushed = region_.replica(rank_).unpushed;
+  unpushed.store(unpushed.load(std::memory_order_relaxed) + b.size, std::memory_order_relaxed);
   if (options_.sparse)
     for (std::size_t i = 0; i < b.size; ++i) {
       const RowView x = b.row(i);
@@ -227,76 +236,253 @@ bool PsClient::push(float lr) {
   }
   pending_ = false;
   ++pushes_;
+  me.unpushed.store(0, std::memory_order_relaxed);
   me.bytes.fetch_add(bytes, std::memory_order_relaxed);
   me.wait_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
   me.clock.store(clock + 1, std::memory_order_release);
   return true;
 }
 
-void serve(const ParamSet& shared, PsRegion region, unsigned server, Optimizer optimizer,
-           const std::atomic<std::int32_t>* stop) {
-  const unsigned replicas = region.replicas(), servers = region.servers();
-  std::vector<ShmRing> rings;
-  for (unsigned r = 0; r < replicas; ++r) rings.push_back(region.ring(r, server));
-  auto& me = region.server(server);
-  for (unsigned idle = 0;;) {
+namespace {
+
+// Across nodes, a round message's records: first kRoundInfo (replica: the node's
+// state, count: 1 when the message moves anything, clock: the node's slowest clock),
+// then forwarded pushes (as on the rings) and new values (tensor | kValues: pairs of
+// index and value, the sender's part).
+constexpr std::uint32_t kRoundInfo = 0xfffffffeu;
+constexpr std::uint32_t kValues = 0x80000000u;
+enum NodeState : std::uint32_t { kTraining = 0, kDone = 1, kStopping = 2 };
+
+class Server {
+ public:
+  Server(const ParamSet& shared, PsRegion region, unsigned server, Optimizer optimizer,
+         const std::atomic<std::int32_t>* stop, Communicator* across)
+      : shared_(shared), region_(region), server_(server), optimizer_(optimizer), stop_(stop),
+        across_(across), node_(across ? across->rank() : 0), nodes_(across ? across->size() : 1),
+        me_(region.server(server)) {
+    for (unsigned r = 0; r < region.replicas(); ++r) rings_.push_back(region.ring(r, server));
+    changed_.resize(shared.count());
+    out_.resize(nodes_);
+  }
+
+  void run() {
+    for (unsigned idle = 0;;) {
+      const bool any = drain();
+      if (across_) {
+        bool moved = false;
+        if (round(moved)) return;
+        if (any || moved) idle = 0;
+        else pause(++idle);
+        continue;
+      }
+      if (any) {
+        idle = 0;
+        continue;
+      }
+      if (local_done()) return;
+      if (stopping()) return;
+      pause(++idle);
+    }
+  }
+
+ private:
+  Slice slice(std::size_t t) const { return slice_of(shared_.size(t), server_, region_.servers()); }
+  // Node n's part of slice t, relative to the slice.
+  Slice part(std::size_t t, unsigned n) const { return slice_of(slice(t).size(), n, nodes_); }
+  bool stopping() const { return stop_ && stop_->load(std::memory_order_relaxed); }
+
+  // Every replica of this node is done and its records are taken.
+  bool local_done() const {
+    for (unsigned r = 0; r < region_.replicas(); ++r)
+      if (!region_.replica(r).done.load(std::memory_order_acquire)) return false;
+    for (const auto& ring : rings_)
+      if (ring.used() != 0) return false;
+    return true;
+  }
+
+  // One pushed coordinate into this server's part: the replica's step -lr g (SGD),
+  // or AdaGrad's with the gradient g. This server is its one writer; replicas' pulls
+  // read it meanwhile (relaxed: THE INTENDED RACE).
+  void apply(std::size_t t, float lr, Pair p) {
+    float* w = shared_.data(t) + slice(t).begin + p.index;
+    if (optimizer_ == Optimizer::sgd) {
+      relaxed_store(w, relaxed_load(w) + p.value);
+    } else {
+      float* G = shared_[t].state + slice(t).begin + p.index;
+      const float g2 = relaxed_load(G) + p.value * p.value;
+      relaxed_store(G, g2);
+      relaxed_store(w, relaxed_load(w) - lr * p.value / (std::sqrt(g2) + AdaGrad::eps));
+    }
+    if (across_) changed_[t].push_back(p.index);
+  }
+
+  // A push record: the pairs in this node's part are applied, the others (from this
+  // node's replicas only) kept for their owners' messages.
+  void take(const RecordHeader& h, std::span<const std::byte> body, bool forwarded) {
+    HOGWILD_ENFORCE_LT(h.tensor, shared_.count());
+    HOGWILD_ENFORCE_EQ(body.size(), std::size_t{h.count} * sizeof(Pair));
+    const Slice mine = part(h.tensor, node_);
+    const std::size_t per = (slice(h.tensor).size() + nodes_ - 1) / nodes_;
+    for (auto& o : others_) o.clear();
+    others_.resize(nodes_);
+    for (std::uint32_t k = 0; k < h.count; ++k) {
+      Pair p;
+      std::memcpy(&p, body.data() + k * sizeof(Pair), sizeof p);
+      HOGWILD_ENFORCE_LT(p.index, slice(h.tensor).size());
+      if (p.index >= mine.begin && p.index < mine.end) {
+        apply(h.tensor, h.lr, p);
+      } else {
+        HOGWILD_ENFORCE(!forwarded, "a forwarded record holds coordinates of another part");
+        others_[p.index / per].push_back(p);
+      }
+    }
+    for (unsigned n = 0; n < nodes_; ++n)
+      if (!others_[n].empty()) {
+        RecordHeader f = h;
+        f.count = static_cast<std::uint32_t>(others_[n].size());
+        append(out_[n], f, std::as_bytes(std::span<const Pair>(others_[n])));
+      }
+    me_.records.fetch_add(1, std::memory_order_relaxed);
+    me_.keys.fetch_add(h.count, std::memory_order_relaxed);
+  }
+
+  static void append(std::vector<std::byte>& to, const RecordHeader& h,
+                     std::span<const std::byte> body) {
+    const auto* head = reinterpret_cast<const std::byte*>(&h);
+    to.insert(to.end(), head, head + sizeof h);
+    to.insert(to.end(), body.begin(), body.end());
+  }
+
+  // A few records of each ring in turn; true when any came.
+  bool drain() {
     bool any = false;
-    for (auto& ring : rings) {
+    for (auto& ring : rings_) {
       ShmRing::Record rec;
-      for (int n = 0; n < 64 && ring.try_peek(rec); ++n) {  // a few, then the next replica's
+      for (int n = 0; n < 64 && ring.try_peek(rec); ++n) {
         RecordHeader h;
         std::memcpy(&h, rec.payload.data(), sizeof h);
         if (h.tensor == kEndOfPush) {  // the replica's push h.clock is applied here
-          HOGWILD_ENFORCE_LT(h.replica, replicas);
-          region.replica(h.replica).applied[server].store(h.clock + 1, std::memory_order_release);
-          ring.pop();
-          any = true;
-          continue;
+          // (across nodes: to this node's part; the rest goes with the next round)
+          HOGWILD_ENFORCE_LT(h.replica, region_.replicas());
+          region_.replica(h.replica).applied[server_].store(h.clock + 1, std::memory_order_release);
+        } else {
+          take(h, rec.payload.subspan(sizeof h), false);
         }
-        HOGWILD_ENFORCE_LT(h.tensor, shared.count());
-        HOGWILD_ENFORCE_EQ(rec.payload.size(), sizeof h + h.count * sizeof(Pair));
-        const Slice slice = slice_of(shared.size(h.tensor), server, servers);
-        float* w = shared.data(h.tensor) + slice.begin;
-        float* G = shared[h.tensor].state ? shared[h.tensor].state + slice.begin : nullptr;
-        const std::byte* at = rec.payload.data() + sizeof h;
-        for (std::uint32_t k = 0; k < h.count; ++k, at += sizeof(Pair)) {
-          Pair p;
-          std::memcpy(&p, at, sizeof p);
-          HOGWILD_ENFORCE_LT(p.index, slice.size());
-          // This server is the coordinate's one writer; replicas' pulls read it
-          // meanwhile (relaxed: THE INTENDED RACE).
-          if (optimizer == Optimizer::sgd) {  // the replica's step, -lr g
-            relaxed_store(w + p.index, relaxed_load(w + p.index) + p.value);
-          } else {  // AdaGrad's: the gradient g
-            const float g2 = relaxed_load(G + p.index) + p.value * p.value;
-            relaxed_store(G + p.index, g2);
-            relaxed_store(w + p.index, relaxed_load(w + p.index) -
-                                           h.lr * p.value / (std::sqrt(g2) + AdaGrad::eps));
-          }
-        }
-        me.records.fetch_add(1, std::memory_order_relaxed);
-        me.keys.fetch_add(h.count, std::memory_order_relaxed);
         ring.pop();
         any = true;
       }
     }
-    if (any) {
-      idle = 0;
-      continue;
-    }
-    // Nothing came: done when every replica is, and its last records are applied
-    // (a replica sets done after its last push is on the ring).
-    bool all_done = true;
-    for (unsigned r = 0; r < replicas && all_done; ++r)
-      all_done = region.replica(r).done.load(std::memory_order_acquire) != 0;
-    if (all_done) {
-      bool empty = true;
-      for (auto& ring : rings) empty = empty && ring.used() == 0;
-      if (empty) return;
-    }
-    if (stop && stop->load(std::memory_order_relaxed)) return;
-    pause(++idle);
+    return any;
   }
+
+  // The slowest clock of this node's replicas still training (UINT64_MAX: none).
+  std::uint64_t slowest() const {
+    std::uint64_t s = ~std::uint64_t{0};
+    for (unsigned r = 0; r < region_.replicas(); ++r)
+      if (!region_.replica(r).done.load(std::memory_order_acquire))
+        s = std::min(s, region_.replica(r).clock.load(std::memory_order_acquire));
+    return s;
+  }
+
+  // One round with the other nodes' servers of this slice; true when the group ends.
+  bool round(bool& moved) {
+    std::vector<std::byte> values;  // the coordinates of this part that changed
+    for (std::size_t t = 0; t < changed_.size(); ++t) {
+      auto& keys = changed_[t];
+      if (keys.empty()) continue;
+      std::sort(keys.begin(), keys.end());
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      std::vector<Pair> pairs;
+      pairs.reserve(keys.size());
+      const float* w = shared_.data(t) + slice(t).begin;
+      for (std::uint32_t k : keys) pairs.push_back({k, relaxed_load(w + k)});
+      append(values, RecordHeader{static_cast<std::uint32_t>(t) | kValues,
+                                  static_cast<std::uint32_t>(pairs.size()), 0, 0, 0},
+             std::as_bytes(std::span<const Pair>(pairs)));
+      keys.clear();
+    }
+    const NodeState state = stopping() ? kStopping : local_done() ? kDone : kTraining;
+    moved = !values.empty();
+    for (unsigned n = 0; n < nodes_; ++n) moved = moved || !out_[n].empty();
+    std::vector<std::vector<std::byte>> messages(nodes_);
+    std::uint64_t sent = 0;
+    for (unsigned n = 0; n < nodes_; ++n) {
+      if (n == node_) continue;
+      append(messages[n], RecordHeader{kRoundInfo, moved ? 1u : 0u, 0, state, slowest()}, {});
+      messages[n].insert(messages[n].end(), out_[n].begin(), out_[n].end());
+      messages[n].insert(messages[n].end(), values.begin(), values.end());
+      sent += messages[n].size();
+      out_[n].clear();
+    }
+    const auto incoming = across_->exchange(messages);
+    me_.rounds.fetch_add(1, std::memory_order_relaxed);
+    me_.sent_bytes.fetch_add(sent, std::memory_order_relaxed);
+    bool end = state == kDone && !moved;
+    std::uint64_t remote = ~std::uint64_t{0};
+    int stopped_by = -1;
+    for (unsigned n = 0; n < nodes_; ++n) {
+      if (n == node_) continue;
+      std::span<const std::byte> in(incoming[n]);
+      RecordHeader info;
+      HOGWILD_ENFORCE_LE(sizeof info, in.size());
+      std::memcpy(&info, in.data(), sizeof info);
+      HOGWILD_ENFORCE_EQ(info.tensor, kRoundInfo);
+      in = in.subspan(sizeof info);
+      end = end && info.replica == kDone && info.count == 0;
+      if (info.replica == kStopping) stopped_by = static_cast<int>(n);
+      remote = std::min(remote, info.clock);
+      if (info.count) moved = true;
+      while (!in.empty()) {
+        RecordHeader h;
+        HOGWILD_ENFORCE_LE(sizeof h, in.size());
+        std::memcpy(&h, in.data(), sizeof h);
+        const std::size_t n_bytes = std::size_t{h.count} * sizeof(Pair);
+        HOGWILD_ENFORCE_LE(sizeof h + n_bytes, in.size());
+        const auto body = in.subspan(sizeof h, n_bytes);
+        in = in.subspan(sizeof h + n_bytes);
+        if (h.tensor & kValues) {  // node n's new values: the copy of its part here
+          const std::size_t t = h.tensor & ~kValues;
+          HOGWILD_ENFORCE_LT(t, shared_.count());
+          const Slice theirs = part(t, n);
+          float* w = shared_.data(t) + slice(t).begin;
+          for (std::uint32_t k = 0; k < h.count; ++k) {
+            Pair p;
+            std::memcpy(&p, body.data() + k * sizeof(Pair), sizeof p);
+            HOGWILD_ENFORCE(p.index >= theirs.begin && p.index < theirs.end,
+                            "a value outside the sender's part");
+            relaxed_store(w + p.index, p.value);
+          }
+        } else {
+          take(h, body, true);
+        }
+      }
+    }
+    me_.remote_slowest.store(remote, std::memory_order_release);
+    if (stopped_by >= 0 && state != kStopping)
+      throw CommError(fmt::format("parameter server {}: node {} stopped its run, so this node's "
+                                  "stops too", server_, stopped_by));
+    return end || state == kStopping;
+  }
+
+  const ParamSet& shared_;
+  PsRegion region_;
+  unsigned server_;
+  Optimizer optimizer_;
+  const std::atomic<std::int32_t>* stop_;
+  Communicator* across_;
+  unsigned node_, nodes_;
+  PsServerSlot& me_;
+  std::vector<ShmRing> rings_;
+  std::vector<std::vector<std::uint32_t>> changed_;  // per tensor, within the slice
+  std::vector<std::vector<std::byte>> out_;          // per node: records for its part
+  std::vector<std::vector<Pair>> others_;            // take()'s scratch
+};
+
+}  // namespace
+
+void serve(const ParamSet& shared, PsRegion region, unsigned server, Optimizer optimizer,
+           const std::atomic<std::int32_t>* stop, Communicator* across) {
+  Server(shared, region, server, optimizer, stop, across).run();
 }
 
 }  // namespace hogwild::detail

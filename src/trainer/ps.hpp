@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "comm/ring.hpp"
+#include "hogwild/communicator.hpp"
 #include "hogwild/batch.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/param_set.hpp"
@@ -40,6 +41,10 @@ struct alignas(128) PsReplicaSlot {
   std::atomic<std::uint64_t> push_gap_max{0};
   std::atomic<std::uint64_t> bytes{0};    // pushed
   std::atomic<std::uint64_t> wait_ns{0};  // waiting for the staleness bound or a full ring
+  // Examples trained since the last push (the replica writes it): what its death
+  // loses. The supervisor adds it to `lost` before it respawns the replica.
+  std::atomic<std::uint64_t> unpushed{0};
+  std::atomic<std::uint64_t> lost{0};
   // applied[s]: how many of this replica's pushes server s has applied (s writes it).
   // A fetch waits until every server has applied the replica's pushes before it, as
   // a request queued behind them at a Downpour server would: a replica reads its
@@ -51,13 +56,21 @@ struct alignas(128) PsReplicaSlot {
 struct alignas(128) PsServerSlot {
   std::atomic<std::uint64_t> records{0};  // applied
   std::atomic<std::uint64_t> keys{0};
+  // Across nodes: the slowest clock of the other nodes' replicas still training, as
+  // the last round told (UINT64_MAX: none, or one node), rounds made, bytes sent.
+  std::atomic<std::uint64_t> remote_slowest{~std::uint64_t{0}};
+  std::atomic<std::uint64_t> rounds{0};
+  std::atomic<std::uint64_t> sent_bytes{0};
 };
 
 class PsRegion {
  public:
   static constexpr std::size_t kRingBytes = std::size_t{256} << 10;
   static std::size_t bytes(unsigned replicas, unsigned servers);
-  static void prepare(std::span<std::byte> region, unsigned replicas, unsigned servers);
+  // `nodes` > 1: the other nodes' replicas count for the staleness bound (from the
+  // servers' rounds; until the first, as if at clock 0).
+  static void prepare(std::span<std::byte> region, unsigned replicas, unsigned servers,
+                      unsigned nodes = 1);
   explicit PsRegion(std::span<std::byte> region);
 
   unsigned replicas() const noexcept { return replicas_; }
@@ -65,8 +78,8 @@ class PsRegion {
   PsReplicaSlot& replica(unsigned r) const noexcept { return replica_[r]; }
   PsServerSlot& server(unsigned s) const noexcept { return server_[s]; }
   ShmRing ring(unsigned replica, unsigned server) const;
-  // How many pushes `clock` is ahead of the slowest replica still training (0 when
-  // none is, or when it is not ahead).
+  // How many pushes `clock` is ahead of the slowest replica still training, on any
+  // node (0 when none is, or when it is not ahead).
   std::uint64_t ahead(std::uint64_t clock) const noexcept;
 
  private:
@@ -127,7 +140,22 @@ class PsClient {
 
 // Server `s`'s loop: applies every replica's records to its slices until every
 // replica is done and its rings are empty, or the run stops.
+//
+// Across nodes (`across`: the group of server s of every node, Gloo), the servers
+// are spread over the nodes: server s of node n owns part n of slice s
+// (slice_of(slice, n, nodes)) and is the one writer of it there, and the other
+// parts of slice s in its arena are copies. It applies what its node's replicas
+// push to its part and forwards the rest to the owners, in rounds: each round
+// every server of the group sends each other one message (Communicator::exchange,
+// Gloo point to point) holding the records for that node's part, the new values of
+// the coordinates its own part changed since the last round, its node's slowest
+// clock (for the staleness bound) and whether its node is done. A replica's fetch
+// waits for its pushes to reach its node's server only: it reads its own updates in
+// that server's part, and the other parts as the last round left them (a fetch
+// across nodes is asynchronous, as Downpour's; waiting for the owners would cost
+// two rounds a fetch). The group ends together, after a round in which every node
+// was done and nothing moved.
 void serve(const ParamSet& shared, PsRegion region, unsigned server, Optimizer optimizer,
-           const std::atomic<std::int32_t>* stop);
+           const std::atomic<std::int32_t>* stop, Communicator* across = nullptr);
 
 }  // namespace hogwild::detail

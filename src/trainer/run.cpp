@@ -193,7 +193,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   for (auto& s : specs) floats += padded(s.size);
   if (mode.synchronous())
     blocks.push_back({"comm", ShmCommunicator::region_bytes(workers)});
-  if (cfg.nodes > 1 && !mode.synchronous()) {
+  if (cfg.nodes > 1 && !mode.synchronous() && !mode.parameter_server()) {
     std::size_t all = 0;
     for (auto& s : specs) all += padded(s.size);
     blocks.push_back({"node_base", all * sizeof(float)});
@@ -206,6 +206,15 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   if (cfg.conflicts) blocks.push_back({"conflicts", conflict_block_bytes(workers)});
   if (mode.parameter_server()) {
     servers = cfg.servers;
+    // Every server needs a part of the largest tensor (its shards of smaller ones may
+    // be empty).
+    std::size_t largest = 0;
+    for (const auto& s : specs) largest = std::max(largest, s.size);
+    if (std::size_t{servers} * cfg.nodes > largest)
+      throw ConfigError(fmt::format(
+          "--servers {}{} makes {} shards, but the model's largest tensor has {} coordinates: "
+          "use at most {} servers", servers, cfg.nodes > 1 ? fmt::format(" on {} nodes", cfg.nodes) : "",
+          std::size_t{servers} * cfg.nodes, largest, std::max<std::size_t>(1, largest / cfg.nodes)));
     blocks.push_back({"ps", PsRegion::bytes(workers, servers)});
   }
   if (mode.parallel()) {
@@ -254,7 +263,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     }
   }
   if (mode.parameter_server() && !attach)
-    PsRegion::prepare(arena.block("ps"), workers, servers);
+    PsRegion::prepare(arena.block("ps"), workers, servers, cfg.nodes);
   params = store->open(arena, specs, stateful, attach, device_fd);
   if (!attach) initialise(params, specs, cfg.seed);
   if (!attach && cfg.conflicts)
@@ -332,7 +341,7 @@ Run::AcrossKeys::~AcrossKeys() {
   if (std::uncaught_exceptions() > 0)
     std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(1)));
   for (std::uint32_t g = first_generation; g <= run->control->generation; ++g)
-    for (unsigned r = 0; r < run->workers; ++r)
+    for (unsigned r = 0; r < run->workers + run->servers; ++r)
       if (!gloo_erase_run(run->across_options(r, g), run->cfg.node_rank, run->cfg.nodes))
         return;  // the store is out of reach
 }
@@ -439,6 +448,9 @@ std::pair<unsigned, std::uint64_t> Run::align_workers() {
 void Run::snapshot_if_last(unsigned rank, unsigned e) {
   if (finishers.empty() || !test) return;  // nothing would evaluate the snapshot
   if (!count_finish(rank, e)) return;
+  // A parameter server's last epoch is evaluated once the servers have applied every
+  // push (on every node) and ended: on the weights as they finally are.
+  if (mode.parameter_server() && e + 1 == cfg.epochs) return;
   SnapshotSlot& slot = *slots[e % 2];
   if (slot.epoch.load(std::memory_order_acquire) != 0 &&
       !slot.consumed.load(std::memory_order_acquire))
@@ -562,7 +574,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     }
     task.sync = &*local.sync;
   }
-  if (cfg.nodes > 1 && !mode.synchronous() && rank == 0) {
+  if (cfg.nodes > 1 && !mode.synchronous() && !mode.parameter_server() && rank == 0) {
     if (!local.node_sync) {
       local.across = make_across(0);
       check_join(*local.across);
@@ -632,7 +644,11 @@ void Run::run_epoch(unsigned rank, unsigned e) {
 
 int Run::work(unsigned rank) {
   if (rank >= workers) {  // a parameter server's process
-    serve(params, PsRegion(arena.block("ps")), rank - workers, cfg.optimizer, &control->stop);
+    // Across nodes: the servers of this slice on every node, through cfg.rendezvous.
+    local.across = make_across(rank);
+    if (local.across) check_join(*local.across);
+    serve(params, PsRegion(arena.block("ps")), rank - workers, cfg.optimizer, &control->stop,
+          local.across.get());
     return 0;
   }
   WorkerProgress& p = progress[rank];

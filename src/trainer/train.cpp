@@ -150,7 +150,9 @@ class Supervisor {
                                         "shard of the weights alone, so the run stopped",
                                         exit.rank - run_.workers, exit.pid, exit.describe()));
         }
-        if (run_.mode.synchronous() || cfg_.nodes > 1) {  // the others are out of step without it
+        // The others are out of step without it (a parameter server's replica talks
+        // to its own node's servers only: it is respawned alone).
+        if (run_.mode.synchronous() || (cfg_.nodes > 1 && !run_.mode.parameter_server())) {
           restart_all(group, exit);
           for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
           report(fraction(), false);
@@ -168,15 +170,25 @@ class Supervisor {
         }
         ++restarts_;
         const auto& p = run_.progress[exit.rank];
-        std::fprintf(stderr, "hogwild: worker %u (pid %d) %s; restarting it at epoch %u, row %llu "
+        std::string lost;
+        if (run_.mode.parameter_server()) {  // what it trained since its last push is gone
+          auto& slot = detail::PsRegion(run_.arena.block("ps")).replica(exit.rank);
+          const std::uint64_t n = slot.unpushed.load(std::memory_order_relaxed);
+          slot.lost.fetch_add(n, std::memory_order_relaxed);
+          lost = fmt::format(" (the updates of its {} example(s) since its last push are lost)", n);
+        }
+        std::fprintf(stderr, "hogwild: worker %u (pid %d) %s%s; restarting it at epoch %u, row %llu "
                      "(restart %u of at most %u)\n", exit.rank, exit.pid, exit.describe().c_str(),
-                     p.epochs_done.load() + 1, static_cast<unsigned long long>(p.position.load()),
-                     restarts_, cfg_.max_restarts);
+                     lost.c_str(), p.epochs_done.load() + 1,
+                     static_cast<unsigned long long>(p.position.load()), restarts_,
+                     cfg_.max_restarts);
         spawn(exit.rank);
         report(fraction(), false);  // a metrics line records the restart
       }
       if (g_signal) return stop(group);
-      const unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
+      unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
+      if (run_.mode.parameter_server() && done == cfg_.epochs && group.running() > 0)
+        done = cfg_.epochs - 1;  // the last once the servers are done (below)
       while (evaluated_ < done) {
         ++evaluated_;
         report(evaluated_, true);
@@ -190,6 +202,8 @@ class Supervisor {
       live_.tick(seconds_since(t0_));
       sleep_ms(10);
     }
+    for (const unsigned done = run_.min_epochs(); evaluated_ < done;)
+      report(++evaluated_, true);  // a parameter server's last epoch
     if (evaluated_ < cfg_.epochs)
       throw WorkerError(fmt::format("workers ended after {} of {} epochs", evaluated_, cfg_.epochs));
   }
@@ -418,8 +432,13 @@ class Supervisor {
       if (r.ps.fetches) r.ps.mean_staleness = static_cast<double>(gaps) / static_cast<double>(r.ps.fetches);
       if (r.ps.pushes)
         r.ps.mean_push_staleness = static_cast<double>(push_gaps) / static_cast<double>(r.ps.pushes);
-      for (unsigned s = 0; s < ps.servers(); ++s)
+      for (unsigned s = 0; s < ps.servers(); ++s) {
         r.ps.server_records.push_back(ps.server(s).records.load(std::memory_order_relaxed));
+        r.ps.rounds = std::max(r.ps.rounds, ps.server(s).rounds.load(std::memory_order_relaxed));
+        r.ps.network_bytes += ps.server(s).sent_bytes.load(std::memory_order_relaxed);
+      }
+      for (unsigned w = 0; w < ps.replicas(); ++w)
+        r.ps.lost_examples += ps.replica(w).lost.load(std::memory_order_relaxed);
     }
     if (run_.arena.has("conflicts"))
       r.conflicts = detail::summarize_conflicts(run_.arena.block("conflicts").data(),
@@ -542,9 +561,9 @@ void TrainConfig::validate() const {
     throw ConfigError(fmt::format("--sync-every works with --nodes 2 or more and --mode {}",
                                   detail::mode_names_where(&detail::ModeDef::replicas)));
   if (nodes > 1) {
-    if (!synchronous && !syncs)
-      throw ConfigError(fmt::format("--nodes {} works with --mode {}, or with --mode {} and "
-                                    "--sync-every N|Ts (hogwild across nodes)", nodes,
+    if (!synchronous && !syncs && !detail::mode_def(mode).parameter_server())
+      throw ConfigError(fmt::format("--nodes {} works with --mode {} or ps, or with --mode {} "
+                                    "and --sync-every N|Ts (hogwild across nodes)", nodes,
                                     detail::mode_names_where(&detail::ModeDef::synchronous),
                                     detail::mode_names_where(&detail::ModeDef::replicas)));
     if (rendezvous.empty())
@@ -569,8 +588,6 @@ void TrainConfig::validate() const {
     if (staleness < -1)
       throw ConfigError(fmt::format("--staleness must be >= 0 (or left out: no bound), got {}",
                                     staleness));
-    if (nodes > 1)
-      throw ConfigError("--mode ps across nodes is not built yet: it runs on one machine");
     if (merge_every || hot_k)
       throw ConfigError("--merge-every and --hot-k do not apply to --mode ps: its replicas "
                         "already train private copies");
