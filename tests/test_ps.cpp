@@ -220,7 +220,8 @@ TEST_CASE("ps converges beside serial, and the staleness bound is never exceeded
   CHECK(a.optimizer_state.at("w").size() == a.parameters.at("w").size());
 }
 
-TEST_CASE("a parameter server that dies ends the run with an error naming it") {
+TEST_CASE("a parameter server that dies ends the run with an error naming it" *
+          doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   const auto [train_file, test_file] = test::problem_files(dir, 50000, 2000);
@@ -262,7 +263,7 @@ test::Background start_node(unsigned k, const std::vector<std::string>& args,
 }  // namespace
 
 TEST_CASE("ps on two nodes: two process trees train as one job on loopback" *
-          doctest::test_suite("gloo")) {
+          doctest::test_suite("nodes")) {
   if (test::skip_cli_under_tsan()) return;
   if (skip_without_gloo()) return;
   test::TempDir dir, store;
@@ -305,7 +306,7 @@ TEST_CASE("ps on two nodes: two process trees train as one job on loopback" *
 }
 
 TEST_CASE("ps on two nodes: a dead replica is respawned on its node, a dead server stops both" *
-          doctest::test_suite("gloo")) {
+          doctest::test_suite("nodes")) {
   if (test::skip_cli_under_tsan()) return;
   if (skip_without_gloo()) return;
   test::TempDir dir;
@@ -354,10 +355,25 @@ TEST_CASE("ps on two nodes: a dead replica is respawned on its node, a dead serv
     CHECK(out0.find("parameter server 0 (pid ") != std::string::npos);
     CHECK(out0.find("node 1") != std::string::npos);  // whom node 0's server lost
   }
+  {  // both nodes killed whole leave their keys; the next run through the store
+     // skips their run id
+    test::TempDir store;
+    auto node0 = start_node(0, args, dir, store), node1 = start_node(1, args, dir, store);
+    REQUIRE(test::wait_for_workers(node1.pid, 3).size() == 3);
+    usleep(300000);
+    kill(node0.pid, SIGKILL);  // their workers and servers die with them (PR_SET_PDEATHSIG)
+    kill(node1.pid, SIGKILL);
+    CHECK(test::wait_exit(node0.pid, 30) == -SIGKILL);
+    CHECK(test::wait_exit(node1.pid, 30) == -SIGKILL);
+    CHECK(test::entries_in(store.path()) > 0);
+    auto again0 = start_node(0, args, dir, store), again1 = start_node(1, args, dir, store);
+    CHECK(test::wait_exit(again0.pid, 300) == 0);
+    CHECK(test::wait_exit(again1.pid, 300) == 0);
+  }
   CHECK(test::our_shm_entries().empty());
 }
 
-TEST_CASE("ps options are checked") {
+TEST_CASE("ps options are checked" * doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   test::write_text(dir.file("t.svm"), "1 1:1\n0 2:1\n1 3:1\n0 4:1\n");

@@ -276,8 +276,10 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   // then meet, and the fingerprint check stops them; a second node with the same
   // --node-rank finds its key taken: exit 2). The store is opened and
   // closed here, before any fork.
+  // (The first group: worker 0's, or with a parameter server server 0's.)
   if (!attach && cfg.nodes > 1 && cfg.run_id.empty())
-    while (gloo_run_id_used(across_options(0, control->generation), cfg.nodes))
+    while (gloo_run_id_used(across_options(mode.parameter_server() ? workers : 0,
+                                           control->generation), cfg.nodes))
       ++control->generation;
   if (!attach && cfg.nodes > 1) {
     across_keys.run = this;
