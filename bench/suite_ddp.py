@@ -32,7 +32,7 @@ MODES = ["serial", "hogwild", "atomic", "lock", "ddp", "dp", "ps"]
 PS = {"servers": 1, "push-every": 1, "fetch-every": 4}
 # MF's factor tensors are dense: a push scans them whole (only the linear models on
 # sparse rows push just the touched keys), so MF pushes every 64 ratings.
-PS_MF = {"servers": 1, "push-every": 64, "fetch-every": 256}
+PS_MF = {"servers": 1, "push-every": 1, "fetch-every": 4}  # mini-batches of 64 ratings
 
 
 def fmt(x, spec=".2f"):
@@ -150,9 +150,11 @@ def modes(s):
                                    "epochs": a.epochs}))
     if s.ratings_data():
         d = s.datasets["ratings"]
+        # Mini-batches of 64 ratings: ddp's and dp's steps all-reduce the dense factor
+        # tensors whole, and at batch 1 they would take minutes.
         cases.append(("ratings mf", dict({"train": d["train"], "test": d["test"], "lr": d["lr"],
-                                          "lr-decay": d["lr-decay"], "epochs": a.epochs},
-                                         **d["extra"])))
+                                          "lr-decay": d["lr-decay"], "epochs": a.epochs,
+                                          "batch": 64}, **d["extra"])))
     reps = 1 if a.quick else a.reps
     print(f"\n== the modes side by side ({n} workers, {reps} interleaved repetition(s))", flush=True)
     for rep in range(reps):

@@ -263,6 +263,8 @@ class Server {
     for (unsigned r = 0; r < region.replicas(); ++r) rings_.push_back(region.ring(r, server));
     changed_.resize(shared.count());
     out_.resize(nodes_);
+    drained_.assign(region.replicas(), 0);
+    forwarded_ = drained_;
   }
 
   void run() {
@@ -362,9 +364,12 @@ class Server {
         RecordHeader h;
         std::memcpy(&h, rec.payload.data(), sizeof h);
         if (h.tensor == kEndOfPush) {  // the replica's push h.clock is applied here
-          // (across nodes: to this node's part; the rest goes with the next round)
           HOGWILD_ENFORCE_LT(h.replica, region_.replicas());
-          region_.replica(h.replica).applied[server_].store(h.clock + 1, std::memory_order_release);
+          if (across_)  // and at the other parts' owners, with the next two rounds
+            drained_[h.replica] = h.clock + 1;
+          else
+            region_.replica(h.replica).applied[server_].store(h.clock + 1,
+                                                              std::memory_order_release);
         } else {
           take(h, rec.payload.subspan(sizeof h), false);
         }
@@ -401,6 +406,7 @@ class Server {
              std::as_bytes(std::span<const Pair>(pairs)));
       keys.clear();
     }
+    const std::vector<std::uint64_t> forwarding = drained_;  // their records go now
     const NodeState state = stopping() ? kStopping : local_done() ? kDone : kTraining;
     moved = !values.empty();
     for (unsigned n = 0; n < nodes_; ++n) moved = moved || !out_[n].empty();
@@ -458,6 +464,12 @@ class Server {
       }
     }
     me_.remote_slowest.store(remote, std::memory_order_release);
+    // The pushes forwarded with the last round: applied by their owners then, their
+    // values back with this one.
+    for (unsigned r = 0; r < region_.replicas(); ++r)
+      if (forwarded_[r] > 0)
+        region_.replica(r).applied[server_].store(forwarded_[r], std::memory_order_release);
+    forwarded_ = forwarding;
     if (stopped_by >= 0 && state != kStopping)
       throw CommError(fmt::format("parameter server {}: node {} stopped its run, so this node's "
                                   "stops too", server_, stopped_by));
@@ -476,6 +488,9 @@ class Server {
   std::vector<std::vector<std::uint32_t>> changed_;  // per tensor, within the slice
   std::vector<std::vector<std::byte>> out_;          // per node: records for its part
   std::vector<std::vector<Pair>> others_;            // take()'s scratch
+  // Per replica: the end of its latest push drained (its clock + 1), and as it was
+  // when the last round began.
+  std::vector<std::uint64_t> drained_, forwarded_;
 };
 
 }  // namespace
