@@ -58,6 +58,9 @@ class ShmRing {
 
   // Bytes published and not yet consumed.
   std::size_t used() const noexcept;
+  // Consumer: the position of the oldest record (bytes consumed so far). Positions
+  // only grow, so it names a record for good.
+  std::uint64_t head() const noexcept { return h_->head.load(std::memory_order_relaxed); }
 
  private:
   Header* h_;

@@ -268,6 +268,7 @@ class Server {
   }
 
   void run() {
+    if (!across_) finish_predecessors_record();
     for (unsigned idle = 0;;) {
       const bool any = drain();
       if (across_) {
@@ -304,35 +305,82 @@ class Server {
 
   // One pushed coordinate into this server's part: the replica's step -lr g (SGD),
   // or AdaGrad's with the gradient g. This server is its one writer; replicas' pulls
-  // read it meanwhile (relaxed: THE INTENDED RACE).
-  void apply(std::size_t t, float lr, Pair p) {
+  // read it meanwhile (relaxed: THE INTENDED RACE). On one machine pair k of the
+  // record is logged first (its old values, then its number) and counted done after,
+  // so that a server replacing this one after a crash applies it exactly once.
+  void apply(std::size_t t, float lr, Pair p, std::uint32_t k) {
     float* w = shared_.data(t) + slice(t).begin + p.index;
-    if (optimizer_ == Optimizer::sgd) {
+    float* G = optimizer_ == Optimizer::sgd ? nullptr : shared_[t].state + slice(t).begin + p.index;
+    const bool logged = !across_;
+    if (logged) {
+      me_.undo_w.store(relaxed_load(w), std::memory_order_relaxed);
+      if (G) me_.undo_G.store(relaxed_load(G), std::memory_order_relaxed);
+      me_.undo_pair.store(k, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);  // the log before the writes
+    }
+    if (!G) {
       relaxed_store(w, relaxed_load(w) + p.value);
     } else {
-      float* G = shared_[t].state + slice(t).begin + p.index;
       const float g2 = relaxed_load(G) + p.value * p.value;
       relaxed_store(G, g2);
       relaxed_store(w, relaxed_load(w) - lr * p.value / (std::sqrt(g2) + AdaGrad::eps));
     }
+    if (logged) {
+      std::atomic_thread_fence(std::memory_order_release);  // the writes before "done"
+      me_.pairs_done.store(k + 1, std::memory_order_relaxed);
+    }
     if (across_) changed_[t].push_back(p.index);
+  }
+
+  // A server replacing one that died (one machine): the record it was applying, if
+  // it is still the oldest on its ring, is finished from the pair it died in, that
+  // pair first put back to its old values.
+  void finish_predecessors_record() {
+    const std::uint32_t r = me_.ring.load(std::memory_order_acquire);
+    if (r == PsServerSlot::kNone) return;
+    HOGWILD_ENFORCE_LT(r, rings_.size());
+    ShmRing& ring = rings_[r];
+    ShmRing::Record rec;
+    if (ring.try_peek(rec) && ring.head() == me_.position.load(std::memory_order_relaxed)) {
+      RecordHeader h;
+      std::memcpy(&h, rec.payload.data(), sizeof h);
+      const auto body = rec.payload.subspan(sizeof h);
+      const std::uint32_t done = me_.pairs_done.load(std::memory_order_relaxed);
+      HOGWILD_ENFORCE_LT(h.tensor, shared_.count());
+      HOGWILD_ENFORCE_EQ(body.size(), std::size_t{h.count} * sizeof(Pair));
+      if (done < h.count && me_.undo_pair.load(std::memory_order_relaxed) == done) {
+        Pair p;
+        std::memcpy(&p, body.data() + done * sizeof(Pair), sizeof p);
+        HOGWILD_ENFORCE_LT(p.index, slice(h.tensor).size());
+        relaxed_store(shared_.data(h.tensor) + slice(h.tensor).begin + p.index,
+                      me_.undo_w.load(std::memory_order_relaxed));
+        if (optimizer_ != Optimizer::sgd)
+          relaxed_store(shared_[h.tensor].state + slice(h.tensor).begin + p.index,
+                        me_.undo_G.load(std::memory_order_relaxed));
+      }
+      take(h, body, false, done);
+      ring.pop();
+      me_.recovered.fetch_add(1, std::memory_order_relaxed);
+    }
+    me_.ring.store(PsServerSlot::kNone, std::memory_order_release);
   }
 
   // A push record: the pairs in this node's part are applied, the others (from this
   // node's replicas only) kept for their owners' messages.
-  void take(const RecordHeader& h, std::span<const std::byte> body, bool forwarded) {
+  void take(const RecordHeader& h, std::span<const std::byte> body, bool forwarded,
+            std::uint32_t first = 0) {
     HOGWILD_ENFORCE_LT(h.tensor, shared_.count());
     HOGWILD_ENFORCE_EQ(body.size(), std::size_t{h.count} * sizeof(Pair));
     const Slice mine = part(h.tensor, node_);
     const std::size_t per = (slice(h.tensor).size() + nodes_ - 1) / nodes_;
     for (auto& o : others_) o.clear();
     others_.resize(nodes_);
-    for (std::uint32_t k = 0; k < h.count; ++k) {
+    for (std::uint32_t k = first; k < h.count; ++k) {
       Pair p;
       std::memcpy(&p, body.data() + k * sizeof(Pair), sizeof p);
       HOGWILD_ENFORCE_LT(p.index, slice(h.tensor).size());
       if (p.index >= mine.begin && p.index < mine.end) {
-        apply(h.tensor, h.lr, p);
+        apply(h.tensor, h.lr, p, k);
       } else {
         HOGWILD_ENFORCE(!forwarded, "a forwarded record holds coordinates of another part");
         others_[p.index / per].push_back(p);
@@ -358,7 +406,8 @@ class Server {
   // A few records of each ring in turn; true when any came.
   bool drain() {
     bool any = false;
-    for (auto& ring : rings_) {
+    for (std::uint32_t r = 0; r < rings_.size(); ++r) {
+      ShmRing& ring = rings_[r];
       ShmRing::Record rec;
       for (int n = 0; n < 64 && ring.try_peek(rec); ++n) {
         RecordHeader h;
@@ -370,10 +419,17 @@ class Server {
           else
             region_.replica(h.replica).applied[server_].store(h.clock + 1,
                                                               std::memory_order_release);
-        } else {
+        } else if (across_) {
+          take(h, rec.payload.subspan(sizeof h), false);
+        } else {  // one machine: the record named for a replacement (PsServerSlot)
+          me_.undo_pair.store(PsServerSlot::kNone, std::memory_order_relaxed);
+          me_.pairs_done.store(0, std::memory_order_relaxed);
+          me_.position.store(ring.head(), std::memory_order_relaxed);
+          me_.ring.store(r, std::memory_order_release);
           take(h, rec.payload.subspan(sizeof h), false);
         }
         ring.pop();
+        if (!across_) me_.ring.store(PsServerSlot::kNone, std::memory_order_release);
         any = true;
       }
     }

@@ -61,6 +61,17 @@ struct alignas(128) PsServerSlot {
   std::atomic<std::uint64_t> remote_slowest{~std::uint64_t{0}};
   std::atomic<std::uint64_t> rounds{0};
   std::atomic<std::uint64_t> sent_bytes{0};
+  // On one machine a server that dies is replaced (the arena keeps its shard and
+  // its rings), and the replacement finishes the record it died in, exactly once:
+  // the record's ring (a replica; kNone: none) and position there, the pairs done,
+  // and the pair in flight's old values (an undo log of one entry).
+  static constexpr std::uint32_t kNone = ~0u;
+  std::atomic<std::uint32_t> ring{kNone};
+  std::atomic<std::uint64_t> position{0};
+  std::atomic<std::uint32_t> pairs_done{0};
+  std::atomic<std::uint32_t> undo_pair{kNone};
+  std::atomic<float> undo_w{0}, undo_G{0};
+  std::atomic<std::uint64_t> recovered{0};  // records a replacement finished
 };
 
 class PsRegion {
@@ -139,7 +150,8 @@ class PsClient {
 };
 
 // Server `s`'s loop: applies every replica's records to its slices until every
-// replica is done and its rings are empty, or the run stops.
+// replica is done and its rings are empty, or the run stops. On one machine it
+// first finishes the record a server it replaces died in (PsServerSlot).
 //
 // Across nodes (`across`: the group of server s of every node, Gloo), the servers
 // are spread over the nodes: server s of node n owns part n of slice s

@@ -142,13 +142,31 @@ class Supervisor {
     for (;;) {
       for (const auto& exit : group.reap()) {
         if (exit.ok() || g_signal) continue;
+        // A parameter server on one machine: its shard and rings are in the arena,
+        // so a replacement takes over where it stopped (finishing the record it
+        // died in, exactly once). Across nodes its Gloo group is broken: the run ends.
+        if (exit.rank >= run_.workers && cfg_.nodes == 1 && restarts_ < cfg_.max_restarts) {
+          ++restarts_;
+          std::fprintf(stderr, "hogwild: parameter server %u (pid %d) %s; restarting it on its "
+                       "shard, which the arena kept (restart %u of at most %u)\n",
+                       exit.rank - run_.workers, exit.pid, exit.describe().c_str(), restarts_,
+                       cfg_.max_restarts);
+          spawn(exit.rank);
+          report(fraction(), false);
+          continue;
+        }
         if (exit.rank >= run_.workers) {  // a parameter server: its shard is gone
           run_.control->stop.store(1, std::memory_order_relaxed);
           group.kill_all(SIGKILL);
           group.wait_all();
-          throw WorkerError(fmt::format("parameter server {} (pid {}) {}; a server holds its "
-                                        "shard of the weights alone, so the run stopped",
-                                        exit.rank - run_.workers, exit.pid, exit.describe()));
+          throw WorkerError(fmt::format(
+              "parameter server {} (pid {}) {}; {}", exit.rank - run_.workers, exit.pid,
+              exit.describe(),
+              cfg_.nodes > 1 ? "its node's servers exchange with the other nodes' in rounds that "
+                               "cannot take a replacement, so the run stopped"
+              : cfg_.max_restarts ? fmt::format("giving up after {} restart(s) (--max-restarts {})",
+                                                restarts_, cfg_.max_restarts)
+                                  : std::string("--max-restarts 0, so the run stopped")));
         }
         // The others are out of step without it (a parameter server's replica talks
         // to its own node's servers only: it is respawned alone).
