@@ -315,20 +315,21 @@ class Server {
     if (logged) {
       me_.undo_w.store(relaxed_load(w), std::memory_order_relaxed);
       if (G) me_.undo_G.store(relaxed_load(G), std::memory_order_relaxed);
-      me_.undo_pair.store(k, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_release);  // the log before the writes
+      me_.undo_pair.store(k, std::memory_order_release);  // after the old values
     }
+    // Logged: release stores, so that the log is written before them (x86: plain
+    // stores either way).
+    const auto order = logged ? std::memory_order_release : std::memory_order_relaxed;
+    auto store = [order](float* at, float v) { std::atomic_ref<float>(*at).store(v, order); };
     if (!G) {
-      relaxed_store(w, relaxed_load(w) + p.value);
+      store(w, relaxed_load(w) + p.value);
     } else {
       const float g2 = relaxed_load(G) + p.value * p.value;
-      relaxed_store(G, g2);
-      relaxed_store(w, relaxed_load(w) - lr * p.value / (std::sqrt(g2) + AdaGrad::eps));
+      store(G, g2);
+      store(w, relaxed_load(w) - lr * p.value / (std::sqrt(g2) + AdaGrad::eps));
     }
-    if (logged) {
-      std::atomic_thread_fence(std::memory_order_release);  // the writes before "done"
-      me_.pairs_done.store(k + 1, std::memory_order_relaxed);
-    }
+    if (logged)  // release: the writes before the count
+      me_.pairs_done.store(k + 1, std::memory_order_release);
     if (across_) changed_[t].push_back(p.index);
   }
 
