@@ -72,6 +72,20 @@ double max_relative(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
+Problem problem_of(const Dataset& d, const LabelMap& labels) {
+  Problem problem;
+  problem.features = d.cols();
+  problem.classes = labels.classes();
+  problem.layout = d.layout();
+  if (d.layout() == Layout::ratings) {
+    problem.users = d.users();
+    problem.items = d.cols();
+    problem.features = std::max(problem.users, problem.items);
+    problem.target_mean = 3.5;
+  }
+  return problem;
+}
+
 struct Outcome {
   bool bits = true;       // weights and optimiser state bit-identical
   double relative = 0;    // the largest relative difference
@@ -89,16 +103,7 @@ Outcome compare(const std::string& model_name, ModelOptions options, const Datas
   auto captured_model = make_model(model_name, options);
   const LabelMap labels = LabelMap::fit(direct_model->label_kind(), d, model_name);
   const auto targets = labels.targets(d);
-  Problem problem;
-  problem.features = d.cols();
-  problem.classes = labels.classes();
-  problem.layout = d.layout();
-  if (d.layout() == Layout::ratings) {
-    problem.users = d.users();
-    problem.items = d.cols();
-    problem.features = std::max(problem.users, problem.items);
-    problem.target_mean = 3.5;
-  }
+  const Problem problem = problem_of(d, labels);
   direct_model->configure(problem);
   captured_model->configure(problem);
   const auto specs = direct_model->parameters();
@@ -199,6 +204,62 @@ TEST_CASE("a step through the gradient path, then applied, is the serial step bi
         else if (l2 == 0)
           CHECK(shared.from_sum < 1e-4);
       }
+    }
+  }
+}
+
+// A parameter server's replica pushes only the keys a model lists (Model::touched):
+// every coordinate a captured step changes must be in the list, for each tensor the
+// model lists keys for.
+TEST_CASE("a model's touched keys hold every coordinate its step changes") {
+  const Dataset sparse2 = sparse_rows(false), sparse3 = sparse_rows(true);
+  const Dataset dense2 = dense_rows(false), mf = ratings();
+  struct Listed {
+    std::string model;
+    const Dataset* data;
+    std::vector<std::uint32_t> rows;
+    std::size_t listed;  // tensors the model lists keys for
+  };
+  const std::vector<Listed> cases{{"logistic", &sparse2, {0, 3}, 1}, {"hinge", &sparse2, {1, 2}, 1},
+                                  {"squared", &sparse2, {0, 1, 2, 3}, 1},
+                                  {"logistic", &dense2, {0, 1}, 0}, {"softmax", &sparse3, {0, 3}, 0},
+                                  {"mlp", &sparse3, {0, 1}, 0}, {"mf", &mf, {0, 1, 2, 3}, 4}};
+  for (const Listed& c : cases) {
+    for (float l2 : {0.f, 0.01f}) {
+      CAPTURE(c.model);
+      CAPTURE(c.data->source());
+      CAPTURE(l2);
+      ModelOptions options;
+      options.hidden = {6, 5};
+      options.rank = 4;
+      options.l2 = l2;
+      auto model = make_model(c.model, options);
+      const LabelMap labels = LabelMap::fit(model->label_kind(), *c.data, c.model);
+      const auto targets = labels.targets(*c.data);
+      model->configure(problem_of(*c.data, labels));
+      const auto specs = model->parameters();
+      Params captured(specs, true);
+      const Batch b{c.data, targets.data(), c.rows.data(), c.rows.size()};
+      model->train_batch({access_index<GradientCapture>(), 0}, b, captured.set, 0.07f);
+      std::size_t listed = 0, missing = 0, changed = 0;
+      for (std::size_t t = 0; t < specs.size(); ++t) {
+        std::vector<std::uint32_t> keys;
+        if (!model->touched(t, b, keys)) continue;
+        ++listed;
+        std::vector<char> in(specs[t].size, 0);
+        for (std::uint32_t k : keys) {
+          REQUIRE(k < specs[t].size);
+          in[k] = 1;
+        }
+        for (std::size_t k = 0; k < specs[t].size; ++k)
+          if (captured.grad[t][k] != 0) {
+            ++changed;
+            missing += !in[k];
+          }
+      }
+      CHECK(listed == c.listed);
+      CHECK(missing == 0);
+      if (c.listed) CHECK(changed > 0);
     }
   }
 }

@@ -69,6 +69,16 @@ class Model {
   virtual bool reads_byte_rows() const noexcept { return false; }
   // Throws ConfigError when `data` holds byte rows and the model reads floats.
   void check_rows(const Dataset& data) const;
+  // Appends to `keys` the coordinates of tensor `tensor` that training on `batch`
+  // may change (any order, repeats allowed), and returns true; false when the model
+  // does not say for this tensor and batch. A parameter server's replica pushes and
+  // fetches only the listed keys (trainer/ps.hpp); where a model says nothing, it
+  // scans the whole tensor at each push. The list must hold every coordinate the
+  // step changes.
+  virtual bool touched(std::size_t /*tensor*/, const Batch& /*batch*/,
+                       std::vector<std::uint32_t>& /*keys*/) const {
+    return false;
+  }
   // True when tensor 0 holds one weight per feature and the step touches it only at
   // the row's feature indices (w + index), every other tensor being small: hot
   // coordinates (--hot-k, hot_coordinates.hpp) then work by renumbering the hot

@@ -89,6 +89,19 @@ Model::Ranges LinearModel::trained_ranges(std::size_t tensor, const Dataset& tra
   return out;
 }
 
+bool LinearModel::touched(std::size_t tensor, const Batch& b,
+                          std::vector<std::uint32_t>& keys) const {
+  if (tensor != 0) return false;  // the bias: one coordinate
+  for (std::size_t n = 0; n < b.size; ++n)
+    if (b.row(n).dense()) return false;
+  for (std::size_t n = 0; n < b.size; ++n) {
+    const RowView x = b.row(n);
+    for (std::uint32_t k = 0; k < x.nnz; ++k)
+      if (x.index[k] < features_) keys.push_back(x.index[k]);
+  }
+  return true;
+}
+
 void LinearModel::predict(const ParamSet& p, RowView x, float target_value, double& loss,
                           bool& correct) const {
   const float z = row_dot<SerialUpdate>(p.data(0), x) + (options_.bias ? *p.data(1) : 0.f);

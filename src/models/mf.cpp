@@ -86,6 +86,19 @@ double MfModel::step(const Batch& b, const ParamSet& p, float lr) {
   return total;
 }
 
+bool MfModel::touched(std::size_t tensor, const Batch& b,
+                      std::vector<std::uint32_t>& keys) const {
+  if (tensor > 3) return false;
+  const std::size_t k = tensor < 2 ? rank_ : 1;
+  for (std::size_t n = 0; n < b.size; ++n) {
+    const RowView x = b.row(n);
+    const std::size_t id = x.index[tensor % 2];  // P, bu: the user; Q, bi: the item
+    if (id >= (tensor % 2 == 0 ? users_ : items_)) continue;
+    for (std::size_t j = 0; j < k; ++j) keys.push_back(static_cast<std::uint32_t>(id * k + j));
+  }
+  return true;
+}
+
 void MfModel::predict(const ParamSet& p, RowView x, float target, double& loss,
                       bool& correct) const {
   const std::size_t u = x.index[0], i = x.index[1], k = rank_;

@@ -120,6 +120,10 @@ PsClient::PsClient(const ParamSet& shared, PsRegion region, unsigned rank, PsOpt
     t.push_back(std::move(x));
   }
   params_ = ParamSet(std::move(t), /*exclusive=*/true);
+  touched_.resize(params_.count());
+  pushed_keys_.resize(params_.count());
+  scan_.assign(params_.count(), 0);
+  fetch_whole_.assign(params_.count(), 0);
   region_.replica(rank_).done.store(0, std::memory_order_release);  // a respawn trains again
   region_.replica(rank_).unpushed.store(0, std::memory_order_relaxed);
   fetch();
@@ -137,14 +141,15 @@ void PsClient::fetch(bool all) {
   }
   // THE INTENDED RACE: a pull reads what the servers write meanwhile.
   for (std::size_t i = 0; i < shared_.count(); ++i) {
-    if (i == 0 && options_.sparse && !all) {
-      for (std::uint32_t k : pushed_keys_) data_[0][k] = relaxed_load(shared_.data(0) + k);
-      continue;
+    if (!all && !fetch_whole_[i]) {  // the keys pushed since the last fetch
+      for (std::uint32_t k : pushed_keys_[i]) data_[i][k] = relaxed_load(shared_.data(i) + k);
+    } else {
+      for (std::size_t k = 0; k < shared_.size(i); ++k)
+        data_[i][k] = relaxed_load(shared_.data(i) + k);
     }
-    for (std::size_t k = 0; k < shared_.size(i); ++k)
-      data_[i][k] = relaxed_load(shared_.data(i) + k);
+    pushed_keys_[i].clear();
+    fetch_whole_[i] = 0;
   }
-  pushed_keys_.clear();
   me.pulls.fetch_add(1, std::memory_order_relaxed);
   note_gap(me.gap_sum, me.gap_max, region_.ahead(mine));
 }
@@ -154,11 +159,9 @@ bool PsClient::after_batch(const Batch& b, float lr) {
   ++batches_;
   auto& unpushed = region_.replica(rank_).unpushed;
   unpushed.store(unpushed.load(std::memory_order_relaxed) + b.size, std::memory_order_relaxed);
-  if (options_.sparse)
-    for (std::size_t i = 0; i < b.size; ++i) {
-      const RowView x = b.row(i);
-      touched_.insert(touched_.end(), x.index, x.index + x.nnz);
-    }
+  for (std::size_t t = 0; t < params_.count(); ++t)  // the keys the batch may have changed
+    if (!scan_[t] && !(options_.model && options_.model->touched(t, b, touched_[t])))
+      scan_[t] = 1;  // the model does not say: the push scans the whole tensor
   if (batches_ % options_.push_every == 0 && !push(lr)) return false;
   if (batches_ % options_.fetch_every == 0) fetch(false);
   return true;
@@ -184,10 +187,12 @@ bool PsClient::push(float lr) {
   note_gap(me.push_gap_sum, me.push_gap_max, region_.ahead(clock));
   const unsigned servers = region_.servers();
   std::uint64_t bytes = 0;
-  if (options_.sparse) {
-    std::sort(touched_.begin(), touched_.end());
-    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
-  }
+  for (std::size_t t = 0; t < params_.count(); ++t)
+    if (!scan_[t]) {
+      auto& keys = touched_[t];
+      std::sort(keys.begin(), keys.end());
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    }
   std::vector<Pair> pairs;
   for (unsigned s = 0; s < servers; ++s) {
     ShmRing ring = region_.ring(rank_, s);
@@ -196,9 +201,10 @@ bool PsClient::push(float lr) {
       const Slice slice = slice_of(params_.size(t), s, servers);
       float* g = grad_[t].data();
       pairs.clear();
-      if (t == 0 && options_.sparse) {  // the touched features, sorted and unique
-        for (auto it = std::lower_bound(touched_.begin(), touched_.end(), slice.begin);
-             it != touched_.end() && *it < slice.end; ++it)
+      if (!scan_[t]) {  // the touched keys, sorted and unique
+        const auto& keys = touched_[t];
+        for (auto it = std::lower_bound(keys.begin(), keys.end(), slice.begin);
+             it != keys.end() && *it < slice.end; ++it)
           if (g[*it] != 0) {
             pairs.push_back({static_cast<std::uint32_t>(*it - slice.begin), g[*it]});
             g[*it] = 0;
@@ -230,9 +236,14 @@ bool PsClient::push(float lr) {
     bytes += sizeof end;
   }
   // (Every pushed coordinate was zeroed as it went: the buffers are clean.)
-  if (options_.sparse) {
-    pushed_keys_.insert(pushed_keys_.end(), touched_.begin(), touched_.end());
-    touched_.clear();
+  for (std::size_t t = 0; t < params_.count(); ++t) {
+    if (scan_[t]) {
+      fetch_whole_[t] = 1;
+    } else {
+      pushed_keys_[t].insert(pushed_keys_[t].end(), touched_[t].begin(), touched_[t].end());
+    }
+    touched_[t].clear();
+    scan_[t] = 0;
   }
   pending_ = false;
   ++pushes_;

@@ -25,6 +25,7 @@
 #include "comm/ring.hpp"
 #include "hogwild/communicator.hpp"
 #include "hogwild/batch.hpp"
+#include "hogwild/model.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/param_set.hpp"
 
@@ -104,10 +105,11 @@ struct PsOptions {
   std::size_t push_every = 1, fetch_every = 1;
   long staleness = -1;  // < 0: no bound
   Optimizer optimizer = Optimizer::sgd;
-  // The first tensor is indexed by the sparse rows' features (Model::feature_indexed):
-  // its pushes and fetches cover the features the mini-batches touched (and a
-  // fetch at each epoch's start all of it); the other tensors go whole.
-  bool sparse = false;
+  // The model, which lists the keys each mini-batch may change (Model::touched):
+  // a tensor whose keys it lists is pushed and fetched at those keys only (and in
+  // whole by the fetch at each epoch's start); the others are scanned whole for
+  // non-zero updates and fetched whole. Null: every tensor whole.
+  const Model* model = nullptr;
 };
 
 // A replica's side.
@@ -125,8 +127,9 @@ class PsClient {
   bool flush(float lr);
   // The last push, then done: servers stop waiting for this replica.
   void finish(float lr);
-  // Copies the weights from the servers' shards: all of them, or (sparse, `all`
-  // false) the first tensor's touched features and the other tensors.
+  // Copies the weights from the servers' shards: all of them, or (`all` false) the
+  // keys pushed since the last fetch of the tensors the model lists keys for, and
+  // the other tensors whole.
   void fetch(bool all = true);
   // Pushes made by this process.
   std::uint64_t pushes() const noexcept { return pushes_; }
@@ -146,7 +149,11 @@ class PsClient {
   std::size_t batches_ = 0;
   bool pending_ = false;
   std::uint64_t pushes_ = 0;
-  std::vector<std::uint32_t> touched_, pushed_keys_;  // sparse: since the last push, fetch
+  // Per tensor: the keys touched since the last push and pushed since the last
+  // fetch; whether a mini-batch since the last push had no list (scan it whole),
+  // and whether a push since the last fetch did (fetch it whole).
+  std::vector<std::vector<std::uint32_t>> touched_, pushed_keys_;
+  std::vector<char> scan_, fetch_whole_;
 };
 
 // Server `s`'s loop: applies every replica's records to its slices until every

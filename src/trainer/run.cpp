@@ -604,7 +604,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     if (!local.ps)
       local.ps.emplace(params, PsRegion(arena.block("ps")), rank,
                        PsOptions{cfg.push_every, cfg.fetch_every, cfg.staleness, cfg.optimizer,
-                                 model.feature_indexed() && train.layout() == Layout::sparse},
+                                 &model},
                        &control->stop);
     else
       local.ps->fetch();  // every epoch starts from the servers' whole weights

@@ -27,6 +27,8 @@ class LinearModel : public ModelBase<LinearModel> {
   // w: the features present in the (sparse) rows, as runs of consecutive features.
   Ranges trained_ranges(std::size_t tensor, const Dataset& train, std::size_t begin_row,
                         std::size_t end_row) const override;
+  // w: the features of the batch's sparse rows (a dense row: not listed).
+  bool touched(std::size_t tensor, const Batch& b, std::vector<std::uint32_t>& keys) const override;
   bool reports_accuracy() const { return classification_; }
   bool feature_indexed() const noexcept override { return true; }
 

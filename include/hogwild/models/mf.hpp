@@ -47,6 +47,8 @@ class MfModel : public ModelBase<MfModel> {
       prefetch(p.data(3) + i);
     }
   }
+  // Each rating's factor rows p_u and q_i, and its biases.
+  bool touched(std::size_t tensor, const Batch& b, std::vector<std::uint32_t>& keys) const override;
   bool reports_accuracy() const { return false; }
 
   std::size_t rank() const noexcept { return rank_; }
