@@ -270,6 +270,14 @@ std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n) {
   return {};
 }
 
+bool wait_for_text(const std::string& path, const std::string& text, double seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    if (read_text(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 int wait_exit(pid_t pid, double seconds) {
   for (int i = 0; i < seconds * 100; ++i) {
     int status;

@@ -312,10 +312,12 @@ TEST_CASE("a parameter server that dies is replaced on its shard; with no restar
           "ends naming it" * doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
-  const auto [train_file, test_file] = test::problem_files(dir, 20000, 500);
+  const auto [train_file, test_file] = test::problem_files(dir, 60000, 500);
   const std::vector<std::string> common{"--train", train_file, "--test", test_file, "--seed", "3",
                                         "--lr", "0.2"};
-  // Starts a ps run with `extra`, and kills its server (spawned last) a moment in.
+  // Starts a ps run with `extra`, and kills its server (spawned last) once the
+  // first epoch is reported: with most of the run still to come on any machine (a
+  // fixed delay outlived the whole run on a fast one).
   auto kill_server = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = common;
     for (const char* a : {"--mode", "ps", "--workers", "2", "--servers", "1"}) args.push_back(a);
@@ -324,7 +326,7 @@ TEST_CASE("a parameter server that dies is replaced on its shard; with no restar
     const auto procs = test::wait_for_workers(bg.pid, 3);
     REQUIRE(procs.size() == 3);
     const pid_t server = *std::max_element(procs.begin(), procs.end());
-    usleep(300000);
+    REQUIRE(test::wait_for_text(bg.out_path, "epoch   1/", 120));
     kill(server, SIGKILL);
     return std::pair{bg, server};
   };
