@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -51,7 +52,9 @@ TrainConfig ps_config(unsigned workers, unsigned servers) {
 
 TEST_CASE("4 replicas' integer-valued updates through 2 servers add up exactly") {
   constexpr unsigned kReplicas = 4, kServers = 2, kPushes = 50;
-  constexpr std::size_t kW = 10001, kB = 3;  // slices of unequal size
+  // w: a quarter of it non-zero in each push (pairs); b: all of it (buckets), its
+  // slices over a ring's largest record (two buckets each). Slices of unequal size.
+  constexpr std::size_t kW = 10001, kB = 40001;
   SharedBytes weights((kW + kB) * sizeof(float));
   SharedBytes region(PsRegion::bytes(kReplicas, kServers));
   PsRegion::prepare(region.bytes, kReplicas, kServers);
@@ -98,12 +101,14 @@ TEST_CASE("4 replicas' integer-valued updates through 2 servers add up exactly")
 namespace {
 
 // Replicas each push `pushes` times a gradient of ones (SGD: +1; AdaGrad: a step
-// of lr / sqrt(G)) on every coordinate of a 20011-float tensor, through one server
-// killed `kills` times at random moments, each time replaced by a new server
-// process; returns the final weights and how many records replacements finished.
+// of lr / sqrt(G)) on every `stride`-th coordinate of a 20011-float tensor (stride
+// 1: buckets, two records a push; 3: pairs), through one server killed `kills`
+// times, each time inside a record (stopped until it is in one), and replaced by a
+// new server process; returns the final weights and how many records replacements
+// finished.
 std::pair<std::vector<float>, std::uint64_t> push_through_killed_server(
-    unsigned replicas, unsigned pushes, Optimizer optimizer, unsigned kills) {
-  constexpr std::size_t kW = 20011;  // a push is several records: kills land inside them
+    unsigned replicas, unsigned pushes, Optimizer optimizer, unsigned kills, std::size_t stride) {
+  constexpr std::size_t kW = 20011;
   SharedBytes weights(2 * kW * sizeof(float));  // w, then AdaGrad's G
   SharedBytes region(PsRegion::bytes(replicas, 1));
   PsRegion::prepare(region.bytes, replicas, 1);
@@ -127,46 +132,65 @@ std::pair<std::vector<float>, std::uint64_t> push_through_killed_server(
       const Batch none{nullptr, nullptr, nullptr, 0};
       for (unsigned p = 0; p < pushes; ++p) {
         const ParamSet& mine = client.params();
-        for (std::size_t k = 0; k < kW; ++k) mine[0].grad[k] += 1;
+        for (std::size_t k = 0; k < kW; k += stride) mine[0].grad[k] += 1;
         if (!client.after_batch(none, 0.5f)) return 30;
       }
       client.finish(0.5f);
       return 0;
     }));
+  const PsServerSlot& slot = PsRegion(region.bytes).server(0);
   pid_t server = start_server();
   std::uint64_t seed = 12345;
-  for (unsigned k = 0; k < kills; ++k) {
-    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    usleep(static_cast<useconds_t>(1000 + (seed >> 33) % 4000));
+  bool finished = false;
+  for (unsigned k = 0; k < kills && !finished; ++k) {
+    // Stop it at random moments until one finds it inside a record.
+    for (unsigned tries = 0;; ++tries) {
+      seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+      usleep(static_cast<useconds_t>(20 + (seed >> 33) % 300));
+      kill(server, SIGSTOP);
+      int status = 0;
+      REQUIRE(waitpid(server, &status, WUNTRACED) == server);
+      if (!WIFSTOPPED(status)) {  // it had finished: the job is done
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
+        finished = true;
+        break;
+      }
+      if (slot.ring.load() != PsServerSlot::kNone || tries > 200)
+        break;
+      kill(server, SIGCONT);
+    }
+    if (finished) break;
     kill(server, SIGKILL);
-    const int status = test::wait_exit(server, 30);
-    if (status == 0) break;  // it had finished: the job is done
-    CHECK(status == -SIGKILL);
+    CHECK(test::wait_exit(server, 30) == -SIGKILL);
     server = start_server();
   }
   for (pid_t c : clients) CHECK(test::wait_exit(c, 120) == 0);
-  CHECK(test::wait_exit(server, 120) == 0);
-  return {std::vector<float>(w, w + kW),
-          PsRegion(region.bytes).server(0).recovered.load()};
+  if (!finished) CHECK(test::wait_exit(server, 120) == 0);
+  return {std::vector<float>(w, w + kW), slot.recovered.load()};
 }
 
 }  // namespace
 
 TEST_CASE("a server killed again and again is replaced, and applies every pushed update once") {
-  // SGD, 2 replicas: integer sums, exact whatever the order.
-  constexpr unsigned kPushes = 300;
-  const auto [sums, finished] = push_through_killed_server(2, kPushes, Optimizer::sgd, 25);
-  std::size_t wrong = 0;
-  for (std::size_t k = 0; k < sums.size(); ++k)
-    wrong += sums[k] != static_cast<float>(k % 7) + static_cast<float>(2 * kPushes);
-  CHECK(wrong == 0);
-  MESSAGE("records finished by a replacement: " << finished);
-  CHECK(finished > 0);  // some kills landed inside a record
-  // AdaGrad, 1 replica (one order): the same bits as with no kill, G's undo included.
-  const auto calm = push_through_killed_server(1, 600, Optimizer::adagrad, 0).first;
-  const auto [killed, again] = push_through_killed_server(1, 600, Optimizer::adagrad, 15);
-  CHECK(std::memcmp(calm.data(), killed.data(), calm.size() * sizeof(float)) == 0);
-  CHECK(again > 0);
+  for (const std::size_t stride : {1, 3}) {
+    CAPTURE(stride);
+    // SGD, 2 replicas: integer sums, exact whatever the order.
+    constexpr unsigned kPushes = 1000;
+    const auto [sums, finished] =
+        push_through_killed_server(2, kPushes, Optimizer::sgd, 25, stride);
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < sums.size(); ++k)
+      wrong += sums[k] != static_cast<float>(k % 7) + (k % stride == 0 ? 2.f * kPushes : 0.f);
+    CHECK(wrong == 0);
+    MESSAGE("records finished by a replacement: " << finished);
+    CHECK(finished > 0);  // kills landed inside records
+    // AdaGrad, 1 replica (one order): the same bits as with no kill, G's undo included.
+    const auto calm = push_through_killed_server(1, 600, Optimizer::adagrad, 0, stride).first;
+    const auto [killed, again] = push_through_killed_server(1, 600, Optimizer::adagrad, 15, stride);
+    CHECK(std::memcmp(calm.data(), killed.data(), calm.size() * sizeof(float)) == 0);
+    CHECK(again > 0);
+  }
 }
 
 TEST_CASE("2 nodes x 2 replicas through 2 servers a node: every node ends with the exact sums" *
@@ -174,7 +198,7 @@ TEST_CASE("2 nodes x 2 replicas through 2 servers a node: every node ends with t
   if (skip_without_gloo()) return;
   constexpr unsigned kNodes = 2, kReplicas = 2, kServers = 2, kPushes = 40;
   constexpr unsigned kAll = kNodes * kReplicas;
-  constexpr std::size_t kW = 5003, kB = 3;  // parts of unequal size
+  constexpr std::size_t kW = 5003, kB = 1001;  // parts of unequal size; b is pushed as buckets
   test::TempDir store;
   struct Node {
     SharedBytes weights{(kW + kB) * sizeof(float)};

@@ -23,18 +23,27 @@ struct Layout {
 };
 
 struct RecordHeader {
-  std::uint32_t tensor;
-  std::uint32_t count;  // (index within the server's slice, value) pairs that follow
+  std::uint32_t tensor;  // | kDense: a bucket
+  std::uint32_t count;   // (index within the server's slice, value) pairs that follow,
+                         // or a bucket's values
   float lr;
   std::uint32_t replica;
   std::uint64_t clock;
+  std::uint32_t first = 0;  // a bucket's first index within the slice
+  std::uint32_t reserved = 0;
 };
 constexpr std::uint32_t kEndOfPush = 0xffffffffu;  // RecordHeader::tensor of a push's last record
+constexpr std::uint32_t kDense = 0x40000000u;      // RecordHeader::tensor of a bucket
 
 struct Pair {
   std::uint32_t index;
   float value;
 };
+
+// The bytes of a record's body.
+std::size_t body_bytes(const RecordHeader& h) {
+  return std::size_t{h.count} * (h.tensor & kDense ? sizeof(float) : sizeof(Pair));
+}
 
 std::size_t align128(std::size_t n) { return (n + 127) / 128 * 128; }
 
@@ -193,10 +202,18 @@ bool PsClient::push(float lr) {
       std::sort(keys.begin(), keys.end());
       keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     }
+  // A record onto a ring, once the server has made room.
+  auto send = [&](ShmRing& ring, const RecordHeader& h, std::span<const std::byte> body) {
+    const std::span<const std::byte> head(reinterpret_cast<const std::byte*>(&h), sizeof h);
+    if (!wait_until([&] { return ring.try_push(0, head, body); })) return false;
+    bytes += sizeof h + body.size();
+    return true;
+  };
   std::vector<Pair> pairs;
   for (unsigned s = 0; s < servers; ++s) {
     ShmRing ring = region_.ring(rank_, s);
     const std::size_t per = (ring.max_payload() - sizeof(RecordHeader)) / sizeof(Pair);
+    const std::size_t per_bucket = (ring.max_payload() - sizeof(RecordHeader)) / sizeof(float);
     for (std::size_t t = 0; t < params_.count(); ++t) {
       const Slice slice = slice_of(params_.size(t), s, servers);
       float* g = grad_[t].data();
@@ -209,8 +226,27 @@ bool PsClient::push(float lr) {
             pairs.push_back({static_cast<std::uint32_t>(*it - slice.begin), g[*it]});
             g[*it] = 0;
           }
-      } else {
+      } else {  // scanned: one bucket where the non-zeros are dense enough, else pairs
+        std::size_t lo = slice.end, hi = slice.begin, nonzero = 0;
         for (std::size_t k = slice.begin; k < slice.end; ++k)
+          if (g[k] != 0) {
+            lo = std::min(lo, k);
+            hi = k + 1;
+            ++nonzero;
+          }
+        if (nonzero > 0 && 2 * nonzero >= hi - lo) {
+          for (std::size_t at = lo; at < hi; at += per_bucket) {
+            const std::size_t n = std::min(per_bucket, hi - at);
+            if (!send(ring, RecordHeader{static_cast<std::uint32_t>(t) | kDense,
+                                         static_cast<std::uint32_t>(n), lr, rank_, clock,
+                                         static_cast<std::uint32_t>(at - slice.begin)},
+                      std::as_bytes(std::span<const float>(g + at, n))))
+              return false;
+          }
+          std::fill(g + lo, g + hi, 0.f);
+          continue;
+        }
+        for (std::size_t k = lo; k < hi; ++k)
           if (g[k] != 0) {
             pairs.push_back({static_cast<std::uint32_t>(k - slice.begin), g[k]});
             g[k] = 0;
@@ -218,22 +254,14 @@ bool PsClient::push(float lr) {
       }
       for (std::size_t at = 0; at < pairs.size(); at += per) {
         const std::size_t n = std::min(per, pairs.size() - at);
-        const RecordHeader h{static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(n), lr,
-                             rank_, clock};
-        const std::span<const std::byte> head(reinterpret_cast<const std::byte*>(&h), sizeof h);
-        const std::span<const std::byte> body(reinterpret_cast<const std::byte*>(pairs.data() + at),
-                                              n * sizeof(Pair));
-        if (!wait_until([&] { return ring.try_push(0, head, body); }))  // the server drains it
+        if (!send(ring, RecordHeader{static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(n),
+                                     lr, rank_, clock},
+                  std::as_bytes(std::span<const Pair>(pairs.data() + at, n))))
           return false;
-        bytes += sizeof h + n * sizeof(Pair);
       }
     }
     // The push's end for this server (also when it had nothing for it).
-    const RecordHeader end{kEndOfPush, 0, lr, rank_, clock};
-    if (!wait_until(
-            [&] { return ring.try_push(0, {reinterpret_cast<const std::byte*>(&end), sizeof end}); }))
-      return false;
-    bytes += sizeof end;
+    if (!send(ring, RecordHeader{kEndOfPush, 0, lr, rank_, clock}, {})) return false;
   }
   // (Every pushed coordinate was zeroed as it went: the buffers are clean.)
   for (std::size_t t = 0; t < params_.count(); ++t) {
@@ -273,6 +301,7 @@ class Server {
         me_(region.server(server)) {
     for (unsigned r = 0; r < region.replicas(); ++r) rings_.push_back(region.ring(r, server));
     changed_.resize(shared.count());
+    changed_run_.assign(shared.count(), kNoRun);
     out_.resize(nodes_);
     drained_.assign(region.replicas(), 0);
     forwarded_ = drained_;
@@ -314,39 +343,76 @@ class Server {
     return true;
   }
 
-  // One pushed coordinate into this server's part: the replica's step -lr g (SGD),
+  // Pushed updates into this server's part of tensor t: n coordinates, the i-th at
+  // index(i) within the slice with value value(i): the replica's step -lr g (SGD),
   // or AdaGrad's with the gradient g. This server is its one writer; replicas' pulls
-  // read it meanwhile (relaxed: THE INTENDED RACE). On one machine pair k of the
-  // record is logged first (its old values, then its number) and counted done after,
-  // so that a server replacing this one after a crash applies it exactly once.
-  void apply(std::size_t t, float lr, Pair p, std::uint32_t k) {
-    float* w = shared_.data(t) + slice(t).begin + p.index;
-    float* G = optimizer_ == Optimizer::sgd ? nullptr : shared_[t].state + slice(t).begin + p.index;
+  // read it meanwhile (relaxed: THE INTENDED RACE). They go in blocks of kUndoBlock,
+  // from block `first`; on one machine each block's old values are logged first and
+  // the block counted done after (PsServerSlot), so that a server replacing this one
+  // after a crash applies every coordinate exactly once.
+  // (Run: index(i) is index(0) + i, a bucket, whose SGD blocks are added with one
+  // vector loop.)
+  template <bool Run, class Index, class Value>
+  void apply(std::size_t t, float lr, std::size_t n, Index index, Value value,
+             std::uint32_t first = 0) {
+    constexpr std::size_t kBlock = PsServerSlot::kUndoBlock;
+    float* w = shared_.data(t) + slice(t).begin;
+    float* G = optimizer_ == Optimizer::sgd ? nullptr : shared_[t].state + slice(t).begin;
     const bool logged = !across_;
-    if (logged) {
-      me_.undo_w.store(relaxed_load(w), std::memory_order_relaxed);
-      if (G) me_.undo_G.store(relaxed_load(G), std::memory_order_relaxed);
-      me_.undo_pair.store(k, std::memory_order_release);  // after the old values
+    for (std::size_t b = first; b * kBlock < n; ++b) {
+      const std::size_t lo = b * kBlock, m = std::min(kBlock, n - lo);
+      if (logged) {
+        for (std::size_t i = 0; i < m; ++i) {
+          relaxed_store(me_.undo_w + i, relaxed_load(w + index(lo + i)));
+          if (G) relaxed_store(me_.undo_G + i, relaxed_load(G + index(lo + i)));
+        }
+        me_.undo_block.store(static_cast<std::uint32_t>(b), std::memory_order_release);
+        std::atomic_thread_fence(std::memory_order_release);  // the log before the writes
+      }
+      if (Run && !G) {
+        float v[kBlock];
+        for (std::size_t i = 0; i < m; ++i) v[i] = value(lo + i);
+        dense_axpy_shared(w + index(lo), 1.f, v, m);  // 1 v is v: an exact add
+      } else for (std::size_t i = lo; i < lo + m; ++i) {
+        const std::size_t k = index(i);
+        const float v = value(i);
+        if (!G) {
+          relaxed_store(w + k, relaxed_load(w + k) + v);
+        } else {
+          const float g2 = relaxed_load(G + k) + v * v;
+          relaxed_store(G + k, g2);
+          relaxed_store(w + k, relaxed_load(w + k) - lr * v / (std::sqrt(g2) + AdaGrad::eps));
+        }
+      }
+      if (logged)  // release: the writes before the count
+        me_.blocks_done.store(static_cast<std::uint32_t>(b + 1), std::memory_order_release);
     }
-    // Logged: release stores, so that the log is written before them (x86: plain
-    // stores either way).
-    const auto order = logged ? std::memory_order_release : std::memory_order_relaxed;
-    auto store = [order](float* at, float v) { std::atomic_ref<float>(*at).store(v, order); };
-    if (!G) {
-      store(w, relaxed_load(w) + p.value);
-    } else {
-      const float g2 = relaxed_load(G) + p.value * p.value;
-      store(G, g2);
-      store(w, relaxed_load(w) - lr * p.value / (std::sqrt(g2) + AdaGrad::eps));
+    if (across_ && n > 0) {  // for the next round's values
+      if constexpr (Run) {
+        changed_run_[t].begin = std::min<std::size_t>(changed_run_[t].begin, index(0));
+        changed_run_[t].end = std::max<std::size_t>(changed_run_[t].end, index(n - 1) + 1);
+      } else {
+        for (std::size_t i = 0; i < n; ++i)
+          changed_[t].push_back(static_cast<std::uint32_t>(index(i)));
+      }
     }
-    if (logged)  // release: the writes before the count
-      me_.pairs_done.store(k + 1, std::memory_order_release);
-    if (across_) changed_[t].push_back(p.index);
+  }
+
+  // A bucket's values, from a record's body (which need not be aligned).
+  static float value_at(std::span<const std::byte> body, std::size_t i) {
+    float v;
+    std::memcpy(&v, body.data() + i * sizeof v, sizeof v);
+    return v;
+  }
+  static Pair pair_at(std::span<const std::byte> body, std::size_t i) {
+    Pair p;
+    std::memcpy(&p, body.data() + i * sizeof p, sizeof p);
+    return p;
   }
 
   // A server replacing one that died (one machine): the record it was applying, if
-  // it is still the oldest on its ring, is finished from the pair it died in, that
-  // pair first put back to its old values.
+  // it is still the oldest on its ring, is finished from the block it died in, that
+  // block first put back to its old values.
   void finish_predecessors_record() {
     const std::uint32_t r = me_.ring.load(std::memory_order_acquire);
     if (r == PsServerSlot::kNone) return;
@@ -357,18 +423,21 @@ class Server {
       RecordHeader h;
       std::memcpy(&h, rec.payload.data(), sizeof h);
       const auto body = rec.payload.subspan(sizeof h);
-      const std::uint32_t done = me_.pairs_done.load(std::memory_order_relaxed);
-      HOGWILD_ENFORCE_LT(h.tensor, shared_.count());
-      HOGWILD_ENFORCE_EQ(body.size(), std::size_t{h.count} * sizeof(Pair));
-      if (done < h.count && me_.undo_pair.load(std::memory_order_relaxed) == done) {
-        Pair p;
-        std::memcpy(&p, body.data() + done * sizeof(Pair), sizeof p);
-        HOGWILD_ENFORCE_LT(p.index, slice(h.tensor).size());
-        relaxed_store(shared_.data(h.tensor) + slice(h.tensor).begin + p.index,
-                      me_.undo_w.load(std::memory_order_relaxed));
-        if (optimizer_ != Optimizer::sgd)
-          relaxed_store(shared_[h.tensor].state + slice(h.tensor).begin + p.index,
-                        me_.undo_G.load(std::memory_order_relaxed));
+      const std::size_t t = h.tensor & ~kDense;
+      HOGWILD_ENFORCE_LT(t, shared_.count());
+      HOGWILD_ENFORCE_EQ(body.size(), body_bytes(h));
+      const std::uint32_t done = me_.blocks_done.load(std::memory_order_relaxed);
+      const std::size_t lo = std::size_t{done} * PsServerSlot::kUndoBlock;
+      if (lo < h.count && me_.undo_block.load(std::memory_order_relaxed) == done) {
+        const std::size_t m = std::min<std::size_t>(PsServerSlot::kUndoBlock, h.count - lo);
+        float* w = shared_.data(t) + slice(t).begin;
+        float* G = optimizer_ == Optimizer::sgd ? nullptr : shared_[t].state + slice(t).begin;
+        for (std::size_t i = 0; i < m; ++i) {
+          const std::size_t k = h.tensor & kDense ? h.first + lo + i : pair_at(body, lo + i).index;
+          HOGWILD_ENFORCE_LT(k, slice(t).size());
+          relaxed_store(w + k, relaxed_load(me_.undo_w + i));
+          if (G) relaxed_store(G + k, relaxed_load(me_.undo_G + i));
+        }
       }
       take(h, body, false, done);
       ring.pop();
@@ -377,33 +446,58 @@ class Server {
     me_.ring.store(PsServerSlot::kNone, std::memory_order_release);
   }
 
-  // A push record: the pairs in this node's part are applied, the others (from this
-  // node's replicas only) kept for their owners' messages.
+  // A push record: the coordinates in this node's part are applied (from block
+  // `first`, on one machine), the others (from this node's replicas only) kept for
+  // their owners' messages.
   void take(const RecordHeader& h, std::span<const std::byte> body, bool forwarded,
             std::uint32_t first = 0) {
-    HOGWILD_ENFORCE_LT(h.tensor, shared_.count());
-    HOGWILD_ENFORCE_EQ(body.size(), std::size_t{h.count} * sizeof(Pair));
-    const Slice mine = part(h.tensor, node_);
-    const std::size_t per = (slice(h.tensor).size() + nodes_ - 1) / nodes_;
-    for (auto& o : others_) o.clear();
-    others_.resize(nodes_);
-    for (std::uint32_t k = first; k < h.count; ++k) {
-      Pair p;
-      std::memcpy(&p, body.data() + k * sizeof(Pair), sizeof p);
-      HOGWILD_ENFORCE_LT(p.index, slice(h.tensor).size());
-      if (p.index >= mine.begin && p.index < mine.end) {
-        apply(h.tensor, h.lr, p, k);
-      } else {
-        HOGWILD_ENFORCE(!forwarded, "a forwarded record holds coordinates of another part");
-        others_[p.index / per].push_back(p);
+    const std::size_t t = h.tensor & ~kDense;
+    HOGWILD_ENFORCE_LT(t, shared_.count());
+    HOGWILD_ENFORCE_EQ(body.size(), body_bytes(h));
+    const std::size_t size = slice(t).size();
+    if (h.tensor & kDense) {  // a bucket: each node's part of [first, first + count)
+      HOGWILD_ENFORCE_LE(std::size_t{h.first} + h.count, size);
+      for (unsigned n = 0; n < nodes_; ++n) {
+        const Slice p = part(t, n);
+        const std::size_t lo = std::max<std::size_t>(p.begin, h.first);
+        const std::size_t hi = std::min<std::size_t>(p.end, std::size_t{h.first} + h.count);
+        if (lo >= hi) continue;
+        const auto values = body.subspan((lo - h.first) * sizeof(float), (hi - lo) * sizeof(float));
+        if (n == node_) {
+          apply<true>(t, h.lr, hi - lo, [lo](std::size_t i) { return lo + i; },
+                [values](std::size_t i) { return value_at(values, i); }, first);
+        } else {
+          HOGWILD_ENFORCE(!forwarded, "a forwarded record holds coordinates of another part");
+          RecordHeader f = h;
+          f.first = static_cast<std::uint32_t>(lo);
+          f.count = static_cast<std::uint32_t>(hi - lo);
+          append(out_[n], f, values);
+        }
       }
+    } else {
+      for (auto& o : others_) o.clear();
+      others_.resize(nodes_);
+      const Slice mine = part(t, node_);
+      const std::size_t per = (size + nodes_ - 1) / nodes_;
+      for (std::uint32_t k = 0; k < h.count; ++k) {
+        const Pair p = pair_at(body, k);
+        HOGWILD_ENFORCE_LT(p.index, size);
+        const unsigned n = p.index >= mine.begin && p.index < mine.end
+                               ? node_ : static_cast<unsigned>(p.index / per);
+        HOGWILD_ENFORCE(n == node_ || !forwarded,
+                        "a forwarded record holds coordinates of another part");
+        others_[n].push_back(p);
+      }
+      const auto& own = others_[node_];
+      apply<false>(t, h.lr, own.size(), [&own](std::size_t i) { return own[i].index; },
+            [&own](std::size_t i) { return own[i].value; }, first);
+      for (unsigned n = 0; n < nodes_; ++n)
+        if (n != node_ && !others_[n].empty()) {
+          RecordHeader f = h;
+          f.count = static_cast<std::uint32_t>(others_[n].size());
+          append(out_[n], f, std::as_bytes(std::span<const Pair>(others_[n])));
+        }
     }
-    for (unsigned n = 0; n < nodes_; ++n)
-      if (!others_[n].empty()) {
-        RecordHeader f = h;
-        f.count = static_cast<std::uint32_t>(others_[n].size());
-        append(out_[n], f, std::as_bytes(std::span<const Pair>(others_[n])));
-      }
     me_.records.fetch_add(1, std::memory_order_relaxed);
     me_.keys.fetch_add(h.count, std::memory_order_relaxed);
   }
@@ -434,8 +528,8 @@ class Server {
         } else if (across_) {
           take(h, rec.payload.subspan(sizeof h), false);
         } else {  // one machine: the record named for a replacement (PsServerSlot)
-          me_.undo_pair.store(PsServerSlot::kNone, std::memory_order_relaxed);
-          me_.pairs_done.store(0, std::memory_order_relaxed);
+          me_.undo_block.store(PsServerSlot::kNone, std::memory_order_relaxed);
+          me_.blocks_done.store(0, std::memory_order_relaxed);
           me_.position.store(ring.head(), std::memory_order_relaxed);
           me_.ring.store(r, std::memory_order_release);
           take(h, rec.payload.subspan(sizeof h), false);
@@ -461,18 +555,31 @@ class Server {
   bool round(bool& moved) {
     std::vector<std::byte> values;  // the coordinates of this part that changed
     for (std::size_t t = 0; t < changed_.size(); ++t) {
+      const float* w = shared_.data(t) + slice(t).begin;
+      Slice& run = changed_run_[t];
+      if (run.begin < run.end) {  // buckets' coordinates: one run of values
+        append(values, RecordHeader{static_cast<std::uint32_t>(t) | kValues | kDense,
+                                    static_cast<std::uint32_t>(run.end - run.begin), 0, 0, 0,
+                                    static_cast<std::uint32_t>(run.begin)},
+               {});
+        for (std::size_t k = run.begin; k < run.end; ++k) {
+          const float v = relaxed_load(w + k);
+          const auto* at = reinterpret_cast<const std::byte*>(&v);
+          values.insert(values.end(), at, at + sizeof v);
+        }
+      }
       auto& keys = changed_[t];
-      if (keys.empty()) continue;
       std::sort(keys.begin(), keys.end());
       keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
       std::vector<Pair> pairs;
-      pairs.reserve(keys.size());
-      const float* w = shared_.data(t) + slice(t).begin;
-      for (std::uint32_t k : keys) pairs.push_back({k, relaxed_load(w + k)});
-      append(values, RecordHeader{static_cast<std::uint32_t>(t) | kValues,
-                                  static_cast<std::uint32_t>(pairs.size()), 0, 0, 0},
-             std::as_bytes(std::span<const Pair>(pairs)));
+      for (std::uint32_t k : keys)
+        if (k < run.begin || k >= run.end) pairs.push_back({k, relaxed_load(w + k)});
+      if (!pairs.empty())
+        append(values, RecordHeader{static_cast<std::uint32_t>(t) | kValues,
+                                    static_cast<std::uint32_t>(pairs.size()), 0, 0, 0},
+               std::as_bytes(std::span<const Pair>(pairs)));
       keys.clear();
+      run = kNoRun;
     }
     const std::vector<std::uint64_t> forwarding = drained_;  // their records go now
     const NodeState state = stopping() ? kStopping : local_done() ? kDone : kTraining;
@@ -510,21 +617,27 @@ class Server {
         RecordHeader h;
         HOGWILD_ENFORCE_LE(sizeof h, in.size());
         std::memcpy(&h, in.data(), sizeof h);
-        const std::size_t n_bytes = std::size_t{h.count} * sizeof(Pair);
+        const std::size_t n_bytes = body_bytes(h);
         HOGWILD_ENFORCE_LE(sizeof h + n_bytes, in.size());
         const auto body = in.subspan(sizeof h, n_bytes);
         in = in.subspan(sizeof h + n_bytes);
         if (h.tensor & kValues) {  // node n's new values: the copy of its part here
-          const std::size_t t = h.tensor & ~kValues;
+          const std::size_t t = h.tensor & ~(kValues | kDense);
           HOGWILD_ENFORCE_LT(t, shared_.count());
           const Slice theirs = part(t, n);
           float* w = shared_.data(t) + slice(t).begin;
-          for (std::uint32_t k = 0; k < h.count; ++k) {
-            Pair p;
-            std::memcpy(&p, body.data() + k * sizeof(Pair), sizeof p);
-            HOGWILD_ENFORCE(p.index >= theirs.begin && p.index < theirs.end,
-                            "a value outside the sender's part");
-            relaxed_store(w + p.index, p.value);
+          if (h.tensor & kDense) {
+            HOGWILD_ENFORCE(h.first >= theirs.begin && std::size_t{h.first} + h.count <= theirs.end,
+                            "values outside the sender's part");
+            for (std::uint32_t k = 0; k < h.count; ++k)
+              relaxed_store(w + h.first + k, value_at(body, k));
+          } else {
+            for (std::uint32_t k = 0; k < h.count; ++k) {
+              const Pair p = pair_at(body, k);
+              HOGWILD_ENFORCE(p.index >= theirs.begin && p.index < theirs.end,
+                              "a value outside the sender's part");
+              relaxed_store(w + p.index, p.value);
+            }
           }
         } else {
           take(h, body, true);
@@ -553,7 +666,9 @@ class Server {
   unsigned node_, nodes_;
   PsServerSlot& me_;
   std::vector<ShmRing> rings_;
+  static constexpr Slice kNoRun{~std::size_t{0}, 0};  // an empty run, min/max's identity
   std::vector<std::vector<std::uint32_t>> changed_;  // per tensor, within the slice
+  std::vector<Slice> changed_run_;                   // per tensor: buckets' span, within it
   std::vector<std::vector<std::byte>> out_;          // per node: records for its part
   std::vector<std::vector<Pair>> others_;            // take()'s scratch
   // Per replica: the end of its latest push drained (its clock + 1), and as it was

@@ -4,7 +4,10 @@
 // worker) trains a private copy of the weights, capturing its gradients
 // (GradientCapture). Every push_every mini-batches a replica pushes what it
 // accumulated, the non-zero coordinates of each server's slice, as records on a
-// shared-memory ring of its own to that server (comm/ring.hpp); every fetch_every
+// shared-memory ring of its own to that server (comm/ring.hpp): the keys the model
+// lists (sorted, unique pairs of index and value), or, for a tensor scanned whole, a
+// bucket (the values of a run of consecutive coordinates) wherever at least half
+// of the run is non-zero, pairs elsewhere; every fetch_every
 // mini-batches it copies the weights back from the arena, once every server has
 // applied its pushes so far (it reads its own updates). A replica's clock counts
 // its pushes; with a staleness bound S a replica waits before a push while its
@@ -64,14 +67,17 @@ struct alignas(128) PsServerSlot {
   std::atomic<std::uint64_t> sent_bytes{0};
   // On one machine a server that dies is replaced (the arena keeps its shard and
   // its rings), and the replacement finishes the record it died in, exactly once:
-  // the record's ring (a replica; kNone: none) and position there, the pairs done,
-  // and the pair in flight's old values (an undo log of one entry).
+  // the record's ring (a replica; kNone: none) and position there, the blocks of
+  // kUndoBlock coordinates done, and the block in flight's old values (an undo log
+  // of one block: the values, then the block's number, then the writes, then the
+  // count of blocks done).
   static constexpr std::uint32_t kNone = ~0u;
+  static constexpr std::uint32_t kUndoBlock = 256;
   std::atomic<std::uint32_t> ring{kNone};
   std::atomic<std::uint64_t> position{0};
-  std::atomic<std::uint32_t> pairs_done{0};
-  std::atomic<std::uint32_t> undo_pair{kNone};
-  std::atomic<float> undo_w{0}, undo_G{0};
+  std::atomic<std::uint32_t> blocks_done{0};
+  std::atomic<std::uint32_t> undo_block{kNone};
+  float undo_w[kUndoBlock] = {}, undo_G[kUndoBlock] = {};  // written with relaxed_store
   std::atomic<std::uint64_t> recovered{0};  // records a replacement finished
 };
 
