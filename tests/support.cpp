@@ -271,9 +271,9 @@ std::vector<pid_t> wait_for_workers(pid_t parent, std::size_t n) {
 }
 
 bool wait_for_text(const std::string& path, const std::string& text, double seconds) {
-  for (int i = 0; i < seconds * 100; ++i) {
+  for (int i = 0; i < seconds * 500; ++i) {  // every 2 ms: a kill that waits for it lands soon after
     if (read_text(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return false;
 }

@@ -105,7 +105,7 @@ struct Background {
 // `timeout` starts it, so that kill(-pid, sig) reaches it and its workers.
 Background start_train(const std::vector<std::string>& args, const TempDir& dir,
                        const std::string& out_name = "out.txt", bool own_group = false);
-// Waits until the file at `path` holds `text` (polled every 10 ms for up to
+// Waits until the file at `path` holds `text` (polled every 2 ms for up to
 // `seconds`); false if it never did.
 bool wait_for_text(const std::string& path, const std::string& text, double seconds);
 // Waits for `n` workers to exist (and to be past start-up), up to a few seconds.

@@ -10,13 +10,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "comm/gloo.hpp"
+#include "hogwild/checkpoint.hpp"
+#include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
@@ -330,6 +334,121 @@ TEST_CASE("ps converges beside serial, and the staleness bound is never exceeded
   MESSAGE("adagrad: serial " << ada_reference << ", ps " << a.test.accuracy);
   CHECK(a.test.accuracy > ada_reference - 0.01);
   CHECK(a.optimizer_state.at("w").size() == a.parameters.at("w").size());
+}
+
+TEST_CASE("every built-in model trains under ps beside serial") {
+  auto [train_set, test_set] = test::generated_problem(4000, 1000, 500, 20, 0.05, 7);
+  RatingsGenerateOptions g;
+  g.users = 300;
+  g.items = 200;
+  g.rank = 5;
+  g.ratings = 20000;
+  g.test_ratings = 4000;
+  g.seed = 5;
+  const GeneratedRatings ratings = generate_ratings(g);
+  // The sparse models list their keys; softmax and the MLP's deeper tensors are
+  // scanned (buckets), the MLP's first layer listed on these sparse rows.
+  for (const std::string model : {"logistic", "hinge", "squared", "softmax", "mlp", "mf"}) {
+    CAPTURE(model);
+    const bool mf = model == "mf";
+    TrainConfig c = test::sgd_config(Mode::serial, 1);
+    c.model = model;
+    c.epochs = 5;
+    if (model == "squared") c.step_size.lr0 = 0.05f;
+    if (model == "mlp") {
+      c.model_options.hidden = {16};
+      c.step_size.lr0 = 0.1f;
+    }
+    if (mf) {
+      c.model_options.rank = 5;
+      c.model_options.l2 = 0.01f;
+      c.step_size.lr0 = 0.02f;
+      c.step_size.decay = 1;
+      c.epochs = 8;
+    }
+    const Dataset& tr = mf ? ratings.train : train_set;
+    const Dataset& te = mf ? ratings.test : test_set;
+    const TrainResult serial = train(c, tr, &te);
+    c.mode = Mode::ps;
+    c.workers = 2;
+    c.servers = 2;
+    c.staleness = 4;
+    const TrainResult ps = train(c, tr, &te);
+    MESSAGE(model << ": serial " << (mf ? serial.test.rmse : serial.test.accuracy) << ", ps 2x2 "
+                  << (mf ? ps.test.rmse : ps.test.accuracy) << ", " << ps.ps.bytes << " bytes pushed");
+    CHECK(ps.ps.pushes == c.epochs * tr.rows());
+    CHECK(ps.ps.bytes > 0);
+    if (mf) {
+      CHECK(ps.test.rmse <= serial.test.rmse * 1.05 + 0.01);
+    } else {
+      CHECK(ps.test.accuracy >= serial.test.accuracy - 0.02);
+    }
+  }
+}
+
+TEST_CASE("ps within half a point of serial on SpamAssassin (real data)" *
+          doctest::test_suite("shared_data")) {
+  auto data = test::shared_data();
+  if (!data) return;
+  const Dataset train_set = read_libsvm((*data / "spamassassin" / "spam.train.svm.gz").string());
+  const Dataset test_set = read_libsvm((*data / "spamassassin" / "spam.test.svm.gz").string());
+  TrainConfig c = test::sgd_config(Mode::serial, 1);
+  c.model = "logistic";
+  c.epochs = 10;
+  const TrainResult serial = train(c, train_set, &test_set);
+  c.mode = Mode::ps;  // small push and fetch intervals: every example
+  c.workers = 2;
+  c.servers = 2;
+  c.staleness = 4;
+  const TrainResult ps = train(c, train_set, &test_set);
+  MESSAGE("spam: serial " << serial.test.accuracy << ", ps 2x2 " << ps.test.accuracy);
+  CHECK(ps.test.accuracy >= serial.test.accuracy - 0.005);
+}
+
+TEST_CASE("ps: the checkpoint holds every shard, AdaGrad's accumulators and each replica's "
+          "place; a resumed run goes on from it") {
+  auto [train_set, test_set] = test::generated_problem(3000, 1000, 300, 20, 0.05, 11);
+  test::TempDir dir;
+  TrainConfig c = ps_config(2, 2);
+  c.optimizer = Optimizer::adagrad;
+  c.step_size.lr0 = 0.1f;
+  c.staleness = 4;
+  c.epochs = 5;
+  const TrainResult straight = train(c, train_set, &test_set);
+  c.epochs = 2;
+  c.checkpoint = dir.file("ps.ck");
+  const TrainResult first = train(c, train_set, &test_set);
+  const Checkpoint saved = read_checkpoint(c.checkpoint);
+  CHECK(saved.epochs_done() == 2);
+  REQUIRE(saved.workers.size() == 2);
+  std::uint64_t samples = 0;
+  for (const WorkerState& w : saved.workers) samples += w.samples;
+  CHECK(samples == 2 * train_set.rows());
+  // The servers' shards, both of them, as the run ended: weights and accumulators.
+  std::map<std::string, std::vector<float>> tensors;
+  for (const NamedTensor& t : saved.tensors) tensors[t.name] = t.values;
+  CHECK(tensors.at("param:w") == first.parameters.at("w"));
+  CHECK(tensors.at("state:w") == first.optimizer_state.at("w"));
+  const auto& G = tensors.at("state:w");
+  const std::size_t half = G.size() / 2;  // server 1's slice starts here (ceil)
+  CHECK(std::count_if(G.begin(), G.begin() + half, [](float g) { return g > 0; }) > 0);
+  CHECK(std::count_if(G.begin() + half, G.end(), [](float g) { return g > 0; }) > 0);
+  c.epochs = 5;
+  c.resume = c.checkpoint;
+  const TrainResult resumed = train(c, train_set, &test_set);
+  CHECK(resumed.resumed_epochs == 2);
+  CHECK(resumed.history.size() == 3);
+  CHECK(resumed.samples == straight.samples);
+  // It went on from the saved accumulators: its first epoch's loss is near the
+  // straight run's third, not its first.
+  MESSAGE("train loss: straight epochs 1 and 3 " << straight.history[0].train_loss << ", "
+          << straight.history[2].train_loss << "; resumed epoch 3 "
+          << resumed.history.front().train_loss << "; accuracy straight "
+          << straight.test.accuracy << ", resumed " << resumed.test.accuracy);
+  CHECK(std::abs(resumed.history.front().train_loss - straight.history[2].train_loss) <
+        std::abs(resumed.history.front().train_loss - straight.history[0].train_loss));
+  CHECK(resumed.test.accuracy >= straight.test.accuracy - 0.01);
+  CHECK(read_checkpoint(c.checkpoint).epochs_done() == 5);
 }
 
 TEST_CASE("a parameter server that dies is replaced on its shard; with no restart left the run "

@@ -4,9 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
@@ -112,11 +110,7 @@ TEST_CASE("hogwild_train: a worker SIGKILLed at 50% is respawned; accuracy withi
   auto workers = test::wait_for_workers(bg.pid, 2);
   REQUIRE(workers.size() == 2);
   // Wait for epoch 20 of 40 to be reported, then kill a worker.
-  bool half = false;
-  for (int i = 0; i < 3000 && !half; ++i) {
-    half = test::read_text(dir.file("m.jsonl")).find("\"epoch\":20.0") != std::string::npos;
-    if (!half) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  const bool half = test::wait_for_text(dir.file("m.jsonl"), "\"epoch\":20.0", 120);
   const auto victims = test::children_of(bg.pid);
   CHECK(half);
   REQUIRE(!victims.empty());  // on a loaded machine one worker may already be done

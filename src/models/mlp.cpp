@@ -72,6 +72,28 @@ std::vector<TensorSpec> MlpModel::parameters() const {
   return t;
 }
 
+bool MlpModel::touched(std::size_t tensor, const Batch& b,
+                       std::vector<std::uint32_t>& keys) const {
+  if (tensor != tensor_of(0) || options_.l2 != 0) return false;
+  for (std::size_t n = 0; n < b.size; ++n)
+    if (b.row(n).bytes || b.row(n).dense()) return false;
+  const std::size_t in = widths_[0], out = widths_[1];
+  HOGWILD_ENFORCE_LE(in * out, std::size_t{UINT32_MAX});
+  std::vector<std::uint32_t> features;
+  for (std::size_t n = 0; n < b.size; ++n) {
+    const RowView x = b.row(n);
+    for (std::uint32_t k = 0; k < x.nnz; ++k)
+      if (x.index[k] < in) features.push_back(x.index[k]);
+  }
+  std::sort(features.begin(), features.end());
+  features.erase(std::unique(features.begin(), features.end()), features.end());
+  // W_0 is out x in, row-major: column j is j, in + j, 2 in + j, ...
+  keys.reserve(keys.size() + out * features.size());
+  for (std::size_t o = 0; o < out; ++o)
+    for (std::uint32_t j : features) keys.push_back(static_cast<std::uint32_t>(o * in + j));
+  return true;
+}
+
 template <class RowAt>
 void MlpModel::load_inputs(RowAt row_at, std::size_t count, Activations& a) const {
   const std::size_t in = widths_[0];

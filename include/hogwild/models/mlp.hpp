@@ -28,6 +28,11 @@ class MlpModel : public ModelBase<MlpModel> {
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
   bool reads_byte_rows() const noexcept override { return true; }
+  // The first layer's weights on sparse rows without L2: the columns of the batch's
+  // features (a feature absent from every row has a zero input, so a zero gradient
+  // on its column). Dense rows, L2 and every other tensor: the whole tensor.
+  bool touched(std::size_t tensor, const Batch& b,
+               std::vector<std::uint32_t>& keys) const override;
   // Batched forward passes (one row at a time would be a matrix-vector product).
   Evaluation evaluate(const ParamSet& params, const Dataset& data,
                       const float* targets) const override;
