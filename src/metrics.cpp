@@ -196,6 +196,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
                {"staleness_at_fetch_max", p.max_staleness},
                {"push_seconds", p.push_seconds},
                {"server_records", p.server_records},
+               {"server_keys", p.server_keys},
                {"lost_examples", p.lost_examples},
                {"rounds", p.rounds},
                {"network_bytes", p.network_bytes}};

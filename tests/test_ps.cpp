@@ -307,6 +307,16 @@ TEST_CASE("ps converges beside serial, and the staleness bound is never exceeded
   CHECK(ps.ps.bytes > 0);
   REQUIRE(ps.ps.server_records.size() == 2);
   CHECK(ps.ps.server_records[1] > 0);
+  // Each pushed coordinate was applied by one server, once: a push (one example)
+  // holds its row's features and the bias, less any whose gradient was exactly 0.
+  REQUIRE(ps.ps.server_keys.size() == 2);
+  const double keys = static_cast<double>(ps.ps.server_keys[0] + ps.ps.server_keys[1]);
+  const double pushed = 8.0 * static_cast<double>(train_set.nnz() + train_set.rows());
+  MESSAGE("coordinates applied by each server: " << ps.ps.server_keys[0] << ", "
+          << ps.ps.server_keys[1] << " (of " << pushed << " pushed)");
+  CHECK(keys <= pushed);
+  CHECK(keys >= 0.95 * pushed);
+  CHECK(ps.ps.server_keys[1] > 0);
   for (long bound : {0L, 2L}) {
     TrainConfig c = ps_config(4, 2);
     c.push_every = 4;

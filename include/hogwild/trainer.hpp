@@ -206,14 +206,16 @@ struct TrainResult {
   // started (how many pushes the replica was ahead of the slowest replica still
   // training: at most --staleness) and at each fetch (one more at most, the push
   // just made); the bytes pushed, the seconds replicas spent pushing (the bound's
-  // waits and full rings included), and the records each server applied. The
+  // waits and full rings included), and the records and coordinates each server
+  // applied (its load: with contiguous slices the popular low feature ids weigh on
+  // server 0). The
   // examples lost with replicas that died: trained, not yet pushed (each is trained
   // again by the respawned replica). Across nodes: this node's servers' rounds and
   // the bytes they sent to the other nodes.
   struct ParameterServer {
     std::uint64_t pushes = 0, fetches = 0, bytes = 0, max_staleness = 0, max_push_staleness = 0;
     double mean_staleness = 0, mean_push_staleness = 0, push_seconds = 0;
-    std::vector<std::uint64_t> server_records;
+    std::vector<std::uint64_t> server_records, server_keys;
     std::uint64_t lost_examples = 0, rounds = 0, network_bytes = 0;
   } ps;
 };

@@ -453,13 +453,17 @@ int run(int argc, char** argv) {
   if (std::isfinite(result.test.rmse)) line += fmt::format(", test rmse {:.4f}", result.test.rmse);
   line += fmt::format(", peak memory {}", mib(result.peak_rss_bytes));
   if (cfg.mode == hogwild::Mode::ps) {
-    std::string loads;
-    for (auto n : result.ps.server_records) loads += (loads.empty() ? "" : "/") + std::to_string(n);
+    auto per_server = [](const std::vector<std::uint64_t>& v) {
+      std::string s;
+      for (auto n : v) s += (s.empty() ? "" : "/") + std::to_string(n);
+      return s;
+    };
     line += fmt::format(", ps: {} pushes ({}), staleness at push mean {:.2f} max {}, at fetch "
-                        "mean {:.2f} max {}, {} records a server", result.ps.pushes,
-                        mib(result.ps.bytes), result.ps.mean_push_staleness,
+                        "mean {:.2f} max {}, {} coordinates in {} records a server",
+                        result.ps.pushes, mib(result.ps.bytes), result.ps.mean_push_staleness,
                         result.ps.max_push_staleness, result.ps.mean_staleness,
-                        result.ps.max_staleness, loads);
+                        result.ps.max_staleness, per_server(result.ps.server_keys),
+                        per_server(result.ps.server_records));
     if (result.ps.rounds)
       line += fmt::format(", {} server rounds ({} to other nodes)", result.ps.rounds,
                           mib(result.ps.network_bytes));

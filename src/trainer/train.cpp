@@ -452,6 +452,7 @@ class Supervisor {
         r.ps.mean_push_staleness = static_cast<double>(push_gaps) / static_cast<double>(r.ps.pushes);
       for (unsigned s = 0; s < ps.servers(); ++s) {
         r.ps.server_records.push_back(ps.server(s).records.load(std::memory_order_relaxed));
+        r.ps.server_keys.push_back(ps.server(s).keys.load(std::memory_order_relaxed));
         r.ps.rounds = std::max(r.ps.rounds, ps.server(s).rounds.load(std::memory_order_relaxed));
         r.ps.network_bytes += ps.server(s).sent_bytes.load(std::memory_order_relaxed);
       }
