@@ -187,6 +187,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
                {"push_every", c.push_every},
                {"fetch_every", c.fetch_every},
                {"staleness_bound", c.staleness < 0 ? nlohmann::json() : nlohmann::json(c.staleness)},
+               {"key_ranges", c.hashed_keys ? "hashed" : "contiguous"},
                {"pushes", p.pushes},
                {"fetches", p.fetches},
                {"bytes_pushed", p.bytes},

@@ -55,50 +55,62 @@ TrainConfig ps_config(unsigned workers, unsigned servers) {
 }  // namespace
 
 TEST_CASE("4 replicas' integer-valued updates through 2 servers add up exactly") {
-  constexpr unsigned kReplicas = 4, kServers = 2, kPushes = 50;
-  // w: a quarter of it non-zero in each push (pairs); b: all of it (buckets), its
-  // slices over a ring's largest record (two buckets each). Slices of unequal size.
-  constexpr std::size_t kW = 10001, kB = 40001;
-  SharedBytes weights((kW + kB) * sizeof(float));
-  SharedBytes region(PsRegion::bytes(kReplicas, kServers));
-  PsRegion::prepare(region.bytes, kReplicas, kServers);
-  auto* w = reinterpret_cast<float*>(weights.bytes.data());
-  for (std::size_t k = 0; k < kW + kB; ++k) w[k] = static_cast<float>(k % 5);
-  const ParamSet shared({{"w", w, kW}, {"b", w + kW, kB}});
-  std::vector<pid_t> procs;
-  for (unsigned s = 0; s < kServers; ++s)
-    procs.push_back(test::fork_child([&] {
-      serve(shared, PsRegion(region.bytes), s, Optimizer::sgd, nullptr);
-      return 0;
-    }));
-  for (unsigned r = 0; r < kReplicas; ++r)
-    procs.push_back(test::fork_child([&] {
-      PsClient client(shared, PsRegion(region.bytes), r, PsOptions{}, nullptr);
-      const Batch none{nullptr, nullptr, nullptr, 0};
-      for (unsigned p = 0; p < kPushes; ++p) {
-        // Replica r adds r + 1 to every coordinate k with k % 4 == r, and 1 to b.
-        const ParamSet& mine = client.params();
-        for (std::size_t k = r; k < kW; k += kReplicas) mine[0].grad[k] += static_cast<float>(r + 1);
-        for (std::size_t k = 0; k < kB; ++k) mine[1].grad[k] += 1;
-        if (!client.after_batch(none, 0.1f)) return 30;
-      }
-      client.finish(0.1f);
-      return 0;
-    }));
-  for (pid_t p : procs) CHECK(test::wait_exit(p, 120) == 0);
-  std::size_t wrong = 0;
-  for (std::size_t k = 0; k < kW; ++k)
-    wrong += w[k] != static_cast<float>(k % 5) + static_cast<float>(kPushes * (k % kReplicas + 1));
-  for (std::size_t k = 0; k < kB; ++k)
-    wrong += w[kW + k] != static_cast<float>((kW + k) % 5) + static_cast<float>(kPushes * kReplicas);
-  CHECK(wrong == 0);
-  const PsRegion ps(region.bytes);
-  std::uint64_t records = 0;
-  for (unsigned s = 0; s < kServers; ++s) records += ps.server(s).records.load();
-  CHECK(records >= kReplicas * kPushes * kServers);  // every push reached every server
-  for (unsigned r = 0; r < kReplicas; ++r) {
-    CHECK(ps.replica(r).clock.load() == kPushes);
-    CHECK(ps.replica(r).done.load() == 1);
+  for (const bool hashed : {false, true}) {
+    CAPTURE(hashed);
+    constexpr unsigned kReplicas = 4, kServers = 2, kPushes = 50;
+    // w: a quarter of it non-zero in each push (pairs); b: all of it (buckets), its
+    // slices over a ring's largest record (two buckets each). Slices of unequal size.
+    constexpr std::size_t kW = 10001, kB = 40001;
+    SharedBytes weights((kW + kB) * sizeof(float));
+    SharedBytes region(PsRegion::bytes(kReplicas, kServers));
+    PsRegion::prepare(region.bytes, kReplicas, kServers, 1, hashed);
+    auto* w = reinterpret_cast<float*>(weights.bytes.data());
+    for (std::size_t k = 0; k < kW + kB; ++k) w[k] = static_cast<float>(k % 5);
+    const ParamSet shared({{"w", w, kW}, {"b", w + kW, kB}});
+    std::vector<pid_t> procs;
+    for (unsigned s = 0; s < kServers; ++s)
+      procs.push_back(test::fork_child([&] {
+        serve(shared, PsRegion(region.bytes), s, Optimizer::sgd, nullptr);
+        return 0;
+      }));
+    for (unsigned r = 0; r < kReplicas; ++r)
+      procs.push_back(test::fork_child([&] {
+        PsClient client(shared, PsRegion(region.bytes), r, PsOptions{}, nullptr);
+        const Batch none{nullptr, nullptr, nullptr, 0};
+        for (unsigned p = 0; p < kPushes; ++p) {
+          // Replica r adds r + 1 to every coordinate k with k % 4 == r, and 1 to b.
+          const ParamSet& mine = client.params();
+          for (std::size_t k = r; k < kW; k += kReplicas)
+            mine[0].grad[k] += static_cast<float>(r + 1);
+          for (std::size_t k = 0; k < kB; ++k) mine[1].grad[k] += 1;
+          if (!client.after_batch(none, 0.1f)) return 30;
+        }
+        client.finish(0.1f);
+        return 0;
+      }));
+    for (pid_t p : procs) CHECK(test::wait_exit(p, 120) == 0);
+    std::size_t wrong = 0;
+    for (std::size_t k = 0; k < kW; ++k)
+      wrong += w[k] != static_cast<float>(k % 5 + kPushes * (k % kReplicas + 1));
+    for (std::size_t k = 0; k < kB; ++k)
+      wrong += w[kW + k] != static_cast<float>((kW + k) % 5 + kPushes * kReplicas);
+    CHECK(wrong == 0);
+    const PsRegion ps(region.bytes);
+    std::uint64_t records = 0;
+    for (unsigned s = 0; s < kServers; ++s) records += ps.server(s).records.load();
+    CHECK(records >= kReplicas * kPushes * kServers);  // every push reached every server
+    for (unsigned r = 0; r < kReplicas; ++r) {
+      CHECK(ps.replica(r).clock.load() == kPushes);
+      CHECK(ps.replica(r).done.load() == 1);
+    }
+    // Each server applied its keys: contiguous, its slices; hashed, about half of
+    // every tensor (50 pushes of a quarter of w from each replica, and all of b).
+    const double all = kPushes * (kW + kReplicas * kB);
+    for (unsigned s = 0; s < kServers; ++s) {
+      const double share = static_cast<double>(ps.server(s).keys.load()) / all;
+      CHECK(share == doctest::Approx(0.5).epsilon(0.02));
+    }
+    CHECK(ps.server(0).keys.load() + ps.server(1).keys.load() == kPushes * (kW + kReplicas * kB));
   }
 }
 
@@ -200,93 +212,96 @@ TEST_CASE("a server killed again and again is replaced, and applies every pushed
 TEST_CASE("2 nodes x 2 replicas through 2 servers a node: every node ends with the exact sums" *
           doctest::test_suite("gloo")) {
   if (skip_without_gloo()) return;
-  constexpr unsigned kNodes = 2, kReplicas = 2, kServers = 2, kPushes = 40;
-  constexpr unsigned kAll = kNodes * kReplicas;
-  constexpr std::size_t kW = 5003, kB = 1001;  // parts of unequal size; b is pushed as buckets
-  test::TempDir store;
-  struct Node {
-    SharedBytes weights{(kW + kB) * sizeof(float)};
-    SharedBytes region{PsRegion::bytes(kReplicas, kServers)};
-  };
-  Node nodes[kNodes];
-  for (auto& n : nodes) {
-    PsRegion::prepare(n.region.bytes, kReplicas, kServers, kNodes);
-    auto* w = reinterpret_cast<float*>(n.weights.bytes.data());
-    for (std::size_t k = 0; k < kW + kB; ++k) w[k] = static_cast<float>(k % 5);
-  }
-  auto shared = [&](Node& n) {
-    auto* w = reinterpret_cast<float*>(n.weights.bytes.data());
-    return ParamSet({{"w", w, kW}, {"b", w + kW, kB}});
-  };
-  // The largest gap each replica saw, right after a push, between its clock and the
-  // slowest of all four still training, read from both nodes' regions (this test's
-  // processes see every node's memory; the servers' rounds carry it between nodes).
-  SharedBytes gaps(kAll * sizeof(std::uint64_t));
-  auto* gap = reinterpret_cast<std::uint64_t*>(gaps.bytes.data());
-  auto slowest = [&] {
-    std::uint64_t least = ~std::uint64_t{0};
+  for (const bool hashed : {false, true}) {
+    CAPTURE(hashed);
+    constexpr unsigned kNodes = 2, kReplicas = 2, kServers = 2, kPushes = 40;
+    constexpr unsigned kAll = kNodes * kReplicas;
+    constexpr std::size_t kW = 5003, kB = 1001;  // parts of unequal size; b is pushed as buckets
+    test::TempDir store;
+    struct Node {
+      SharedBytes weights{(kW + kB) * sizeof(float)};
+      SharedBytes region{PsRegion::bytes(kReplicas, kServers)};
+    };
+    Node nodes[kNodes];
     for (auto& n : nodes) {
-      const PsRegion ps(n.region.bytes);
+      PsRegion::prepare(n.region.bytes, kReplicas, kServers, kNodes, hashed);
+      auto* w = reinterpret_cast<float*>(n.weights.bytes.data());
+      for (std::size_t k = 0; k < kW + kB; ++k) w[k] = static_cast<float>(k % 5);
+    }
+    auto shared = [&](Node& n) {
+      auto* w = reinterpret_cast<float*>(n.weights.bytes.data());
+      return ParamSet({{"w", w, kW}, {"b", w + kW, kB}});
+    };
+    // The largest gap each replica saw, right after a push, between its clock and the
+    // slowest of all four still training, read from both nodes' regions (this test's
+    // processes see every node's memory; the servers' rounds carry it between nodes).
+    SharedBytes gaps(kAll * sizeof(std::uint64_t));
+    auto* gap = reinterpret_cast<std::uint64_t*>(gaps.bytes.data());
+    auto slowest = [&] {
+      std::uint64_t least = ~std::uint64_t{0};
+      for (auto& n : nodes) {
+        const PsRegion ps(n.region.bytes);
+        for (unsigned r = 0; r < kReplicas; ++r)
+          if (!ps.replica(r).done.load()) least = std::min(least, ps.replica(r).clock.load());
+      }
+      return least;
+    };
+    std::vector<pid_t> procs;
+    for (unsigned n = 0; n < kNodes; ++n)
+      for (unsigned s = 0; s < kServers; ++s)
+        procs.push_back(test::fork_child([&, n, s] {
+          GlooOptions o;
+          o.rendezvous = "file:" + store.path().string();
+          o.run_id = hashed ? "exact-hashed" : "exact";
+          o.tag = "slice-" + std::to_string(s);
+          o.timeout = std::chrono::seconds(60);
+          auto across = make_gloo_communicator(o, n, kNodes);
+          serve(shared(nodes[n]), PsRegion(nodes[n].region.bytes), s, Optimizer::sgd, nullptr,
+                across.get());
+          return 0;
+        }));
+    for (unsigned n = 0; n < kNodes; ++n)
       for (unsigned r = 0; r < kReplicas; ++r)
-        if (!ps.replica(r).done.load()) least = std::min(least, ps.replica(r).clock.load());
+        procs.push_back(test::fork_child([&, n, r] {
+          PsOptions bounded;
+          bounded.staleness = 1;  // across nodes too
+          PsClient client(shared(nodes[n]), PsRegion(nodes[n].region.bytes), r, bounded, nullptr);
+          const Batch none{nullptr, nullptr, nullptr, 0};
+          const unsigned g = n * kReplicas + r;  // replica g of all four
+          for (unsigned p = 0; p < kPushes; ++p) {
+            // Replica g adds g + 1 to every coordinate k with k % 4 == g, and 1 to b.
+            const ParamSet& mine = client.params();
+            for (std::size_t k = g; k < kW; k += kAll) mine[0].grad[k] += static_cast<float>(g + 1);
+            for (std::size_t k = 0; k < kB; ++k) mine[1].grad[k] += 1;
+            if (g == 0) usleep(2000);  // a slow replica: the bound holds the others back
+            if (!client.after_batch(none, 0.1f)) return 30;
+            const std::uint64_t least = slowest();
+            if (least <= p + 1) gap[g] = std::max(gap[g], p + 1 - least);
+          }
+          client.finish(0.1f);
+          return 0;
+        }));
+    for (pid_t p : procs) CHECK(test::wait_exit(p, 120) == 0);
+    // A push starts at most 1 ahead of the slowest: just after it, at most 2.
+    for (unsigned g = 0; g < kAll; ++g) CHECK(gap[g] <= 2);
+    CHECK(std::max(gap[2], gap[3]) >= 1);  // node 1's replicas came up to the bound
+    for (unsigned n = 0; n < kNodes; ++n) {
+      const auto* w = reinterpret_cast<const float*>(nodes[n].weights.bytes.data());
+      std::size_t wrong = 0;
+      for (std::size_t k = 0; k < kW; ++k)
+        wrong += w[k] != static_cast<float>(k % 5) + static_cast<float>(kPushes * (k % kAll + 1));
+      for (std::size_t k = 0; k < kB; ++k)
+        wrong += w[kW + k] != static_cast<float>((kW + k) % 5) + static_cast<float>(kPushes * kAll);
+      INFO("node " << n);
+      CHECK(wrong == 0);
+      const PsRegion ps(nodes[n].region.bytes);
+      for (unsigned r = 0; r < kReplicas; ++r) {
+        CHECK(ps.replica(r).clock.load() == kPushes);
+        CHECK(ps.replica(r).push_gap_max.load() <= 1);  // the bound, over both nodes' clocks
+      }
+      CHECK(ps.server(0).rounds.load() > 0);
+      CHECK(ps.server(0).sent_bytes.load() > 0);
     }
-    return least;
-  };
-  std::vector<pid_t> procs;
-  for (unsigned n = 0; n < kNodes; ++n)
-    for (unsigned s = 0; s < kServers; ++s)
-      procs.push_back(test::fork_child([&, n, s] {
-        GlooOptions o;
-        o.rendezvous = "file:" + store.path().string();
-        o.run_id = "exact";
-        o.tag = "slice-" + std::to_string(s);
-        o.timeout = std::chrono::seconds(60);
-        auto across = make_gloo_communicator(o, n, kNodes);
-        serve(shared(nodes[n]), PsRegion(nodes[n].region.bytes), s, Optimizer::sgd, nullptr,
-              across.get());
-        return 0;
-      }));
-  for (unsigned n = 0; n < kNodes; ++n)
-    for (unsigned r = 0; r < kReplicas; ++r)
-      procs.push_back(test::fork_child([&, n, r] {
-        PsOptions bounded;
-        bounded.staleness = 1;  // across nodes too
-        PsClient client(shared(nodes[n]), PsRegion(nodes[n].region.bytes), r, bounded, nullptr);
-        const Batch none{nullptr, nullptr, nullptr, 0};
-        const unsigned g = n * kReplicas + r;  // replica g of all four
-        for (unsigned p = 0; p < kPushes; ++p) {
-          // Replica g adds g + 1 to every coordinate k with k % 4 == g, and 1 to b.
-          const ParamSet& mine = client.params();
-          for (std::size_t k = g; k < kW; k += kAll) mine[0].grad[k] += static_cast<float>(g + 1);
-          for (std::size_t k = 0; k < kB; ++k) mine[1].grad[k] += 1;
-          if (g == 0) usleep(2000);  // a slow replica: the bound holds the others back
-          if (!client.after_batch(none, 0.1f)) return 30;
-          const std::uint64_t least = slowest();
-          if (least <= p + 1) gap[g] = std::max(gap[g], p + 1 - least);
-        }
-        client.finish(0.1f);
-        return 0;
-      }));
-  for (pid_t p : procs) CHECK(test::wait_exit(p, 120) == 0);
-  // A push starts at most 1 ahead of the slowest: just after it, at most 2.
-  for (unsigned g = 0; g < kAll; ++g) CHECK(gap[g] <= 2);
-  CHECK(std::max(gap[2], gap[3]) >= 1);  // node 1's replicas came up to the bound
-  for (unsigned n = 0; n < kNodes; ++n) {
-    const auto* w = reinterpret_cast<const float*>(nodes[n].weights.bytes.data());
-    std::size_t wrong = 0;
-    for (std::size_t k = 0; k < kW; ++k)
-      wrong += w[k] != static_cast<float>(k % 5) + static_cast<float>(kPushes * (k % kAll + 1));
-    for (std::size_t k = 0; k < kB; ++k)
-      wrong += w[kW + k] != static_cast<float>((kW + k) % 5) + static_cast<float>(kPushes * kAll);
-    INFO("node " << n);
-    CHECK(wrong == 0);
-    const PsRegion ps(nodes[n].region.bytes);
-    for (unsigned r = 0; r < kReplicas; ++r) {
-      CHECK(ps.replica(r).clock.load() == kPushes);
-      CHECK(ps.replica(r).push_gap_max.load() <= 1);  // the bound, over both nodes' clocks
-    }
-    CHECK(ps.server(0).rounds.load() > 0);
-    CHECK(ps.server(0).sent_bytes.load() > 0);
   }
 }
 
@@ -317,6 +332,19 @@ TEST_CASE("ps converges beside serial, and the staleness bound is never exceeded
   CHECK(keys <= pushed);
   CHECK(keys >= 0.95 * pushed);
   CHECK(ps.ps.server_keys[1] > 0);
+  // Hashed key ranges spread the popular low feature ids: the same run, the load
+  // nearer even, the same accuracy.
+  small.hashed_keys = true;
+  const TrainResult hashed = train(small, train_set, &test_set);
+  auto imbalance = [](const std::vector<std::uint64_t>& k) {
+    return std::abs(static_cast<double>(k[0]) - static_cast<double>(k[1])) /
+           static_cast<double>(k[0] + k[1]);
+  };
+  REQUIRE(hashed.ps.server_keys.size() == 2);
+  MESSAGE("hashed: coordinates " << hashed.ps.server_keys[0] << ", " << hashed.ps.server_keys[1]
+                                 << ", accuracy " << hashed.test.accuracy);
+  CHECK(imbalance(hashed.ps.server_keys) < imbalance(ps.ps.server_keys) / 2);
+  CHECK(hashed.test.accuracy >= serial - 0.005);
   for (long bound : {0L, 2L}) {
     TrainConfig c = ps_config(4, 2);
     c.push_every = 4;
@@ -385,7 +413,8 @@ TEST_CASE("every built-in model trains under ps beside serial") {
     c.staleness = 4;
     const TrainResult ps = train(c, tr, &te);
     MESSAGE(model << ": serial " << (mf ? serial.test.rmse : serial.test.accuracy) << ", ps 2x2 "
-                  << (mf ? ps.test.rmse : ps.test.accuracy) << ", " << ps.ps.bytes << " bytes pushed");
+                  << (mf ? ps.test.rmse : ps.test.accuracy) << ", " << ps.ps.bytes
+                  << " bytes pushed");
     CHECK(ps.ps.pushes == c.epochs * tr.rows());
     CHECK(ps.ps.bytes > 0);
     if (mf) {
@@ -711,7 +740,18 @@ TEST_CASE("ps options are checked" * doctest::test_suite("cli")) {
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("--servers 8 makes 8 shards, but the model's largest tensor has 4 coordinates") !=
         std::string::npos);
+  r = run({"--mode", "ps", "--key-ranges", "striped"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("--key-ranges") != std::string::npos);
+  CHECK(r.out.find("striped") != std::string::npos);
+  r = run({"--mode", "lock", "--key-ranges", "hashed"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("--key-ranges work with --mode ps, not lock") != std::string::npos);
   r = run({"--mode", "ps", "--workers", "2", "--servers", "2", "--epochs", "2"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("ps: ") != std::string::npos);
+  r = run({"--mode", "ps", "--workers", "2", "--servers", "2", "--epochs", "2", "--key-ranges",
+           "hashed", "--summary", dir.file("s.json")});
+  CHECK(r.exit_code == 0);
+  CHECK(test::read_text(dir.file("s.json")).find("\"key_ranges\": \"hashed\"") != std::string::npos);
 }

@@ -64,11 +64,14 @@ struct TrainConfig {
   // slice of every tensor; each worker (a replica) pushes its accumulated updates
   // every push_every mini-batches and fetches the weights every fetch_every; with
   // staleness >= 0 a replica more than that many pushes ahead of the slowest waits
-  // (0: bulk-synchronous; -1: no bound).
+  // (0: bulk-synchronous; -1: no bound). hashed_keys: each server owns the
+  // coordinates whose hash says so (--key-ranges hashed) instead of a contiguous
+  // slice.
   unsigned servers = 1;
   std::size_t push_every = 1;
   std::size_t fetch_every = 1;
   long staleness = -1;
+  bool hashed_keys = false;
   // --mode ddp: the gradients of `accumulate` mini-batches are combined before one
   // update (PyTorch's no_sync); the reduction goes in buckets of bucket_bytes after
   // a first one of 1 MiB (0: 25 MiB, PyTorch's default); a worker waiting longer

@@ -301,6 +301,14 @@ int run(int argc, char** argv) {
   app.add_option("--staleness", cfg.staleness,
                  "--mode ps: a replica more than S pushes ahead of the slowest waits (0: "
                  "bulk-synchronous; default: no bound)")->option_text("S");
+  app.add_option_function<std::string>(
+         "--key-ranges",
+         [&cfg](const std::string& v) { cfg.hashed_keys = v == "hashed"; },
+         "--mode ps: which coordinates each server owns: contiguous (a slice of every "
+         "tensor; dense tensors go as buckets) or hashed (spread by a hash of the index, "
+         "so that popular low ids load every server alike; pairs only)")
+      ->check(CLI::IsMember({"contiguous", "hashed"}))
+      ->option_text("contiguous|hashed");
   app.add_option("--device", o.device,
                  "Where the parameters live and the steps run: cpu (the shared arena) or cuda "
                  "(GPU memory shared by every worker process; workers start from the fork "

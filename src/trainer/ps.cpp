@@ -19,7 +19,7 @@ namespace hogwild::detail {
 namespace {
 
 struct Layout {
-  std::uint32_t replicas, servers;
+  std::uint32_t replicas, servers, hashed;
 };
 
 struct RecordHeader {
@@ -70,9 +70,9 @@ std::size_t PsRegion::bytes(unsigned replicas, unsigned servers) {
 }
 
 void PsRegion::prepare(std::span<std::byte> region, unsigned replicas, unsigned servers,
-                       unsigned nodes) {
+                       unsigned nodes, bool hashed) {
   HOGWILD_ENFORCE_LE(bytes(replicas, servers), region.size());
-  new (region.data()) Layout{replicas, servers};
+  new (region.data()) Layout{replicas, servers, hashed ? 1u : 0u};
   std::byte* at = region.data() + align128(sizeof(Layout));
   for (unsigned r = 0; r < replicas; ++r, at += sizeof(PsReplicaSlot)) new (at) PsReplicaSlot;
   for (unsigned s = 0; s < servers; ++s, at += sizeof(PsServerSlot))
@@ -86,6 +86,7 @@ PsRegion::PsRegion(std::span<std::byte> region) {
   const auto* layout = reinterpret_cast<const Layout*>(region.data());
   replicas_ = layout->replicas;
   servers_ = layout->servers;
+  hashed_ = layout->hashed != 0;
   HOGWILD_ENFORCE_LE(bytes(replicas_, servers_), region.size());
   std::byte* at = region.data() + align128(sizeof(Layout));
   replica_ = reinterpret_cast<PsReplicaSlot*>(at);
@@ -218,7 +219,19 @@ bool PsClient::push(float lr) {
       const Slice slice = slice_of(params_.size(t), s, servers);
       float* g = grad_[t].data();
       pairs.clear();
-      if (!scan_[t]) {  // the touched keys, sorted and unique
+      if (region_.hashed()) {  // server s's keys, tensor-wide indices; no buckets
+        auto add = [&](std::size_t k) {
+          if (g[k] != 0 && key_hash(k) % servers == s) {
+            pairs.push_back({static_cast<std::uint32_t>(k), g[k]});
+            g[k] = 0;
+          }
+        };
+        if (!scan_[t]) {
+          for (std::uint32_t k : touched_[t]) add(k);
+        } else {
+          for (std::size_t k = 0; k < params_.size(t); ++k) add(k);
+        }
+      } else if (!scan_[t]) {  // the touched keys, sorted and unique
         const auto& keys = touched_[t];
         for (auto it = std::lower_bound(keys.begin(), keys.end(), slice.begin);
              it != keys.end() && *it < slice.end; ++it)
@@ -329,7 +342,20 @@ class Server {
   }
 
  private:
-  Slice slice(std::size_t t) const { return slice_of(shared_.size(t), server_, region_.servers()); }
+  // Contiguous key ranges: a record's indices are within the server's slice of the
+  // tensor; hashed: tensor-wide (base 0), each one of this server's keys.
+  Slice slice(std::size_t t) const {
+    if (region_.hashed()) return {0, shared_.size(t)};
+    return slice_of(shared_.size(t), server_, region_.servers());
+  }
+  // The node whose part of this slice holds index k (relative to the slice).
+  unsigned node_of(std::size_t t, std::size_t k) const {
+    if (region_.hashed()) return key_hash(k) / region_.servers() % nodes_;
+    return static_cast<unsigned>(k / ((slice(t).size() + nodes_ - 1) / nodes_));
+  }
+  bool mine(std::size_t k) const {
+    return !region_.hashed() || key_hash(k) % region_.servers() == server_;
+  }
   // Node n's part of slice t, relative to the slice.
   Slice part(std::size_t t, unsigned n) const { return slice_of(slice(t).size(), n, nodes_); }
   bool stopping() const { return stop_ && stop_->load(std::memory_order_relaxed); }
@@ -367,7 +393,11 @@ class Server {
           if (G) relaxed_store(me_.undo_G + i, relaxed_load(G + index(lo + i)));
         }
         me_.undo_block.store(static_cast<std::uint32_t>(b), std::memory_order_release);
-        std::atomic_thread_fence(std::memory_order_release);  // the log before the writes
+        // The log before the writes. What it guards against is this process's death,
+        // not another's reads, and x86-64 makes stores visible in program order, so
+        // keeping the compiler from moving the writes up is enough (a thread fence
+        // would also be, but GCC's ThreadSanitizer refuses to build one).
+        std::atomic_signal_fence(std::memory_order_seq_cst);
       }
       if (Run && !G) {
         float v[kBlock];
@@ -435,6 +465,7 @@ class Server {
         for (std::size_t i = 0; i < m; ++i) {
           const std::size_t k = h.tensor & kDense ? h.first + lo + i : pair_at(body, lo + i).index;
           HOGWILD_ENFORCE_LT(k, slice(t).size());
+          HOGWILD_ENFORCE(mine(k), "a coordinate of another server");
           relaxed_store(w + k, relaxed_load(me_.undo_w + i));
           if (G) relaxed_store(G + k, relaxed_load(me_.undo_G + i));
         }
@@ -456,6 +487,7 @@ class Server {
     HOGWILD_ENFORCE_EQ(body.size(), body_bytes(h));
     const std::size_t size = slice(t).size();
     if (h.tensor & kDense) {  // a bucket: each node's part of [first, first + count)
+      HOGWILD_ENFORCE(!region_.hashed(), "a bucket under hashed key ranges");
       HOGWILD_ENFORCE_LE(std::size_t{h.first} + h.count, size);
       for (unsigned n = 0; n < nodes_; ++n) {
         const Slice p = part(t, n);
@@ -477,13 +509,11 @@ class Server {
     } else {
       for (auto& o : others_) o.clear();
       others_.resize(nodes_);
-      const Slice mine = part(t, node_);
-      const std::size_t per = (size + nodes_ - 1) / nodes_;
       for (std::uint32_t k = 0; k < h.count; ++k) {
         const Pair p = pair_at(body, k);
         HOGWILD_ENFORCE_LT(p.index, size);
-        const unsigned n = p.index >= mine.begin && p.index < mine.end
-                               ? node_ : static_cast<unsigned>(p.index / per);
+        HOGWILD_ENFORCE(mine(p.index), "a coordinate of another server");
+        const unsigned n = node_of(t, p.index);
         HOGWILD_ENFORCE(n == node_ || !forwarded,
                         "a forwarded record holds coordinates of another part");
         others_[n].push_back(p);
@@ -624,7 +654,7 @@ class Server {
         if (h.tensor & kValues) {  // node n's new values: the copy of its part here
           const std::size_t t = h.tensor & ~(kValues | kDense);
           HOGWILD_ENFORCE_LT(t, shared_.count());
-          const Slice theirs = part(t, n);
+          const Slice theirs = part(t, n);  // (contiguous key ranges)
           float* w = shared_.data(t) + slice(t).begin;
           if (h.tensor & kDense) {
             HOGWILD_ENFORCE(h.first >= theirs.begin && std::size_t{h.first} + h.count <= theirs.end,
@@ -634,8 +664,9 @@ class Server {
           } else {
             for (std::uint32_t k = 0; k < h.count; ++k) {
               const Pair p = pair_at(body, k);
-              HOGWILD_ENFORCE(p.index >= theirs.begin && p.index < theirs.end,
-                              "a value outside the sender's part");
+              HOGWILD_ENFORCE(
+                  p.index < slice(t).size() && mine(p.index) && node_of(t, p.index) == n,
+                  "a value outside the sender's part");
               relaxed_store(w + p.index, p.value);
             }
           }

@@ -81,18 +81,32 @@ struct alignas(128) PsServerSlot {
   std::atomic<std::uint64_t> recovered{0};  // records a replacement finished
 };
 
+// Hashed key ranges (--key-ranges hashed): coordinate k of every tensor belongs to
+// server key_hash(k) % S, and across nodes to part key_hash(k) / S % N of it, so
+// that popular low ids (Zipf features, the first users) spread over the servers;
+// contiguous ranges (the default) give server s slice_of(size, s, S). The hash is
+// splitmix64's finaliser, high half.
+constexpr std::uint32_t key_hash(std::uint64_t k) noexcept {
+  k += 0x9e3779b97f4a7c15ull;
+  k = (k ^ (k >> 30)) * 0xbf58476d1ce4e5b9ull;
+  k = (k ^ (k >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<std::uint32_t>((k ^ (k >> 31)) >> 32);
+}
+
 class PsRegion {
  public:
   static constexpr std::size_t kRingBytes = std::size_t{256} << 10;
   static std::size_t bytes(unsigned replicas, unsigned servers);
   // `nodes` > 1: the other nodes' replicas count for the staleness bound (from the
   // servers' rounds; until the first, as if at clock 0).
+  // `hashed`: hashed key ranges (key_hash), else contiguous.
   static void prepare(std::span<std::byte> region, unsigned replicas, unsigned servers,
-                      unsigned nodes = 1);
+                      unsigned nodes = 1, bool hashed = false);
   explicit PsRegion(std::span<std::byte> region);
 
   unsigned replicas() const noexcept { return replicas_; }
   unsigned servers() const noexcept { return servers_; }
+  bool hashed() const noexcept { return hashed_; }
   PsReplicaSlot& replica(unsigned r) const noexcept { return replica_[r]; }
   PsServerSlot& server(unsigned s) const noexcept { return server_[s]; }
   ShmRing ring(unsigned replica, unsigned server) const;
@@ -102,6 +116,7 @@ class PsRegion {
 
  private:
   unsigned replicas_ = 0, servers_ = 0;
+  bool hashed_ = false;
   PsReplicaSlot* replica_ = nullptr;
   PsServerSlot* server_ = nullptr;
   std::byte* rings_ = nullptr;

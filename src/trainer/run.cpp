@@ -263,7 +263,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     }
   }
   if (mode.parameter_server() && !attach)
-    PsRegion::prepare(arena.block("ps"), workers, servers, cfg.nodes);
+    PsRegion::prepare(arena.block("ps"), workers, servers, cfg.nodes, cfg.hashed_keys);
   params = store->open(arena, specs, stateful, attach, device_fd);
   if (!attach) initialise(params, specs, cfg.seed);
   if (!attach && cfg.conflicts)

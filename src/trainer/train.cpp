@@ -610,9 +610,10 @@ void TrainConfig::validate() const {
     if (merge_every || hot_k)
       throw ConfigError("--merge-every and --hot-k do not apply to --mode ps: its replicas "
                         "already train private copies");
-  } else if (servers != 1 || push_every != 1 || fetch_every != 1 || staleness != -1) {
-    throw ConfigError(fmt::format("--servers, --push-every, --fetch-every and --staleness work "
-                                  "with --mode ps, not {}", to_string(mode)));
+  } else if (servers != 1 || push_every != 1 || fetch_every != 1 || staleness != -1 ||
+             hashed_keys) {
+    throw ConfigError(fmt::format("--servers, --push-every, --fetch-every, --staleness and "
+                                  "--key-ranges work with --mode ps, not {}", to_string(mode)));
   }
   if (!(checkpoint_every >= 0) || !std::isfinite(checkpoint_every))
     throw ConfigError("--checkpoint-every must be a number of seconds >= 0");

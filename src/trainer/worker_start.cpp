@@ -91,6 +91,7 @@ json config_json(const TrainConfig& c) {
       {"push_every", c.push_every},
       {"fetch_every", c.fetch_every},
       {"staleness", c.staleness},
+      {"hashed_keys", c.hashed_keys},
       {"cuda_ipc", static_cast<int>(c.cuda_ipc)},
   };
 }
@@ -151,6 +152,7 @@ TrainConfig config_of(const json& j) {
   j.at("push_every").get_to(c.push_every);
   j.at("fetch_every").get_to(c.fetch_every);
   j.at("staleness").get_to(c.staleness);
+  j.at("hashed_keys").get_to(c.hashed_keys);
   c.cuda_ipc = static_cast<CudaIpc>(j.at("cuda_ipc").get<int>());
   return c;
 }
