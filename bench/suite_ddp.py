@@ -320,6 +320,28 @@ def ps_sweep(s):
             ["push/fetch/bound", "examples/s", "vs serial", "time to target", "accuracy",
              "staleness at push mean / max", "at fetch mean / max", "MiB pushed"], rows)
 
+    # Key ranges: 2 servers, contiguous slices or hashed keys; the load is the
+    # coordinates each server applied.
+    print(f"\n== ps key ranges on {name} (2 replicas, 2 servers)", flush=True)
+    loads = {}
+    for rep in range(reps):
+        for ranges in ("contiguous", "hashed"):
+            r = s.train(dict(base, mode="ps", workers=2, servers=2, seed=rep + 1,
+                             **{"push-every": 4, "fetch-every": 16, "staleness": 4,
+                                "key-ranges": ranges}))
+            s.record("ps key ranges", name, ranges, 2, rep, r)
+            loads.setdefault(ranges, (r.get("ps") or {}).get("server_keys"))
+    k = dict(section="ps key ranges", dataset=name)
+    rows = []
+    for ranges in ("contiguous", "hashed"):
+        keys = loads.get(ranges) or []
+        share = " / ".join(fmt(100 * n / sum(keys), ".1f") for n in keys) if sum(keys) else "n/a"
+        rows.append([ranges, fmt(s.med("samples_per_second", config=ranges, **k), ".0f"),
+                     fmt(s.med("test_accuracy", config=ranges, **k), ".4f"), share])
+    s.table(f"ps on {name}, 2 replicas x 2 servers, push 4 / fetch 16 / bound 4: contiguous "
+            f"slices against hashed keys",
+            ["key ranges", "examples/s", "accuracy", "% of coordinates per server"], rows)
+
 
 def run(s):
     allreduce(s)
