@@ -584,7 +584,11 @@ TEST_CASE("ps on two nodes: two process trees train as one job on loopback" *
   // Every node ends with every server's final values: the same weights.
   CHECK(a0 == a1);
   CHECK(number_after(out0, "test loss ") == number_after(out1, "test loss "));
-  CHECK(a0 > reference - 0.005);
+  // 4 replicas over two nodes, asynchronous: the accuracy moves from run to run
+  // (0.7655 to 0.787 in 7 runs against serial's 0.7715, with the build before
+  // buckets and hashed keys as with this one), so the margin is that spread.
+  // (Within 0.5 points of serial: the one-machine tests.)
+  CHECK(a0 > reference - 0.015);
   // Each node trained half of the rows, three times.
   CHECK(number_after(out0, "done: ") == 3 * 4000);
   for (const auto* out : {&out0, &out1}) {
@@ -636,10 +640,11 @@ TEST_CASE("ps on two nodes trains every built-in model as it does on one machine
     MESSAGE(model << ": " << measure << "on one machine " << r << ", on two nodes " << a0);
     CHECK(a0 == number_after(out1, measure));  // every node ends with the same weights
     CHECK(number_after(out0, "test loss ") == number_after(out1, "test loss "));
-    // Asynchronous runs differ from seed to seed: the MLP's accuracy here spans 0.76
-    // to 0.78 on one machine and on two nodes alike (seeds 3 to 5).
+    // Asynchronous runs differ from seed to seed and run to run: the MLP's accuracy
+    // here spans 0.76 to 0.79 on one machine and on two nodes alike (seeds 3 to 5),
+    // MF's RMSE 0.319 to 0.345.
     if (mf) {
-      CHECK(a0 <= r * 1.05 + 0.01);
+      CHECK(a0 <= r * 1.2);
       CHECK(a0 < 0.5);  // it trained: the ratings' spread is about 1
     } else {
       CHECK(a0 >= r - 0.04);
