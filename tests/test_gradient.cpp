@@ -223,12 +223,14 @@ TEST_CASE("a model's touched keys hold every coordinate its step changes") {
     bool partial;  // the lists leave coordinates out (the rows miss features)
   };
   // The MLP lists its first layer's columns of the rows' features, and nothing
-  // where L2 changes every weight.
+  // where L2 changes every weight; softmax its weights of the rows' features, L2 or
+  // not (a sparse row's decay touches only those).
   const std::vector<Listed> cases{{"logistic", &sparse2, {0, 3}, 1, 1, true},
                                   {"hinge", &sparse2, {1, 2}, 1, 1, true},
                                   {"squared", &sparse2, {0, 1, 2, 3}, 1, 1, false},
                                   {"logistic", &dense2, {0, 1}, 0, 0, false},
-                                  {"softmax", &sparse3, {0, 3}, 0, 0, false},
+                                  {"softmax", &sparse3, {0, 3}, 1, 1, true},
+                                  {"softmax", &dense3, {0, 3}, 0, 0, false},
                                   {"mlp", &sparse3, {0, 1}, 1, 0, true},
                                   {"mlp", &dense3, {0, 1}, 0, 0, false},
                                   {"mf", &mf, {0, 1, 2, 3}, 4, 4, false}};

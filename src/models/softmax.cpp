@@ -22,6 +22,27 @@ std::vector<TensorSpec> SoftmaxModel::parameters() const {
   return t;
 }
 
+bool SoftmaxModel::touched(std::size_t tensor, const Batch& b,
+                           std::vector<std::uint32_t>& keys) const {
+  if (tensor != 0) return false;
+  for (std::size_t n = 0; n < b.size; ++n)
+    if (b.row(n).bytes || b.row(n).dense()) return false;
+  HOGWILD_ENFORCE_LE(classes_ * stride_, std::size_t{UINT32_MAX});
+  std::vector<std::uint32_t> features;
+  for (std::size_t n = 0; n < b.size; ++n) {
+    const RowView x = b.row(n);
+    for (std::uint32_t k = 0; k < x.nnz; ++k)
+      if (x.index[k] < features_) features.push_back(x.index[k]);
+  }
+  std::sort(features.begin(), features.end());
+  features.erase(std::unique(features.begin(), features.end()), features.end());
+  // W is classes x stride, row-major: class k's weight of feature j is k stride + j.
+  keys.reserve(keys.size() + classes_ * features.size());
+  for (std::size_t k = 0; k < classes_; ++k)
+    for (std::uint32_t j : features) keys.push_back(static_cast<std::uint32_t>(k * stride_ + j));
+  return true;
+}
+
 template <class U>
 void SoftmaxModel::logits(const float* W, const float* bias, RowView x, float* out) const {
   if (x.dense()) {  // all classes in one pass over x (every mode reads W this way)

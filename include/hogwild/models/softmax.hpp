@@ -20,6 +20,11 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
   bool reads_byte_rows() const noexcept override { return true; }
+  // W on sparse rows: every class's weights of the batch's features (a sparse row's
+  // step, its L2 included, changes only those). Dense rows and the biases: the
+  // whole tensor.
+  bool touched(std::size_t tensor, const Batch& b,
+               std::vector<std::uint32_t>& keys) const override;
 
   std::size_t classes() const noexcept { return classes_; }
   std::size_t stride() const noexcept { return stride_; }
