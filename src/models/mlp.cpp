@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "hogwild/error.hpp"
+#include "models/batch_features.hpp"
 #include "hogwild/optimizer.hpp"
 #include "kernels/dense_layer.hpp"
 #include "kernels/gemm.hpp"
@@ -74,19 +75,11 @@ std::vector<TensorSpec> MlpModel::parameters() const {
 
 bool MlpModel::touched(std::size_t tensor, const Batch& b,
                        std::vector<std::uint32_t>& keys) const {
-  if (tensor != tensor_of(0) || options_.l2 != 0) return false;
-  for (std::size_t n = 0; n < b.size; ++n)
-    if (b.row(n).bytes || b.row(n).dense()) return false;
   const std::size_t in = widths_[0], out = widths_[1];
-  HOGWILD_ENFORCE_LE(in * out, std::size_t{UINT32_MAX});
   std::vector<std::uint32_t> features;
-  for (std::size_t n = 0; n < b.size; ++n) {
-    const RowView x = b.row(n);
-    for (std::uint32_t k = 0; k < x.nnz; ++k)
-      if (x.index[k] < in) features.push_back(x.index[k]);
-  }
-  std::sort(features.begin(), features.end());
-  features.erase(std::unique(features.begin(), features.end()), features.end());
+  if (tensor != tensor_of(0) || options_.l2 != 0 || !detail::batch_features(b, in, features))
+    return false;
+  HOGWILD_ENFORCE_LE(in * out, std::size_t{UINT32_MAX});
   // W_0 is out x in, row-major: column j is j, in + j, 2 in + j, ...
   keys.reserve(keys.size() + out * features.size());
   for (std::size_t o = 0; o < out; ++o)

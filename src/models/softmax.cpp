@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "hogwild/error.hpp"
+#include "models/batch_features.hpp"
 
 namespace hogwild {
 
@@ -24,18 +25,9 @@ std::vector<TensorSpec> SoftmaxModel::parameters() const {
 
 bool SoftmaxModel::touched(std::size_t tensor, const Batch& b,
                            std::vector<std::uint32_t>& keys) const {
-  if (tensor != 0) return false;
-  for (std::size_t n = 0; n < b.size; ++n)
-    if (b.row(n).bytes || b.row(n).dense()) return false;
-  HOGWILD_ENFORCE_LE(classes_ * stride_, std::size_t{UINT32_MAX});
   std::vector<std::uint32_t> features;
-  for (std::size_t n = 0; n < b.size; ++n) {
-    const RowView x = b.row(n);
-    for (std::uint32_t k = 0; k < x.nnz; ++k)
-      if (x.index[k] < features_) features.push_back(x.index[k]);
-  }
-  std::sort(features.begin(), features.end());
-  features.erase(std::unique(features.begin(), features.end()), features.end());
+  if (tensor != 0 || !detail::batch_features(b, features_, features)) return false;
+  HOGWILD_ENFORCE_LE(classes_ * stride_, std::size_t{UINT32_MAX});
   // W is classes x stride, row-major: class k's weight of feature j is k stride + j.
   keys.reserve(keys.size() + classes_ * features.size());
   for (std::size_t k = 0; k < classes_; ++k)
