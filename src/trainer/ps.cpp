@@ -403,15 +403,17 @@ class Server {
         float v[kBlock];
         for (std::size_t i = 0; i < m; ++i) v[i] = value(lo + i);
         dense_axpy_shared(w + index(lo), 1.f, v, m);  // 1 v is v: an exact add
-      } else for (std::size_t i = lo; i < lo + m; ++i) {
-        const std::size_t k = index(i);
-        const float v = value(i);
-        if (!G) {
-          relaxed_store(w + k, relaxed_load(w + k) + v);
-        } else {
-          const float g2 = relaxed_load(G + k) + v * v;
-          relaxed_store(G + k, g2);
-          relaxed_store(w + k, relaxed_load(w + k) - lr * v / (std::sqrt(g2) + AdaGrad::eps));
+      } else {
+        for (std::size_t i = lo; i < lo + m; ++i) {
+          const std::size_t k = index(i);
+          const float v = value(i);
+          if (!G) {
+            relaxed_store(w + k, relaxed_load(w + k) + v);
+          } else {
+            const float g2 = relaxed_load(G + k) + v * v;
+            relaxed_store(G + k, g2);
+            relaxed_store(w + k, relaxed_load(w + k) - lr * v / (std::sqrt(g2) + AdaGrad::eps));
+          }
         }
       }
       if (logged)  // release: the writes before the count
