@@ -259,13 +259,21 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
                        doctest::Contains("trains the models logistic, hinge, squared, softmax "
                                          "and mf so far, not mlp"),
                        ConfigError);
-  for (Mode m : {Mode::ddp, Mode::dp}) {
+  for (Mode m : {Mode::dp, Mode::ps}) {
     TrainConfig d = c;
     d.mode = m;
     CHECK_THROWS_WITH_AS(check_device_run(d, *linear),
-                         doctest::Contains("runs --mode serial, hogwild, atomic or lock"),
+                         doctest::Contains("runs --mode serial, hogwild, atomic, lock or ddp"),
                          ConfigError);
   }
+  // ddp's mini-batch is its gradient's; it sums them with NCCL, not Gloo.
+  TrainConfig d = c;
+  d.mode = Mode::ddp;
+  d.batch = 32;
+  CHECK_NOTHROW(check_device_run(d, *linear));
+  d.comm = "gloo";
+  CHECK_THROWS_WITH_AS(check_device_run(d, *linear),
+                       doctest::Contains("ddp on GPUs sums its gradients with NCCL"), ConfigError);
   TrainConfig b = c;
   b.batch = 8;
   CHECK_THROWS_WITH_AS(check_device_run(b, *linear),
@@ -285,6 +293,30 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
 
 namespace {
 
+// The GPU cases' data files: a generated linear problem, ratings and dense blobs.
+struct GpuProblems {
+  std::pair<std::string, std::string> linear;
+  std::string ratings, ratings_test, blobs, blobs_test;
+  explicit GpuProblems(test::TempDir& dir)
+      : linear(test::problem_files(dir, 20000, 2000)),
+        ratings(dir.file("r.txt")),
+        ratings_test(dir.file("r.test.txt")),
+        blobs(dir.file("blobs.svm")),
+        blobs_test(dir.file("blobs.test.svm")) {
+    REQUIRE(test::run({test::hogwild_data_path(), "generate", "--kind", "ratings", "--users",
+                       "500", "--items", "400", "--rank", "5", "--ratings", "100000", "--noise",
+                       "0.3", "--out", ratings, "--test-out", ratings_test})
+                .exit_code == 0);
+    write_libsvm(test::class_blobs(20000, 50, 1), blobs);
+    write_libsvm(test::class_blobs(2000, 50, 2), blobs_test);
+  }
+};
+
+struct Case {
+  std::vector<std::string> args;
+  std::string figure;
+};
+
 // "test accuracy 0.9123" (or rmse) from hogwild_train's last line.
 double figure(const std::string& out, const std::string& name) {
   const auto at = out.rfind(name + " ");
@@ -299,18 +331,8 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
   if (skip_without_gpu()) return;
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
-  const auto [train_file, test_file] = test::problem_files(dir, 20000, 2000);
-  const std::string ratings = dir.file("r.txt"), ratings_test = dir.file("r.test.txt");
-  REQUIRE(test::run({test::hogwild_data_path(), "generate", "--kind", "ratings", "--users", "500",
-                     "--items", "400", "--rank", "5", "--ratings", "100000", "--noise", "0.3",
-                     "--out", ratings, "--test-out", ratings_test})
-              .exit_code == 0);
-  write_libsvm(test::class_blobs(20000, 50, 1), dir.file("blobs.svm"));
-  write_libsvm(test::class_blobs(2000, 50, 2), dir.file("blobs.test.svm"));
-  struct Case {
-    std::vector<std::string> args;
-    std::string figure;
-  };
+  const GpuProblems p(dir);
+  const auto& [train_file, test_file] = p.linear;
   const std::vector<Case> cases = {
       {{"--train", train_file, "--test", test_file, "--model", "logistic", "--lr", "0.5"},
        "test accuracy"},
@@ -318,10 +340,10 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
        "test accuracy"},
       {{"--train", train_file, "--test", test_file, "--model", "squared", "--lr", "0.05"},
        "test accuracy"},
-      {{"--train", ratings, "--test", ratings_test, "--model", "mf", "--rank", "5", "--lr",
+      {{"--train", p.ratings, "--test", p.ratings_test, "--model", "mf", "--rank", "5", "--lr",
         "0.02"},
        "test rmse"},
-      {{"--train", dir.file("blobs.svm"), "--test", dir.file("blobs.test.svm"), "--model",
+      {{"--train", p.blobs, "--test", p.blobs_test, "--model",
         "softmax", "--lr", "0.05"},
        "test accuracy"},
   };
@@ -350,6 +372,49 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
           CHECK(got > reference - 0.02);
         CHECK(test::our_shm_entries().empty());
       }
+    }
+  }
+}
+
+TEST_CASE("--mode ddp on the GPU (NCCL, world size 1 on one GPU) trains every model the GPU "
+          "trains as the CPU's ddp does" * doctest::test_suite("gpu")) {
+  if (skip_without_gpu()) return;
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  const GpuProblems p(dir);
+  const auto& [train_file, test_file] = p.linear;
+  const std::vector<Case> cases = {
+      {{"--train", train_file, "--test", test_file, "--model", "logistic", "--lr", "2"},
+       "test accuracy"},
+      {{"--train", p.ratings, "--test", p.ratings_test, "--model", "mf", "--rank", "5", "--lr",
+        "0.5"},
+       "test rmse"},
+      {{"--train", p.blobs, "--test", p.blobs_test, "--model",
+        "softmax", "--lr", "0.5"},
+       "test accuracy"},
+  };
+  for (const auto& c : cases) {
+    for (const char* optimizer : {"sgd", "adagrad"}) {
+      CAPTURE(c.args[5]);
+      CAPTURE(optimizer);
+      std::vector<std::string> cpu = {test::hogwild_train_path(), "--epochs", "5", "--workers",
+                                      "1", "--mode", "ddp", "--batch", "32", "--optimizer",
+                                      optimizer};
+      cpu.insert(cpu.end(), c.args.begin(), c.args.end());
+      const auto on_cpu = test::run(cpu);
+      REQUIRE(on_cpu.exit_code == 0);
+      const double reference = figure(on_cpu.out, c.figure);
+      std::vector<std::string> gpu = cpu;
+      gpu.insert(gpu.end(), {"--device", "cuda"});
+      const auto r = test::run(gpu);
+      INFO(r.out);
+      REQUIRE(r.exit_code == 0);
+      const double got = figure(r.out, c.figure);
+      MESSAGE(c.args[5] << " ddp " << optimizer << ": " << c.figure << " " << got << " (CPU ddp "
+                        << reference << ")");
+      // The same steps, up to the order of the sums.
+      CHECK(got == doctest::Approx(reference).epsilon(0.01));
+      CHECK(test::our_shm_entries().empty());
     }
   }
 }

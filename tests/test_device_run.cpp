@@ -29,6 +29,7 @@
 #include "modes/mode_def.hpp"
 #include "support.hpp"
 #include "trainer/device_backend.hpp"
+#include "trainer/gradient_sync.hpp"
 
 using namespace hogwild;
 using namespace hogwild::detail;
@@ -52,19 +53,45 @@ std::atomic<int>& shared_counter(int which) {
                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0)) std::atomic<int>[2]{};
   return page[which];
 }
+
+// ddp: each rank's digest of its weights after its latest step, and its steps.
+struct RankDigest {
+  std::atomic<std::uint64_t> digest{0}, steps{0};
+};
+RankDigest& rank_digest(unsigned rank) {
+  static auto* page = new (mmap(nullptr, 2 * sizeof(RankDigest), PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0)) RankDigest[2]{};
+  return page[rank];
+}
 std::atomic<int>& chunks() { return shared_counter(0); }
 
 // Workers that found the rows in the device arena other than the dataset's.
 std::atomic<int>& row_mismatches() { return shared_counter(1); }
 
-// The CPU's step for each example of a chunk, with the mode's access policy.
+// The CPU's step for each example of a chunk, with the mode's access policy. Under
+// ddp: the CPU's captured step (GradientCapture) into a FlatGradient, rank 0 on the
+// store's tensors and the others on replicas of their own, as CUDA's ranks on their
+// own GPUs.
 class HostSteps final : public DeviceSteps {
  public:
   HostSteps(const TrainConfig& cfg, const Model& model, const Dataset& data, const float* targets,
-            const ParamSet& params)
+            const ParamSet& params, unsigned rank)
       // The run's model, the worker's own copy (a step keeps scratch in it).
       : model_(const_cast<Model&>(model)), data_(data), targets_(targets), params_(params),
-        kind_{mode_def(cfg.mode).access(), static_cast<std::uint8_t>(cfg.optimizer)} {}
+        kind_{mode_def(cfg.mode).access(), static_cast<std::uint8_t>(cfg.optimizer)},
+        optimizer_(cfg.optimizer), rank_(rank) {
+    if (cfg.mode != Mode::ddp) return;
+    if (rank > 0) {
+      std::vector<ParamSet::Tensor> t;
+      for (const auto& a : params.tensors()) {
+        ParamSet::Tensor copy{a.name, replica_.emplace_back(a.size, -1.f).data(), a.size};
+        if (a.state) copy.state = replica_.emplace_back(a.size, -1.f).data();
+        t.push_back(copy);
+      }
+      params_ = ParamSet(std::move(t));
+    }
+    flat_ = std::make_unique<FlatGradient>(params_);
+  }
   std::size_t chunk() const noexcept override { return 500; }
   void begin_epoch(std::span<const std::uint32_t> rows) override {
     rows_.assign(rows.begin(), rows.end());
@@ -81,6 +108,23 @@ class HostSteps final : public DeviceSteps {
                                  params_, lr);
     return loss;
   }
+  double gradient(std::size_t begin, std::size_t count, float lr) override {
+    chunks().fetch_add(1);
+    const StepKind captured{access_index<GradientCapture>(), static_cast<std::uint8_t>(optimizer_)};
+    return model_.train_batch(captured, Batch{&data_, targets_, rows_.data() + begin, count},
+                              flat_->params(), lr);
+  }
+  std::span<float> gradient_buffer() override { return {flat_->data(), flat_->size()}; }
+  void apply(float lr, float scale) override {
+    flat_->apply(flat_->data(), 0, flat_->size(), optimizer_, lr, scale);
+    std::fill(flat_->data(), flat_->data() + flat_->size(), 0.f);
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the weights' bytes
+    for (const auto& w : weights())
+      for (std::byte b : w) h = (h ^ static_cast<std::uint64_t>(b)) * 1099511628211ull;
+    rank_digest(rank_).digest.store(h);
+    rank_digest(rank_).steps.fetch_add(1);
+  }
+  std::vector<std::span<std::byte>> weights() override { return weight_spans(params_); }
 
  private:
   Model& model_;
@@ -88,18 +132,23 @@ class HostSteps final : public DeviceSteps {
   const float* targets_;
   ParamSet params_;
   StepKind kind_;
+  Optimizer optimizer_;
+  unsigned rank_;
+  std::vector<std::vector<float>> replica_;
+  std::unique_ptr<FlatGradient> flat_;
   std::vector<std::uint32_t> rows_;
   unsigned launches_ = 0;
 };
 
 class HostStandIn final : public DeviceBackend {
  public:
-  CudaStatus status() const override { return {true, 1, "host stand-in"}; }
+  // Two "GPUs": ddp runs two ranks at most.
+  CudaStatus status() const override { return {true, 2, "host stand-in"}; }
   std::shared_ptr<DeviceMemory> memory(CudaIpc) const override { return host_standin_memory(); }
   std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
                                      const Dataset& data, const float* targets,
                                      const ParamSet& params, int* lock,
-                                     const StoredRows* rows) const override {
+                                     const StoredRows* rows, unsigned rank) const override {
     // The parent uploaded the rows and targets into the device arena once; this
     // worker maps them: they must be the dataset's, array for array.
     const auto same = [](const auto* stored, auto span) {
@@ -111,7 +160,7 @@ class HostStandIn final : public DeviceBackend {
                     same(rows->pixels, data.pixels()) &&
                     same(rows->target, std::span<const float>(targets, data.rows()));
     if (!ok) row_mismatches().fetch_add(1);
-    return std::make_unique<HostSteps>(cfg, model, data, targets, params);
+    return std::make_unique<HostSteps>(cfg, model, data, targets, params, rank);
   }
 };
 
@@ -124,6 +173,7 @@ void stand_in() {
     register_device_backend(&backend);
     test::shared_flag().store(2);  // disarmed; the pages exist before the server forks
     chunks().store(0);
+    rank_digest(0).steps.store(0);
     row_mismatches().store(0);
     start_fork_server();
     return true;
@@ -247,4 +297,58 @@ TEST_CASE("softmax on dense rows trains on the device path as on the CPU") {
   CHECK(row_mismatches().load() == 0);  // dense floats: the value array
   CHECK(cpu.test.accuracy > 0.8);
   CHECK(r.test.accuracy > cpu.test.accuracy - 0.02);
+}
+
+TEST_CASE("ddp on the device path: every rank's replica starts as rank 0's weights and takes the "
+          "same steps, and it learns as the CPU's ddp does") {
+  stand_in();
+  auto [train_set, test_set] = test::generated_problem(4000, 1000, 500, 20, 0.05, 7);
+  for (Optimizer opt : {Optimizer::sgd, Optimizer::adagrad}) {
+    CAPTURE(static_cast<int>(opt));
+    TrainConfig c = test::sgd_config(Mode::ddp, 2);
+    c.batch = 8;
+    c.optimizer = opt;
+    if (opt == Optimizer::adagrad) c.step_size.lr0 = 0.1f;
+    const TrainResult cpu = train(c, train_set, &test_set);
+    c.device = Device::cuda;
+    c.worker_start = WorkerStart::fork_server;
+    chunks().store(0);
+    for (unsigned r = 0; r < 2; ++r) rank_digest(r).steps.store(0);
+    const TrainResult r = train(c, train_set, &test_set);
+    MESSAGE("ddp on the device path: test accuracy " << r.test.accuracy << ", loss "
+            << r.test.loss << " (CPU ddp " << cpu.test.accuracy << ", " << cpu.test.loss << ")");
+    // 8 epochs of 2000 rows a rank in mini-batches of 8: a launch each, and a step.
+    CHECK(chunks().load() == 2 * 8 * 250);
+    CHECK(rank_digest(0).steps.load() == 8 * 250);
+    CHECK(rank_digest(1).steps.load() == 8 * 250);
+    // The replicas started as rank 0's weights and took the same steps.
+    CHECK(rank_digest(0).digest.load() == rank_digest(1).digest.load());
+    CHECK(r.samples == 8 * train_set.rows());
+    // The same update as the CPU's ddp, up to the order of the sums.
+    CHECK(r.test.accuracy == doctest::Approx(cpu.test.accuracy).epsilon(0.01));
+    CHECK(r.test.loss == doctest::Approx(cpu.test.loss).epsilon(0.01));
+    CHECK(test::our_shm_entries().empty());
+  }
+}
+
+TEST_CASE("--device cuda --mode ddp wants a GPU per rank and NCCL's sums") {
+  stand_in();
+  auto [train_set, test_set] = test::generated_problem(400, 100, 50, 5, 0.05, 7);
+  TrainConfig c = device_config(Mode::ddp, 3);  // the stand-in has 2 "GPUs"
+  try {
+    train(c, train_set, &test_set);
+    FAIL("three ranks on two GPUs trained");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("one rank per GPU") != std::string::npos);
+    CHECK(std::string(e.what()).find("--workers 2 or fewer") != std::string::npos);
+  }
+  c.workers = 2;
+  c.comm = "gloo";
+  CHECK_THROWS_WITH_AS(train(c, train_set, &test_set),
+                       doctest::Contains("sums its gradients with NCCL"), ConfigError);
+  c = device_config(Mode::hogwild, 2);
+  c.batch = 4;
+  CHECK_THROWS_WITH_AS(train(c, train_set, &test_set), doctest::Contains("--batch above 1"),
+                       ConfigError);
+  CHECK(test::our_shm_entries().empty());
 }

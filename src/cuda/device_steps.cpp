@@ -57,9 +57,19 @@ DeviceAccess access_of(Mode m) {
 class CudaSteps final : public DeviceSteps {
  public:
   CudaSteps(const TrainConfig& cfg, const Model& model, const Dataset& data, const float* targets,
-            const ParamSet& params, int* lock, const StoredRows* rows)
-      : loss_(1) {
+            const ParamSet& arena_params, int* lock, const StoredRows* rows, unsigned rank)
+      : ddp_(cfg.mode == Mode::ddp), loss_(1) {
     HOGWILD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // ddp: rank 0 trains the arena's tensors, the others a replica on their own GPU,
+    // with their own copy of the rows (the arena is on GPU 0).
+    if (ddp_ && rank > 0) {
+      params_ = replicate(arena_params);
+      rows = nullptr;
+    } else {
+      params_ = arena_params;
+    }
+    const ParamSet& params = params_;
+    if (ddp_) make_gradient_buffer();
     if (rows) {  // the parent's upload, in the device arena
       chunk_.rows = {rows->offsets, rows->index, rows->value, rows->pixels, data.cols(),
                      rows->target};
@@ -72,17 +82,19 @@ class CudaSteps final : public DeviceSteps {
       chunk_.rows = {offsets_.get(), index_.get(), value_.get(), pixels_.get(), data.cols(),
                      target_.get()};
     }
-    chunk_.access = access_of(cfg.mode);
-    chunk_.adagrad = cfg.optimizer == Optimizer::adagrad;
+    chunk_.access = ddp_ ? DeviceAccess::gradient : access_of(cfg.mode);
+    chunk_.adagrad = adagrad_ = cfg.optimizer == Optimizer::adagrad;
     chunk_.lock = lock;
     chunk_.loss_sum = loss_.get();
     chunk_.stream = stream_;
     if (const auto* m = dynamic_cast<const LinearModel*>(&model)) {
       linear_.w = params.data(0);
       linear_.w_state = params[0].state;
+      linear_.w_grad = grad_of(0);
       if (params.count() > 1) {
         linear_.b = params.data(1);
         linear_.b_state = params[1].state;
+        linear_.b_grad = grad_of(1);
       }
       linear_.loss = static_cast<DeviceLinearLoss>(m->loss());
       linear_.signed_targets = m->signed_targets();
@@ -93,11 +105,15 @@ class CudaSteps final : public DeviceSteps {
       mf_->Q = params.data(1);
       mf_->P_state = params[0].state;
       mf_->Q_state = params[1].state;
+      mf_->P_grad = grad_of(0);
+      mf_->Q_grad = grad_of(1);
       if (params.count() > 2) {
         mf_->bu = params.data(2);
         mf_->bi = params.data(3);
         mf_->bu_state = params[2].state;
         mf_->bi_state = params[3].state;
+        mf_->bu_grad = grad_of(2);
+        mf_->bi_grad = grad_of(3);
       }
       mf_->rank = static_cast<std::uint32_t>(f->rank());
       mf_->mean = f->mean();
@@ -109,9 +125,11 @@ class CudaSteps final : public DeviceSteps {
       softmax_ = SoftmaxKernelArgs{};
       softmax_->W = params.data(0);
       softmax_->W_state = params[0].state;
+      softmax_->W_grad = grad_of(0);
       if (params.count() > 1) {
         softmax_->b = params.data(1);
         softmax_->b_state = params[1].state;
+        softmax_->b_grad = grad_of(1);
       }
       softmax_->classes = static_cast<std::uint32_t>(s->classes());
       softmax_->stride = s->stride();
@@ -133,6 +151,34 @@ class CudaSteps final : public DeviceSteps {
     chunk_.order = order_.get();
   }
   double train(std::size_t begin, std::size_t count, float lr) override {
+    return launch(begin, count, lr);
+  }
+  double gradient(std::size_t begin, std::size_t count, float) override {
+    HOGWILD_ENFORCE(ddp_, "the gradient path is --mode ddp's");
+    examples_ += count;
+    ++batches_;
+    return launch(begin, count, 0);
+  }
+  std::span<float> gradient_buffer() override { return {grad_.get(), grad_.size()}; }
+  void apply(float lr, float scale) override {
+    HOGWILD_ENFORCE(ddp_, "the gradient path is --mode ddp's");
+    if (examples_ == 0) return;
+    // The sum of the mini-batches' means (as the CPU's --accumulate sums them).
+    const float per_example =
+        scale * static_cast<float>(batches_) / static_cast<float>(examples_);
+    for (std::size_t i = 0; i < params_.count(); ++i)
+      launch_apply({params_.data(i), adagrad_ ? params_[i].state : nullptr, grad_of(i),
+                    params_.size(i), lr, per_example, stream_});
+    HOGWILD_CUDA(cudaGetLastError());
+    HOGWILD_CUDA(cudaStreamSynchronize(stream_));
+    examples_ = batches_ = 0;
+  }
+  std::vector<std::span<std::byte>> weights() override { return weight_spans(params_); }
+
+ private:
+  // A kernel launch over positions [begin, begin + count) of the order; the chunk's
+  // summed loss once it is done.
+  double launch(std::size_t begin, std::size_t count, float lr) {
     HOGWILD_CUDA(cudaMemsetAsync(loss_.get(), 0, sizeof(double), stream_));
     chunk_.begin = begin;
     chunk_.count = count;
@@ -154,7 +200,41 @@ class CudaSteps final : public DeviceSteps {
     return loss;
   }
 
- private:
+  // ddp, ranks above 0: each tensor (and its state) copied into this GPU's memory;
+  // its values come from rank 0 before the first step (DeviceSteps::weights).
+  ParamSet replicate(const ParamSet& arena) {
+    std::vector<ParamSet::Tensor> t;
+    for (const auto& a : arena.tensors()) {
+      replica_.emplace_back(a.size);
+      ParamSet::Tensor copy{a.name, replica_.back().get(), a.size};
+      if (a.state) {
+        replica_.emplace_back(a.size);
+        copy.state = replica_.back().get();
+      }
+      copy.space = MemorySpace::device;
+      t.push_back(std::move(copy));
+    }
+    return ParamSet(std::move(t));
+  }
+  // ddp: every tensor's gradient in one zeroed buffer, each at a 256-byte boundary.
+  void make_gradient_buffer() {
+    std::size_t floats = 0;
+    for (const auto& t : params_.tensors()) {
+      grad_offset_.push_back(floats);
+      floats += (t.size + 63) / 64 * 64;
+    }
+    grad_ = DeviceArray<float>(floats);
+    HOGWILD_CUDA(cudaMemset(grad_.get(), 0, floats * sizeof(float)));
+  }
+  float* grad_of(std::size_t i) const { return ddp_ ? grad_.get() + grad_offset_[i] : nullptr; }
+
+  bool ddp_;
+  bool adagrad_ = false;
+  ParamSet params_;
+  std::vector<DeviceArray<float>> replica_;
+  DeviceArray<float> grad_;
+  std::vector<std::size_t> grad_offset_;
+  std::size_t examples_ = 0, batches_ = 0;  // given to gradient() since the last apply
   DeviceArray<std::uint64_t> offsets_;
   DeviceArray<std::uint32_t> index_;
   DeviceArray<float> value_;
@@ -174,9 +254,11 @@ class CudaSteps final : public DeviceSteps {
 std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig& cfg, const Model& model,
                                                const Dataset& data, const float* targets,
                                                const ParamSet& params, int* lock,
-                                               const StoredRows* rows) {
-  cuda_init("a worker's steps");
-  return std::make_unique<CudaSteps>(cfg, model, data, targets, params, lock, rows);
+                                               const StoredRows* rows, unsigned rank) {
+  const bool ddp = cfg.mode == Mode::ddp;
+  cuda_init(ddp ? fmt::format("ddp's rank {}", rank) : "a worker's steps",
+            ddp ? static_cast<int>(rank) : 0);
+  return std::make_unique<CudaSteps>(cfg, model, data, targets, params, lock, rows, rank);
 }
 
 }  // namespace hogwild::detail

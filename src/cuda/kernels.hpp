@@ -15,7 +15,10 @@ namespace hogwild::detail {
 // INTENDED RACE, as on the CPU, update_policy.hpp); atomic: atomicAdd for each
 // write; lock: one spin lock in device memory (the device arena's, so shared by
 // every process) held by a warp around its whole example; serial: one warp.
-enum class DeviceAccess : std::uint8_t { serial, hogwild, atomic, lock };
+// gradient (--mode ddp): the weights are only read, and each example's gradient
+// is added (atomicAdd) to the tensors' gradient buffers (the *_grad pointers),
+// which launch_apply then applies once the ranks have summed them.
+enum class DeviceAccess : std::uint8_t { serial, hogwild, atomic, lock, gradient };
 
 // Rows on the device and their targets: CSR (sparse and rating layouts: offsets
 // set), dense floats (value, cols a row) or dense bytes (pixels, value = byte / 255).
@@ -48,6 +51,8 @@ struct LinearKernelArgs {
   float* w_state = nullptr;  // AdaGrad's accumulators
   float* b = nullptr;        // the bias, or null
   float* b_state = nullptr;
+  float* w_grad = nullptr;   // gradient access: the gradient buffers
+  float* b_grad = nullptr;
   DeviceLinearLoss loss = DeviceLinearLoss::logistic;
   bool signed_targets = false;
   float l2 = 0;
@@ -64,6 +69,10 @@ struct MfKernelArgs {
   float* bi = nullptr;
   float* bu_state = nullptr;
   float* bi_state = nullptr;
+  float* P_grad = nullptr;  // gradient access: the gradient buffers
+  float* Q_grad = nullptr;
+  float* bu_grad = nullptr;
+  float* bi_grad = nullptr;
   std::uint32_t rank = 0;
   float mean = 0;
   float l2 = 0;
@@ -79,11 +88,29 @@ struct SoftmaxKernelArgs {
   float* W_state = nullptr;
   float* b = nullptr;
   float* b_state = nullptr;
+  float* W_grad = nullptr;  // gradient access: the gradient buffers
+  float* b_grad = nullptr;
   std::uint32_t classes = 0;
   std::uint64_t stride = 0;
   float l2 = 0;
 };
 void launch_softmax(const SoftmaxKernelArgs& a);
+
+// --mode ddp's update, for one tensor, once its gradient buffer holds the sum over
+// the ranks: g = scale * grad[i]; SGD: w -= lr g; AdaGrad: G += g^2, w -= lr g /
+// (sqrt(G) + eps), as the CPU's. The buffer is zeroed as it is read (the next
+// gradient starts from nothing). One thread per coordinate: every coordinate is
+// written by one thread, so plain loads and stores.
+struct ApplyArgs {
+  float* w = nullptr;
+  float* state = nullptr;  // AdaGrad's, or null (SGD)
+  float* grad = nullptr;
+  std::size_t n = 0;
+  float lr = 0;
+  float scale = 1;
+  void* stream = nullptr;
+};
+void launch_apply(const ApplyArgs& a);
 
 // The bandwidth yardstick: dst[i] = src[i], n floats (bench/).
 void launch_copy(float* dst, const float* src, std::size_t n, void* stream);

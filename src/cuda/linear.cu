@@ -28,9 +28,10 @@ __global__ void linear_kernel(LinearKernelArgs a) {
     row_each(c.rows, r, lane, [&](std::uint64_t j, float x) {
       float* w = a.w + j;
       const float g = slope * x + (a.l2 != 0 ? a.l2 * load<A>(w) : 0.f);
-      descend<A>(w, a.w_state ? a.w_state + j : nullptr, c.adagrad, g, c.lr);
+      descend<A>(w, a.w_state ? a.w_state + j : nullptr, a.w_grad ? a.w_grad + j : nullptr,
+                 c.adagrad, g, c.lr);
     });
-    if (a.b && lane == 0) descend<A>(a.b, a.b_state, c.adagrad, slope, c.lr);
+    if (a.b && lane == 0) descend<A>(a.b, a.b_state, a.b_grad, c.adagrad, slope, c.lr);
     if constexpr (A == DeviceAccess::lock) unlock_warp(c.lock);
     losses += loss;
   }

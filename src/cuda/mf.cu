@@ -36,14 +36,18 @@ __global__ void mf_kernel(MfKernelArgs a) {
     if (a.bu) z += load<A>(a.bu + u) + load<A>(a.bi + i);
     const float e = z - c.rows.target[r];
     for (std::uint32_t j = lane, m = 0; j < k; j += 32, ++m) {
-      descend<A>(pu + j, a.P_state ? a.P_state + u * k + j : nullptr, c.adagrad,
-                 e * q[m] + a.l2 * p[m], c.lr);
-      descend<A>(qi + j, a.Q_state ? a.Q_state + i * k + j : nullptr, c.adagrad,
-                 e * p[m] + a.l2 * q[m], c.lr);
+      descend<A>(pu + j, a.P_state ? a.P_state + u * k + j : nullptr,
+                 a.P_grad ? a.P_grad + u * k + j : nullptr, c.adagrad, e * q[m] + a.l2 * p[m],
+                 c.lr);
+      descend<A>(qi + j, a.Q_state ? a.Q_state + i * k + j : nullptr,
+                 a.Q_grad ? a.Q_grad + i * k + j : nullptr, c.adagrad, e * p[m] + a.l2 * q[m],
+                 c.lr);
     }
     if (a.bu && lane == 0) {
-      descend<A>(a.bu + u, a.bu_state ? a.bu_state + u : nullptr, c.adagrad, e, c.lr);
-      descend<A>(a.bi + i, a.bi_state ? a.bi_state + i : nullptr, c.adagrad, e, c.lr);
+      descend<A>(a.bu + u, a.bu_state ? a.bu_state + u : nullptr,
+                 a.bu_grad ? a.bu_grad + u : nullptr, c.adagrad, e, c.lr);
+      descend<A>(a.bi + i, a.bi_state ? a.bi_state + i : nullptr,
+                 a.bi_grad ? a.bi_grad + i : nullptr, c.adagrad, e, c.lr);
     }
     if constexpr (A == DeviceAccess::lock) unlock_warp(c.lock);
     losses += 0.5 * static_cast<double>(e) * e;

@@ -43,15 +43,17 @@ __global__ void softmax_kernel(SoftmaxKernelArgs a) {
     for (std::uint32_t k = 0; k < K; ++k) {
       float* w = a.W + k * a.stride;
       float* state = a.W_state ? a.W_state + k * a.stride : nullptr;
+      float* grad = a.W_grad ? a.W_grad + k * a.stride : nullptr;
       const float g = z[k];
       row_each(c.rows, r, lane, [&](std::uint64_t j, float x) {
-        descend<A>(w + j, state ? state + j : nullptr, c.adagrad,
+        descend<A>(w + j, state ? state + j : nullptr, grad ? grad + j : nullptr, c.adagrad,
                    g * x + (a.l2 != 0 ? a.l2 * load<A>(w + j) : 0.f), c.lr);
       });
     }
     if (a.b)
       for (std::uint32_t k = lane; k < K; k += 32)
-        descend<A>(a.b + k, a.b_state ? a.b_state + k : nullptr, c.adagrad, z[k], c.lr);
+        descend<A>(a.b + k, a.b_state ? a.b_state + k : nullptr, a.b_grad ? a.b_grad + k : nullptr,
+                   c.adagrad, z[k], c.lr);
     __syncwarp();  // z is the next example's
     if constexpr (A == DeviceAccess::lock) unlock_warp(c.lock);
     losses += loss;

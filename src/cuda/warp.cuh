@@ -22,7 +22,8 @@ __device__ inline float warp_sum(float x) {
 // device-scope atomic_ref makes each load and store whole and well-defined (it
 // compiles to plain ld/st) while a concurrent update may be lost, which Hogwild!
 // tolerates. Atomic: one atomicAdd per write, nothing lost, and relaxed loads
-// beside them. Lock and serial: one writer at a time, plain loads.
+// beside them. Lock and serial: one writer at a time, plain loads. Gradient: no
+// one writes the weights during the launch, plain loads.
 template <DeviceAccess A>
 __device__ inline float load(float* p) {
   if constexpr (A == DeviceAccess::hogwild || A == DeviceAccess::atomic)
@@ -44,8 +45,15 @@ __device__ inline void add(float* p, float delta) {
 }
 
 // SGD: w -= lr g. AdaGrad: G += g^2; w -= lr g / (sqrt(G) + eps), as the CPU's.
+// Gradient access: g is added to the weight's gradient buffer `grad` instead (the
+// weights and G are left alone; launch_apply steps once the ranks summed it).
 template <DeviceAccess A>
-__device__ inline void descend(float* w, float* state, bool adagrad, float g, float lr) {
+__device__ inline void descend(float* w, float* state, float* grad, bool adagrad, float g,
+                               float lr) {
+  if constexpr (A == DeviceAccess::gradient) {
+    atomicAdd(grad, g);
+    return;
+  }
   if (!adagrad) return add<A>(w, -lr * g);
   add<A>(state, g * g);
   add<A>(w, -lr * g / (sqrtf(load<A>(state)) + 1e-7f));
@@ -103,6 +111,8 @@ inline void with_access(DeviceAccess a, F&& f) {
     case DeviceAccess::hogwild: return f(std::integral_constant<DeviceAccess, DeviceAccess::hogwild>{});
     case DeviceAccess::atomic: return f(std::integral_constant<DeviceAccess, DeviceAccess::atomic>{});
     case DeviceAccess::lock: return f(std::integral_constant<DeviceAccess, DeviceAccess::lock>{});
+    case DeviceAccess::gradient:
+      return f(std::integral_constant<DeviceAccess, DeviceAccess::gradient>{});
   }
 }
 

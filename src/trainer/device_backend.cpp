@@ -17,14 +17,27 @@ class CudaBackend final : public DeviceBackend {
   std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
                                      const Dataset& data, const float* targets,
                                      const ParamSet& params, int* lock,
-                                     const StoredRows* rows) const override {
-    return make_device_steps(cfg, model, data, targets, params, lock, rows);
+                                     const StoredRows* rows, unsigned rank) const override {
+    return make_device_steps(cfg, model, data, targets, params, lock, rows, rank);
+  }
+  std::unique_ptr<Communicator> communicator(unsigned rank, unsigned size, NcclIdSlot& slot,
+                                             std::chrono::milliseconds timeout,
+                                             const std::atomic<std::int32_t>* stop) const override {
+    char id[128];
+    exchange_nccl_id(slot, rank, id, make_nccl_id, timeout, stop);
+    return make_nccl_communicator(rank, size, static_cast<int>(rank), id, timeout, stop);
   }
 };
 
 std::atomic<const DeviceBackend*> g_backend{nullptr};
 
 }  // namespace
+
+std::unique_ptr<Communicator> DeviceBackend::communicator(unsigned, unsigned, NcclIdSlot&,
+                                                          std::chrono::milliseconds,
+                                                          const std::atomic<std::int32_t>*) const {
+  return nullptr;
+}
 
 const DeviceBackend& device_backend() {
   static const CudaBackend cuda;

@@ -7,8 +7,12 @@
 // checkpoints — where no GPU is.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 
+#include "comm/nccl.hpp"
+#include "hogwild/communicator.hpp"
 #include "hogwild/device.hpp"
 #include "trainer/device_steps.hpp"
 #include "trainer/tensor_store.hpp"
@@ -23,11 +27,19 @@ class DeviceBackend {
   virtual CudaStatus status() const = 0;
   virtual std::shared_ptr<DeviceMemory> memory(CudaIpc ipc) const = 0;
   // `rows`: the training rows and targets in device memory (the store's), or null
-  // (the steps then upload `data` and `targets` themselves).
+  // (the steps then upload `data` and `targets` themselves). `rank`: the worker's
+  // (under --mode ddp, also its GPU's number).
   virtual std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
                                              const Dataset& data, const float* targets,
                                              const ParamSet& params, int* lock,
-                                             const StoredRows* rows) const = 0;
+                                             const StoredRows* rows, unsigned rank) const = 0;
+  // --mode ddp: rank `rank` of `size`'s Communicator over the steps' memory (CUDA's:
+  // NCCL on GPU `rank`, the group's id handed over in `slot`, a block of the run's
+  // host arena), or null for the run's own (the shared-memory one, over host memory).
+  virtual std::unique_ptr<Communicator> communicator(unsigned rank, unsigned size,
+                                                     NcclIdSlot& slot,
+                                                     std::chrono::milliseconds timeout,
+                                                     const std::atomic<std::int32_t>* stop) const;
 };
 
 // The registered backend, or CUDA's.

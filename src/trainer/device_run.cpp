@@ -17,14 +17,18 @@ void check_device_run(const TrainConfig& cfg, const Model& model) {
                                   "softmax and mf so far, not {} (it trains on the CPU)",
                                   model.name()));
   if (cfg.mode != Mode::serial && cfg.mode != Mode::hogwild && cfg.mode != Mode::atomic &&
-      cfg.mode != Mode::lock)
-    throw ConfigError(fmt::format("--device cuda runs --mode serial, hogwild, atomic or lock, not "
-                                  "{}", to_string(cfg.mode)));
+      cfg.mode != Mode::lock && cfg.mode != Mode::ddp)
+    throw ConfigError(fmt::format("--device cuda runs --mode serial, hogwild, atomic, lock or ddp, "
+                                  "not {}", to_string(cfg.mode)));
   const auto refuse = [](const char* option) {
     throw ConfigError(fmt::format("{} does not apply to --device cuda: a warp per example "
                                   "updates the shared weights on the device", option));
   };
-  if (cfg.batch != 1) refuse("--batch above 1");
+  // ddp's mini-batch is the gradient a rank computes before the ranks sum theirs.
+  if (cfg.batch != 1 && cfg.mode != Mode::ddp) refuse("--batch above 1");
+  if (cfg.mode == Mode::ddp && cfg.comm != "shm")
+    throw ConfigError(fmt::format("--comm {} does not apply to --device cuda: ddp on GPUs sums "
+                                  "its gradients with NCCL", cfg.comm));
   if (cfg.merge_every) refuse("--merge-every");
   if (cfg.hot_k) refuse("--hot-k");
   if (cfg.telemetry) refuse("--telemetry");
@@ -32,6 +36,26 @@ void check_device_run(const TrainConfig& cfg, const Model& model) {
   if (cfg.nodes > 1) refuse("--nodes");
   if (cfg.grad_delay_ns) refuse("--grad-delay-ns");
   if (cfg.straggler_worker >= 0) refuse("--straggler");
+}
+
+namespace {
+[[noreturn]] void no_gradient_path() {
+  throw ConfigError("this device backend has no gradient path: it trains no --mode ddp");
+}
+}  // namespace
+
+double DeviceSteps::gradient(std::size_t, std::size_t, float) { no_gradient_path(); }
+std::span<float> DeviceSteps::gradient_buffer() { no_gradient_path(); }
+void DeviceSteps::apply(float, float) { no_gradient_path(); }
+std::vector<std::span<std::byte>> DeviceSteps::weights() { no_gradient_path(); }
+
+std::vector<std::span<std::byte>> weight_spans(const ParamSet& params) {
+  std::vector<std::span<std::byte>> out;
+  for (const auto& t : params.tensors()) {
+    out.push_back({reinterpret_cast<std::byte*>(t.data), t.size * sizeof(float)});
+    if (t.state) out.push_back({reinterpret_cast<std::byte*>(t.state), t.size * sizeof(float)});
+  }
+  return out;
 }
 
 }  // namespace hogwild::detail

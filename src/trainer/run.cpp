@@ -193,6 +193,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   for (auto& s : specs) floats += padded(s.size);
   if (mode.synchronous())
     blocks.push_back({"comm", ShmCommunicator::region_bytes(workers)});
+  if (mode.synchronous() && cfg.device == Device::cuda)
+    blocks.push_back({"nccl_id", sizeof(NcclIdSlot)});
   if (cfg.nodes > 1 && !mode.synchronous() && !mode.parameter_server()) {
     std::size_t all = 0;
     for (auto& s : specs) all += padded(s.size);
@@ -262,6 +264,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
       std::memcpy(control->rendezvous, dir.c_str(), dir.size() + 1);
     }
   }
+  if (arena.has("nccl_id")) in_arena<NcclIdSlot>(arena.block("nccl_id").data(), 1, attach);
   if (mode.parameter_server() && !attach)
     PsRegion::prepare(arena.block("ps"), workers, servers, cfg.nodes, cfg.hashed_keys);
   params = store->open(arena, specs, stateful, attach, device_fd);
@@ -563,7 +566,24 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     }
     task.dp = &*local.dp;
   }
-  if (mode.synchronous()) {
+  if (cfg.device == Device::cuda) {
+    if (!local.device)
+      local.device = device_backend().steps(cfg, model, train, train_targets.data(), params,
+                                            store->device_lock(), store->rows(), rank);
+    task.device = local.device.get();
+  }
+  if (mode.synchronous() && cfg.device == Device::cuda) {
+    if (!local.device_sync) {
+      const std::chrono::milliseconds timeout(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+      local.comm = device_backend().communicator(
+          rank, workers, *reinterpret_cast<NcclIdSlot*>(arena.block("nccl_id").data()), timeout,
+          &control->stop);
+      if (!local.comm) local.comm = make_communicator(rank);
+      local.device_sync.emplace(*local.device, *local.comm, cfg.accumulate, cfg.bucket_bytes);
+      local.device_sync->broadcast_weights();
+    }
+    task.device_sync = &*local.device_sync;
+  } else if (mode.synchronous()) {
     if (!local.comm) {
       local.comm = make_communicator(rank);
       local.across = make_across(rank);
@@ -593,12 +613,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.conflicts_started = true;
     }
     task.kind.access = access_index<MeasuredUpdate>();
-  }
-  if (cfg.device == Device::cuda) {
-    if (!local.device)
-      local.device = device_backend().steps(cfg, model, train, train_targets.data(), params,
-                                            store->device_lock(), store->rows());
-    task.device = local.device.get();
   }
   if (mode.parameter_server()) {
     if (!local.ps)

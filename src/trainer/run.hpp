@@ -32,6 +32,7 @@
 #include "trainer/progress.hpp"
 #include "trainer/replica.hpp"
 #include "trainer/device_steps.hpp"
+#include "trainer/device_sync.hpp"
 #include "trainer/ps.hpp"
 #include "trainer/tensor_store.hpp"
 
@@ -188,6 +189,8 @@ struct Run {
     std::optional<DataParallel> dp;
     // --device cuda: this worker's rows on the device and its kernels.
     std::unique_ptr<DeviceSteps> device;
+    // --device cuda --mode ddp: the ranks' gradient sums (over `comm`: NCCL's).
+    std::optional<DeviceGradientSync> device_sync;
     // --mode ps: this replica's private weights and its pushes and fetches.
     std::optional<PsClient> ps;
   } local;

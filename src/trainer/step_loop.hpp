@@ -16,6 +16,7 @@
 #include "hogwild/step_size.hpp"
 #include "trainer/data_parallel.hpp"
 #include "trainer/device_steps.hpp"
+#include "trainer/device_sync.hpp"
 #include "trainer/ps.hpp"
 #include "trainer/gradient_sync.hpp"
 #include "trainer/hot_window.hpp"
@@ -70,6 +71,9 @@ struct EpochTask {
   // --device cuda: the steps are this worker's kernels, a chunk of rows a launch
   // (train_epoch then takes none of the paths above).
   DeviceSteps* device = nullptr;
+  // --device cuda --mode ddp: the device's steps compute each mini-batch's gradient,
+  // which the ranks sum and apply every `accumulate` mini-batches.
+  DeviceGradientSync* device_sync = nullptr;
   // --mode ps: the step trains the replica's private copy (ps->params()); after each
   // mini-batch the replica pushes and fetches when due, and pushes at the epoch's end.
   PsClient* ps = nullptr;

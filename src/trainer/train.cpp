@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "comm/gloo.hpp"
+#include "comm/nccl.hpp"
 #include "science/conflicts.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
@@ -672,6 +673,7 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
     detail::check_device_run(cfg, model);
     const CudaStatus gpu = detail::device_backend().status();
     if (!gpu.ok) throw ConfigError("no CUDA device: " + gpu.message);
+    if (cfg.mode == Mode::ddp) detail::check_nccl_ranks(cfg.workers, gpu.devices);
   }
   std::optional<Checkpoint> resume;
   if (!cfg.resume.empty()) {
