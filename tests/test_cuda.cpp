@@ -29,6 +29,7 @@
 #include "memory/device_arena.hpp"
 #include "trainer/device_steps.hpp"
 #include "process.hpp"
+#include "ridge.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -254,10 +255,22 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
   c.device = Device::cuda;
   auto linear = make_model("logistic");
   CHECK_NOTHROW(check_device_run(c, *linear));
-  auto mlp = make_model("mlp");
-  CHECK_THROWS_WITH_AS(check_device_run(c, *mlp),
-                       doctest::Contains("trains the models logistic, hinge, squared, softmax "
-                                         "and mf so far, not mlp"),
+  // Every built-in model; a model of the program's own has no kernel.
+  const test::Ridge<> ridge;
+  CHECK_THROWS_WITH_AS(check_device_run(c, ridge),
+                       doctest::Contains("trains the models logistic, hinge, squared, softmax, "
+                                         "mf and mlp, not ridge"),
+                       ConfigError);
+  // The MLP's mini-batch is its products' rows; they are fp32 (cuBLAS SGEMM).
+  ModelOptions o;
+  o.hidden = {16};
+  auto mlp = make_model("mlp", o);
+  TrainConfig batched = c;
+  batched.batch = 32;
+  CHECK_NOTHROW(check_device_run(batched, *mlp));
+  o.matmul = MatmulPrecision::bf16;
+  auto mlp16 = make_model("mlp", o);
+  CHECK_THROWS_WITH_AS(check_device_run(batched, *mlp16), doctest::Contains("leave out --matmul bf16"),
                        ConfigError);
   for (Mode m : {Mode::dp, Mode::ps}) {
     TrainConfig d = c;
@@ -346,6 +359,9 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
       {{"--train", p.blobs, "--test", p.blobs_test, "--model",
         "softmax", "--lr", "0.05"},
        "test accuracy"},
+      {{"--train", p.blobs, "--test", p.blobs_test, "--model", "mlp", "--hidden", "64,32",
+        "--batch", "16", "--lr", "0.05"},
+       "test accuracy"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> cpu = {test::hogwild_train_path(), "--epochs", "5", "--workers", "2"};
@@ -391,6 +407,9 @@ TEST_CASE("--mode ddp on the GPU (NCCL, world size 1 on one GPU) trains every mo
        "test rmse"},
       {{"--train", p.blobs, "--test", p.blobs_test, "--model",
         "softmax", "--lr", "0.5"},
+       "test accuracy"},
+      {{"--train", p.blobs, "--test", p.blobs_test, "--model", "mlp", "--hidden", "64,32", "--lr",
+        "0.1"},
        "test accuracy"},
   };
   for (const auto& c : cases) {

@@ -79,7 +79,7 @@ class HostSteps final : public DeviceSteps {
       // The run's model, the worker's own copy (a step keeps scratch in it).
       : model_(const_cast<Model&>(model)), data_(data), targets_(targets), params_(params),
         kind_{mode_def(cfg.mode).access(), static_cast<std::uint8_t>(cfg.optimizer)},
-        optimizer_(cfg.optimizer), rank_(rank) {
+        optimizer_(cfg.optimizer), rank_(rank), batch_(std::max<std::size_t>(cfg.batch, 1)) {
     if (cfg.mode != Mode::ddp) return;
     if (rank > 0) {
       std::vector<ParamSet::Tensor> t;
@@ -103,9 +103,10 @@ class HostSteps final : public DeviceSteps {
     if (begin > 0 && test::shared_flag().compare_exchange_strong(armed, 1)) std::abort();
     chunks().fetch_add(1);
     double loss = 0;
-    for (std::size_t i = 0; i < count; ++i)
-      loss += model_.train_batch(kind_, Batch{&data_, targets_, rows_.data() + begin + i, 1},
-                                 params_, lr);
+    for (std::size_t i = 0; i < count; i += batch_)
+      loss += model_.train_batch(
+          kind_, Batch{&data_, targets_, rows_.data() + begin + i, std::min(batch_, count - i)},
+          params_, lr);
     return loss;
   }
   double gradient(std::size_t begin, std::size_t count, float lr) override {
@@ -134,6 +135,7 @@ class HostSteps final : public DeviceSteps {
   StepKind kind_;
   Optimizer optimizer_;
   unsigned rank_;
+  std::size_t batch_;  // the MLP's mini-batch (the kernels' example)
   std::vector<std::vector<float>> replica_;
   std::unique_ptr<FlatGradient> flat_;
   std::vector<std::uint32_t> rows_;
@@ -295,6 +297,25 @@ TEST_CASE("softmax on dense rows trains on the device path as on the CPU") {
   MESSAGE("softmax: test accuracy " << r.test.accuracy << " (CPU " << cpu.test.accuracy << ")");
   CHECK(chunks().load() == 8 * 2 * 3);  // 1500 rows a worker, chunks of 500
   CHECK(row_mismatches().load() == 0);  // dense floats: the value array
+  CHECK(cpu.test.accuracy > 0.8);
+  CHECK(r.test.accuracy > cpu.test.accuracy - 0.02);
+}
+
+TEST_CASE("the mlp trains on the device path in mini-batches as on the CPU") {
+  stand_in();
+  const Dataset train_set = test::class_blobs(3000, 30, 1), test_set = test::class_blobs(600, 30, 2);
+  TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+  c.model = "mlp";
+  c.model_options.hidden = {16};
+  c.batch = 10;
+  c.step_size.lr0 = 0.05f;
+  const TrainResult cpu = train(c, train_set, &test_set);
+  c.device = Device::cuda;
+  c.worker_start = WorkerStart::fork_server;
+  chunks().store(0);
+  const TrainResult r = train(c, train_set, &test_set);
+  MESSAGE("mlp: test accuracy " << r.test.accuracy << " (CPU " << cpu.test.accuracy << ")");
+  CHECK(chunks().load() == 8 * 2 * 3);  // 1500 rows a worker, chunks of 500
   CHECK(cpu.test.accuracy > 0.8);
   CHECK(r.test.accuracy > cpu.test.accuracy - 0.02);
 }

@@ -1,7 +1,6 @@
 #include "comm/nccl.hpp"
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <nccl.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "cuda/check.hpp"
+#include "dynamic_library.hpp"
 #include "hogwild/error.hpp"
 #include "memory/device_arena.hpp"
 
@@ -42,27 +42,19 @@ const Nccl& nccl() {
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
-    void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen(HOGWILD_NCCL_FALLBACK, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      failure = dlerror();
-      return;
-    }
-    auto get = [&](const char* name, auto& fn) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-      if (!fn && failure.empty()) failure = fmt::format("libnccl.so.2 has no {}", name);
-    };
-    get("ncclGetUniqueId", api.get_unique_id);
-    get("ncclCommInitRankConfig", api.init);
-    get("ncclCommGetAsyncError", api.async_error);
-    get("ncclCommAbort", api.abort);
-    get("ncclCommFinalize", api.finalize);
-    get("ncclCommDestroy", api.destroy);
-    get("ncclAllReduce", api.all_reduce);
-    get("ncclReduceScatter", api.reduce_scatter);
-    get("ncclAllGather", api.all_gather);
-    get("ncclBroadcast", api.broadcast);
-    get("ncclGetErrorString", api.error_string);
+    DynamicLibrary lib({"libnccl.so.2", HOGWILD_NCCL_FALLBACK});
+    lib.get("ncclGetUniqueId", api.get_unique_id);
+    lib.get("ncclCommInitRankConfig", api.init);
+    lib.get("ncclCommGetAsyncError", api.async_error);
+    lib.get("ncclCommAbort", api.abort);
+    lib.get("ncclCommFinalize", api.finalize);
+    lib.get("ncclCommDestroy", api.destroy);
+    lib.get("ncclAllReduce", api.all_reduce);
+    lib.get("ncclReduceScatter", api.reduce_scatter);
+    lib.get("ncclAllGather", api.all_gather);
+    lib.get("ncclBroadcast", api.broadcast);
+    lib.get("ncclGetErrorString", api.error_string);
+    failure = lib.failure();
   });
   if (!failure.empty()) throw ConfigError("NCCL cannot be loaded: " + failure);
   return api;

@@ -6,10 +6,13 @@
 #include <fmt/format.h>
 
 #include "cuda/check.hpp"
+#include "cuda/device_array.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/mlp_steps.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/models/linear.hpp"
 #include "hogwild/models/mf.hpp"
+#include "hogwild/models/mlp.hpp"
 #include "hogwild/models/softmax.hpp"
 #include "memory/device_arena.hpp"
 #include "trainer/device_steps.hpp"
@@ -18,34 +21,6 @@
 namespace hogwild::detail {
 
 namespace {
-
-// One cudaMalloc'd array, freed with the object.
-template <class T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  explicit DeviceArray(std::size_t n) : n_(n) {
-    if (n) HOGWILD_CUDA(cudaMalloc(&p_, n * sizeof(T)));
-  }
-  DeviceArray(const T* host, std::size_t n) : DeviceArray(n) {
-    if (n) HOGWILD_CUDA(cudaMemcpy(p_, host, n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceArray() {
-    if (p_) cudaFree(p_);
-  }
-  DeviceArray(DeviceArray&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(o.n_) {}
-  DeviceArray& operator=(DeviceArray&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
-  T* get() const noexcept { return p_; }
-  std::size_t size() const noexcept { return n_; }
-
- private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
-};
 
 DeviceAccess access_of(Mode m) {
   if (m == Mode::serial) return DeviceAccess::serial;
@@ -134,6 +109,12 @@ class CudaSteps final : public DeviceSteps {
       softmax_->classes = static_cast<std::uint32_t>(s->classes());
       softmax_->stride = s->stride();
       softmax_->l2 = s->options().l2;
+    } else if (const auto* n = dynamic_cast<const MlpModel*>(&model)) {
+      std::vector<float*> grads;
+      for (std::size_t i = 0; i < params.count(); ++i) grads.push_back(grad_of(i));
+      mlp_.emplace(*n, params, std::move(grads), chunk_.access, adagrad_,
+                   std::max<std::size_t>(cfg.batch, 1), stream_);
+      mlp_batch_ = std::max<std::size_t>(cfg.batch, 1);
     } else {
       throw ConfigError("--device cuda has no kernel for model " + model.name());
     }
@@ -141,6 +122,8 @@ class CudaSteps final : public DeviceSteps {
   ~CudaSteps() override { cudaStreamDestroy(stream_); }
 
   std::size_t chunk() const noexcept override {
+    // The MLP: 64 mini-batches (as the CPU's loop publishes its place).
+    if (mlp_) return 64 * mlp_batch_;
     // Serial: one warp; a chunk is then what it does in about a millisecond.
     return chunk_.access == DeviceAccess::serial ? 4096 : 1 << 16;
   }
@@ -183,7 +166,9 @@ class CudaSteps final : public DeviceSteps {
     chunk_.begin = begin;
     chunk_.count = count;
     chunk_.lr = lr;
-    if (mf_) {
+    if (mlp_) {
+      mlp_->run(chunk_);
+    } else if (mf_) {
       mf_->chunk = chunk_;
       launch_mf(*mf_);
     } else if (softmax_) {
@@ -247,6 +232,8 @@ class CudaSteps final : public DeviceSteps {
   LinearKernelArgs linear_;
   std::optional<MfKernelArgs> mf_;
   std::optional<SoftmaxKernelArgs> softmax_;
+  std::optional<MlpDeviceSteps> mlp_;
+  std::size_t mlp_batch_ = 0;
 };
 
 }  // namespace

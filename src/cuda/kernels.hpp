@@ -96,6 +96,54 @@ struct SoftmaxKernelArgs {
 };
 void launch_softmax(const SoftmaxKernelArgs& a);
 
+// The MLP's pieces between its products (cuBLAS's; cuda/mlp_steps.cpp). Matrices
+// are column-major: a layer's activations or deltas are units x batch (leading
+// dimension units), W_l (out x in, row-major, MlpModel's layout) is in x out.
+//
+// X (d x B): the input columns of positions [begin, begin + B) of the order: a
+// sparse row's non-zeros, a dense row, or bytes / 255.
+void launch_gather(const DeviceRows& rows, const std::uint32_t* order, std::size_t begin,
+                   std::size_t B, float* X, void* stream);
+// Z (out x B) += bias (read with the mode's access; null: none), then ReLU if relu.
+void launch_bias_act(DeviceAccess access, float* Z, const float* bias, std::size_t out,
+                     std::size_t B, bool relu, void* stream);
+// The top layer: Z (classes x B) logits become dloss/dlogits (p - onehot), each
+// column's cross-entropy added to *loss (targets of the order's rows, as classes).
+void launch_softmax_top(float* Z, const float* target, const std::uint32_t* order,
+                        std::size_t begin, std::size_t classes, std::size_t B, double* loss,
+                        void* stream);
+// D[i] = A[i] > 0 ? D[i] : 0 (the ReLU's derivative), n entries.
+void launch_relu_mask(float* D, const float* A, std::size_t n, void* stream);
+// dst[i] = src[i], read with the mode's access (a private copy of live weights).
+void launch_snapshot(DeviceAccess access, float* dst, const float* src, std::size_t n,
+                     void* stream);
+// A dense block's step, with the mode's access: g = scale * G[i] + l2 * w[i], then
+// descend (or, with gradient access, add g to grad[i]).
+struct DenseDescent {
+  float* w = nullptr;
+  float* state = nullptr;  // AdaGrad's, or null
+  float* grad = nullptr;   // gradient access: the ddp buffer
+  const float* G = nullptr;
+  std::size_t n = 0;
+  float scale = 1, l2 = 0, lr = 0;
+  bool adagrad = false;
+};
+void launch_dense_descent(DeviceAccess access, const DenseDescent& d, void* stream);
+// A bias's step: g_j = scale * sum over the B columns of D's row j (D: out x B).
+struct BiasDescent {
+  float* b = nullptr;
+  float* state = nullptr;
+  float* grad = nullptr;
+  const float* D = nullptr;
+  std::size_t out = 0, B = 0;
+  float scale = 1, lr = 0;
+  bool adagrad = false;
+};
+void launch_bias_descent(DeviceAccess access, const BiasDescent& d, void* stream);
+// Lock mode around a whole mini-batch's launches: a one-thread kernel that spins
+// until it holds the device arena's lock (acquire), or gives it back (release).
+void launch_lock(int* lock, bool acquire, void* stream);
+
 // --mode ddp's update, for one tensor, once its gradient buffer holds the sum over
 // the ranks: g = scale * grad[i]; SGD: w -= lr g; AdaGrad: G += g^2, w -= lr g /
 // (sqrt(G) + eps), as the CPU's. The buffer is zeroed as it is read (the next

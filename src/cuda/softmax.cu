@@ -30,16 +30,7 @@ __global__ void softmax_kernel(SoftmaxKernelArgs a) {
       if (lane == 0) z[k] = s + (a.b ? load<A>(a.b + k) : 0.f);
     }
     __syncwarp();
-    float m = -FLT_MAX;
-    for (std::uint32_t k = lane; k < K; k += 32) m = fmaxf(m, z[k]);
-    m = warp_max(m);
-    float sum = 0;
-    for (std::uint32_t k = lane; k < K; k += 32) sum += expf(z[k] - m);
-    sum = warp_sum(sum);
-    const float loss = logf(sum) - (z[y] - m);
-    __syncwarp();
-    for (std::uint32_t k = lane; k < K; k += 32) z[k] = expf(z[k] - m) / sum - (k == y ? 1.f : 0.f);
-    __syncwarp();
+    const float loss = softmax_delta(z, K, y, lane);
     for (std::uint32_t k = 0; k < K; ++k) {
       float* w = a.W + k * a.stride;
       float* state = a.W_state ? a.W_state + k * a.stride : nullptr;

@@ -2,6 +2,7 @@
 // warp sums, and the lock.
 #pragma once
 
+#include <cfloat>
 #include <cuda/atomic>
 #include <type_traits>
 
@@ -100,6 +101,23 @@ __device__ inline void row_each(const DeviceRows& d, std::uint32_t r, unsigned l
 __device__ inline float warp_max(float x) {
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFullWarp, x, o));
   return x;
+}
+
+// The warp's softmax of z[0, K) (every lane calls it): z becomes p - onehot(y);
+// returns the cross-entropy log(sum exp(z - m)) - (z_y - m), m the largest logit
+// (finite where exp(z_y - m) underflows), as the CPU's SoftmaxModel and MlpModel.
+__device__ inline float softmax_delta(float* z, std::size_t K, std::size_t y, unsigned lane) {
+  float m = -FLT_MAX;
+  for (std::size_t k = lane; k < K; k += 32) m = fmaxf(m, z[k]);
+  m = warp_max(m);
+  float sum = 0;
+  for (std::size_t k = lane; k < K; k += 32) sum += expf(z[k] - m);
+  sum = warp_sum(sum);
+  const float zy = z[y] - m;
+  __syncwarp();
+  for (std::size_t k = lane; k < K; k += 32) z[k] = expf(z[k] - m) / sum - (k == y ? 1.f : 0.f);
+  __syncwarp();
+  return logf(sum) - zy;
 }
 
 // Calls f(std::integral_constant<DeviceAccess, a>{}): a kernel template's launch

@@ -5,17 +5,22 @@
 #include "hogwild/error.hpp"
 #include "hogwild/models/linear.hpp"
 #include "hogwild/models/mf.hpp"
+#include "hogwild/models/mlp.hpp"
 #include "hogwild/models/softmax.hpp"
 #include "trainer/device_steps.hpp"
 
 namespace hogwild::detail {
 
 void check_device_run(const TrainConfig& cfg, const Model& model) {
+  const auto* mlp = dynamic_cast<const MlpModel*>(&model);
   if (!dynamic_cast<const LinearModel*>(&model) && !dynamic_cast<const MfModel*>(&model) &&
-      !dynamic_cast<const SoftmaxModel*>(&model))
+      !dynamic_cast<const SoftmaxModel*>(&model) && !mlp)
     throw ConfigError(fmt::format("--device cuda trains the models logistic, hinge, squared, "
-                                  "softmax and mf so far, not {} (it trains on the CPU)",
+                                  "softmax, mf and mlp, not {} (it trains on the CPU)",
                                   model.name()));
+  if (mlp && mlp->options().matmul != MatmulPrecision::fp32)
+    throw ConfigError("--device cuda multiplies the MLP's matrices in fp32 (cuBLAS SGEMM): "
+                      "leave out --matmul bf16");
   if (cfg.mode != Mode::serial && cfg.mode != Mode::hogwild && cfg.mode != Mode::atomic &&
       cfg.mode != Mode::lock && cfg.mode != Mode::ddp)
     throw ConfigError(fmt::format("--device cuda runs --mode serial, hogwild, atomic, lock or ddp, "
@@ -24,8 +29,9 @@ void check_device_run(const TrainConfig& cfg, const Model& model) {
     throw ConfigError(fmt::format("{} does not apply to --device cuda: a warp per example "
                                   "updates the shared weights on the device", option));
   };
-  // ddp's mini-batch is the gradient a rank computes before the ranks sum theirs.
-  if (cfg.batch != 1 && cfg.mode != Mode::ddp) refuse("--batch above 1");
+  // ddp's mini-batch is the gradient a rank computes before the ranks sum theirs;
+  // the MLP's is the rows of one step's products.
+  if (cfg.batch != 1 && cfg.mode != Mode::ddp && !mlp) refuse("--batch above 1");
   if (cfg.mode == Mode::ddp && cfg.comm != "shm")
     throw ConfigError(fmt::format("--comm {} does not apply to --device cuda: ddp on GPUs sums "
                                   "its gradients with NCCL", cfg.comm));

@@ -39,6 +39,7 @@ class MlpModel : public ModelBase<MlpModel> {
 
   // Units per layer: inputs, hidden widths, classes.
   const std::vector<std::size_t>& widths() const noexcept { return widths_; }
+  const ModelOptions& options() const noexcept { return options_; }
 
  private:
   // Activations of one batch: act[0] the input rows (batch x widths_[0]), act[l] for
