@@ -16,8 +16,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -397,6 +400,52 @@ pid_t fork_child(const std::function<int()>& fn) {
   return pid;
 }
 
+namespace {
+std::map<std::string, std::function<int(const std::vector<std::string>&)>>& child_entries() {
+  static std::map<std::string, std::function<int(const std::vector<std::string>&)>> entries;
+  return entries;
+}
+}  // namespace
+
+ChildEntry::ChildEntry(const char* name, std::function<int(const std::vector<std::string>&)> fn) {
+  child_entries().emplace(name, std::move(fn));
+}
+
+pid_t spawn_child(const std::string& name, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"/proc/self/exe", "--child", name};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c;
+  for (auto& a : argv) c.push_back(a.data());
+  c.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execv("/proc/self/exe", c.data());
+    std::fprintf(stderr, "exec of /proc/self/exe failed: %s\n", std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Runs the child entry argv[2] (spawn_child), or returns -1 when this is no child.
+int run_child_entry(int argc, char** argv) {
+  if (argc < 3 || std::string(argv[1]) != "--child") return -1;
+  const auto it = child_entries().find(argv[2]);
+  if (it == child_entries().end()) {
+    std::fprintf(stderr, "no child entry named %s\n", argv[2]);
+    return 1;
+  }
+  try {
+    return it->second(std::vector<std::string>(argv + 3, argv + argc));
+  } catch (const hogwild::Error& e) {
+    std::fprintf(stderr, "%s: %s\n", argv[2], e.what());
+    return 100 + e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", argv[2], e.what());
+    return 1;
+  }
+}
+
 SharedBytes::SharedBytes(std::size_t n) {
   void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::runtime_error("mmap of shared bytes failed");
@@ -420,6 +469,7 @@ SocketPair::~SocketPair() {
 // doctest's main, plus meson's skip status: 77 when a case was skipped and none
 // failed (doctest itself would report the run as a pass).
 int main(int argc, char** argv) {
+  if (const int child = hogwild::test::run_child_entry(argc, argv); child >= 0) return child;
   doctest::Context context(argc, argv);
   const int rc = context.run();
   if (context.shouldExit() || rc != 0) return rc;

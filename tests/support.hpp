@@ -144,6 +144,18 @@ class RedisServer {
 // is printed and exits 100 + its exit code (hogwild::Error) or 1.
 pid_t fork_child(const std::function<int()>& fn);
 
+// A process the test starts afresh, as a new run of this test binary (fork, then
+// exec of /proc/self/exe): a program's state as a node of its own (its own fork
+// server, say), which a fork of the test process would share. Register an entry at
+// namespace scope; main then runs it, instead of the tests, when the binary is
+// started as "<binary> --child <name> <args...>", and exits with what it returns
+// (an exception: printed, exit 100 + its exit code, or 1).
+struct ChildEntry {
+  ChildEntry(const char* name, std::function<int(const std::vector<std::string>&)> fn);
+};
+// Starts entry `name` with `args`; its pid (wait_exit it).
+pid_t spawn_child(const std::string& name, const std::vector<std::string>& args);
+
 // `n` bytes of zeroed shared anonymous memory (a forked child sees the same bytes),
 // unmapped with the object.
 struct SharedBytes {

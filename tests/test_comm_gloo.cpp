@@ -363,6 +363,57 @@ TEST_CASE("gloo: a rendezvous directory serves a second run with a new run id; a
   CHECK(sum_once("first") == std::vector<int>(kRanks, 0));  // the id is free again
 }
 
+TEST_CASE("gloo: NCCL's id goes from rank 0 to the other machines' ranks through the store; rank "
+          "0's failure and its absence are said, and its keys are erased with the group's") {
+  Rendezvous rv;
+  const auto make = [](char (&id)[128]) {
+    for (int i = 0; i < 128; ++i) id[i] = static_cast<char>(i * 7 + 3);
+  };
+  const auto outcomes = run_reporting(kRanks, [&](unsigned rank) {
+    // The group's own Gloo members beside it (gloo_erase_run erases the keys of
+    // groups whose members are ours).
+    auto comm = hogwild::make_gloo_communicator(rv.options(rank), rank, kRanks);
+    char id[128] = {};
+    hogwild::gloo_exchange_nccl_id(rv.options(rank), rank, id, make, nullptr);
+    char want[128];
+    make(want);
+    if (std::memcmp(id, want, sizeof id) != 0) return 90;
+    comm->barrier();
+    return 0;
+  });
+  CHECK(codes(outcomes) == std::vector<int>(kRanks, 0));
+  CHECK(hogwild::gloo_erase_run(rv.options(0), 0, kRanks));
+  CHECK(rv.keys() == 0);
+
+  // Rank 0 cannot make an id: every rank says why.
+  const auto failed = run_reporting(kRanks, [&](unsigned rank) {
+    char id[128];
+    hogwild::gloo_exchange_nccl_id(
+        rv.options(rank, "failing"), rank, id,
+        [](char (&)[128]) { throw hogwild::Error("ncclGetUniqueId failed: no network"); }, nullptr);
+    return 91;
+  });
+  for (unsigned r = 0; r < kRanks; ++r) {
+    CAPTURE(r);
+    CHECK(failed[r].code == (r == 0 ? 1 : hogwild::kExitWorkerFailed));
+    CHECK(failed[r].message.find("ncclGetUniqueId failed: no network") != std::string::npos);
+    if (r > 0) CHECK(failed[r].message.find("rank 0 could not make") != std::string::npos);
+  }
+
+  // No rank 0: the others wait out their timeout, then say so; a stopped run ends the wait.
+  const auto alone = run_reporting(2, [&](unsigned rank) {
+    char id[128];
+    std::atomic<std::int32_t> stop{rank == 1 ? 1 : 0};
+    hogwild::gloo_exchange_nccl_id(rv.options(1, "alone", 300ms), 1, id, make, &stop);
+    return 92;
+  });
+  CHECK(alone[0].code == hogwild::kExitWorkerFailed);
+  CHECK(alone[0].message.find("wrote no NCCL id to the rendezvous store") != std::string::npos);
+  CHECK(alone[0].message.find("within 0.3s") != std::string::npos);
+  CHECK(alone[1].code == hogwild::kExitWorkerFailed);
+  CHECK(alone[1].message.find("the run stopped") != std::string::npos);
+}
+
 TEST_CASE("gloo: ranks that claim the same rank at once: exactly one gets it, the others are told") {
   Rendezvous rv;
   for (int attempt = 0; attempt < 5; ++attempt) {

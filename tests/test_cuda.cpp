@@ -284,9 +284,15 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
   d.mode = Mode::ddp;
   d.batch = 32;
   CHECK_NOTHROW(check_device_run(d, *linear));
+  d.nodes = 2;  // one NCCL group over every node's ranks
+  CHECK_NOTHROW(check_device_run(d, *linear));
   d.comm = "gloo";
   CHECK_THROWS_WITH_AS(check_device_run(d, *linear),
                        doctest::Contains("ddp on GPUs sums its gradients with NCCL"), ConfigError);
+  TrainConfig n = c;
+  n.nodes = 2;
+  CHECK_THROWS_WITH_AS(check_device_run(n, *linear), doctest::Contains("--nodes outside --mode ddp"),
+                       ConfigError);
   TrainConfig b = c;
   b.batch = 8;
   CHECK_THROWS_WITH_AS(check_device_run(b, *linear),

@@ -17,7 +17,10 @@
 #include <cstdlib>
 #include <new>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
+#include "comm/gloo.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
@@ -350,6 +353,82 @@ TEST_CASE("ddp on the device path: every rank's replica starts as rank 0's weigh
     CHECK(r.test.loss == doctest::Approx(cpu.test.loss).epsilon(0.01));
     CHECK(test::our_shm_entries().empty());
   }
+}
+
+namespace {
+
+// ddp with the stand-in on node k of 2, through the rendezvous store `rendezvous`.
+TrainConfig device_ddp_node(unsigned k, const std::string& rendezvous) {
+  TrainConfig c = test::sgd_config(Mode::ddp, 2);
+  c.batch = 8;
+  c.epochs = 3;
+  c.device = Device::cuda;
+  c.worker_start = WorkerStart::fork_server;
+  c.nodes = 2;
+  c.node_rank = k;
+  c.rendezvous = rendezvous;
+  c.max_restarts = 0;
+  return c;
+}
+
+// A node of its own (its own fork server, as a real node has): trains, then writes
+// its final weights w to the file args[2]. args: node rank, rendezvous.
+const test::ChildEntry device_ddp_node_entry(
+    "device-ddp-node", [](const std::vector<std::string>& args) {
+      stand_in();
+      auto [train_set, test_set] = test::generated_problem(4000, 1000, 500, 20, 0.05, 7);
+      const TrainResult r = train(device_ddp_node(static_cast<unsigned>(std::stoi(args[0])), args[1]),
+                                  train_set, &test_set);
+      const auto& w = r.parameters.at("w");
+      std::ofstream(args[2], std::ios::binary)
+          .write(reinterpret_cast<const char*>(w.data()),
+                 static_cast<std::streamsize>(w.size() * sizeof(float)));
+      return 0;
+    });
+
+std::vector<float> read_floats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("ddp on the device path across two nodes: every rank of both nodes in one group, the "
+          "same weights on both, those of the CPU's ddp with all four workers" *
+          doctest::test_suite("gloo")) {
+  if (!gloo_built()) {
+    test::skip("built without Gloo (libgloo-dev, libhiredis-dev): no group across nodes");
+    return;
+  }
+  test::TempDir dir;
+  const std::string store = "file:" + dir.file("store");
+  std::filesystem::create_directory(dir.file("store"));
+  std::vector<pid_t> nodes;
+  for (unsigned k = 0; k < 2; ++k)
+    nodes.push_back(test::spawn_child(
+        "device-ddp-node", {std::to_string(k), store, dir.file(k ? "w1" : "w0")}));
+  for (pid_t pid : nodes) CHECK(test::wait_exit(pid, 240) == 0);
+  const std::vector<float> w0 = read_floats(dir.file("w0")), w1 = read_floats(dir.file("w1"));
+  REQUIRE(!w0.empty());
+  CHECK(w0 == w1);
+  // One node, the CPU's ddp with all four workers: the same steps up to the order of
+  // the sums.
+  auto [train_set, test_set] = test::generated_problem(4000, 1000, 500, 20, 0.05, 7);
+  TrainConfig one = test::sgd_config(Mode::ddp, 4);
+  one.batch = 8;
+  one.epochs = 3;
+  const TrainResult cpu = train(one, train_set, &test_set);
+  const auto& w = cpu.parameters.at("w");
+  REQUIRE(w.size() == w0.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < w.size(); ++i)
+    worst = std::max(worst, std::fabs(double(w[i]) - w0[i]) / (1 + std::fabs(double(w[i]))));
+  MESSAGE("2 nodes x 2 ranks on the device path against the CPU's 1 node x 4: farthest " << worst);
+  CHECK(worst < 1e-5);
+  CHECK(test::entries_in(dir.file("store")) == 0);  // the runs erased their keys
 }
 
 TEST_CASE("--device cuda --mode ddp wants a GPU per rank and NCCL's sums") {

@@ -168,6 +168,9 @@ std::string without_location(const std::string& what) {
 std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
 std::string member_key(unsigned rank) { return fmt::format("hogwild/member/{}", rank); }
+// A group's NCCL id (gloo_exchange_nccl_id), or rank 0's reason for having none.
+constexpr const char* kNcclIdKey = "hogwild/nccl-id";
+constexpr const char* kNcclIdErrorKey = "hogwild/nccl-id-error";
 std::string report_key(std::string_view kind, unsigned rank) {
   return fmt::format("hogwild/{}/{}", kind, rank);
 }
@@ -669,6 +672,46 @@ bool gloo_run_id_used(const GlooOptions& options, unsigned size) {
   return true;
 }
 
+void gloo_exchange_nccl_id(const GlooOptions& options, unsigned rank, char (&id)[128],
+                           const std::function<void(char (&)[128])>& make,
+                           const std::atomic<std::int32_t>* stop) {
+  const detail::Where where = detail::parse_rendezvous(options.rendezvous);
+  detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
+                         options.timeout);
+  if (rank == 0) {
+    try {
+      make(id);
+    } catch (const std::exception& e) {
+      const std::string why = e.what();
+      store.set(detail::kNcclIdErrorKey, std::vector<char>(why.begin(), why.end()));
+      throw;
+    }
+    store.set(detail::kNcclIdKey, std::vector<char>(id, id + sizeof id));
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  for (;;) {
+    if (const auto value = store.find(detail::kNcclIdKey)) {
+      if (value->size() != sizeof id)
+        throw CommError(fmt::format("rank {}: the NCCL id in the rendezvous store has {} bytes, "
+                                    "not {}", rank, value->size(), sizeof id));
+      std::memcpy(id, value->data(), sizeof id);
+      return;
+    }
+    if (const auto why = store.find(detail::kNcclIdErrorKey))
+      throw CommError(fmt::format("rank {}: rank 0 could not make the NCCL group's id: {}", rank,
+                                  *why));
+    if (stop && stop->load(std::memory_order_relaxed))
+      throw CommError(fmt::format("rank {}: the run stopped while it waited for rank 0's NCCL id",
+                                  rank));
+    if (std::chrono::steady_clock::now() > deadline)
+      throw CommError(fmt::format("rank {}: rank 0 wrote no NCCL id to the rendezvous store {} "
+                                  "within {:.1f}s", rank, options.rendezvous,
+                                  options.timeout.count() / 1000.0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size) {
   try {
     const detail::Where where = detail::parse_rendezvous(options.rendezvous);
@@ -686,6 +729,9 @@ bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size) {
                                   detail::member_key(r)};
       for (const auto& key : keys)
         if (!store.erase(key)) return false;
+      if (r == 0)
+        for (const char* key : {detail::kNcclIdKey, detail::kNcclIdErrorKey})
+          if (!store.erase(key)) return false;
     }
     return true;
   } catch (const std::exception&) {

@@ -19,8 +19,10 @@
 // does, once they are done.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,6 +80,16 @@ bool gloo_run_id_used(const GlooOptions& options, unsigned size);
 // second). Ranks that were killed leave their keys to this. False when the store
 // could not be reached; never throws.
 bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size);
+
+// NCCL's unique id for a group whose ranks are on several machines, through the
+// rendezvous store (under options.run_id and options.tag, beside the keys of the
+// Gloo group made with the same options): rank 0 makes it (`make`: ncclGetUniqueId)
+// and writes it; the others wait for it, up to options.timeout, and CommError says
+// why not: rank 0 failed (its reason, from the store), the run stopped, or the time
+// ran out. ConfigError when built without Gloo. gloo_erase_run erases the keys.
+void gloo_exchange_nccl_id(const GlooOptions& options, unsigned rank, char (&id)[128],
+                           const std::function<void(char (&)[128])>& make,
+                           const std::atomic<std::int32_t>* stop);
 
 namespace detail {
 

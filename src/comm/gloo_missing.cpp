@@ -4,10 +4,22 @@
 
 namespace hogwild {
 
-std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions&, unsigned, unsigned) {
+namespace {
+[[noreturn]] void missing() {
   throw ConfigError(
       "this hogwild was built without Gloo: install libgloo-dev and libhiredis-dev "
       "(scripts/install-deps.sh) and build again");
+}
+}  // namespace
+
+std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions&, unsigned, unsigned) {
+  missing();
+}
+
+void gloo_exchange_nccl_id(const GlooOptions&, unsigned, char (&)[128],
+                           const std::function<void(char (&)[128])>&,
+                           const std::atomic<std::int32_t>*) {
+  missing();
 }
 
 bool gloo_built() noexcept { return false; }

@@ -20,12 +20,13 @@ class CudaBackend final : public DeviceBackend {
                                      const StoredRows* rows, unsigned rank) const override {
     return make_device_steps(cfg, model, data, targets, params, lock, rows, rank);
   }
-  std::unique_ptr<Communicator> communicator(unsigned rank, unsigned size, NcclIdSlot& slot,
+  std::unique_ptr<Communicator> communicator(unsigned rank, unsigned size, int device,
+                                             const NcclIdExchange& exchange,
                                              std::chrono::milliseconds timeout,
                                              const std::atomic<std::int32_t>* stop) const override {
     char id[128];
-    exchange_nccl_id(slot, rank, id, make_nccl_id, timeout, stop);
-    return make_nccl_communicator(rank, size, static_cast<int>(rank), id, timeout, stop);
+    exchange(id, make_nccl_id);
+    return make_nccl_communicator(rank, size, device, id, timeout, stop);
   }
 };
 
@@ -33,7 +34,8 @@ std::atomic<const DeviceBackend*> g_backend{nullptr};
 
 }  // namespace
 
-std::unique_ptr<Communicator> DeviceBackend::communicator(unsigned, unsigned, NcclIdSlot&,
+std::unique_ptr<Communicator> DeviceBackend::communicator(unsigned, unsigned, int,
+                                                          const NcclIdExchange&,
                                                           std::chrono::milliseconds,
                                                           const std::atomic<std::int32_t>*) const {
   return nullptr;

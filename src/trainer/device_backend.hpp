@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "comm/nccl.hpp"
@@ -20,6 +21,12 @@
 namespace hogwild::detail {
 
 class DeviceMemory;
+
+// Hands NCCL's unique id from rank 0, which makes it with `make`, to the others:
+// through the run's host arena on one machine (exchange_nccl_id), through the
+// rendezvous store across machines (gloo_exchange_nccl_id).
+using NcclIdExchange =
+    std::function<void(char (&id)[128], const std::function<void(char (&)[128])>& make)>;
 
 class DeviceBackend {
  public:
@@ -33,11 +40,11 @@ class DeviceBackend {
                                              const Dataset& data, const float* targets,
                                              const ParamSet& params, int* lock,
                                              const StoredRows* rows, unsigned rank) const = 0;
-  // --mode ddp: rank `rank` of `size`'s Communicator over the steps' memory (CUDA's:
-  // NCCL on GPU `rank`, the group's id handed over in `slot`, a block of the run's
-  // host arena), or null for the run's own (the shared-memory one, over host memory).
-  virtual std::unique_ptr<Communicator> communicator(unsigned rank, unsigned size,
-                                                     NcclIdSlot& slot,
+  // --mode ddp: rank `rank` of `size`'s Communicator over the steps' memory, on GPU
+  // `device` (CUDA's: NCCL, its group's id made by rank 0 and handed to the others
+  // by `exchange`), or null for the run's own (over host memory).
+  virtual std::unique_ptr<Communicator> communicator(unsigned rank, unsigned size, int device,
+                                                     const NcclIdExchange& exchange,
                                                      std::chrono::milliseconds timeout,
                                                      const std::atomic<std::int32_t>* stop) const;
 };

@@ -39,7 +39,7 @@ void check_device_run(const TrainConfig& cfg, const Model& model) {
   if (cfg.hot_k) refuse("--hot-k");
   if (cfg.telemetry) refuse("--telemetry");
   if (cfg.conflicts) refuse("--conflicts");
-  if (cfg.nodes > 1) refuse("--nodes");
+  if (cfg.nodes > 1 && cfg.mode != Mode::ddp) refuse("--nodes outside --mode ddp");
   if (cfg.grad_delay_ns) refuse("--grad-delay-ns");
   if (cfg.straggler_worker >= 0) refuse("--straggler");
 }

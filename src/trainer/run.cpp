@@ -345,10 +345,14 @@ Run::AcrossKeys::~AcrossKeys() {
   // second (GlooCommunicator::origin) before they exit.
   if (std::uncaught_exceptions() > 0)
     std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(1)));
-  for (std::uint32_t g = first_generation; g <= run->control->generation; ++g)
+  for (std::uint32_t g = first_generation; g <= run->control->generation; ++g) {
     for (unsigned r = 0; r < run->workers + run->servers; ++r)
       if (!gloo_erase_run(run->across_options(r, g), run->cfg.node_rank, run->cfg.nodes))
         return;  // the store is out of reach
+    if (run->cfg.device == Device::cuda && run->mode.synchronous() &&
+        !gloo_erase_run(run->world_options(g), run->global_rank(0), run->world()))
+      return;
+  }
 }
 
 std::unique_ptr<Communicator> Run::make_communicator(unsigned rank) const {
@@ -374,6 +378,12 @@ GlooOptions Run::across_options(unsigned rank, std::uint32_t generation) const {
   o.owner = fmt::format("{}.{}", control->parent, control->start_ns);
   o.tag = fmt::format("slice-{}", rank);
   o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+  return o;
+}
+
+GlooOptions Run::world_options(std::uint32_t generation) const {
+  GlooOptions o = across_options(0, generation);
+  o.tag = "world";
   return o;
 }
 
@@ -575,10 +585,29 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   if (mode.synchronous() && cfg.device == Device::cuda) {
     if (!local.device_sync) {
       const std::chrono::milliseconds timeout(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
-      local.comm = device_backend().communicator(
-          rank, workers, *reinterpret_cast<NcclIdSlot*>(arena.block("nccl_id").data()), timeout,
-          &control->stop);
-      if (!local.comm) local.comm = make_communicator(rank);
+      // Across nodes: the same options and data everywhere (through the group of this
+      // local rank on every node), and rank 0's id through the rendezvous store.
+      if (cfg.nodes > 1) {
+        local.across = make_across(rank);
+        check_join(*local.across);
+      }
+      const NcclIdExchange exchange = [&](char (&id)[128], const auto& make) {
+        if (cfg.nodes > 1)
+          gloo_exchange_nccl_id(across_options(0, control->generation), global_rank(rank), id,
+                                make, &control->stop);
+        else
+          exchange_nccl_id(*reinterpret_cast<NcclIdSlot*>(arena.block("nccl_id").data()), rank,
+                           id, make, timeout, &control->stop);
+      };
+      local.comm = device_backend().communicator(global_rank(rank), world(),
+                                                 static_cast<int>(rank), exchange, timeout,
+                                                 &control->stop);
+      // A backend over host memory: the run's own communicator (every rank of every
+      // node in one Gloo group across nodes).
+      if (!local.comm)
+        local.comm = cfg.nodes > 1 ? make_gloo_communicator(world_options(control->generation),
+                                                            global_rank(rank), world())
+                                   : make_communicator(rank);
       local.device_sync.emplace(*local.device, *local.comm, cfg.accumulate, cfg.bucket_bytes);
       local.device_sync->broadcast_weights();
     }

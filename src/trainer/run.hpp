@@ -149,6 +149,9 @@ struct Run {
   // the same local rank on every node (Gloo through cfg.rendezvous).
   std::unique_ptr<Communicator> make_communicator(unsigned rank) const;
   std::unique_ptr<Communicator> make_across(unsigned rank) const;
+  // --device cuda --mode ddp across nodes over host memory (a stand-in backend):
+  // every rank of every node in one Gloo group.
+  GlooOptions world_options(std::uint32_t generation) const;
   GlooOptions across_options(unsigned rank, std::uint32_t generation) const;
   // The workers of all nodes (a synchronous mode), and worker `rank`'s place among them.
   unsigned world() const noexcept { return workers * cfg.nodes; }
