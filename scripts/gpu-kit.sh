@@ -26,6 +26,12 @@ for lib in $(LD_LIBRARY_PATH="$PWD/build/src" ldd "$kit"/bin/* | awk '/=> \//{pr
   esac
 done
 cp scripts/gpu-run.sh "$kit/run.sh"
+# Fashion-MNIST (30 MB), where this machine has it: the softmax and MLP runs.
+fashion=/usr/share/datasets/fashion-mnist
+if [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
+  mkdir -p "$kit/fashion-mnist"
+  cp "$fashion"/*-ubyte.gz "$kit/fashion-mnist/"
+fi
 git rev-parse --short HEAD > "$kit/commit" 2>/dev/null || true
 tar cJf gpu-kit.tar.xz "$kit"
 echo "gpu-kit.tar.xz: $(du -h gpu-kit.tar.xz | cut -f1) ($(ls "$kit/lib" | wc -l) libraries)"

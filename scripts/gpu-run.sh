@@ -41,7 +41,35 @@ for run in "cpu --workers $cores" "cuda --workers 1" "cuda --workers 2"; do
     > "$out/ttl-$name.txt" 2>&1
   echo "time to loss, $name: exit $? ($(tail -1 "$out/ttl-$name.txt"))" | tee -a "$out/status.txt"
 done
+# ddp over NCCL: as many ranks as GPUs, sparse LR on the same rows.
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$gpus" -ge 1 ] || gpus=1
+"$kit/bin/hogwild_train" --train "$data/rcv1like.svm" --test "$data/rcv1like.test.svm" \
+  --model logistic --mode ddp --batch 256 --epochs 10 --lr 0.5 --storage sparse --device cuda \
+  --workers "$gpus" --metrics "$out/ttl-cuda-ddp.jsonl" --summary "$out/ttl-cuda-ddp.json" \
+  > "$out/ttl-cuda-ddp.txt" 2>&1
+echo "time to loss, cuda ddp x $gpus: exit $? ($(tail -1 "$out/ttl-cuda-ddp.txt"))" | tee -a "$out/status.txt"
 rm -rf "$data"
+
+# Fashion-MNIST (in the kit where the build machine had it): softmax and the MLP
+# (cuBLAS) on every core against the GPU's hogwild and ddp.
+f="$kit/fashion-mnist"
+if [ -f "$f/train-images-idx3-ubyte.gz" ]; then
+  for model in "softmax --lr 0.05" "mlp --hidden 256,128 --lr 0.05 --batch 32"; do
+    set -- $model
+    for run in "cpu hogwild $cores" "cuda hogwild 1" "cuda hogwild 2" "cuda ddp 1"; do
+      set -- $model $run
+      where=${@: -3:1} mode=${@: -2:1} n=${@: -1}
+      name="fashion-$1-$where-$mode-$n"
+      extra=""
+      [ "$mode" = ddp ] && [ "$1" = softmax ] && extra="--batch 32"
+      "$kit/bin/hogwild_train" --train "$f/train-images-idx3-ubyte.gz" \
+        --test "$f/t10k-images-idx3-ubyte.gz" --model $model --mode "$mode" --workers "$n" \
+        --device "$where" --epochs 5 $extra --summary "$out/$name.json" > "$out/$name.txt" 2>&1
+      echo "$name: exit $? ($(tail -1 "$out/$name.txt"))" | tee -a "$out/status.txt"
+    done
+  done
+fi
 echo "gpu suite: $([ $failed = 0 ] && echo passed || echo FAILED) (commit $(cat "$kit/commit" 2>/dev/null))" \
   | tee -a "$out/status.txt"
 exit $failed
