@@ -96,22 +96,35 @@ CUmemAllocationProp vmm_properties(int device) {
 // which the driver frees when the last of them goes, in whichever process.
 class VmmMapping final : public DeviceMapping {
  public:
+  // Takes h (released here, mapped or not) and fd (closed with the mapping, or
+  // here when mapping fails): nothing leaks when this throws.
   VmmMapping(CUmemGenericAllocationHandle h, std::size_t bytes, int device, int fd)
       : size_(bytes), fd_(fd) {
     const Driver& d = driver();
+    const auto fail = [&](int result, const char* call) {
+      if (fd >= 0) close(fd);
+      driver_failed(result, call, __FILE__, __LINE__);
+    };
     CUdeviceptr p = 0;
-    HOGWILD_CU(d.reserve(&p, bytes, 0, 0, 0));
+    if (const int reserved = d.reserve(&p, bytes, 0, 0, 0); reserved != 0) {
+      d.release(h);
+      fail(reserved, "cuMemAddressReserve");
+    }
     const int mapped = d.map(p, bytes, 0, h, 0);
     d.release(h);
     if (mapped != 0) {
       d.address_free(p, bytes);
-      driver_failed(mapped, "cuMemMap", __FILE__, __LINE__);
+      fail(mapped, "cuMemMap");
     }
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = device;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    HOGWILD_CU(d.set_access(p, bytes, &access, 1));
+    if (const int set = d.set_access(p, bytes, &access, 1); set != 0) {
+      d.unmap(p, bytes);
+      d.address_free(p, bytes);
+      fail(set, "cuMemSetAccess");
+    }
     base_ = reinterpret_cast<std::byte*>(p);
   }
   ~VmmMapping() override {
