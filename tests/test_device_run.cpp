@@ -355,6 +355,32 @@ TEST_CASE("ddp on the device path: every rank's replica starts as rank 0's weigh
   }
 }
 
+TEST_CASE("ddp on the device path: a run resumed from its checkpoint ends with the "
+          "uninterrupted run's weights (every rank starts from the restored arena)") {
+  stand_in();
+  test::TempDir dir;
+  auto [train_set, test_set] = test::generated_problem(4000, 1000, 500, 20, 0.05, 7);
+  for (Optimizer opt : {Optimizer::sgd, Optimizer::adagrad}) {
+    CAPTURE(static_cast<int>(opt));
+    TrainConfig c = device_config(Mode::ddp, 2);
+    c.batch = 8;
+    c.optimizer = opt;
+    c.epochs = 4;
+    const TrainResult whole = train(c, train_set, &test_set);
+    c.epochs = 2;
+    c.checkpoint = dir.file("ddp.ckpt");
+    train(c, train_set, &test_set);
+    c.epochs = 4;
+    c.resume = c.checkpoint;
+    for (unsigned r = 0; r < 2; ++r) rank_digest(r).steps.store(0);
+    const TrainResult resumed = train(c, train_set, &test_set);
+    CHECK(resumed.resumed_epochs == 2);
+    CHECK(rank_digest(1).steps.load() == 2 * 250);  // only the last two epochs
+    CHECK(rank_digest(0).digest.load() == rank_digest(1).digest.load());
+    CHECK(resumed.parameters == whole.parameters);  // AdaGrad's accumulators came back too
+  }
+}
+
 namespace {
 
 // ddp with the stand-in on node k of 2, through the rendezvous store `rendezvous`.
