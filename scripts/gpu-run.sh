@@ -14,7 +14,7 @@ export LD_LIBRARY_PATH="$kit/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export HOGWILD_TRAIN="$kit/bin/hogwild_train" HOGWILD_DATA="$kit/bin/hogwild_data"
 (nvidia-smi; lscpu) > "$out/machine.txt" 2>&1
 failed=0
-for t in test_device_arena test_memory_space test_cuda; do
+for t in test_device_arena test_memory_space test_cuda gpu_trainer; do
   "$kit/bin/$t" > "$out/$t.txt" 2>&1
   rc=$?
   echo "$t: exit $rc$([ $rc = 77 ] && echo ' (skipped: no GPU)')" | tee -a "$out/status.txt"
