@@ -8,7 +8,7 @@
 #include "cuda/check.hpp"
 #include "cuda/device_array.hpp"
 #include "cuda/kernels.hpp"
-#include "cuda/mlp_steps.hpp"
+#include "cuda/mlp_primitives.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/models/linear.hpp"
 #include "hogwild/models/mf.hpp"
@@ -112,14 +112,19 @@ class CudaSteps final : public DeviceSteps {
     } else if (const auto* n = dynamic_cast<const MlpModel*>(&model)) {
       std::vector<float*> grads;
       for (std::size_t i = 0; i < params.count(); ++i) grads.push_back(grad_of(i));
-      mlp_.emplace(*n, params, std::move(grads), chunk_.access, adagrad_,
-                   std::max<std::size_t>(cfg.batch, 1), stream_);
+      mlp_ops_.emplace(stream_);
+      mlp_.emplace(*n, params, grads, chunk_.access, adagrad_,
+                   std::max<std::size_t>(cfg.batch, 1), *mlp_ops_);
       mlp_batch_ = std::max<std::size_t>(cfg.batch, 1);
     } else {
       throw ConfigError("--device cuda has no kernel for model " + model.name());
     }
   }
-  ~CudaSteps() override { cudaStreamDestroy(stream_); }
+  ~CudaSteps() override {
+    mlp_.reset();
+    mlp_ops_.reset();  // its cuBLAS handle is on the stream
+    cudaStreamDestroy(stream_);
+  }
 
   std::size_t chunk() const noexcept override {
     // The MLP: 64 mini-batches (as the CPU's loop publishes its place).
@@ -232,7 +237,8 @@ class CudaSteps final : public DeviceSteps {
   LinearKernelArgs linear_;
   std::optional<MfKernelArgs> mf_;
   std::optional<SoftmaxKernelArgs> softmax_;
-  std::optional<MlpDeviceSteps> mlp_;
+  std::optional<CudaMlpPrimitives> mlp_ops_;
+  std::optional<MlpSteps> mlp_;
   std::size_t mlp_batch_ = 0;
 };
 
