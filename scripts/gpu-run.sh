@@ -57,12 +57,16 @@ f="$kit/fashion-mnist"
 if [ -f "$f/train-images-idx3-ubyte.gz" ]; then
   for model in "softmax --lr 0.05" "mlp --hidden 256,128 --lr 0.05 --batch 32"; do
     set -- $model
-    for run in "cpu hogwild $cores" "cuda hogwild 1" "cuda hogwild 2" "cuda ddp 1"; do
+    for run in "cpu hogwild $cores" "cuda hogwild 1" "cuda hogwild 2" "cuda ddp 1" "streams hogwild 1"; do
       set -- $model $run
       where=${@: -3:1} mode=${@: -2:1} n=${@: -1}
       name="fashion-$1-$where-$mode-$n"
       extra=""
       [ "$mode" = ddp ] && [ "$1" = softmax ] && extra="--batch 32"
+      if [ "$where" = streams ]; then  # the MLP alone: 4 streams in one process
+        [ "$1" = mlp ] || continue
+        where=cuda extra="--device-streams 4"
+      fi
       "$kit/bin/hogwild_train" --train "$f/train-images-idx3-ubyte.gz" \
         --test "$f/t10k-images-idx3-ubyte.gz" --model $model --mode "$mode" --workers "$n" \
         --device "$where" --epochs 5 $extra --summary "$out/$name.json" > "$out/$name.txt" 2>&1

@@ -268,6 +268,25 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
   TrainConfig batched = c;
   batched.batch = 32;
   CHECK_NOTHROW(check_device_run(batched, *mlp));
+  // --device-streams: Hogwild! workers inside a process, for the MLP.
+  batched.device_streams = 4;
+  CHECK_NOTHROW(check_device_run(batched, *mlp));
+  TrainConfig streams = c;
+  streams.device_streams = 4;
+  CHECK_THROWS_WITH_AS(check_device_run(streams, *linear),
+                       doctest::Contains("--device-streams applies to the MLP"), ConfigError);
+  for (Mode m : {Mode::serial, Mode::ddp}) {
+    TrainConfig one = batched;
+    one.mode = m;
+    CHECK_THROWS_WITH_AS(check_device_run(one, *mlp), doctest::Contains("one step at a time"),
+                         ConfigError);
+  }
+  TrainConfig on_cpu = batched;
+  on_cpu.device = Device::cpu;
+  CHECK_THROWS_WITH_AS(on_cpu.validate(), "--device-streams applies to --device cuda only",
+                       ConfigError);
+  batched.device_streams = 0;
+  CHECK_THROWS_WITH_AS(batched.validate(), doctest::Contains("out of range (1 to 64)"), ConfigError);
   o.matmul = MatmulPrecision::bf16;
   auto mlp16 = make_model("mlp", o);
   CHECK_THROWS_WITH_AS(check_device_run(batched, *mlp16), doctest::Contains("leave out --matmul bf16"),

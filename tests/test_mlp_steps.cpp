@@ -24,7 +24,7 @@ namespace {
 
 class HostPrimitives final : public MlpPrimitives {
  public:
-  int locks = 0, unlocks = 0, snapshots = 0;
+  int locks = 0, unlocks = 0, snapshots = 0, gathers = 0;
 
   float* buffer(std::size_t floats) override {
     return buffers_.emplace_back(floats, std::nanf("")).data();
@@ -42,6 +42,7 @@ class HostPrimitives final : public MlpPrimitives {
   }
   void gather(const DeviceRows& rows, const std::uint32_t* order, std::size_t begin,
               std::size_t n, float* X) override {
+    ++gathers;
     for (std::size_t b = 0; b < n; ++b) {
       const std::uint32_t r = order[begin + b];
       float* x = X + b * rows.cols;
@@ -228,32 +229,49 @@ TEST_CASE("the device MLP's sequence takes MlpModel's CPU steps: dense and spars
               cpu_loss += model->train_batch(
                   StepKind{access_index<SerialUpdate>(), static_cast<std::uint8_t>(opt)},
                   Batch{&data, problem.labels.data(), order.data() + b, batch}, cpu.set, lr);
-            // The device's sequence, over the same order in one chunk.
-            Weights dev = start;
-            HostPrimitives ops;
-            MlpSteps steps(dynamic_cast<const MlpModel&>(*model), dev.set,
-                           std::vector<float*>(dev.set.count(), nullptr), access,
-                           opt == Optimizer::adagrad, batch, ops);
-            double loss = 0;
-            int lock_word = 0;
-            DeviceChunk c;
-            c.rows = problem.rows(sparse);
-            c.order = order.data();
-            c.begin = 0;
-            c.count = order.size();
-            c.lr = lr;
-            c.access = access;
-            c.adagrad = opt == Optimizer::adagrad;
-            c.lock = &lock_word;
-            c.loss_sum = &loss;
-            steps.run(c);
-            CHECK(loss == doctest::Approx(cpu_loss).epsilon(1e-5));
-            CHECK(farthest(dev, cpu) < 1e-5);
-            CHECK(farthest(dev, start) > 1e-3);  // it trained
-            // Lock mode holds the lock around each mini-batch; the live modes read copies.
-            CHECK(ops.locks == (access == DeviceAccess::lock ? 3 : 0));
-            CHECK(ops.unlocks == ops.locks);
-            CHECK(ops.snapshots == (access == DeviceAccess::hogwild ? 3 * 3 : 0));
+            // The device's sequence, over the same order in one chunk, on one stream
+            // or (the Hogwild! modes) two, which take turns here.
+            for (std::size_t streams : {1, 2}) {
+              if (streams > 1 && access == DeviceAccess::serial) continue;
+              CAPTURE(streams);
+              Weights dev = start;
+              std::vector<HostPrimitives> ops(streams);
+              std::vector<MlpPrimitives*> each;
+              for (auto& o : ops) each.push_back(&o);
+              MlpSteps steps(dynamic_cast<const MlpModel&>(*model), dev.set,
+                             std::vector<float*>(dev.set.count(), nullptr), access,
+                             opt == Optimizer::adagrad, batch, each);
+              double loss = 0;
+              int lock_word = 0;
+              DeviceChunk c;
+              c.rows = problem.rows(sparse);
+              c.order = order.data();
+              c.begin = 0;
+              c.count = order.size();
+              c.lr = lr;
+              c.access = access;
+              c.adagrad = opt == Optimizer::adagrad;
+              c.lock = &lock_word;
+              c.loss_sum = &loss;
+              steps.run(c);
+              CHECK(loss == doctest::Approx(cpu_loss).epsilon(1e-5));
+              CHECK(farthest(dev, cpu) < 1e-5);
+              CHECK(farthest(dev, start) > 1e-3);  // it trained
+              // Three mini-batches, taken by the streams in turn. Lock mode holds the
+              // lock around each; the live modes read copies of the three W.
+              int gathers = 0, locks = 0, unlocks = 0, snapshots = 0;
+              for (const auto& o : ops) {
+                gathers += o.gathers;
+                locks += o.locks;
+                unlocks += o.unlocks;
+                snapshots += o.snapshots;
+              }
+              CHECK(gathers == 3);
+              CHECK(ops.back().gathers == (streams == 1 ? 3 : 1));
+              CHECK(locks == (access == DeviceAccess::lock ? 3 : 0));
+              CHECK(unlocks == locks);
+              CHECK(snapshots == (access == DeviceAccess::hogwild ? 3 * 3 : 0));
+            }
           }
 }
 
@@ -278,7 +296,7 @@ TEST_CASE("the device MLP's gradient access (ddp) sums the mini-batch's gradient
     for (const auto& t : dev.set.tensors()) grads.push_back(grad.emplace_back(t.size, 0.f).data());
     HostPrimitives ops;
     MlpSteps steps(dynamic_cast<const MlpModel&>(*model), dev.set, grads, DeviceAccess::gradient,
-                   false, order.size(), ops);
+                   false, order.size(), {&ops});
     double loss = 0;
     DeviceChunk c;
     c.rows = problem.rows(false);

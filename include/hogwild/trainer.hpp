@@ -141,6 +141,10 @@ struct TrainConfig {
   // the run fails with ConfigError "no CUDA device: <what the driver said>".
   Device device = Device::cpu;
   CudaIpc cuda_ipc = CudaIpc::vmm;  // how workers share device memory (device == cuda)
+  // --device cuda, the MLP: streams per worker process, each training every K-th
+  // mini-batch on the shared weights (Hogwild! workers inside the process; the
+  // other models' launches fill the device with warps already).
+  unsigned device_streams = 1;
   // (A new field travels to fork-server workers: add it to src/trainer/worker_start.cpp.)
   // Throws ConfigError naming the first invalid field.
   void validate() const;

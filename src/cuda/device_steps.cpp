@@ -3,6 +3,8 @@
 // launch per chunk on a stream of its own (src/cuda/kernels.hpp).
 #include <cuda_runtime.h>
 
+#include <deque>
+
 #include <fmt/format.h>
 
 #include "cuda/check.hpp"
@@ -112,9 +114,21 @@ class CudaSteps final : public DeviceSteps {
     } else if (const auto* n = dynamic_cast<const MlpModel*>(&model)) {
       std::vector<float*> grads;
       for (std::size_t i = 0; i < params.count(); ++i) grads.push_back(grad_of(i));
-      mlp_ops_.emplace(stream_);
+      // --device-streams K: stream 0 is the worker's, the others its own; each
+      // stream's mini-batches run beside the others' (Hogwild! workers of their own).
+      std::vector<MlpPrimitives*> ops;
+      for (unsigned k = 0; k < std::max(1u, cfg.device_streams); ++k) {
+        cudaStream_t stream = stream_;
+        if (k > 0) {
+          HOGWILD_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+          extra_streams_.push_back(stream);
+        }
+        ops.push_back(&mlp_ops_.emplace_back(stream));
+      }
+      if (!extra_streams_.empty())
+        HOGWILD_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
       mlp_.emplace(*n, params, grads, chunk_.access, adagrad_,
-                   std::max<std::size_t>(cfg.batch, 1), *mlp_ops_);
+                   std::max<std::size_t>(cfg.batch, 1), ops);
       mlp_batch_ = std::max<std::size_t>(cfg.batch, 1);
     } else {
       throw ConfigError("--device cuda has no kernel for model " + model.name());
@@ -122,7 +136,9 @@ class CudaSteps final : public DeviceSteps {
   }
   ~CudaSteps() override {
     mlp_.reset();
-    mlp_ops_.reset();  // its cuBLAS handle is on the stream
+    mlp_ops_.clear();  // their cuBLAS handles are on the streams
+    for (cudaStream_t s : extra_streams_) cudaStreamDestroy(s);
+    if (ready_) cudaEventDestroy(ready_);
     cudaStreamDestroy(stream_);
   }
 
@@ -172,7 +188,14 @@ class CudaSteps final : public DeviceSteps {
     chunk_.count = count;
     chunk_.lr = lr;
     if (mlp_) {
+      // The other streams start after the worker's stream's work so far (the
+      // epoch's order, the zeroed loss), and the loss is read after all of them.
+      if (ready_) {
+        HOGWILD_CUDA(cudaEventRecord(ready_, stream_));
+        for (cudaStream_t s : extra_streams_) HOGWILD_CUDA(cudaStreamWaitEvent(s, ready_, 0));
+      }
       mlp_->run(chunk_);
+      for (cudaStream_t s : extra_streams_) HOGWILD_CUDA(cudaStreamSynchronize(s));
     } else if (mf_) {
       mf_->chunk = chunk_;
       launch_mf(*mf_);
@@ -237,7 +260,9 @@ class CudaSteps final : public DeviceSteps {
   LinearKernelArgs linear_;
   std::optional<MfKernelArgs> mf_;
   std::optional<SoftmaxKernelArgs> softmax_;
-  std::optional<CudaMlpPrimitives> mlp_ops_;
+  std::deque<CudaMlpPrimitives> mlp_ops_;  // one per stream (a deque: they stay put)
+  std::vector<cudaStream_t> extra_streams_;
+  cudaEvent_t ready_ = nullptr;
   std::optional<MlpSteps> mlp_;
   std::size_t mlp_batch_ = 0;
 };

@@ -312,12 +312,16 @@ int run(int argc, char** argv) {
   app.add_option("--device", o.device,
                  "Where the parameters live and the steps run: cpu (the shared arena) or cuda "
                  "(GPU memory shared by every worker process; workers start from the fork "
-                 "server; logistic, hinge, squared, softmax and mf; docs/GPU.md)")
+                 "server; every built-in model, ddp over NCCL; docs/GPU.md)")
       ->capture_default_str()->option_text("cpu|cuda");
   app.add_option("--cuda-ipc", o.cuda_ipc,
                  "--device cuda: how workers share GPU memory: vmm (cuMemCreate, a file "
                  "descriptor passed over a Unix socket) or legacy (cudaIpcGetMemHandle)")
       ->capture_default_str()->option_text("vmm|legacy");
+  app.add_option("--device-streams", cfg.device_streams,
+                 "--device cuda, the MLP: streams per worker process, each training every K-th "
+                 "mini-batch on the shared weights (Hogwild! workers inside the process)")
+      ->capture_default_str();
   app.add_option("--max-restarts", cfg.max_restarts,
                  "Respawn a crashed worker (it continues its partition) at most K times per run")
       ->capture_default_str()->option_text("K");

@@ -32,6 +32,16 @@ void check_device_run(const TrainConfig& cfg, const Model& model) {
   // ddp's mini-batch is the gradient a rank computes before the ranks sum theirs;
   // the MLP's is the rows of one step's products.
   if (cfg.batch != 1 && cfg.mode != Mode::ddp && !mlp) refuse("--batch above 1");
+  if (cfg.device_streams > 1) {
+    if (!mlp)
+      throw ConfigError(fmt::format("--device-streams applies to the MLP: {}'s launches fill the "
+                                    "device with warps, each a Hogwild! worker, already",
+                                    model.name()));
+    if (cfg.mode == Mode::serial || cfg.mode == Mode::ddp)
+      throw ConfigError(fmt::format("--device-streams {} makes Hogwild! workers inside a process: "
+                                    "--mode {} has one step at a time", cfg.device_streams,
+                                    to_string(cfg.mode)));
+  }
   if (cfg.mode == Mode::ddp && cfg.comm != "shm")
     throw ConfigError(fmt::format("--comm {} does not apply to --device cuda: ddp on GPUs sums "
                                   "its gradients with NCCL", cfg.comm));

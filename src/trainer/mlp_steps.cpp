@@ -5,9 +5,9 @@
 namespace hogwild::detail {
 
 MlpSteps::MlpSteps(const MlpModel& model, const ParamSet& params, const std::vector<float*>& grads,
-                   DeviceAccess access, bool adagrad, std::size_t batch, MlpPrimitives& ops)
-    : ops_(ops),
-      access_(access),
+                   DeviceAccess access, bool adagrad, std::size_t batch,
+                   const std::vector<MlpPrimitives*>& ops)
+    : access_(access),
       adagrad_(adagrad),
       live_(access == DeviceAccess::hogwild || access == DeviceAccess::atomic),
       l2_(model.options().l2),
@@ -30,40 +30,47 @@ MlpSteps::MlpSteps(const MlpModel& model, const ParamSet& params, const std::vec
       y.b_grad = grads[t];
       ++t;
     }
-    if (live_) y.copy = ops_.buffer(y.in * y.out);
     largest = std::max(largest, y.in * y.out);
   }
-  for (std::size_t l = 0; l <= L; ++l) act_.push_back(ops_.buffer(w[l] * batch_));
-  for (std::size_t l = 0; l + 1 < L; ++l) delta_.push_back(ops_.buffer(w[l + 1] * batch_));
-  G_ = ops_.buffer(largest);
+  for (MlpPrimitives* p : ops) {
+    Stream& s = streams_.emplace_back();
+    s.ops = p;
+    if (live_)
+      for (const Layer& y : layers_) s.copy.push_back(p->buffer(y.in * y.out));
+    for (std::size_t l = 0; l <= L; ++l) s.act.push_back(p->buffer(w[l] * batch_));
+    for (std::size_t l = 0; l + 1 < L; ++l) s.delta.push_back(p->buffer(w[l + 1] * batch_));
+    s.G = p->buffer(largest);
+  }
 }
 
 void MlpSteps::run(const DeviceChunk& c) {
-  for (std::size_t pos = c.begin; pos < c.begin + c.count; pos += batch_)
-    mini_batch(c, pos, std::min(batch_, c.begin + c.count - pos));
+  std::size_t i = 0;
+  for (std::size_t pos = c.begin; pos < c.begin + c.count; pos += batch_, ++i)
+    mini_batch(streams_[i % streams_.size()], c, pos, std::min(batch_, c.begin + c.count - pos));
 }
 
-void MlpSteps::mini_batch(const DeviceChunk& c, std::size_t pos, std::size_t n) {
+void MlpSteps::mini_batch(Stream& s, const DeviceChunk& c, std::size_t pos, std::size_t n) {
   const std::size_t L = layers_.size();
-  if (access_ == DeviceAccess::lock) ops_.lock(c.lock, true);
-  ops_.gather(c.rows, c.order, pos, n, act_[0]);
+  MlpPrimitives& ops = *s.ops;
+  if (access_ == DeviceAccess::lock) ops.lock(c.lock, true);
+  ops.gather(c.rows, c.order, pos, n, s.act[0]);
   // The weights the products read: a private copy where others write them meanwhile.
   std::vector<const float*> W(L);
   for (std::size_t l = 0; l < L; ++l) {
     const Layer& y = layers_[l];
     W[l] = y.W;
     if (live_) {
-      ops_.snapshot(access_, y.copy, y.W, y.in * y.out);
-      W[l] = y.copy;
+      ops.snapshot(access_, s.copy[l], y.W, y.in * y.out);
+      W[l] = s.copy[l];
     }
   }
   // Forward: act[l + 1] (out x n) = W_l act[l], W_l stored in x out.
   for (std::size_t l = 0; l < L; ++l) {
     const Layer& y = layers_[l];
-    ops_.gemm(true, false, y.out, n, y.in, W[l], y.in, act_[l], y.in, act_[l + 1], y.out);
-    ops_.bias_act(access_, act_[l + 1], y.b, y.out, n, l + 1 < L);
+    ops.gemm(true, false, y.out, n, y.in, W[l], y.in, s.act[l], y.in, s.act[l + 1], y.out);
+    ops.bias_act(access_, s.act[l + 1], y.b, y.out, n, l + 1 < L);
   }
-  ops_.softmax_top(act_[L], c.rows.target, c.order, pos, layers_.back().out, n, c.loss_sum);
+  ops.softmax_top(s.act[L], c.rows.target, c.order, pos, layers_.back().out, n, c.loss_sum);
   // Backward, top first. The step takes the mini-batch's mean gradient plus l2 w, as
   // the CPU's; ddp's buffer takes its sum (the apply divides by the examples).
   const bool sum = access_ == DeviceAccess::gradient;
@@ -71,19 +78,19 @@ void MlpSteps::mini_batch(const DeviceChunk& c, std::size_t pos, std::size_t n) 
   const float l2 = sum ? l2_ * static_cast<float>(n) : l2_;
   for (std::size_t l = L; l-- > 0;) {
     const Layer& y = layers_[l];
-    const float* D = l + 1 == L ? act_[L] : delta_[l];
+    const float* D = l + 1 == L ? s.act[L] : s.delta[l];
     if (l > 0) {  // before W_l's step
-      ops_.gemm(false, false, y.in, n, y.out, W[l], y.in, D, y.out, delta_[l - 1], y.in);
-      ops_.relu_mask(delta_[l - 1], act_[l], y.in * n);
+      ops.gemm(false, false, y.in, n, y.out, W[l], y.in, D, y.out, s.delta[l - 1], y.in);
+      ops.relu_mask(s.delta[l - 1], s.act[l], y.in * n);
     }
     // G (in x out, W's layout) = act[l] D^T.
-    ops_.gemm(false, true, y.in, y.out, n, act_[l], y.in, D, y.out, G_, y.in);
-    ops_.dense_descent(access_, {y.W, y.W_state, y.W_grad, G_, y.in * y.out, scale, l2, c.lr,
-                                 adagrad_});
+    ops.gemm(false, true, y.in, y.out, n, s.act[l], y.in, D, y.out, s.G, y.in);
+    ops.dense_descent(access_, {y.W, y.W_state, y.W_grad, s.G, y.in * y.out, scale, l2, c.lr,
+                                adagrad_});
     if (y.b)
-      ops_.bias_descent(access_, {y.b, y.b_state, y.b_grad, D, y.out, n, scale, c.lr, adagrad_});
+      ops.bias_descent(access_, {y.b, y.b_state, y.b_grad, D, y.out, n, scale, c.lr, adagrad_});
   }
-  if (access_ == DeviceAccess::lock) ops_.lock(c.lock, false);
+  if (access_ == DeviceAccess::lock) ops.lock(c.lock, false);
 }
 
 }  // namespace hogwild::detail

@@ -54,12 +54,17 @@ class MlpPrimitives {
 class MlpSteps {
  public:
   // params: the model's tensors on the device (W0, b0, W1, ...; MlpModel's); grads:
-  // each tensor's ddp buffer (gradient access), else null.
+  // each tensor's ddp buffer (gradient access), else null. ops: one set of
+  // primitives per stream (--device-streams): mini-batch i goes to stream i mod K,
+  // each stream with scratch of its own, so the streams are Hogwild! workers of
+  // their own on the shared weights.
   MlpSteps(const MlpModel& model, const ParamSet& params, const std::vector<float*>& grads,
-           DeviceAccess access, bool adagrad, std::size_t batch, MlpPrimitives& ops);
+           DeviceAccess access, bool adagrad, std::size_t batch,
+           const std::vector<MlpPrimitives*>& ops);
 
   // Trains positions [c.begin, c.begin + c.count) of c.order in mini-batches,
-  // adding their losses to c.loss_sum; issues only (the caller synchronises).
+  // adding their losses to c.loss_sum; issues only (the caller synchronises every
+  // stream).
   void run(const DeviceChunk& c);
 
  private:
@@ -71,19 +76,23 @@ class MlpSteps {
     float* b_state = nullptr;
     float* b_grad = nullptr;
     std::size_t in = 0, out = 0;
-    float* copy = nullptr;  // live modes: the mini-batch's copy of W
   };
-  void mini_batch(const DeviceChunk& c, std::size_t pos, std::size_t n);
+  // A stream's primitives and scratch.
+  struct Stream {
+    MlpPrimitives* ops = nullptr;
+    std::vector<float*> copy;   // live modes: the mini-batch's copy of each W
+    std::vector<float*> act;    // act[0]: the input columns; act[l]: layer l's output
+    std::vector<float*> delta;  // delta[l]: layer l's output's delta (l < L - 1)
+    float* G = nullptr;         // a layer's weight gradient
+  };
+  void mini_batch(Stream& s, const DeviceChunk& c, std::size_t pos, std::size_t n);
 
-  MlpPrimitives& ops_;
   std::vector<Layer> layers_;
+  std::vector<Stream> streams_;
   DeviceAccess access_;
   bool adagrad_, live_;
   float l2_;
   std::size_t batch_;
-  std::vector<float*> act_;    // act_[0]: the input columns; act_[l]: layer l's output
-  std::vector<float*> delta_;  // delta_[l]: layer l's output's delta (l < L - 1)
-  float* G_ = nullptr;         // a layer's weight gradient
 };
 
 }  // namespace hogwild::detail

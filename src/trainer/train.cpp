@@ -495,6 +495,10 @@ class Supervisor {
 }  // namespace
 
 void TrainConfig::validate() const {
+  if (device_streams == 0 || device_streams > 64)
+    throw ConfigError(fmt::format("--device-streams {} is out of range (1 to 64)", device_streams));
+  if (device_streams != 1 && device != Device::cuda)
+    throw ConfigError("--device-streams applies to --device cuda only");
   if ((is_parallel(mode) || detail::mode_def(mode).threaded()) && workers == 0)
     throw ConfigError("--workers must be at least 1");
   if (workers > 1024) throw ConfigError(fmt::format("--workers {} is absurd (at most 1024)", workers));

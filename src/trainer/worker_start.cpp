@@ -93,6 +93,7 @@ json config_json(const TrainConfig& c) {
       {"staleness", c.staleness},
       {"hashed_keys", c.hashed_keys},
       {"cuda_ipc", static_cast<int>(c.cuda_ipc)},
+      {"device_streams", c.device_streams},
   };
 }
 
@@ -154,6 +155,7 @@ TrainConfig config_of(const json& j) {
   j.at("staleness").get_to(c.staleness);
   j.at("hashed_keys").get_to(c.hashed_keys);
   c.cuda_ipc = static_cast<CudaIpc>(j.at("cuda_ipc").get<int>());
+  c.device_streams = j.at("device_streams").get<unsigned>();
   return c;
 }
 
