@@ -29,7 +29,7 @@ run_suite() {  # build-dir setup-args... -- test-args...
 run_suite build -- 
 if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
   run_suite build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true -- --no-suite install
-  run_suite build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dwerror=true -- arena device_arena comm ring ps ps_gloo ddp models labels optimizer trainer restart checkpoint replica hot_coordinates byte_rows epoch_order progress_line metrics
+  run_suite build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dwerror=true -- arena device_arena device_run mlp_steps comm ring ps ps_gloo ddp models labels optimizer trainer restart checkpoint replica hot_coordinates byte_rows epoch_order progress_line metrics
 fi
 
 # libFuzzer: each target on its seed corpus (copied, so findings never touch the
