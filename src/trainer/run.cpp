@@ -340,7 +340,7 @@ Run::OwnedDir::~OwnedDir() {
 
 Run::AcrossKeys::~AcrossKeys() {
   if (run == nullptr) return;
-  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(run->cfg.comm_timeout * 1000));
+  const auto timeout = run->comm_timeout();
   // A failed run: the other nodes' workers read this node's reports for up to a
   // second (GlooCommunicator::origin) before they exit.
   if (std::uncaught_exceptions() > 0)
@@ -356,7 +356,7 @@ Run::AcrossKeys::~AcrossKeys() {
 }
 
 std::unique_ptr<Communicator> Run::make_communicator(unsigned rank) const {
-  const std::chrono::milliseconds timeout(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+  const auto timeout = comm_timeout();
   if (cfg.comm == "gloo") {
     GlooOptions o;
     o.rendezvous = std::string("file:") + control->rendezvous;
@@ -377,7 +377,7 @@ GlooOptions Run::across_options(unsigned rank, std::uint32_t generation) const {
   o.node = fmt::format("node {}", cfg.node_rank);
   o.owner = fmt::format("{}.{}", control->parent, control->start_ns);
   o.tag = fmt::format("slice-{}", rank);
-  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+  o.timeout = comm_timeout();
   return o;
 }
 
@@ -584,7 +584,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   }
   if (mode.synchronous() && cfg.device == Device::cuda) {
     if (!local.device_sync) {
-      const std::chrono::milliseconds timeout(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+      const auto timeout = comm_timeout();
       // Across nodes: the same options and data everywhere (through the group of this
       // local rank on every node), and rank 0's id through the rendezvous store.
       if (cfg.nodes > 1) {

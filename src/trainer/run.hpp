@@ -155,6 +155,10 @@ struct Run {
   GlooOptions across_options(unsigned rank, std::uint32_t generation) const;
   // The workers of all nodes (a synchronous mode), and worker `rank`'s place among them.
   unsigned world() const noexcept { return workers * cfg.nodes; }
+  // --comm-timeout: what every collective and rendezvous waits at most.
+  std::chrono::milliseconds comm_timeout() const noexcept {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+  }
   unsigned global_rank(unsigned rank) const noexcept { return cfg.node_rank * workers + rank; }
   // What every node must agree on: the options (config_fingerprint) and the
   // training data, as text.
