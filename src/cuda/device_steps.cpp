@@ -127,9 +127,8 @@ class CudaSteps final : public DeviceSteps {
       }
       if (!extra_streams_.empty())
         HOGWILD_CUDA(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-      mlp_.emplace(*n, params, grads, chunk_.access, adagrad_,
-                   std::max<std::size_t>(cfg.batch, 1), ops);
       mlp_batch_ = std::max<std::size_t>(cfg.batch, 1);
+      mlp_.emplace(*n, params, grads, chunk_.access, adagrad_, mlp_batch_, ops);
     } else {
       throw ConfigError("--device cuda has no kernel for model " + model.name());
     }

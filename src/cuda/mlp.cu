@@ -10,17 +10,7 @@ namespace hogwild::detail {
 
 namespace {
 
-constexpr unsigned kThreads = 256;
-
-unsigned blocks_for(std::size_t n) {
-  const std::size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65536 ? (b ? b : 1) : 65536);
-}
-
-// A grid-stride loop over [0, n).
-#define HOGWILD_EACH(i, n)                                                               \
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < (n);     \
-       i += gridDim.x * std::size_t{blockDim.x})
+constexpr unsigned kThreads = 256;  // blocks_for's
 
 // A block per column: zeroed, then the row's entries.
 __global__ void gather_kernel(DeviceRows rows, const std::uint32_t* order, std::size_t begin,
@@ -108,8 +98,6 @@ __global__ void lock_kernel(int* lock, bool acquire) {
     __nanosleep(256);
   }
 }
-
-#undef HOGWILD_EACH
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 

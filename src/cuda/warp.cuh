@@ -134,6 +134,18 @@ inline void with_access(DeviceAccess a, F&& f) {
   }
 }
 
+// A grid-stride loop over [0, n), a thread per index.
+#define HOGWILD_EACH(i, n)                                                               \
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < (n);     \
+       i += gridDim.x * std::size_t{blockDim.x})
+
+// Blocks of `threads` for a thread per index of n (at least 1, at most 65,536: the
+// loop above covers the rest).
+inline unsigned blocks_for(std::size_t n, unsigned threads = 256) {
+  const std::size_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 65536 ? (b ? b : 1) : 65536);
+}
+
 // The grid-stride loop's start and step, in warps.
 __device__ inline std::size_t warp_id() { return (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) >> 5; }
 __device__ inline std::size_t warp_count() { return (gridDim.x * std::size_t{blockDim.x}) >> 5; }
