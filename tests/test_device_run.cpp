@@ -286,41 +286,43 @@ TEST_CASE("mf trains on the device path as on the CPU") {
 }
 
 
-TEST_CASE("softmax on dense rows trains on the device path as on the CPU") {
-  stand_in();
+namespace {
+
+// c (a multiclass model) on dense class blobs, on the CPU and then on the device
+// path: the device path trained chunk by chunk on the rows in the device arena, and
+// learned as the CPU did.
+void blobs_on_device_as_on_cpu(TrainConfig c) {
   const Dataset train_set = test::class_blobs(3000, 30, 1), test_set = test::class_blobs(600, 30, 2);
-  TrainConfig c = test::sgd_config(Mode::atomic, 2);
-  c.model = "softmax";
-  c.step_size.lr0 = 0.05f;
   const TrainResult cpu = train(c, train_set, &test_set);
   c.device = Device::cuda;
   c.worker_start = WorkerStart::fork_server;
   chunks().store(0);
   const TrainResult r = train(c, train_set, &test_set);
-  MESSAGE("softmax: test accuracy " << r.test.accuracy << " (CPU " << cpu.test.accuracy << ")");
+  MESSAGE(c.model << ": test accuracy " << r.test.accuracy << " (CPU " << cpu.test.accuracy << ")");
   CHECK(chunks().load() == 8 * 2 * 3);  // 1500 rows a worker, chunks of 500
   CHECK(row_mismatches().load() == 0);  // dense floats: the value array
   CHECK(cpu.test.accuracy > 0.8);
   CHECK(r.test.accuracy > cpu.test.accuracy - 0.02);
 }
 
+}  // namespace
+
+TEST_CASE("softmax on dense rows trains on the device path as on the CPU") {
+  stand_in();
+  TrainConfig c = test::sgd_config(Mode::atomic, 2);
+  c.model = "softmax";
+  c.step_size.lr0 = 0.05f;
+  blobs_on_device_as_on_cpu(c);
+}
+
 TEST_CASE("the mlp trains on the device path in mini-batches as on the CPU") {
   stand_in();
-  const Dataset train_set = test::class_blobs(3000, 30, 1), test_set = test::class_blobs(600, 30, 2);
   TrainConfig c = test::sgd_config(Mode::hogwild, 2);
   c.model = "mlp";
   c.model_options.hidden = {16};
   c.batch = 10;
   c.step_size.lr0 = 0.05f;
-  const TrainResult cpu = train(c, train_set, &test_set);
-  c.device = Device::cuda;
-  c.worker_start = WorkerStart::fork_server;
-  chunks().store(0);
-  const TrainResult r = train(c, train_set, &test_set);
-  MESSAGE("mlp: test accuracy " << r.test.accuracy << " (CPU " << cpu.test.accuracy << ")");
-  CHECK(chunks().load() == 8 * 2 * 3);  // 1500 rows a worker, chunks of 500
-  CHECK(cpu.test.accuracy > 0.8);
-  CHECK(r.test.accuracy > cpu.test.accuracy - 0.02);
+  blobs_on_device_as_on_cpu(c);
 }
 
 TEST_CASE("ddp on the device path: every rank's replica starts as rank 0's weights and takes the "
