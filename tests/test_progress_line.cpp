@@ -34,7 +34,7 @@ namespace {
 // on sparse rows trains some 10k examples/s on the 2-core build machine, where
 // the linear models' 3M would need millions of rows.
 constexpr std::size_t kRows = 8000;
-constexpr std::size_t kHidden = 32;
+constexpr std::size_t kHidden = 128;
 constexpr unsigned short kColumns = 100;
 
 struct PtyRun {
