@@ -272,6 +272,7 @@ std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainC
       {"--seed", fmt::format("{}", c.seed)},
       {"--optimizer", std::string(to_string(c.optimizer))},
       {"--rank", fmt::format("{}", c.model_options.rank)},
+      {"--factors", to_string(c.model_options.factors)},
       {"--hidden", fmt::format("{}", fmt::join(c.model_options.hidden, ","))},
       {"--hot-k", fmt::format("{}", c.hot_k)},
   };
@@ -288,8 +289,11 @@ void check_resumable(const Checkpoint& c, const TrainConfig& config, const Datas
   for (const auto& option : mine) {
     auto it = std::find_if(c.config.begin(), c.config.end(),
                            [&](auto& p) { return p.first == option.first; });
-    // Checkpoints written before --partition existed trained contiguous slices.
-    const std::string absent = option.first == "--partition" ? "contiguous" : "(absent)";
+    // Checkpoints written before --partition existed trained contiguous slices, and
+    // those written before --factors, fp32 factors.
+    const std::string absent = option.first == "--partition" ? "contiguous"
+                               : option.first == "--factors" ? "fp32"
+                                                             : "(absent)";
     const std::string theirs = it == c.config.end() ? absent : it->second;
     if (theirs != option.second) differ(option.first, theirs, option.second);
   }

@@ -7,6 +7,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/param_snapshot.hpp"
 #include "hogwild/update_policy.hpp"
+#include "memory/half.hpp"
 
 namespace hogwild {
 
@@ -21,6 +22,12 @@ class PrivateAccess final : public HostAccess {
   void write(float* dst, const float* src, std::size_t n) const override {
     if (n) std::memcpy(dst, src, n * sizeof(float));
   }
+  void read_bytes(void* dst, const void* src, std::size_t bytes) const override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void write_bytes(void* dst, const void* src, std::size_t bytes) const override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
 };
 
 // The shared arena: one relaxed load or store per float, as the steps' own
@@ -33,6 +40,20 @@ class SharedAccess final : public HostAccess {
   }
   void write(float* dst, const float* src, std::size_t n) const override {
     for (std::size_t i = 0; i < n; ++i) detail::relaxed_store(dst + i, src[i]);
+  }
+  // Bytes one relaxed load or store at a time (the arena's tensors are floats: this
+  // serves blocks of other types, never a step's hot path).
+  void read_bytes(void* dst, const void* src, std::size_t bytes) const override {
+    auto* d = static_cast<unsigned char*>(dst);
+    auto* s = static_cast<unsigned char*>(const_cast<void*>(src));
+    for (std::size_t i = 0; i < bytes; ++i)
+      d[i] = std::atomic_ref<unsigned char>(s[i]).load(std::memory_order_relaxed);
+  }
+  void write_bytes(void* dst, const void* src, std::size_t bytes) const override {
+    auto* d = static_cast<unsigned char*>(dst);
+    auto* s = static_cast<const unsigned char*>(src);
+    for (std::size_t i = 0; i < bytes; ++i)
+      std::atomic_ref<unsigned char>(d[i]).store(s[i], std::memory_order_relaxed);
   }
 };
 
@@ -47,6 +68,14 @@ const char* to_string(MemorySpace s) noexcept {
     case MemorySpace::device: return "device";
   }
   return "?";
+}
+
+const char* to_string(Dtype t) noexcept { return t == Dtype::f16 ? "fp16" : "fp32"; }
+
+Dtype parse_dtype(const char* option, const std::string& name) {
+  if (name == "fp32") return Dtype::f32;
+  if (name == "fp16") return Dtype::f16;
+  throw ConfigError(std::string("unknown ") + option + " \"" + name + "\"; expected fp32 or fp16");
 }
 
 const HostAccess& host_access(MemorySpace space) {
@@ -66,6 +95,32 @@ void register_device_access(const HostAccess& access) noexcept {
   g_device.store(&access, std::memory_order_release);
 }
 
+void read_values(MemorySpace space, Dtype type, const void* base, std::size_t begin,
+                 std::size_t n, float* dst) {
+  const HostAccess& access = host_access(space);
+  if (type == Dtype::f32) return access.read(dst, static_cast<const float*>(base) + begin, n);
+  const auto* src = static_cast<const std::uint16_t*>(base) + begin;
+  std::uint16_t halves[4096];
+  for (std::size_t done = 0; done < n; done += std::size(halves)) {
+    const std::size_t m = std::min(n - done, std::size(halves));
+    access.read_bytes(halves, src + done, m * sizeof(std::uint16_t));
+    detail::halves_to_floats(halves, m, dst + done);
+  }
+}
+
+void write_values(MemorySpace space, Dtype type, void* base, std::size_t begin, const float* src,
+                  std::size_t n) {
+  const HostAccess& access = host_access(space);
+  if (type == Dtype::f32) return access.write(static_cast<float*>(base) + begin, src, n);
+  auto* dst = static_cast<std::uint16_t*>(base) + begin;
+  std::uint16_t halves[4096];
+  for (std::size_t done = 0; done < n; done += std::size(halves)) {
+    const std::size_t m = std::min(n - done, std::size(halves));
+    detail::floats_to_halves(src + done, m, halves);
+    access.write_bytes(dst + done, halves, m * sizeof(std::uint16_t));
+  }
+}
+
 ParamSnapshot::ParamSnapshot(const ParamSet& live) {
   std::vector<ParamSet::Tensor> t;
   storage_.reserve(live.count());
@@ -83,13 +138,13 @@ void ParamSnapshot::refresh(const ParamSet& live, const std::vector<Ranges>& ran
 
 void copy_ranges(const ParamSet& from, const ParamSet& to, const std::vector<Ranges>& ranges) {
   for (std::size_t t = 0; t < from.count(); ++t) {
-    const HostAccess& access = host_access(from[t].space);
-    const float* src = from.data(t);
+    const ParamSet::Tensor& src = from[t];
     float* dst = to.data(t);
     if (t >= ranges.size() || ranges[t].empty())
-      access.read(dst, src, from.size(t));
+      read_values(src.space, src.dtype, src.data, 0, src.size, dst);
     else
-      for (const auto& [begin, end] : ranges[t]) access.read(dst + begin, src + begin, end - begin);
+      for (const auto& [begin, end] : ranges[t])
+        read_values(src.space, src.dtype, src.data, begin, end - begin, dst + begin);
   }
 }
 

@@ -145,6 +145,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.model_options.hidden = {7, 3};
   c.model_options.rank = 5;
   c.model_options.matmul = MatmulPrecision::bf16;
+  c.model_options.factors = Dtype::f16;
   c.mode = Mode::atomic;
   c.optimizer = Optimizer::adagrad;
   c.workers = 6;
@@ -191,6 +192,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.model_options.hidden == c.model_options.hidden);
   CHECK(d.model_options.rank == c.model_options.rank);
   CHECK(d.model_options.matmul == c.model_options.matmul);
+  CHECK(d.model_options.factors == c.model_options.factors);
   CHECK(d.mode == c.mode);
   CHECK(d.optimizer == c.optimizer);
   CHECK(d.workers == c.workers);

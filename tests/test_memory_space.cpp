@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "hogwild/param_snapshot.hpp"
 #include "trainer/run.hpp"
 #include "memory/device_arena.hpp"
+#include "memory/half.hpp"
 #include "process.hpp"
 #include "support.hpp"
 #include "trainer/tensor_store.hpp"
@@ -32,6 +34,15 @@ struct CountingAccess final : HostAccess {
   void write(float* dst, const float* src, std::size_t n) const override {
     for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
     written_floats += n;
+  }
+  mutable std::size_t read_bytes_count = 0, written_bytes_count = 0;
+  void read_bytes(void* dst, const void* src, std::size_t bytes) const override {
+    std::memcpy(dst, src, bytes);
+    read_bytes_count += bytes;
+  }
+  void write_bytes(void* dst, const void* src, std::size_t bytes) const override {
+    std::memcpy(dst, src, bytes);
+    written_bytes_count += bytes;
   }
 };
 
@@ -171,4 +182,84 @@ TEST_CASE("the device store keeps tensors in a device arena whose table and desc
   detail::send_message(sp.fd[0], "x", 1, {store->handle()});
   CHECK(test::wait_exit(worker, 30) == 0);
   CHECK(p.data(1)[0] == 2.5f);
+}
+
+TEST_CASE("tensors of halves (--factors fp16): 2 bytes a value in the device store, rounded when "
+          "written, widened exactly when read; the CPU's store refuses them") {
+  register_device_access(device());
+  CountingAccess& access = device();
+  const auto memory = [] { return std::shared_ptr(detail::host_standin_memory()); };
+  std::vector<TensorSpec> specs{{"P", 1000, {Init::normal, 0.1f}, Dtype::f16},
+                                {"bu", 10, {}, Dtype::f32}};
+  auto store = detail::make_tensor_store(MemorySpace::device, memory);
+  Arena arena = Arena::create(store->arena_blocks(specs, true, 0));
+  const ParamSet p = store->open(arena, specs, true);
+  CHECK(p[0].dtype == Dtype::f16);
+  CHECK(p[1].dtype == Dtype::f32);
+  // The table says what the device holds: 2 bytes a half, AdaGrad's state in floats.
+  const auto& table = arena.object<detail::DeviceArenaTable>("device:table");
+  CHECK(table.find(detail::param_block("P")).bytes == 2000);
+  CHECK(table.find(detail::state_block("P")).bytes == 4000);
+  CHECK(table.find(detail::param_block("bu")).bytes == 40);
+
+  // Initialisation draws what it draws for floats, and stores the nearest halves.
+  access.written_bytes_count = access.written_floats = 0;
+  detail::initialise(p, specs, 42);
+  CHECK(access.written_bytes_count == 2000);
+  CHECK(access.written_floats == 10);
+  std::vector<float> drawn(1000);
+  {
+    std::vector<TensorSpec> as_floats = specs;
+    as_floats[0].dtype = Dtype::f32;
+    Tensors host({1000, 10}, MemorySpace::host_private);
+    detail::initialise(host.set, as_floats, 42);
+    drawn = host.store[0];
+  }
+  const auto* halves = reinterpret_cast<const std::uint16_t*>(p.data(0));
+  for (std::size_t i = 0; i < 1000; ++i) REQUIRE(halves[i] == detail::float_to_half(drawn[i]));
+
+  // A snapshot (evaluation, the divergence scan) widens them: exactly the halves.
+  access.read_bytes_count = 0;
+  ParamSnapshot snap(p);
+  CHECK(access.read_bytes_count == 2000);
+  CHECK(snap.params()[0].dtype == Dtype::f32);
+  for (std::size_t i = 0; i < 1000; ++i)
+    REQUIRE(snap.params().data(0)[i] == detail::half_to_float(halves[i]));
+  const float changed[2] = {0.5f, -0.25f};
+  write_values(MemorySpace::device, Dtype::f16, p.data(0), 104, changed, 2);
+  snap.refresh(p, {{{100, 105}}, {}});  // [100, 105) only: 105 keeps its old value
+  CHECK(snap.params().data(0)[104] == 0.5f);
+  CHECK(snap.params().data(0)[105] == detail::half_to_float(detail::float_to_half(drawn[105])));
+  std::vector<float> some(5);
+  read_values(MemorySpace::device, Dtype::f16, p.data(0), 995, 5, some.data());
+  CHECK(some[4] == detail::half_to_float(halves[999]));
+
+  // Writes round to the nearest half; more than one chunk's worth goes through.
+  std::vector<float> values(1000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.001f * static_cast<float>(i) + 1e-5f;
+  write_values(MemorySpace::device, Dtype::f16, p.data(0), 0, values.data(), values.size());
+  std::vector<float> back(1000);
+  read_values(MemorySpace::device, Dtype::f16, p.data(0), 0, back.size(), back.data());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    REQUIRE(back[i] == detail::half_to_float(detail::float_to_half(values[i])));
+    REQUIRE(std::abs(back[i] - values[i]) <= std::abs(values[i]) / 2048 + 1e-7f);
+  }
+  std::vector<float> big(10000, 3.0f);  // past read_values' and write_values' 4096-half chunks
+  std::vector<std::uint16_t> room(10000);
+  write_values(MemorySpace::host_private, Dtype::f16, room.data(), 0, big.data(), big.size());
+  CHECK(room[9999] == 0x4200);
+  std::vector<float> wide(10000);
+  read_values(MemorySpace::host_private, Dtype::f16, room.data(), 0, wide.size(), wide.data());
+  CHECK(wide == big);
+
+  // The CPU's store: its steps, replicas and servers are fp32.
+  auto cpu = detail::make_tensor_store(MemorySpace::host_shared);
+  Arena cpu_arena = Arena::create(cpu->arena_blocks(specs, false, 0));
+  CHECK_THROWS_WITH_AS(cpu->open(cpu_arena, specs, false),
+                       "tensor \"P\" is fp16: the CPU trains fp32 tensors (--factors fp16 needs "
+                       "--device cuda)",
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(parse_dtype("--factors", "fp8"),
+                       "unknown --factors \"fp8\"; expected fp32 or fp16", ConfigError);
+  CHECK(parse_dtype("--factors", "fp16") == Dtype::f16);
 }

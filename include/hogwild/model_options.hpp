@@ -1,9 +1,11 @@
-// The built-in models' options (--l2, --hidden, --rank, --matmul-precision).
+// The built-in models' options (--l2, --hidden, --rank, --matmul-precision, --factors).
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <vector>
+
+#include "hogwild/memory_space.hpp"
 
 namespace hogwild {
 
@@ -25,6 +27,10 @@ struct ModelOptions {
   // AMX-BF16 (kernels::bf16::available) or AVX512-BF16 (kernels::bf16_supported);
   // other models reject it.
   MatmulPrecision matmul = MatmulPrecision::fp32;
+  // mf: the factor rows' storage. fp16 (--factors fp16, with --device cuda only)
+  // halves the bytes a rating moves; the kernel computes in fp32 and rounds each
+  // stored value to the nearest half. Biases and AdaGrad's state stay fp32.
+  Dtype factors = Dtype::f32;
 };
 
 }  // namespace hogwild

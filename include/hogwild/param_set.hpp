@@ -20,8 +20,11 @@ struct Init {
 
 struct TensorSpec {
   std::string name;
-  std::size_t size = 0;  // floats
+  std::size_t size = 0;  // values
   Init init{};
+  // What the values are in memory (the optimiser's state is always fp32). fp16: MF's
+  // factors under --factors fp16, trained on the GPU only.
+  Dtype dtype = Dtype::f32;
 };
 
 // Sorted, disjoint [begin, end) runs of a tensor's coordinates (empty: all of it).
@@ -44,6 +47,10 @@ class ParamSet {
     // Where data, state and grad live: the host dereferences them only outside
     // `device`, and outside a step only through host_access (memory_space.hpp).
     MemorySpace space = MemorySpace::host_private;
+    // f16: `data` holds `size` IEEE halves, not floats (a device tensor under
+    // --factors fp16, which only the GPU's kernels step); the host reads and writes
+    // it through read_values / write_values, which convert. state and grad stay fp32.
+    Dtype dtype = Dtype::f32;
   };
   ParamSet() = default;
   explicit ParamSet(std::vector<Tensor> t, bool exclusive = false)

@@ -243,8 +243,8 @@ class LegacyMemory final : public DeviceMemory {
   }
 };
 
-// The host's reads and writes of device floats (initialisation, snapshots,
-// checkpoints): copies across the bus, on the legacy default stream, which waits
+// The host's reads and writes of device floats and halves (initialisation,
+// snapshots, checkpoints): copies across the bus, on the legacy default stream, which waits
 // for the kernels before it.
 struct DeviceAccess final : HostAccess {
   void read(float* dst, const float* src, std::size_t n) const override {
@@ -252,6 +252,12 @@ struct DeviceAccess final : HostAccess {
   }
   void write(float* dst, const float* src, std::size_t n) const override {
     HOGWILD_CUDA(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  void read_bytes(void* dst, const void* src, std::size_t bytes) const override {
+    HOGWILD_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  }
+  void write_bytes(void* dst, const void* src, std::size_t bytes) const override {
+    HOGWILD_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   }
 };
 

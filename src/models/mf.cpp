@@ -24,7 +24,8 @@ std::vector<TensorSpec> MfModel::parameters() const {
   // sd 0.1 whatever the rank: p·q starts near 0 yet the factors are large enough
   // for the first gradients (err * q) to break the symmetry quickly.
   const Init init{Init::normal, 0.1f};
-  std::vector<TensorSpec> t{{"P", users_ * rank_, init}, {"Q", items_ * rank_, init}};
+  std::vector<TensorSpec> t{{"P", users_ * rank_, init, options_.factors},
+                            {"Q", items_ * rank_, init, options_.factors}};
   if (options_.bias) {
     t.push_back({"bu", users_, {}});
     t.push_back({"bi", items_, {}});

@@ -53,6 +53,9 @@ std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& o
   if (options.matmul != MatmulPrecision::fp32 && name != "mlp")
     throw ConfigError("--matmul-precision " + std::string(to_string(options.matmul)) +
                       " applies to --model mlp only (model \"" + name + "\")");
+  if (options.factors != Dtype::f32 && name != "mf")
+    throw ConfigError("--factors " + std::string(to_string(options.factors)) +
+                      " applies to --model mf only (model \"" + name + "\")");
   return it->second(options);
 }
 

@@ -35,6 +35,7 @@ struct Options {
   std::string cuda_ipc = "vmm";
   std::string optimizer = "sgd";
   std::string matmul = "fp32";
+  std::string factors = "fp32";
   std::string metrics, summary;
   std::string hidden;
   std::string sync_every;
@@ -200,6 +201,11 @@ int run(int argc, char** argv) {
   app.add_flag("--no-bias", o.no_bias, "Do not learn an intercept");
   app.add_option("--rank", cfg.model_options.rank, "Matrix factorization (mf): factors per user and item")
       ->capture_default_str();
+  app.add_option("--factors", o.factors,
+                 "mf with --device cuda: the factors' storage, fp32, or fp16 (half the bytes a "
+                 "rating moves; the kernel computes in fp32 and rounds each stored value; "
+                 "biases and AdaGrad's state stay fp32)")
+      ->capture_default_str()->option_text("fp32|fp16");
   app.add_option("--seed", cfg.seed, "Seed for shuffling and initial weights")
       ->capture_default_str();
   app.add_option("--eval-every", cfg.eval_every,
@@ -367,6 +373,7 @@ int run(int argc, char** argv) {
   cfg.worker_start = hogwild::parse_worker_start(o.worker_start);
   cfg.device = hogwild::parse_device(o.device);
   cfg.cuda_ipc = hogwild::parse_cuda_ipc(o.cuda_ipc);
+  cfg.model_options.factors = hogwild::parse_dtype("--factors", o.factors);
   if (app.count("--cuda-ipc") && cfg.device != hogwild::Device::cuda)
     throw hogwild::ConfigError("--cuda-ipc applies to --device cuda only");
   if (cfg.device == hogwild::Device::cuda) {

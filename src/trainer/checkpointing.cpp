@@ -30,8 +30,8 @@ WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint
 std::vector<Run::SavedTensor> Run::saved_tensors() const {
   std::vector<SavedTensor> out;
   for (const auto& t : params.tensors()) {
-    out.push_back({param_block(t.name), t.data, t.size, t.space});
-    if (t.state) out.push_back({state_block(t.name), t.state, t.size, t.space});
+    out.push_back({param_block(t.name), t.data, t.size, t.space, t.dtype});
+    if (t.state) out.push_back({state_block(t.name), t.state, t.size, t.space, Dtype::f32});
   }
   return out;
 }
@@ -50,7 +50,7 @@ Checkpoint Run::capture(double train_seconds, unsigned restarts) const {
   }
   for (const auto& s : saved_tensors()) {
     NamedTensor t{s.name, std::vector<float>(s.size)};
-    host_access(s.space).read(t.values.data(), s.data, s.size);
+    read_values(s.space, s.dtype, s.data, 0, s.size, t.values.data());
     c.tensors.push_back(std::move(t));
   }
   for (auto& t : c.tensors) {
@@ -83,7 +83,7 @@ unsigned Run::restore(const Checkpoint& c, const std::string& path) {
     if (it->values.size() != s.size)
       throw fail(fmt::format("tensor \"{}\" has {} values there and {} in model {}", s.name,
                              it->values.size(), s.size, model.name()));
-    host_access(s.space).write(s.data, it->values.data(), s.size);
+    write_values(s.space, s.dtype, s.data, 0, it->values.data(), s.size);
   }
   for (unsigned w = 0; w < workers; ++w) {
     const WorkerState& s = c.workers[w];

@@ -68,7 +68,7 @@ std::vector<std::span<std::byte>> DeviceSteps::weights() { no_gradient_path(); }
 std::vector<std::span<std::byte>> weight_spans(const ParamSet& params) {
   std::vector<std::span<std::byte>> out;
   for (const auto& t : params.tensors()) {
-    out.push_back({reinterpret_cast<std::byte*>(t.data), t.size * sizeof(float)});
+    out.push_back({reinterpret_cast<std::byte*>(t.data), t.size * element_bytes(t.dtype)});
     if (t.state) out.push_back({reinterpret_cast<std::byte*>(t.state), t.size * sizeof(float)});
   }
   return out;

@@ -277,6 +277,7 @@ struct Run {
     float* data;
     std::size_t size;
     MemorySpace space;
+    Dtype dtype;  // a checkpoint holds floats whatever the tensor's dtype
   };
   std::vector<SavedTensor> saved_tensors() const;
 };

@@ -4,6 +4,8 @@
 #include <array>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "hogwild/error.hpp"
 #include "hogwild/rng.hpp"
 #include "memory/device_arena.hpp"
@@ -29,6 +31,10 @@ class SharedArenaStore final : public TensorStore {
   ParamSet open(const Arena& arena, const std::vector<TensorSpec>& specs, bool state, bool,
                 int) override {
     std::vector<ParamSet::Tensor> t;
+    for (const auto& s : specs)  // the CPU's steps, replicas and servers read floats
+      if (s.dtype != Dtype::f32)
+        throw ConfigError(fmt::format("tensor \"{}\" is {}: the CPU trains fp32 tensors (--factors "
+                                      "fp16 needs --device cuda)", s.name, to_string(s.dtype)));
     for (const auto& s : specs) {  // blocks start zeroed, as AdaGrad's accumulators must
       ParamSet::Tensor x{s.name, arena.array<float>(param_block(s.name)).data(), s.size,
                          state ? arena.array<float>(state_block(s.name)).data() : nullptr};
@@ -58,7 +64,7 @@ class DeviceArenaStore final : public TensorStore {
     } else {
       std::vector<BlockSpec> blocks{{kLock, sizeof(int)}};
       for (const auto& s : specs) {
-        blocks.push_back({param_block(s.name), s.size * sizeof(float)});
+        blocks.push_back({param_block(s.name), s.size * element_bytes(s.dtype)});
         if (state) blocks.push_back({state_block(s.name), s.size * sizeof(float)});
       }
       if (data_) add_row_blocks(blocks);
@@ -81,6 +87,7 @@ class DeviceArenaStore final : public TensorStore {
       ParamSet::Tensor x{s.name, device_.array<float>(param_block(s.name)), s.size,
                          state ? device_.array<float>(state_block(s.name)) : nullptr};
       x.space = MemorySpace::device;
+      x.dtype = s.dtype;
       t.push_back(std::move(x));
     }
     return ParamSet(std::move(t));
@@ -159,7 +166,6 @@ void initialise(const ParamSet& p, const std::vector<TensorSpec>& specs, std::ui
   Rng rng(seed ^ 0x5eedf00dULL);
   std::vector<float> chunk;
   for (std::size_t i = 0; i < specs.size(); ++i) {
-    const HostAccess& access = host_access(p[i].space);
     const Init init = specs[i].init;
     for (std::size_t begin = 0; begin < specs[i].size; begin += 1 << 16) {
       chunk.resize(std::min<std::size_t>(specs[i].size - begin, 1 << 16));
@@ -170,7 +176,7 @@ void initialise(const ParamSet& p, const std::vector<TensorSpec>& specs, std::ui
           case Init::uniform: x = static_cast<float>((2 * rng.uniform() - 1) * init.scale); break;
         }
       }
-      access.write(p.data(i) + begin, chunk.data(), chunk.size());
+      write_values(p[i].space, p[i].dtype, p.data(i), begin, chunk.data(), chunk.size());
     }
   }
 }

@@ -67,7 +67,7 @@ std::string param_block(const std::string& tensor);
 std::string state_block(const std::string& tensor);
 
 // Writes each tensor's initial values (TensorSpec::init, drawn from `seed`)
-// through host_access, a chunk at a time.
+// through write_values (halves rounded from the same draws), a chunk at a time.
 void initialise(const ParamSet& params, const std::vector<TensorSpec>& specs, std::uint64_t seed);
 
 }  // namespace hogwild::detail

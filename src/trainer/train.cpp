@@ -464,14 +464,13 @@ class Supervisor {
       r.conflicts = detail::summarize_conflicts(run_.arena.block("conflicts").data(),
                                                 run_.workers, run_.params);
     r.huge_pages = run_.arena.huge_pages();
-    for (const auto& t : run_.params.tensors()) {
-      const HostAccess& access = host_access(t.space);  // the workers are gone
-      auto copy = [&](std::vector<float>& dst, const float* src) {
+    for (const auto& t : run_.params.tensors()) {  // the workers are gone
+      auto copy = [&](std::vector<float>& dst, const float* src, Dtype type) {
         dst.resize(t.size);
-        access.read(dst.data(), src, t.size);
+        read_values(t.space, type, src, 0, t.size, dst.data());
       };
-      copy(r.parameters[t.name], t.data);
-      if (t.state) copy(r.optimizer_state[t.name], t.state);
+      copy(r.parameters[t.name], t.data, t.dtype);
+      if (t.state) copy(r.optimizer_state[t.name], t.state, Dtype::f32);
     }
     if (!cfg_.checkpoint.empty()) write_checkpoint_now();  // workers are gone: exact
     return r;
@@ -499,6 +498,10 @@ void TrainConfig::validate() const {
     throw ConfigError(fmt::format("--device-streams {} is out of range (1 to 64)", device_streams));
   if (device_streams != 1 && device != Device::cuda)
     throw ConfigError("--device-streams applies to --device cuda only");
+  if (model_options.factors != Dtype::f32 && device != Device::cuda)
+    throw ConfigError(fmt::format("--factors {} stores the factors on the GPU: add --device cuda "
+                                  "(the CPU trains fp32 factors)",
+                                  to_string(model_options.factors)));
   if ((is_parallel(mode) || detail::mode_def(mode).threaded()) && workers == 0)
     throw ConfigError("--workers must be at least 1");
   if (workers > 1024) throw ConfigError(fmt::format("--workers {} is absurd (at most 1024)", workers));

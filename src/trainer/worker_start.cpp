@@ -44,7 +44,7 @@ json config_json(const TrainConfig& c) {
       {"model", c.model},
       {"model_options",
        {{"l2", m.l2}, {"bias", m.bias}, {"hidden", m.hidden}, {"rank", m.rank},
-        {"matmul", static_cast<int>(m.matmul)}}},
+        {"matmul", static_cast<int>(m.matmul)}, {"factors", static_cast<int>(m.factors)}}},
       {"mode", c.mode.id()},
       {"optimizer", static_cast<int>(c.optimizer)},
       {"workers", c.workers},
@@ -106,6 +106,7 @@ TrainConfig config_of(const json& j) {
   m.at("hidden").get_to(c.model_options.hidden);
   m.at("rank").get_to(c.model_options.rank);
   c.model_options.matmul = static_cast<MatmulPrecision>(m.at("matmul").get<int>());
+  c.model_options.factors = static_cast<Dtype>(m.at("factors").get<int>());
   c.mode = Mode(j.at("mode").get<std::uint8_t>());
   c.optimizer = static_cast<Optimizer>(j.at("optimizer").get<int>());
   j.at("workers").get_to(c.workers);

@@ -21,7 +21,8 @@ class MfModel : public ModelBase<MfModel> {
   std::string name() const override { return "mf"; }
   LabelKind label_kind() const override { return LabelKind::real; }
   void configure(const Problem& problem) override;
-  // "P" (users x rank), "Q" (items x rank), normal with sd 0.1; then "bu", "bi" (zeros).
+  // "P" (users x rank), "Q" (items x rank), normal with sd 0.1, of options.factors
+  // (fp16: the GPU's kernel alone steps them); then "bu", "bi" (zeros, fp32).
   std::vector<TensorSpec> parameters() const override;
 
   template <class U>
