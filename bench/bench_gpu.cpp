@@ -1,8 +1,10 @@
 // The GPU section of the bench (docs/GPU.md): on one CUDA device,
 //   - the yardstick: a copy kernel's bandwidth (bytes read + written per second);
-//   - the sparse linear kernel (logistic, hogwild) on RCV1-like rows and the MF
-//     kernel on Netflix-like ratings: updates per second, and the bytes each update
-//     moves per second as a fraction of the yardstick;
+//   - the sparse linear kernel (logistic) on RCV1-like rows and the MF kernel on
+//     Netflix-like ratings (fp32 and fp16 factors): updates per second, and the bytes
+//     each update moves per second as a fraction of the yardstick; the sparse kernel
+//     also in the other modes, and with its rows in the device arena (uploaded once,
+//     shared by every worker) against a worker's own copy;
 //   - 10,000 hand-offs of a tensor between two processes through the device arena
 //     (VMM and legacy), each checked by a checksum;
 //   - what a CUDA context costs a process in device memory.
@@ -178,23 +180,30 @@ struct KernelFigure {
   double updates_per_s = 0, bytes_per_update = 0;
 };
 
-// One hogwild epoch (after one to warm up) of `model` over `data` in this process.
+// One epoch (after one to warm up) of `model` over `data` in this process, in `mode`.
+// shared_rows: the rows in the device arena beside the tensors, as the trainer
+// uploads them once for every worker (VMM memory); otherwise the worker's own copy
+// (cudaMalloc), as each worker uploading its partition would have it.
 KernelFigure time_kernel(const std::string& model_name, ModelOptions options, const Dataset& data,
-                         double bytes_per_row) {
+                         double bytes_per_row, Mode mode = Mode::hogwild,
+                         bool shared_rows = false) {
   auto model = make_model(model_name, options);
   const LabelMap labels = LabelMap::fit(model->label_kind(), data, model->name());
   const std::vector<float> targets = labels.targets(data);
   model->configure(make_problem(data, nullptr, labels));
   const auto specs = model->parameters();
-  auto store = make_tensor_store(MemorySpace::device,
-                                 [] { return std::shared_ptr(cuda_device_memory(CudaIpc::vmm)); });
+  auto store = make_tensor_store(
+      MemorySpace::device, [] { return std::shared_ptr(cuda_device_memory(CudaIpc::vmm)); },
+      shared_rows ? &data : nullptr, shared_rows ? targets.data() : nullptr);
   Arena arena = Arena::create(store->arena_blocks(specs, false, 0));
   const ParamSet params = store->open(arena, specs, false);
   initialise(params, specs, 1);
   TrainConfig cfg;
   cfg.model = model_name;
-  cfg.mode = Mode::hogwild;
-  auto steps = make_device_steps(cfg, *model, data, targets.data(), params, store->device_lock());
+  cfg.mode = mode;
+  cfg.model_options = options;
+  auto steps = make_device_steps(cfg, *model, data, targets.data(), params, store->device_lock(),
+                                 store->rows());
   std::vector<std::uint32_t> order(data.rows());
   std::iota(order.begin(), order.end(), 0u);
   steps->begin_epoch(order);
@@ -269,6 +278,21 @@ int main(int argc, char** argv) {
                           {"fraction_of_copy", k.updates_per_s * bytes / yard}};
       fmt::print("sparse LR (hogwild): {:.3g} updates/s, {:.0f}% of the copy kernel's bytes/s\n",
                  k.updates_per_s, 100 * k.updates_per_s * bytes / yard);
+      // The rows where the trainer keeps them (the device arena, uploaded once for
+      // every worker) against each worker's own upload; and the other modes.
+      const auto shared = time_kernel("logistic", {}, d, bytes, Mode::hogwild, true);
+      out["sparse_lr"]["shared_rows_updates_per_s"] = shared.updates_per_s;
+      fmt::print("sparse LR (hogwild), rows in the device arena: {:.3g} updates/s ({:.2f}x the "
+                 "worker's own copy)\n", shared.updates_per_s, shared.updates_per_s / k.updates_per_s);
+      for (Mode m : {Mode::atomic, Mode::lock, Mode::serial}) {
+        GenerateOptions few = g;  // one warp (serial) or one at a time (lock): fewer rows
+        few.rows = m == Mode::atomic ? g.rows : std::min<std::size_t>(g.rows, 20000);
+        const auto km = time_kernel("logistic", {}, m == Mode::atomic ? d : generate_sparse(few),
+                                    bytes, m);
+        out["sparse_lr"]["modes"][std::string(to_string(m))] = km.updates_per_s;
+        fmt::print("sparse LR ({}): {:.3g} updates/s ({:.3f}x hogwild)\n", to_string(m),
+                   km.updates_per_s, km.updates_per_s / k.updates_per_s);
+      }
     }
     {  // MF, Netflix-like: 480k users, 17.8k items, rank 32
       RatingsGenerateOptions g;
@@ -279,13 +303,23 @@ int main(int argc, char** argv) {
       const auto data = generate_ratings(g);
       ModelOptions o;
       o.rank = 32;
-      const double bytes = 2 * 32 * 8.0 + 2 * 4 * 2 + 8 + 8 + 4 + 4;  // factors r+w, biases r+w
-      const auto k = time_kernel("mf", o, data.train, bytes);
-      out["mf"] = {{"updates_per_s", k.updates_per_s},
-                   {"bytes_per_update", bytes},
-                   {"fraction_of_copy", k.updates_per_s * bytes / yard}};
-      fmt::print("MF rank 32 (hogwild): {:.3g} ratings/s, {:.0f}% of the copy kernel's bytes/s\n",
-                 k.updates_per_s, 100 * k.updates_per_s * bytes / yard);
+      // Per rating: the factor rows read and written, the biases read and written,
+      // the rating's offsets, ids, target and place in the order.
+      for (Dtype factors : {Dtype::f32, Dtype::f16}) {
+        o.factors = factors;
+        const double bytes =
+            2 * 32 * 2.0 * static_cast<double>(element_bytes(factors)) + 2 * 4 * 2 + 8 + 8 + 4 + 4;
+        const auto k = time_kernel("mf", o, data.train, bytes);
+        const std::string key = factors == Dtype::f32 ? "mf" : "mf_fp16";
+        out[key] = {{"updates_per_s", k.updates_per_s},
+                    {"bytes_per_update", bytes},
+                    {"fraction_of_copy", k.updates_per_s * bytes / yard}};
+        fmt::print("MF rank 32 (hogwild, {} factors): {:.3g} ratings/s, {:.0f}% of the copy "
+                   "kernel's bytes/s\n", to_string(factors), k.updates_per_s,
+                   100 * k.updates_per_s * bytes / yard);
+      }
+      fmt::print("MF rank 32: fp16 factors {:.2f}x the ratings/s of fp32\n",
+                 out["mf_fp16"]["updates_per_s"].get<double>() / out["mf"]["updates_per_s"].get<double>());
     }
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;

@@ -353,6 +353,7 @@ struct GpuProblems {
 struct Case {
   std::vector<std::string> args;
   std::string figure;
+  std::vector<std::string> gpu_args = {};  // the GPU's run only (--factors fp16)
 };
 
 // "test accuracy 0.9123" (or rmse) from hogwild_train's last line.
@@ -381,6 +382,10 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
       {{"--train", p.ratings, "--test", p.ratings_test, "--model", "mf", "--rank", "5", "--lr",
         "0.02"},
        "test rmse"},
+      // Halves on the GPU against the CPU's fp32 factors.
+      {{"--train", p.ratings, "--test", p.ratings_test, "--model", "mf", "--rank", "5", "--lr",
+        "0.02"},
+       "test rmse", {"--factors", "fp16"}},
       {{"--train", p.blobs, "--test", p.blobs_test, "--model",
         "softmax", "--lr", "0.05"},
        "test accuracy"},
@@ -401,12 +406,13 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
         CAPTURE(ipc);
         std::vector<std::string> gpu = cpu;
         gpu.insert(gpu.end(), {"--device", "cuda", "--mode", mode, "--cuda-ipc", ipc});
+        gpu.insert(gpu.end(), c.gpu_args.begin(), c.gpu_args.end());
         const auto r = test::run(gpu);
         INFO(r.out);
         REQUIRE(r.exit_code == 0);
         const double got = figure(r.out, c.figure);
-        MESSAGE(c.args[5] << " " << mode << " " << ipc << ": " << c.figure << " " << got
-                          << " (CPU " << reference << ")");
+        MESSAGE(c.args[5] << (c.gpu_args.empty() ? "" : " fp16") << " " << mode << " " << ipc
+                          << ": " << c.figure << " " << got << " (CPU " << reference << ")");
         if (c.figure == "test rmse")
           CHECK(got < reference * 1.05 + 0.01);
         else
@@ -430,6 +436,9 @@ TEST_CASE("--mode ddp on the GPU (NCCL, world size 1 on one GPU) trains every mo
       {{"--train", p.ratings, "--test", p.ratings_test, "--model", "mf", "--rank", "5", "--lr",
         "0.5"},
        "test rmse"},
+      {{"--train", p.ratings, "--test", p.ratings_test, "--model", "mf", "--rank", "5", "--lr",
+        "0.5"},
+       "test rmse", {"--factors", "fp16"}},
       {{"--train", p.blobs, "--test", p.blobs_test, "--model",
         "softmax", "--lr", "0.5"},
        "test accuracy"},
@@ -450,14 +459,15 @@ TEST_CASE("--mode ddp on the GPU (NCCL, world size 1 on one GPU) trains every mo
       const double reference = figure(on_cpu.out, c.figure);
       std::vector<std::string> gpu = cpu;
       gpu.insert(gpu.end(), {"--device", "cuda"});
+      gpu.insert(gpu.end(), c.gpu_args.begin(), c.gpu_args.end());
       const auto r = test::run(gpu);
       INFO(r.out);
       REQUIRE(r.exit_code == 0);
       const double got = figure(r.out, c.figure);
-      MESSAGE(c.args[5] << " ddp " << optimizer << ": " << c.figure << " " << got << " (CPU ddp "
-                        << reference << ")");
-      // The same steps, up to the order of the sums.
-      CHECK(got == doctest::Approx(reference).epsilon(0.01));
+      MESSAGE(c.args[5] << (c.gpu_args.empty() ? "" : " fp16") << " ddp " << optimizer << ": "
+                        << c.figure << " " << got << " (CPU ddp " << reference << ")");
+      // The same steps, up to the order of the sums (and, for halves, their rounding).
+      CHECK(got == doctest::Approx(reference).epsilon(c.gpu_args.empty() ? 0.01 : 0.03));
       CHECK(test::our_shm_entries().empty());
     }
   }

@@ -8,12 +8,13 @@ namespace hogwild::detail {
 
 namespace {
 
+template <class W>
 __global__ void apply_kernel(ApplyArgs a) {
   HOGWILD_EACH(i, a.n) {
     const float g = a.scale * a.grad[i];
     a.grad[i] = 0;
-    descend<DeviceAccess::serial>(a.w + i, a.state ? a.state + i : nullptr, nullptr,
-                                  a.state != nullptr, g, a.lr);
+    descend<DeviceAccess::serial>(static_cast<W*>(a.w) + i, a.state ? a.state + i : nullptr,
+                                  nullptr, a.state != nullptr, g, a.lr);
   }
 }
 
@@ -21,7 +22,11 @@ __global__ void apply_kernel(ApplyArgs a) {
 
 void launch_apply(const ApplyArgs& a) {
   if (a.n == 0) return;
-  apply_kernel<<<blocks_for(a.n), 256, 0, static_cast<cudaStream_t>(a.stream)>>>(a);
+  auto* stream = static_cast<cudaStream_t>(a.stream);
+  if (a.half)
+    apply_kernel<__half><<<blocks_for(a.n), 256, 0, stream>>>(a);
+  else
+    apply_kernel<float><<<blocks_for(a.n), 256, 0, stream>>>(a);
 }
 
 }  // namespace hogwild::detail

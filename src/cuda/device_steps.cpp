@@ -80,6 +80,7 @@ class CudaSteps final : public DeviceSteps {
       mf_ = MfKernelArgs{};
       mf_->P = params.data(0);
       mf_->Q = params.data(1);
+      mf_->half = params[0].dtype == Dtype::f16;
       mf_->P_state = params[0].state;
       mf_->Q_state = params[1].state;
       mf_->P_grad = grad_of(0);
@@ -170,8 +171,9 @@ class CudaSteps final : public DeviceSteps {
     const float per_example =
         scale * static_cast<float>(batches_) / static_cast<float>(examples_);
     for (std::size_t i = 0; i < params_.count(); ++i)
-      launch_apply({params_.data(i), adagrad_ ? params_[i].state : nullptr, grad_of(i),
-                    params_.size(i), lr, per_example, stream_});
+      launch_apply({params_.data(i), params_[i].dtype == Dtype::f16,
+                    adagrad_ ? params_[i].state : nullptr, grad_of(i), params_.size(i), lr,
+                    per_example, stream_});
     HOGWILD_CUDA(cudaGetLastError());
     HOGWILD_CUDA(cudaStreamSynchronize(stream_));
     examples_ = batches_ = 0;
@@ -217,13 +219,14 @@ class CudaSteps final : public DeviceSteps {
   ParamSet replicate(const ParamSet& arena) {
     std::vector<ParamSet::Tensor> t;
     for (const auto& a : arena.tensors()) {
-      replica_.emplace_back(a.size);
+      replica_.emplace_back((a.size * element_bytes(a.dtype) + 3) / 4);  // halves: half the floats
       ParamSet::Tensor copy{a.name, replica_.back().get(), a.size};
       if (a.state) {
         replica_.emplace_back(a.size);
         copy.state = replica_.back().get();
       }
       copy.space = MemorySpace::device;
+      copy.dtype = a.dtype;
       t.push_back(std::move(copy));
     }
     return ParamSet(std::move(t));

@@ -59,10 +59,13 @@ struct LinearKernelArgs {
 };
 void launch_linear(const LinearKernelArgs& a);
 
+// P and Q hold floats, or halves where `half` (--factors fp16); the biases, AdaGrad's
+// state and the gradient buffers are floats.
 struct MfKernelArgs {
   DeviceChunk chunk;
-  float* P = nullptr;
-  float* Q = nullptr;
+  void* P = nullptr;
+  void* Q = nullptr;
+  bool half = false;
   float* P_state = nullptr;
   float* Q_state = nullptr;
   float* bu = nullptr;  // biases, or null
@@ -150,7 +153,8 @@ void launch_lock(int* lock, bool acquire, void* stream);
 // gradient starts from nothing). One thread per coordinate: every coordinate is
 // written by one thread, so plain loads and stores.
 struct ApplyArgs {
-  float* w = nullptr;
+  void* w = nullptr;
+  bool half = false;       // w holds halves (MF's factors under --factors fp16), else floats
   float* state = nullptr;  // AdaGrad's, or null (SGD)
   float* grad = nullptr;
   std::size_t n = 0;

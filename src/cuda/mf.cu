@@ -1,6 +1,8 @@
 // Matrix factorisation on the GPU: a warp per rating (cuMF_SGD's layout: the
 // factor rows P[u] and Q[i] are contiguous, the lanes over their k entries), the
 // same error, L2 and optimiser steps as the CPU's MfModel (one rating a step).
+// The factors are floats, or halves under --factors fp16 (cuMF_SGD's storage: a
+// rating's factor rows move half the bytes), computed in fp32 either way.
 #include "cuda/warp.cuh"
 
 namespace hogwild::detail {
@@ -10,7 +12,7 @@ namespace {
 // MfModel::kMaxRank (1024) over a warp's 32 lanes.
 constexpr std::uint32_t kMaxPerLane = 32;
 
-template <DeviceAccess A>
+template <DeviceAccess A, class T>
 __global__ void mf_kernel(MfKernelArgs a) {
   const DeviceChunk& c = a.chunk;
   const unsigned lane = threadIdx.x & 31;
@@ -20,8 +22,8 @@ __global__ void mf_kernel(MfKernelArgs a) {
     const std::uint32_t r = c.order[n];
     const std::uint64_t at = c.rows.offsets[r];
     const std::size_t u = c.rows.index[at], i = c.rows.index[at + 1];
-    float* pu = a.P + u * k;
-    float* qi = a.Q + i * k;
+    T* pu = static_cast<T*>(a.P) + u * k;
+    T* qi = static_cast<T*>(a.Q) + i * k;
     if constexpr (A == DeviceAccess::lock) lock_warp(c.lock);
     // The factors as read once (a lane's share: at most kMaxRank / 32 entries), as
     // the CPU's step reads them: the error and every gradient come from this read.
@@ -61,7 +63,10 @@ void launch_mf(const MfKernelArgs& a) {
   const LaunchShape s = launch_shape(a.chunk.access, a.chunk.count);
   auto* stream = static_cast<cudaStream_t>(a.chunk.stream);
   with_access(a.chunk.access, [&](auto access) {
-    mf_kernel<access.value><<<s.blocks, s.threads, 0, stream>>>(a);
+    if (a.half)
+      mf_kernel<access.value, __half><<<s.blocks, s.threads, 0, stream>>>(a);
+    else
+      mf_kernel<access.value, float><<<s.blocks, s.threads, 0, stream>>>(a);
   });
 }
 

@@ -2,6 +2,8 @@
 // warp sums, and the lock.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cfloat>
 #include <cuda/atomic>
 #include <type_traits>
@@ -45,11 +47,42 @@ __device__ inline void add(float* p, float delta) {
   }
 }
 
+// The same for a weight stored as a half (--factors fp16): read as a float, the
+// sum computed in fp32 and rounded to the nearest half when stored. Hogwild: a
+// relaxed 16-bit load and store of the half's bits (the same intended race: a
+// concurrent update may be lost, never torn); atomic: the half atomicAdd of sm_70
+// and later (the delta rounded to a half first).
+template <DeviceAccess A>
+__device__ inline float load(__half* p) {
+  if constexpr (A == DeviceAccess::hogwild || A == DeviceAccess::atomic)
+    return __half2float(__ushort_as_half(
+        cuda::atomic_ref<unsigned short, cuda::thread_scope_device>(
+            *reinterpret_cast<unsigned short*>(p))
+            .load(cuda::memory_order_relaxed)));
+  else
+    return __half2float(*p);
+}
+
+template <DeviceAccess A>
+__device__ inline void add(__half* p, float delta) {
+  if constexpr (A == DeviceAccess::atomic) {
+    atomicAdd(p, __float2half_rn(delta));
+  } else if constexpr (A == DeviceAccess::hogwild) {
+    cuda::atomic_ref<unsigned short, cuda::thread_scope_device> r(
+        *reinterpret_cast<unsigned short*>(p));
+    const float w = __half2float(__ushort_as_half(r.load(cuda::memory_order_relaxed)));
+    r.store(__half_as_ushort(__float2half_rn(w + delta)), cuda::memory_order_relaxed);
+  } else {
+    *p = __float2half_rn(__half2float(*p) + delta);
+  }
+}
+
 // SGD: w -= lr g. AdaGrad: G += g^2; w -= lr g / (sqrt(G) + eps), as the CPU's.
 // Gradient access: g is added to the weight's gradient buffer `grad` instead (the
 // weights and G are left alone; launch_apply steps once the ranks summed it).
-template <DeviceAccess A>
-__device__ inline void descend(float* w, float* state, float* grad, bool adagrad, float g,
+// W: float, or __half for a weight stored as a half (G and the buffer are floats).
+template <DeviceAccess A, class W>
+__device__ inline void descend(W* w, float* state, float* grad, bool adagrad, float g,
                                float lr) {
   if constexpr (A == DeviceAccess::gradient) {
     atomicAdd(grad, g);
