@@ -12,7 +12,11 @@ namespace {
 // MfModel::kMaxRank (1024) over a warp's 32 lanes.
 constexpr std::uint32_t kMaxPerLane = 32;
 
-template <DeviceAccess A, class T>
+// PerLane: the factors a lane holds, at least rank / 32 (1 up to rank 32, ..., 32 up
+// to 1024). Loops of a constant count index p and q with constants once unrolled,
+// so they live in registers; indexed by a run-time count (an array of
+// kMaxPerLane) they lived in local memory (ld.local/st.local in the PTX).
+template <DeviceAccess A, class T, std::uint32_t PerLane>
 __global__ void mf_kernel(MfKernelArgs a) {
   const DeviceChunk& c = a.chunk;
   const unsigned lane = threadIdx.x & 31;
@@ -27,17 +31,22 @@ __global__ void mf_kernel(MfKernelArgs a) {
     if constexpr (A == DeviceAccess::lock) lock_warp(c.lock);
     // The factors as read once (a lane's share: at most kMaxRank / 32 entries), as
     // the CPU's step reads them: the error and every gradient come from this read.
-    float p[kMaxPerLane], q[kMaxPerLane];
+    float p[PerLane], q[PerLane];
     float z = 0;
-    for (std::uint32_t j = lane, m = 0; j < k; j += 32, ++m) {
-      p[m] = load<A>(pu + j);
-      q[m] = load<A>(qi + j);
+#pragma unroll
+    for (std::uint32_t m = 0; m < PerLane; ++m) {
+      const std::uint32_t j = lane + 32 * m;
+      p[m] = j < k ? load<A>(pu + j) : 0.f;
+      q[m] = j < k ? load<A>(qi + j) : 0.f;
       z += p[m] * q[m];
     }
     z = warp_sum(z) + a.mean;
     if (a.bu) z += load<A>(a.bu + u) + load<A>(a.bi + i);
     const float e = z - c.rows.target[r];
-    for (std::uint32_t j = lane, m = 0; j < k; j += 32, ++m) {
+#pragma unroll
+    for (std::uint32_t m = 0; m < PerLane; ++m) {
+      const std::uint32_t j = lane + 32 * m;
+      if (j >= k) break;
       descend<A>(pu + j, a.P_state ? a.P_state + u * k + j : nullptr,
                  a.P_grad ? a.P_grad + u * k + j : nullptr, c.adagrad, e * q[m] + a.l2 * p[m],
                  c.lr);
@@ -63,10 +72,20 @@ void launch_mf(const MfKernelArgs& a) {
   const LaunchShape s = launch_shape(a.chunk.access, a.chunk.count);
   auto* stream = static_cast<cudaStream_t>(a.chunk.stream);
   with_access(a.chunk.access, [&](auto access) {
-    if (a.half)
-      mf_kernel<access.value, __half><<<s.blocks, s.threads, 0, stream>>>(a);
-    else
-      mf_kernel<access.value, float><<<s.blocks, s.threads, 0, stream>>>(a);
+    const auto launch = [&](auto per_lane) {
+      constexpr std::uint32_t n = decltype(per_lane)::value;
+      if (a.half)
+        mf_kernel<access.value, __half, n><<<s.blocks, s.threads, 0, stream>>>(a);
+      else
+        mf_kernel<access.value, float, n><<<s.blocks, s.threads, 0, stream>>>(a);
+    };
+    // Ranks up to 32, 64, 128, 256 and 1024 (MfModel's largest).
+    const std::uint32_t need = (a.rank + 31) / 32;
+    if (need <= 1) return launch(std::integral_constant<std::uint32_t, 1>{});
+    if (need <= 2) return launch(std::integral_constant<std::uint32_t, 2>{});
+    if (need <= 4) return launch(std::integral_constant<std::uint32_t, 4>{});
+    if (need <= 8) return launch(std::integral_constant<std::uint32_t, 8>{});
+    launch(std::integral_constant<std::uint32_t, kMaxPerLane>{});
   });
 }
 
