@@ -18,6 +18,7 @@
 #include "memory/half.hpp"
 #include "process.hpp"
 #include "support.hpp"
+#include "trainer/device_steps.hpp"
 #include "trainer/tensor_store.hpp"
 
 using namespace hogwild;
@@ -201,6 +202,12 @@ TEST_CASE("tensors of halves (--factors fp16): 2 bytes a value in the device sto
   CHECK(table.find(detail::param_block("P")).bytes == 2000);
   CHECK(table.find(detail::state_block("P")).bytes == 4000);
   CHECK(table.find(detail::param_block("bu")).bytes == 40);
+  // What ddp's ranks broadcast: the halves' bytes, then the state's floats.
+  const auto spans = detail::weight_spans(p);
+  REQUIRE(spans.size() == 4);
+  CHECK(spans[0].size() == 2000);
+  CHECK(spans[1].size() == 4000);
+  CHECK(spans[2].size() == 40);
 
   // Initialisation draws what it draws for floats, and stores the nearest halves.
   access.written_bytes_count = access.written_floats = 0;
