@@ -27,6 +27,7 @@ for lib in $(LD_LIBRARY_PATH="$PWD/build/src" ldd "$kit"/bin/* | awk '/=> \//{pr
   esac
 done
 cp scripts/gpu-run.sh "$kit/run.sh"
+cp scripts/gpu-summary.py "$kit/summary.py"
 # Fashion-MNIST (30 MB), where this machine has it: the softmax and MLP runs.
 fashion=/usr/share/datasets/fashion-mnist
 if [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
