@@ -435,6 +435,10 @@ TEST_CASE("--factors fp16 is the GPU's, and mf's") {
                        "--factors fp16 applies to --model mf only (model \"logistic\")",
                        ConfigError);
   CHECK_NOTHROW(make_model("mf", o));
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("hogwild_train says where --factors fp16 runs" * doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   test::write_text(dir.file("r.txt"), "1 1 5\n2 1 3\n1 2 4\n");
