@@ -284,11 +284,11 @@ int main(int argc, char** argv) {
       out["sparse_lr"]["shared_rows_updates_per_s"] = shared.updates_per_s;
       fmt::print("sparse LR (hogwild), rows in the device arena: {:.3g} updates/s ({:.2f}x the "
                  "worker's own copy)\n", shared.updates_per_s, shared.updates_per_s / k.updates_per_s);
+      GenerateOptions fewer = g;  // one warp (serial) or one at a time (lock): fewer rows
+      fewer.rows = std::min<std::size_t>(g.rows, 20000);
+      const Dataset few = generate_sparse(fewer);
       for (Mode m : {Mode::atomic, Mode::lock, Mode::serial}) {
-        GenerateOptions few = g;  // one warp (serial) or one at a time (lock): fewer rows
-        few.rows = m == Mode::atomic ? g.rows : std::min<std::size_t>(g.rows, 20000);
-        const auto km = time_kernel("logistic", {}, m == Mode::atomic ? d : generate_sparse(few),
-                                    bytes, m);
+        const auto km = time_kernel("logistic", {}, m == Mode::atomic ? d : few, bytes, m);
         out["sparse_lr"]["modes"][std::string(to_string(m))] = km.updates_per_s;
         fmt::print("sparse LR ({}): {:.3g} updates/s ({:.3f}x hogwild)\n", to_string(m),
                    km.updates_per_s, km.updates_per_s / k.updates_per_s);
