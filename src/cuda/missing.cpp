@@ -1,38 +1,37 @@
 // The GPU half's entry points in a build without CUDA (-Dcuda=disabled, or no
-// toolkit found): they say so.
+// toolkit found): they say so. Each is defined by its qualified name, so that one
+// whose declaration changed without it is a compile error, not a missing symbol at
+// link time; and a build with CUDA compiles this file too (src/meson.build), so that
+// error shows on a machine with the toolkit as well.
 #include "hogwild/device.hpp"
 #include "hogwild/error.hpp"
 #include "memory/device_arena.hpp"
 #include "trainer/device_steps.hpp"
 
-namespace hogwild {
+namespace {
+[[noreturn]] void no_device() {
+  throw hogwild::ConfigError("no CUDA device: " + hogwild::cuda_status().message);
+}
+}  // namespace
 
-CudaStatus cuda_status() {
+hogwild::CudaStatus hogwild::cuda_status() {
   return {false, 0,
           "this build has no CUDA code (the CUDA toolkit was not found or -Dcuda=disabled; "
           "docs/GPU.md says how to build it)"};
 }
 
-}  // namespace hogwild
+void hogwild::detail::cuda_init(const std::string&, int) { no_device(); }
 
-namespace hogwild::detail {
+std::size_t hogwild::detail::device_free_bytes() { return 0; }
 
-void cuda_init(const std::string&, int) {
-  throw ConfigError("no CUDA device: " + cuda_status().message);
+void hogwild::detail::device_synchronize() {}
+
+std::unique_ptr<hogwild::detail::DeviceSteps> hogwild::detail::make_device_steps(
+    const TrainConfig&, const Model&, const Dataset&, const float*, const ParamSet&, int*,
+    const StoredRows*, unsigned) {
+  no_device();
 }
 
-std::size_t device_free_bytes() { return 0; }
-
-void device_synchronize() {}
-
-std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig&, const Model&, const Dataset&,
-                                               const float*, const ParamSet&, int*,
-                                               const StoredRows*) {
-  throw ConfigError("no CUDA device: " + cuda_status().message);
+std::unique_ptr<hogwild::detail::DeviceMemory> hogwild::detail::cuda_device_memory(CudaIpc) {
+  no_device();
 }
-
-std::unique_ptr<DeviceMemory> cuda_device_memory(CudaIpc) {
-  throw ConfigError("no CUDA device: " + cuda_status().message);
-}
-
-}  // namespace hogwild::detail
