@@ -139,6 +139,14 @@ static std::string env_or(const char* name, const char* fallback) {
 std::string hogwild_train_path() { return env_or("HOGWILD_TRAIN", "src/hogwild_train"); }
 std::string hogwild_data_path() { return env_or("HOGWILD_DATA", "src/hogwild_data"); }
 
+RunResult run_train(const std::vector<std::string>& args, const std::vector<std::string>& more,
+                    double timeout_seconds) {
+  std::vector<std::string> argv{hogwild_train_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), more.begin(), more.end());
+  return run(argv, timeout_seconds);
+}
+
 Dataset class_blobs(std::size_t rows, std::size_t cols, std::uint64_t seed) {
   Rng rng(seed);
   std::vector<float> labels(rows), values(rows * cols);

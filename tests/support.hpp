@@ -68,6 +68,10 @@ RunResult run(const std::vector<std::string>& argv, double timeout_seconds = 240
 // Paths of the built CLIs (from the environment meson sets).
 std::string hogwild_train_path();
 std::string hogwild_data_path();
+// Runs hogwild_train with `args` and then `more` (a case's common options, then
+// what one run adds).
+RunResult run_train(const std::vector<std::string>& args, const std::vector<std::string>& more = {},
+                    double timeout_seconds = 240);
 
 // Three classes of dense rows (labels 0, 1, 2 in turn): standard normal values
 // plus 0.7 on the columns j with j mod 3 == the class (about 0.9 accuracy).

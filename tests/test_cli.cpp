@@ -146,10 +146,9 @@ TEST_CASE("--mode ddp, over shm and over gloo, and --mode dp train and print the
   if (hogwild::gloo_built()) runs.push_back({"--mode", "ddp", "--comm", "gloo"});
   std::vector<std::string> results;
   for (const auto& extra : runs) {
-    std::vector<std::string> argv{test::hogwild_train_path(), "--train", train, "--test", test_file,
-                                  "--workers", "2", "--batch", "4", "--epochs", "3", "--lr", "1"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto r = run(argv);
+    auto r = test::run_train({"--train", train, "--test", test_file, "--workers", "2", "--batch",
+                              "4", "--epochs", "3", "--lr", "1"},
+                             extra);
     INFO(r.out);
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("epoch   3/3") != std::string::npos);
@@ -186,11 +185,9 @@ TEST_CASE("a normal run prints progress, writes metrics and summary, leaves noth
 TEST_CASE("--storage: the load line says how rows are stored; --hot-k keeps them sparse") {
   test::TempDir dir;
   auto [train, test_file] = problem_files(dir, 400, 40);  // 20 non-zeros of 40: density 0.5
-  auto load_lines = [&](std::vector<std::string> extra) {
-    std::vector<std::string> argv{test::hogwild_train_path(), "--train", train, "--test",
-                                  test_file, "--workers", "2", "--epochs", "1"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto r = run(argv);
+  auto load_lines = [&](const std::vector<std::string>& extra) {
+    auto r = test::run_train(
+        {"--train", train, "--test", test_file, "--workers", "2", "--epochs", "1"}, extra);
     INFO(r.out);
     CHECK(r.exit_code == 0);
     return r.out.substr(0, r.out.find("model "));

@@ -442,11 +442,8 @@ TEST_CASE("hogwild_train says where --factors fp16 runs" * doctest::test_suite("
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   test::write_text(dir.file("r.txt"), "1 1 5\n2 1 3\n1 2 4\n");
-  const auto run = [&](std::vector<std::string> more) {
-    std::vector<std::string> argv{test::hogwild_train_path(), "--train", dir.file("r.txt"),
-                                  "--model", "mf"};
-    argv.insert(argv.end(), more.begin(), more.end());
-    return test::run(argv);
+  const auto run = [&](const std::vector<std::string>& more) {
+    return test::run_train({"--train", dir.file("r.txt"), "--model", "mf"}, more);
   };
   auto r = run({"--factors", "fp16"});
   CHECK(r.exit_code == 2);

@@ -727,10 +727,8 @@ TEST_CASE("ps options are checked" * doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   test::write_text(dir.file("t.svm"), "1 1:1\n0 2:1\n1 3:1\n0 4:1\n");
-  const auto run = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a{test::hogwild_train_path(), "--train", dir.file("t.svm")};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return test::run(a);
+  const auto run = [&](const std::vector<std::string>& extra) {
+    return test::run_train({"--train", dir.file("t.svm")}, extra);
   };
   auto r = run({"--mode", "ps", "--servers", "0"});
   CHECK(r.exit_code == 2);

@@ -103,9 +103,7 @@ TEST_CASE("SIGINT/SIGTERM write the final checkpoint and the summary, exit 130/1
       for (auto& w : c.workers) target = std::max(target, w.epochs_done + 3);
       args[7] = std::to_string(target);
       args.insert(args.end(), {"--resume", ck});
-      std::vector<std::string> argv{test::hogwild_train_path()};
-      argv.insert(argv.end(), args.begin(), args.end());
-      auto r = test::run(argv, 120);
+      auto r = test::run_train(args, {}, 120);
       INFO(r.out);
       CHECK(r.exit_code == 0);
       CHECK(test::read_text(summary).find("\"samples\": " + std::to_string(target * 20000ull)) !=
