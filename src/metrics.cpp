@@ -142,7 +142,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"model", c.model},
       {"mode", std::string(to_string(c.mode))},
       {"optimizer", std::string(to_string(c.optimizer))},
-      {"workers", is_parallel(c.mode) ? c.workers : 1u},
+      {"workers", workers_used(c.mode, c.workers)},
       {"partition", to_string(c.partition)},
       {"epochs", c.epochs},
       {"batch", c.batch},

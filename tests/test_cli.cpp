@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <nlohmann/json.hpp>
 
 #include "hogwild/data_io.hpp"
 #include "comm/gloo.hpp"
@@ -159,6 +160,30 @@ TEST_CASE("--mode ddp, over shm and over gloo, and --mode dp train and print the
   }
   if (results.size() == 3) CHECK(results[2] == results[0]);  // gloo sums as shm does
   CHECK(test::our_shm_entries() == before);
+}
+
+TEST_CASE("the workers a mode trains with: serial warns that it ignores --workers, dp counts its threads") {
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 400);
+  auto r = test::run_train({"--train", train, "--mode", "serial", "--workers", "3", "--epochs", "1",
+                            "--summary", dir.file("serial.json")});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("warning: --mode serial trains with one worker; --workers 3 is ignored") !=
+        std::string::npos);
+  CHECK(r.out.find("mode serial, optimizer sgd, 1 worker(s)") != std::string::npos);
+  CHECK(nlohmann::json::parse(test::read_text(dir.file("serial.json")))["workers"] == 1);
+  r = test::run_train({"--train", train, "--mode", "dp", "--workers", "2", "--batch", "8",
+                       "--epochs", "1", "--summary", dir.file("dp.json")});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("warning") == std::string::npos);
+  CHECK(r.out.find("mode dp, optimizer sgd, 2 worker(s)") != std::string::npos);
+  CHECK(nlohmann::json::parse(test::read_text(dir.file("dp.json")))["workers"] == 2);
+  r = test::run_train({"--train", train, "--mode", "serial", "--epochs", "1"});  // not asked: no warning
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("warning") == std::string::npos);
 }
 
 TEST_CASE("a normal run prints progress, writes metrics and summary, leaves nothing behind") {

@@ -45,5 +45,8 @@ std::string mode_help();
 // False for a mode in which the calling process alone trains (serial): TrainConfig's
 // `workers` is then 1 whatever it says.
 bool is_parallel(Mode m);
+// The number of workers mode m trains with when asked for `workers`: that many
+// processes (is_parallel), or threads splitting each mini-batch (dp); 1 for serial.
+unsigned workers_used(Mode m, unsigned workers);
 
 }  // namespace hogwild

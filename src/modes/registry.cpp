@@ -84,4 +84,9 @@ std::string mode_help() {
 
 bool is_parallel(Mode m) { return detail::mode_def(m).parallel(); }
 
+unsigned workers_used(Mode m, unsigned workers) {
+  const auto& def = detail::mode_def(m);
+  return def.parallel() || def.threaded() ? workers : 1;
+}
+
 }  // namespace hogwild

@@ -404,6 +404,9 @@ int run(int argc, char** argv) {
   for (auto& n : hogwild::cleanup_stale_segments())
     fmt::print(stderr, "hogwild_train: removed /dev/shm/{}, left by a dead run\n", n);
   auto model = hogwild::make_model(cfg.model, cfg.model_options);  // fail fast on a bad name
+  if (hogwild::workers_used(cfg.mode, cfg.workers) < cfg.workers)
+    fmt::print(stderr, "hogwild_train: warning: --mode {} trains with one worker; --workers {} is ignored\n",
+               hogwild::to_string(cfg.mode), cfg.workers);
   const unsigned cores = std::thread::hardware_concurrency();
   if (hogwild::is_parallel(cfg.mode) && cores && cfg.workers > cores)
     fmt::print(stderr, "hogwild_train: warning: {} workers on {} cores; they will share cores\n",
@@ -435,7 +438,7 @@ int run(int argc, char** argv) {
     test = load(o.test, o.test_labels, o, storage, dense_at, "test ", hot_k, &train);
   if (!o.quiet)
     fmt::print("model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
-               cfg.model, o.mode, o.optimizer, hogwild::is_parallel(cfg.mode) ? cfg.workers : 1,
+               cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   std::fflush(stdout);
 
