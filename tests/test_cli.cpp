@@ -100,10 +100,13 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--train", train, "--straggler", "a:2"}, "got \"a:2\""},
            {{"--train", train, "--straggler", "1:2x"}, "got \"1:2x\""},
            {{"--train", train, "--workers", "2", "--straggler", "2:2"}, "there is no worker 2"},
+           // The option parser's own errors, said as the others are.
+           {{"--train", train, "--bogus"},
+            "hogwild_train: error: The following argument was not expected: --bogus (see --help)"},
+           {{"--train", train, "--epochs", "1e9"},
+            "hogwild_train: error: Could not convert: --epochs = 1e9 (see --help)"},
        }) {
-    std::vector<std::string> argv{test::hogwild_train_path()};
-    argv.insert(argv.end(), c.args.begin(), c.args.end());
-    auto r = run(argv);
+    auto r = test::run_train(c.args);
     INFO(r.out);
     CHECK(r.exit_code == 2);
     CHECK(r.out.find(c.needle) != std::string::npos);

@@ -264,8 +264,11 @@ TEST_CASE("hogwild_data: bad options exit 2, bad data exit 2 with file:line") {
   CHECK(r.exit_code == 2);
   r = data_cli({"generate", "--bogus", "--out", out});
   CHECK(r.exit_code == 2);
+  CHECK(contains(r.out,
+                 "hogwild_data: error: The following argument was not expected: --bogus (see --help)"));
   r = data_cli({"generate", "--rows", "10"});  // --out is required
   CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, "hogwild_data: error: --out is required (see --help)"));
   r = data_cli({"generate", "--rows", "10", "--noise", "0.7", "--out", out});
   CHECK(r.exit_code == 2);
   r = data_cli({});  // a subcommand is required

@@ -316,8 +316,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and --version arrive here too, with status 0.
-    return app.exit(e) == 0 ? kExitOk : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "hogwild_data: error: " << e.what() << " (see --help)\n";
+    return kExitBadInput;
   }
 
   try {

@@ -356,8 +356,10 @@ int run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : hogwild::kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A wrong option or value, said as every other error is.
+    fmt::print(stderr, "hogwild_train: error: {} (see --help)\n", e.what());
+    return hogwild::kExitBadInput;
   }
 
   if (o.cleanup) {
