@@ -131,8 +131,10 @@ def reference(args, model):
     long = run_train(args, dict(base, epochs=args.ref_epochs, lr=args.ref_lr),
                      os.path.join(folder, "long"))
     start = run_train(args, dict(base, epochs=1, lr="1e-30"), os.path.join(folder, "start"))
-    if long["exit"] or start["exit"]:
-        fail(f"the reference runs for {model} failed: see {folder}")
+    for rec, name in ((long, "long"), (start, "start")):
+        if rec["exit"]:
+            fail(f"the reference run for {model} failed (exit {rec['exit']}): {rec['message']} "
+                 f"(see {os.path.join(folder, name, 'output.txt')})")
     lr_ = read_run(os.path.join(folder, "long"))
     st = read_run(os.path.join(folder, "start"))
     ref = {"f_star": min(loss for _, _, loss in lr_["curve"]), "f0": st["curve"][0][2],
@@ -346,11 +348,15 @@ def main():
             opts["telemetry"] = True
         if args.conflicts and c["mode"] in ("serial", "hogwild", "atomic", "lock"):
             opts["conflicts"] = True
-        rec = run_train(args, opts, os.path.join(args.out, "runs", cell_id(c)))
+        folder = os.path.join(args.out, "runs", cell_id(c))
+        rec = run_train(args, opts, folder)
         state = "ok" if rec["exit"] == 0 else "diverged" if rec.get("diverged") else \
-            f"failed (exit {rec['exit']})"
+            f"failed (exit {rec['exit']}: {rec['message']})"
         hard_failures += rec["exit"] != 0 and not rec.get("diverged")
         print(f"[{i + 1}/{len(todo)}] {cell_id(c)}: {state} in {rec['seconds']:.1f} s", flush=True)
+        if rec["exit"] == 2:  # refused options or data: every seed of it would be refused too
+            fail(f"hogwild_train refused {cell_id(c)}: {rec['message']} "
+                 f"(see {os.path.join(folder, 'output.txt')})")
 
     # f*: the best test loss seen, by the reference or by any run of the sweep (a
     # larger step may beat the reference's).

@@ -144,6 +144,19 @@ try:
                         f"{tmp}/bad", "--hogwild-train", train], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     check(r.returncode == 2 and "no such file" in r.stdout, "a missing data file: exit 2")
+    # Options that hogwild_train refuses: the sweep stops at the first such run, with its message.
+    for args, says in ((["--mode", "hogwild,bogus", "--workers", "2"],
+                        "hogwild_sweep: error: hogwild_train refused logistic-bogus-w2-lr0.5-s1: "
+                        "hogwild_train: error: unknown mode \"bogus\""),
+                       (["--model", "svm"], "the reference run for svm failed (exit 2): "
+                                            "hogwild_train: error: unknown model \"svm\"")):
+        r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
+                                      "--out", f"{tmp}/refused", "--hogwild-train", train,
+                                      "--seeds", "1", "--epochs", "1"] + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        ok = r.returncode == 2 and says in r.stdout
+        check(ok, f"{' '.join(args)}: exit 2, '{says}'" + ("" if ok else f": {r.stdout}"))
+        check(r.stdout.count("failed (exit 2") <= 1, "it stops at the first refused run")
     r = subprocess.run([plot, f"{tmp}/nowhere"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
     check(r.returncode == 2 and "no such folder" in r.stdout, "hogwild_plot on no folder: exit 2")
