@@ -247,6 +247,16 @@ struct PendingTemporary {
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& text) {
+  if (detail::is_special_file(path)) {  // /dev/null, /dev/stdout, a FIFO: written as it is
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    int err = detail::write_all(fd, text.data(), text.size());
+    if (::close(fd) != 0 && !err) err = errno;
+    if (!err) return;
+    const std::string msg = fmt::format("cannot write {}: {}", path, std::strerror(err));
+    if (is_out_of_space(err)) throw ResourceError(msg);
+    throw IoError(msg);
+  }
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
   PendingTemporary pending(tmp);
   auto fail = [&](int err) {

@@ -2,6 +2,7 @@
 // signals; exit statuses, messages, and nothing left in /dev/shm.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,6 +112,67 @@ TEST_CASE("bad options exit 2 with a clear message") {
     CHECK(r.exit_code == 2);
     CHECK(r.out.find(c.needle) != std::string::npos);
   }
+}
+
+TEST_CASE("an output that would overwrite an input or another output is refused before anything is written") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 400);
+  const std::string data = test::read_text(train);
+  std::filesystem::create_symlink(train, dir.file("link.svm"));
+  for (const auto& [args, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--metrics", train}, "--metrics " + train + " is the --train file"},
+           {{"--summary", dir.file("link.svm")},  // through a link
+            "--summary " + dir.file("link.svm") + " is the --train file"},
+           {{"--checkpoint", test_file}, "--checkpoint " + test_file + " is the --test file"},
+           {{"--metrics", dir.file("out.json"), "--summary", dir.file("out.json")},
+            "--summary " + dir.file("out.json") + " is also the --metrics file"},
+       }) {
+    auto r = test::run_train({"--train", train, "--test", test_file, "--epochs", "1"}, args);
+    INFO(r.out);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.find("hogwild_train: error: " + needle) != std::string::npos);
+    CHECK(test::read_text(train) == data);  // the data is as it was
+    CHECK_FALSE(std::filesystem::exists(dir.file("out.json")));
+  }
+  // What is meant to be replaced is: --checkpoint over the --resume file it continues,
+  // and /dev/null as more than one output (through a link of the test's, so that a
+  // regression replaces the link, not the machine's /dev/null).
+  std::filesystem::create_symlink("/dev/null", dir.file("null"));
+  const std::string ck = dir.file("ck");
+  CHECK(test::run_train({"--train", train, "--epochs", "1", "--checkpoint", ck}).exit_code == 0);
+  auto r = test::run_train({"--train", train, "--epochs", "2", "--checkpoint", ck, "--resume", ck,
+                            "--metrics", dir.file("null"), "--summary", dir.file("null")});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(std::filesystem::is_character_file(dir.file("null")));  // written, not replaced by a file
+  r = test::run_train({"--train", train, "--epochs", "3", "--resume", ck, "--summary", ck});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("--summary " + ck + " is the --resume file") != std::string::npos);
+}
+
+TEST_CASE("--summary to a special file (a pipe, /dev/stdout) writes it in place") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 400);
+  std::filesystem::create_symlink("/dev/stdout", dir.file("stdout"));  // as in the case above
+  auto r = test::run_train({"--train", train, "--epochs", "1", "-q", "--summary", dir.file("stdout")});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  const auto brace = r.out.find('{');
+  REQUIRE(brace != std::string::npos);
+  CHECK(nlohmann::json::parse(r.out.substr(brace, r.out.rfind('}') - brace + 1))["epochs"] == 1);
+  // A named pipe stays a pipe, and its reader gets the summary.
+  const std::string fifo = dir.file("summary.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string got;
+  std::thread reader([&] { got = test::run({"/bin/cat", fifo}, 60).out; });  // 60 s: hang guard
+  r = test::run_train({"--train", train, "--epochs", "2", "-q", "--summary", fifo});
+  // Had the run not opened the pipe, this releases the reader (end of file).
+  if (const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK); fd >= 0) ::close(fd);
+  reader.join();
+  CHECK(r.exit_code == 0);
+  CHECK(std::filesystem::is_fifo(fifo));
+  CHECK(std::filesystem::is_symlink(dir.file("stdout")));
+  CHECK(nlohmann::json::parse(got)["epochs"] == 2);
 }
 
 TEST_CASE("a malformed data file exits 2 naming file:line and what was expected") {

@@ -283,6 +283,26 @@ TEST_CASE("hogwild_data: bad options exit 2, bad data exit 2 with file:line") {
   CHECK(r.exit_code == 2);
   CHECK(contains(r.out, "hogwild_data: error: " + dir.file("bad.svm") +
                             ":2: expected \"index:value\" but found \"2:x\""));
+  const std::string text = test::read_text(dir.file("bad.svm"));
+  r = data_cli({"convert", dir.file("bad.svm"), "--out", dir.file("bad.svm")});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, "hogwild_data: error: --out " + dir.file("bad.svm") + " is the input file"));
+  CHECK(test::read_text(dir.file("bad.svm")) == text);
+  r = data_cli({"stats", "--train", dir.file("bad.svm"), "--json", dir.file("bad.svm")});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, "is the --train file"));
+  CHECK(test::read_text(dir.file("bad.svm")) == text);
+  r = data_cli({"generate", "--kind", "ratings", "--out", out, "--test-out", out});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, "--test-out " + out + " is also the --out file"));
+  // A special file is written in place (through a link of the test's, so that a
+  // regression replaces the link, not the machine's /dev/stdout).
+  std::filesystem::create_symlink("/dev/stdout", dir.file("stdout"));
+  r = data_cli({"generate", "--rows", "3", "--features", "5", "--nnz-per-row", "2", "--out",
+                dir.file("stdout")});
+  CHECK(r.exit_code == 0);
+  CHECK(std::count(r.out.begin(), r.out.end(), ':') >= 6);  // 3 rows of 2 index:value pairs
+  CHECK(std::filesystem::is_symlink(dir.file("stdout")));
   r = data_cli({"convert", dir.file("missing.svm"), "--out", dir.file("m.cache")});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.out, "hogwild_data: error: cannot open " + dir.file("missing.svm")));

@@ -50,8 +50,15 @@ std::string read_head(const std::string& path, std::size_t n, bool* gzipped = nu
 // errno that stopped it (ENOSPC for a write that wrote nothing).
 int write_all(int fd, const void* data, std::size_t n) noexcept;
 
+// True when `path` names an existing device, FIFO or socket (after links):
+// /dev/null, /dev/stdout, a named pipe. Such a path is written as it is, since
+// renaming a temporary over it would replace the node itself (as root, /dev/null
+// became a regular file).
+bool is_special_file(const std::string& path) noexcept;
+
 // A file written as `path.tmp.<pid>`, fsync'ed and renamed to `path` by commit().
 // Destroyed without commit() (an exception on the way), it removes the temporary.
+// A special file (is_special_file) is written in place, with no temporary.
 class OutputFile {
  public:
   OutputFile(std::string path, bool gzip);

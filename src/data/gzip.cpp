@@ -167,15 +167,23 @@ std::string read_head(const std::string& path, std::size_t n, bool* gzipped) {
   return out;
 }
 
+bool is_special_file(const std::string& path) noexcept {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
 OutputFile::OutputFile(std::string path, bool gzip)
-    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())), gzip_(gzip) {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    : path_(std::move(path)),
+      tmp_(is_special_file(path_) ? "" : path_ + ".tmp." + std::to_string(::getpid())),
+      gzip_(gzip) {
+  fd_ = tmp_.empty() ? ::open(path_.c_str(), O_WRONLY | O_CLOEXEC)
+                     : ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) throw IoError("cannot create " + path_ + ": " + errno_text());
   if (gzip_) {
     if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
                      Z_DEFAULT_STRATEGY) != Z_OK) {
       ::close(fd_);
-      ::unlink(tmp_.c_str());
+      if (!tmp_.empty()) ::unlink(tmp_.c_str());
       throw ResourceError("cannot start compressing " + path_ + ": out of memory");
     }
     zbuf_.resize(1 << 18);
@@ -185,7 +193,7 @@ OutputFile::OutputFile(std::string path, bool gzip)
 OutputFile::~OutputFile() {
   if (gzip_) deflateEnd(&zs_);
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_.c_str());
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 int write_all(int fd, const void* data, std::size_t n) noexcept {
@@ -239,6 +247,13 @@ void OutputFile::commit() {
     zs_.next_in = nullptr;
     zs_.avail_in = 0;
     deflate_some(Z_FINISH);
+  }
+  if (tmp_.empty()) {  // a special file, written in place: nothing to sync or rename
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
+    committed_ = true;
+    return;
   }
   if (::fsync(fd_) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
   int fd = fd_;

@@ -22,6 +22,8 @@
 #include "hogwild/error.hpp"
 #include "hogwild/sparsity.hpp"
 
+#include "file_roles.hpp"
+
 namespace {
 
 using namespace hogwild;
@@ -322,6 +324,10 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // No output may overwrite an input or another output.
+    if (*g) tools::check_outputs({}, {{"--out", gen_out}, {"--test-out", gen_test_out}});
+    if (*c) tools::check_outputs({{"input", conv_in}, {"--labels", conv_labels}}, {{"--out", conv_out}});
+    if (*sc) tools::check_outputs({{"--train", st.train}, {"--labels", st.labels}}, {{"--json", st.json}});
     if (*g && gen_kind == "ratings") {
       rgen.seed = gen.seed;
       if (g->count("--noise")) rgen.noise = gen_noise;

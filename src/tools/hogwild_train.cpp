@@ -22,6 +22,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/trainer.hpp"
+#include "file_roles.hpp"
 #include "progress_line.hpp"
 
 namespace {
@@ -419,6 +420,12 @@ int run(int argc, char** argv) {
     if (!hp.ok) fmt::print(stderr, "hogwild_train: warning: --huge-pages: {}\n", hp.message);
   }
 
+  // No output may overwrite an input or another output (--metrics naming the
+  // training file truncated it); --checkpoint replaces the --resume file, as meant.
+  hogwild::tools::check_outputs(
+      {{"--train", o.train}, {"--test", o.test}, {"--train-labels", o.train_labels},
+       {"--test-labels", o.test_labels}, {"--resume", cfg.resume}},
+      {{"--metrics", o.metrics}, {"--summary", o.summary}, {"--checkpoint", cfg.checkpoint, "--resume"}});
   // Open the output files before the (possibly long) training, so a bad path fails now.
   std::optional<hogwild::MetricsWriter> metrics;
   if (!o.metrics.empty()) metrics.emplace(o.metrics);

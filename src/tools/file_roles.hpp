@@ -1,0 +1,31 @@
+// The tools' guard against an output that would overwrite an input or another
+// output: `hogwild_train --train data.svm --metrics data.svm` truncated the training
+// file before it was read, and `hogwild_data convert a.svm --out a.svm` replaced the
+// text with its cache. Checked once the options are parsed, before anything is
+// opened for writing.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hogwild::tools {
+
+struct FileRole {
+  std::string_view option;  // "--train"
+  std::string path;         // empty: not given
+  // Only for an output: the input option whose file it may replace (--checkpoint
+  // writes over the --resume file it continues from).
+  std::string_view may_replace = {};
+};
+
+// True when a and b are one regular file (the same inode, through any path or
+// link), or, where neither exists yet, the same path. A device, FIFO or "-" (the
+// standard stream) never counts: writing it destroys nothing.
+bool same_file(const std::string& a, const std::string& b);
+
+// Throws hogwild::ConfigError (exit 2) naming both options when an output is the
+// same file as an input (other than its may_replace) or as another output.
+void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs);
+
+}  // namespace hogwild::tools
