@@ -164,7 +164,7 @@ int run(int argc, char** argv) {
     for (auto& n : hogwild::model_names()) s += (s.empty() ? "" : ", ") + n;
     return s;
   }())->capture_default_str();
-  app.add_option("--workers", cfg.workers, "Worker processes (serial always uses one)")
+  app.add_option("--workers", cfg.workers, "Worker processes (dp: threads splitting each mini-batch; serial always uses one)")
       ->capture_default_str();
   app.add_option("--mode", o.mode, hogwild::mode_help())
       ->capture_default_str();
