@@ -217,34 +217,6 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
   return j.dump(2) + "\n";
 }
 
-namespace detail {
-
-// The temporary file being written, for a signal handler that must exit at once
-// (a second SIGINT): it removes the file so nothing half-written is left behind.
-// `g_pending_set` is cleared before the name changes and set after.
-static char g_pending_tmp[4096];
-static volatile sig_atomic_t g_pending_set = 0;
-
-void remove_pending_temporary() noexcept {
-  if (g_pending_set) ::unlink(g_pending_tmp);
-}
-
-}  // namespace detail
-
-namespace {
-
-struct PendingTemporary {
-  explicit PendingTemporary(const std::string& path) {
-    detail::g_pending_set = 0;
-    if (path.size() < sizeof detail::g_pending_tmp) {
-      std::memcpy(detail::g_pending_tmp, path.c_str(), path.size() + 1);
-      detail::g_pending_set = 1;
-    }
-  }
-  ~PendingTemporary() { detail::g_pending_set = 0; }
-};
-
-}  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& text) {
   if (detail::is_special_file(path)) {  // /dev/null, /dev/stdout, a FIFO: written as it is
@@ -258,7 +230,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     throw IoError(msg);
   }
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
-  PendingTemporary pending(tmp);
+  detail::PendingTemporary pending(tmp);
   auto fail = [&](int err) {
     ::unlink(tmp.c_str());
     const std::string msg = fmt::format("cannot write {}: {}", path, std::strerror(err));

@@ -251,15 +251,22 @@ std::vector<pid_t> children_of(pid_t pid) {
 
 Background start_train(const std::vector<std::string>& args, const TempDir& dir,
                        const std::string& out_name, bool own_group) {
-  Background b{0, dir.file(out_name)};
   std::vector<std::string> argv{hogwild_train_path()};
   argv.insert(argv.end(), args.begin(), args.end());
+  return start_program(argv, dir, out_name, own_group);
+}
+
+Background start_program(std::vector<std::string> argv, const TempDir& dir,
+                         const std::string& out_name, bool own_group) {
+  Background b{0, dir.file(out_name)};
   std::vector<char*> a;
   for (auto& s : argv) a.push_back(s.data());
   a.push_back(nullptr);
   b.pid = fork();
   if (b.pid == 0) {
     if (own_group) setpgid(0, 0);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     int fd = open(b.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);

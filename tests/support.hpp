@@ -109,6 +109,10 @@ struct Background {
 // `timeout` starts it, so that kill(-pid, sig) reaches it and its workers.
 Background start_train(const std::vector<std::string>& args, const TempDir& dir,
                        const std::string& out_name = "out.txt", bool own_group = false);
+// The same for any program (argv[0] its path), with SIGINT and SIGTERM at their
+// default actions whatever this process does with them.
+Background start_program(std::vector<std::string> argv, const TempDir& dir,
+                         const std::string& out_name = "out.txt", bool own_group = false);
 // Waits until the file at `path` holds `text` (polled every 2 ms for up to
 // `seconds`); false if it never did.
 bool wait_for_text(const std::string& path, const std::string& text, double seconds);

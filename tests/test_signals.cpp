@@ -243,3 +243,29 @@ TEST_CASE("--cleanup and the next run remove only this tool's dead segments of t
   for (auto& n : {alive, other_uid, not_ours, foreign})
     if (!n.empty()) shm_unlink(("/" + n).c_str());
 }
+
+TEST_CASE("hogwild_data stopped by SIGINT or SIGTERM while it writes leaves no temporary") {
+  test::TempDir dir;
+  // 200,000 rows of 40 non-zeros, converted to gzip'ed text: seconds of compression
+  // in which to stop it.
+  const std::string in = dir.file("in.cache"), out = dir.file("out.svm.gz");
+  REQUIRE(test::run({test::hogwild_data_path(), "generate", "--rows", "200000", "--features",
+                     "50000", "--nnz-per-row", "40", "--out", in})
+              .exit_code == 0);
+  for (const int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    const auto bg = test::start_program(
+        {test::hogwild_data_path(), "convert", in, "--format", "libsvm", "--out", out}, dir);
+    const std::string tmp = out + ".tmp." + std::to_string(bg.pid);
+    bool writing = false;
+    for (int i = 0; i < 30000 && !writing; ++i) {  // up to 30 s (a sanitised build loads slowly)
+      writing = std::filesystem::exists(tmp);
+      if (!writing) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(writing);
+    ::kill(bg.pid, sig);
+    CHECK(test::wait_exit(bg.pid, 60) == -sig);  // ended by the signal, as without the handler
+    CHECK_FALSE(std::filesystem::exists(tmp));
+    CHECK_FALSE(std::filesystem::exists(out));
+  }
+}

@@ -56,6 +56,18 @@ int write_all(int fd, const void* data, std::size_t n) noexcept;
 // became a regular file).
 bool is_special_file(const std::string& path) noexcept;
 
+// While alive, names `path` (a temporary being written) for
+// remove_pending_temporary() (hogwild/metrics.hpp), which a signal handler that
+// must exit at once calls, so that nothing half-written is left behind. One slot:
+// the newest one holds it. An empty path names nothing.
+class PendingTemporary {
+ public:
+  explicit PendingTemporary(const std::string& path) noexcept;
+  ~PendingTemporary();
+  PendingTemporary(const PendingTemporary&) = delete;
+  PendingTemporary& operator=(const PendingTemporary&) = delete;
+};
+
 // A file written as `path.tmp.<pid>`, fsync'ed and renamed to `path` by commit().
 // Destroyed without commit() (an exception on the way), it removes the temporary.
 // A special file (is_special_file) is written in place, with no temporary.
@@ -76,6 +88,7 @@ class OutputFile {
   void deflate_some(int flush);
 
   std::string path_, tmp_;
+  PendingTemporary pending_{tmp_};  // after tmp_: the signal handlers' view of it
   int fd_ = -1;
   bool gzip_ = false;
   bool committed_ = false;

@@ -1,5 +1,6 @@
 // File bytes in and out, gzip transparently.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "data/file_io.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/metrics.hpp"
 
 namespace hogwild {
 
@@ -165,6 +167,27 @@ std::string read_head(const std::string& path, std::size_t n, bool* gzipped) {
   }
   out.resize(n - inf.zs.avail_out);
   return out;
+}
+
+// The temporary file being written (PendingTemporary). `g_pending_set` is cleared
+// before the name changes and set after.
+namespace {
+char g_pending_tmp[4096];
+volatile sig_atomic_t g_pending_set = 0;
+}  // namespace
+
+PendingTemporary::PendingTemporary(const std::string& path) noexcept {
+  g_pending_set = 0;
+  if (!path.empty() && path.size() < sizeof g_pending_tmp) {
+    std::memcpy(g_pending_tmp, path.c_str(), path.size() + 1);
+    g_pending_set = 1;
+  }
+}
+
+PendingTemporary::~PendingTemporary() { g_pending_set = 0; }
+
+void remove_pending_temporary() noexcept {
+  if (g_pending_set) ::unlink(g_pending_tmp);
 }
 
 bool is_special_file(const std::string& path) noexcept {

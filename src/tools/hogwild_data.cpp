@@ -7,6 +7,7 @@
 //   hogwild_data stats --train spam.train.svm.gz --model logistic [--json stats.json]
 // Exit status: 0 ok, 2 bad input or option, 4 out of memory or disk, 1 otherwise.
 #include <fmt/core.h>
+#include <signal.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@
 #include "hogwild/config.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/metrics.hpp"
 #include "hogwild/sparsity.hpp"
 
 #include "file_roles.hpp"
@@ -27,6 +29,25 @@
 namespace {
 
 using namespace hogwild;
+
+// SIGINT or SIGTERM while an output is written: its temporary is removed, then the
+// signal ends the process as it would have (exit 130 or 143 in a shell).
+extern "C" void on_stop_signal(int sig) {
+  detail::remove_pending_temporary();
+  ::raise(sig);  // SA_RESETHAND: the default action now
+}
+
+void remove_temporaries_on_stop() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    // A signal the caller ignores (a background job's SIGINT) stays ignored.
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+  }
+}
 
 bool ends_with_any(const std::string& s, std::initializer_list<const char*> suffixes) {
   for (const char* suf : suffixes)
@@ -221,6 +242,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Generate, convert and inspect datasets for hogwild_train.", "hogwild_data"};
   app.set_version_flag("--version", std::string("hogwild_data ") + HOGWILD_VERSION);
   app.require_subcommand(1);
+  remove_temporaries_on_stop();
 
   GenerateOptions gen;
   RatingsGenerateOptions rgen;
