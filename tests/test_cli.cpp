@@ -126,11 +126,16 @@ TEST_CASE("an output that would overwrite an input or another output is refused 
            {{"--checkpoint", test_file}, "--checkpoint " + test_file + " is the --test file"},
            {{"--metrics", dir.file("out.json"), "--summary", dir.file("out.json")},
             "--summary " + dir.file("out.json") + " is also the --metrics file"},
+           // Outputs that cannot be written fail before the training, not after it.
+           {{"--summary", dir.path().string()},
+            "cannot write the summary to " + dir.path().string() + ": it is a directory"},
+           {{"--checkpoint", "/proc/hogwild-ck"}, "cannot write checkpoints to /proc/hogwild-ck: "},
        }) {
     auto r = test::run_train({"--train", train, "--test", test_file, "--epochs", "1"}, args);
     INFO(r.out);
     CHECK(r.exit_code == 2);
     CHECK(r.out.find("hogwild_train: error: " + needle) != std::string::npos);
+    CHECK(r.out.find("epoch") == std::string::npos);  // refused before training
     CHECK(test::read_text(train) == data);  // the data is as it was
     CHECK_FALSE(std::filesystem::exists(dir.file("out.json")));
   }

@@ -303,6 +303,10 @@ TEST_CASE("hogwild_data: bad options exit 2, bad data exit 2 with file:line") {
   CHECK(r.exit_code == 0);
   CHECK(std::count(r.out.begin(), r.out.end(), ':') >= 6);  // 3 rows of 2 index:value pairs
   CHECK(std::filesystem::is_symlink(dir.file("stdout")));
+  r = data_cli({"convert", dir.file("bad.svm"), "--out", dir.file("no/such/folder/m.cache")});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, "hogwild_data: error: cannot write --out to " + dir.file("no/such/folder/m.cache") +
+                            ": no directory " + dir.file("no/such/folder")));
   r = data_cli({"convert", dir.file("missing.svm"), "--out", dir.file("m.cache")});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.out, "hogwild_data: error: cannot open " + dir.file("missing.svm")));

@@ -2,6 +2,11 @@
 
 #include <fmt/core.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -39,6 +44,25 @@ void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRo
         throw ConfigError(fmt::format("{} {} is also the {} file: give each output its own path",
                                       out.option, out.path, outputs[j].option));
   }
+}
+
+void probe_output(std::string_view what, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty() || path == "-") return;
+  std::error_code e;
+  const auto st = fs::status(path, e);
+  if (fs::is_directory(st))
+    throw IoError(fmt::format("cannot write {} to {}: it is a directory", what, path));
+  if (fs::exists(st) && !fs::is_regular_file(st)) return;  // a device or pipe: written in place
+  const auto dir = fs::path(path).parent_path();
+  if (!dir.empty() && !fs::is_directory(dir, e))
+    throw IoError(fmt::format("cannot write {} to {}: no directory {}", what, path, dir.string()));
+  const std::string probe = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw IoError(fmt::format("cannot write {} to {}: {}", what, path, std::strerror(errno)));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 }  // namespace hogwild::tools

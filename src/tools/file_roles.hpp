@@ -28,4 +28,11 @@ bool same_file(const std::string& a, const std::string& b);
 // same file as an input (other than its may_replace) or as another output.
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs);
 
+// Fails now, not after the training, where `what` ("the summary") could not be
+// written to `path` the way the tools write it (a temporary beside it, renamed):
+// no such folder, a folder in its place, no permission, a read-only file system.
+// Creates and removes that temporary to find out. A device or pipe is written in
+// place and not probed. Throws hogwild::IoError (exit 2).
+void probe_output(std::string_view what, const std::string& path);
+
 }  // namespace hogwild::tools

@@ -429,13 +429,8 @@ int run(int argc, char** argv) {
   // Open the output files before the (possibly long) training, so a bad path fails now.
   std::optional<hogwild::MetricsWriter> metrics;
   if (!o.metrics.empty()) metrics.emplace(o.metrics);
-  for (const auto& [what, path] : {std::pair{"the summary", o.summary},
-                                    std::pair{"checkpoints", cfg.checkpoint}}) {
-    const auto dir = std::filesystem::path(path).parent_path();
-    if (!path.empty() && !dir.empty() && !std::filesystem::is_directory(dir))
-      throw hogwild::IoError(fmt::format("cannot write {} to {}: no directory {}", what, path,
-                                         dir.string()));
-  }
+  hogwild::tools::probe_output("the summary", o.summary);
+  hogwild::tools::probe_output("checkpoints", cfg.checkpoint);
 
   const bool hot_k = cfg.hot_k > 0 && hogwild::is_parallel(cfg.mode);
   // The linear models step per non-zero: sparse rows serve them to a higher density.
