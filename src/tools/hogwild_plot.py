@@ -14,6 +14,7 @@ Fig. 2-style table in markdown (plots/table.md). Each figure takes, per mode and
 worker count, the step size that reached the target fastest.
 """
 import argparse
+import errno
 import json
 import math
 import os
@@ -365,4 +366,11 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except OSError as e:  # a file or folder it could not read or write: said, not a traceback
+        where = e.filename if e.filename is not None else "?"
+        print(f"hogwild_plot: error: {where}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(4 if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else 2)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -19,10 +19,12 @@ over these), hardware efficiency (throughput over the same mode's with one
 worker) and their product, and the largest step size that did not diverge per
 mode and worker count. A run that diverges is marked, not fatal.
 
-Exit status: 0 done, 2 bad options, 1 a run failed for another reason than
-divergence (its output is in OUT/runs/<cell>/output.txt).
+Exit status: 0 done, 2 bad options (or a file or folder it cannot read or write),
+4 a full disk, 1 a run failed for another reason than divergence (its output is in
+OUT/runs/<cell>/output.txt).
 """
 import argparse
+import errno
 import hashlib
 import json
 import os
@@ -374,4 +376,11 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except OSError as e:  # a file or folder it could not read or write: said, not a traceback
+        where = e.filename if e.filename is not None else "?"
+        print(f"hogwild_sweep: error: {where}: {e.strerror or e}", file=sys.stderr)
+        sys.exit(4 if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else 2)
+    except KeyboardInterrupt:
+        sys.exit(130)
