@@ -183,10 +183,13 @@ TEST_CASE("--summary to a special file (a pipe, /dev/stdout) writes it in place"
 TEST_CASE("a malformed data file exits 2 naming file:line and what was expected") {
   test::TempDir dir;
   test::write_text(dir.file("bad.svm"), "1 1:0.5 3:1\n0 2:0.25\n1 4:x\n");
-  auto r = run({test::hogwild_train_path(), "--train", dir.file("bad.svm")});
+  test::write_text(dir.file("m.jsonl"), "{\"a previous run's\": 1}\n");
+  auto r = run({test::hogwild_train_path(), "--train", dir.file("bad.svm"), "--metrics", dir.file("m.jsonl")});
   INFO(r.out);
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("bad.svm:3:") != std::string::npos);
+  // The metrics file is emptied only once the data has loaded: the previous run's stay.
+  CHECK(test::read_text(dir.file("m.jsonl")) == "{\"a previous run's\": 1}\n");
   CHECK(test::our_shm_entries().empty());
 }
 

@@ -426,9 +426,9 @@ int run(int argc, char** argv) {
       {{"--train", o.train}, {"--test", o.test}, {"--train-labels", o.train_labels},
        {"--test-labels", o.test_labels}, {"--resume", cfg.resume}},
       {{"--metrics", o.metrics}, {"--summary", o.summary}, {"--checkpoint", cfg.checkpoint, "--resume"}});
-  // Open the output files before the (possibly long) training, so a bad path fails now.
-  std::optional<hogwild::MetricsWriter> metrics;
-  if (!o.metrics.empty()) metrics.emplace(o.metrics);
+  // Check the output paths before the (possibly long) loading and training, so a bad
+  // one fails now.
+  hogwild::tools::probe_output("metrics", o.metrics);
   hogwild::tools::probe_output("the summary", o.summary);
   hogwild::tools::probe_output("checkpoints", cfg.checkpoint);
 
@@ -445,6 +445,11 @@ int run(int argc, char** argv) {
                cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   std::fflush(stdout);
+
+  // Opened (emptied) once the data loaded: a run that fails before, at a typo in a
+  // data file, leaves the previous run's metrics as they were.
+  std::optional<hogwild::MetricsWriter> metrics;
+  if (!o.metrics.empty()) metrics.emplace(o.metrics);
 
   // Erased before every line printed below, and when an error unwinds past it.
   hogwild::tools::ProgressLine live(stdout, !o.quiet);
