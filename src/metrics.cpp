@@ -217,7 +217,6 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
   return j.dump(2) + "\n";
 }
 
-
 void write_file_atomically(const std::string& path, const std::string& text) {
   if (detail::is_special_file(path)) {  // /dev/null, /dev/stdout, a FIFO: written as it is
     const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);

@@ -58,7 +58,7 @@ void probe_output(std::string_view what, const std::string& path) {
   if (!dir.empty() && !fs::is_directory(dir, e))
     throw IoError(fmt::format("cannot write {} to {}: no directory {}", what, path, dir.string()));
   const std::string probe = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     throw IoError(fmt::format("cannot write {} to {}: {}", what, path, std::strerror(errno)));
   ::close(fd);
