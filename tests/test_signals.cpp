@@ -257,9 +257,10 @@ TEST_CASE("hogwild_data stopped by SIGINT or SIGTERM while it writes leaves no t
     const auto bg = test::start_program(
         {test::hogwild_data_path(), "convert", in, "--format", "libsvm", "--out", out}, dir);
     const std::string tmp = out + ".tmp." + std::to_string(bg.pid);
-    bool writing = false;
+    bool writing = false;  // the temporary has bytes (not the empty probe of the path before)
     for (int i = 0; i < 30000 && !writing; ++i) {  // up to 30 s (a sanitised build loads slowly)
-      writing = std::filesystem::exists(tmp);
+      std::error_code e;
+      writing = std::filesystem::file_size(tmp, e) > 0 && !e;
       if (!writing) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     REQUIRE(writing);

@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -58,11 +60,20 @@ void probe_output(std::string_view what, const std::string& path) {
   if (!dir.empty() && !fs::is_directory(dir, e))
     throw IoError(fmt::format("cannot write {} to {}: no directory {}", what, path, dir.string()));
   const std::string probe = path + ".tmp." + std::to_string(::getpid());
+  // SIGINT and SIGTERM wait until the probe is gone, so that they never leave it.
+  sigset_t stops, old;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &stops, &old);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw IoError(fmt::format("cannot write {} to {}: {}", what, path, std::strerror(errno)));
-  ::close(fd);
-  ::unlink(probe.c_str());
+  const int err = errno;
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (fd < 0) throw IoError(fmt::format("cannot write {} to {}: {}", what, path, std::strerror(err)));
 }
 
 }  // namespace hogwild::tools
