@@ -235,7 +235,7 @@ TEST_CASE("--mode ddp, over shm and over gloo, and --mode dp train and print the
   CHECK(test::our_shm_entries() == before);
 }
 
-TEST_CASE("the workers a mode trains with: serial warns that it ignores --workers, dp counts its threads") {
+TEST_CASE("options a run ignores are warned about (serial's --workers, another model's --rank and --hidden); dp counts its threads") {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   auto [train, test_file] = problem_files(dir, 400);
@@ -255,6 +255,16 @@ TEST_CASE("the workers a mode trains with: serial warns that it ignores --worker
   CHECK(r.out.find("mode dp, optimizer sgd, 2 worker(s)") != std::string::npos);
   CHECK(nlohmann::json::parse(test::read_text(dir.file("dp.json")))["workers"] == 2);
   r = test::run_train({"--train", train, "--mode", "serial", "--epochs", "1"});  // not asked: no warning
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("warning") == std::string::npos);
+  // A model's own option given to another model is said, and the run goes on.
+  r = test::run_train({"--train", train, "--epochs", "1", "--rank", "5", "--hidden", "8"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("warning: --rank applies to --model mf only; --model logistic ignores it") !=
+        std::string::npos);
+  CHECK(r.out.find("warning: --hidden applies to --model mlp only; --model logistic ignores it") !=
+        std::string::npos);
+  r = test::run_train({"--train", train, "--epochs", "1", "--model", "mlp", "--hidden", "8"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("warning") == std::string::npos);
 }

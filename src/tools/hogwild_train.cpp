@@ -410,6 +410,12 @@ int run(int argc, char** argv) {
   if (hogwild::workers_used(cfg.mode, cfg.workers) < cfg.workers)
     fmt::print(stderr, "hogwild_train: warning: --mode {} trains with one worker; --workers {} is ignored\n",
                hogwild::to_string(cfg.mode), cfg.workers);
+  // A model's own options given to another model are said, not silently dropped
+  // (a warning: a sweep may pass one to every model it runs).
+  for (const auto& [option, owner] : {std::pair{"--rank", "mf"}, std::pair{"--hidden", "mlp"}})
+    if (app.count(option) && cfg.model != owner)
+      fmt::print(stderr, "hogwild_train: warning: {} applies to --model {} only; --model {} ignores it\n",
+                 option, owner, cfg.model);
   const unsigned cores = std::thread::hardware_concurrency();
   if (hogwild::is_parallel(cfg.mode) && cores && cfg.workers > cores)
     fmt::print(stderr, "hogwild_train: warning: {} workers on {} cores; they will share cores\n",
