@@ -262,6 +262,7 @@ TEST_CASE("hogwild_data: bad options exit 2, bad data exit 2 with file:line") {
   const std::string out = dir.file("x.svm");
   auto r = data_cli({"generate", "--rows", "-5", "--out", out});
   CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, "hogwild_data: error: --rows: expected a whole number of at least 1, got -5"));
   r = data_cli({"generate", "--bogus", "--out", out});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.out,

@@ -217,7 +217,9 @@ TEST_CASE("hogwild_data stats: the report, its JSON, and bad options") {
            {{"--model", "mlp"}, "every MLP update writes every weight"},
            {{"--model", "svm"}, "--model: svm not in"},
            {{"--tau", "1,x"}, "--tau expects comma-separated staleness values"},
-           {{"--rho", "maybe"}, "--rho: maybe not in"}}) {
+           {{"--rho", "maybe"}, "--rho: maybe not in"},
+           // 0 pairs printed P(conflict) = 0 +- 0, a figure from no sample at all.
+           {{"--pairs", "0"}, "--pairs: expected a whole number of at least 1, got 0"}}) {
     std::vector<std::string> argv{test::hogwild_data_path(), "stats", "--train", file};
     argv.insert(argv.end(), args.begin(), args.end());
     const auto bad = test::run(argv);

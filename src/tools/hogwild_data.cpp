@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +49,17 @@ void remove_temporaries_on_stop() {
     if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
   }
 }
+
+// A count that must be at least 1 (CLI11's PositiveNumber said "not in range
+// 0.000000 to 1797693134862315708145274237317043567980...").
+const CLI::Validator kAtLeastOne(
+    [](std::string& s) -> std::string {
+      std::uint64_t n = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+      if (ec == std::errc() && end == s.data() + s.size() && n >= 1) return {};
+      return "expected a whole number of at least 1, got " + s;
+    },
+    "N >= 1");
 
 bool ends_with_any(const std::string& s, std::initializer_list<const char*> suffixes) {
   for (const char* suf : suffixes)
@@ -256,13 +268,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"sparse", "ratings"}));
   g->add_option("--rows", gen.rows, "Number of rows")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   g->add_option("--features", gen.features, "Number of features (columns)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{4294967295}));
   g->add_option("--nnz-per-row", gen.nnz_per_row, "Non-zeros in each row (at most --features)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   g->add_option("--noise", gen_noise,
                 "sparse: fraction of labels flipped (0 to 0.5); ratings: sd of the Gaussian "
                 "noise on each rating (default 0.1)")
@@ -279,7 +291,7 @@ int main(int argc, char** argv) {
   g->add_option("--rank", rgen.rank, "ratings: rank of the hidden factors")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   g->add_option("--ratings", rgen.ratings, "ratings: number of training ratings")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(kAtLeastOne);
   g->add_option("--test-out", gen_test_out,
                 "ratings: also write test ratings from the same hidden model to FILE");
   g->add_option("--test-ratings", rgen.test_ratings,
@@ -330,7 +342,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "exact", "bounds"}));
   sc->add_option("--pairs", st.options.pairs, "Random pairs of updates sampled for the conflicts")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kAtLeastOne);
   sc->add_option("--top", st.options.top, "Hot coordinates listed")->capture_default_str();
   sc->add_option("--tau", st.tau, "Staleness values for the theories' view")->capture_default_str();
   sc->add_option("--seed", st.options.seed, "Seed of the sampled pairs")->capture_default_str();
