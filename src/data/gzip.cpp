@@ -271,18 +271,13 @@ void OutputFile::commit() {
     zs_.avail_in = 0;
     deflate_some(Z_FINISH);
   }
-  if (tmp_.empty()) {  // a special file, written in place: nothing to sync or rename
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
-    committed_ = true;
-    return;
-  }
-  if (::fsync(fd_) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
+  // A special file (no temporary) is written in place: nothing to sync or rename.
+  if (!tmp_.empty() && ::fsync(fd_) != 0)
+    throw IoError("cannot write " + path_ + ": " + errno_text());
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+  if (!tmp_.empty() && ::rename(tmp_.c_str(), path_.c_str()) != 0)
     throw IoError("cannot rename " + tmp_ + " to " + path_ + ": " + errno_text());
   committed_ = true;
 }

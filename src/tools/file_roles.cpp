@@ -46,6 +46,7 @@ void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRo
         throw ConfigError(fmt::format("{} {} is also the {} file: give each output its own path",
                                       out.option, out.path, outputs[j].option));
   }
+  for (const FileRole& out : outputs) probe_output(out.what.empty() ? out.option : out.what, out.path);
 }
 
 void probe_output(std::string_view what, const std::string& path) {

@@ -17,6 +17,8 @@ struct FileRole {
   // Only for an output: the input option whose file it may replace (--checkpoint
   // writes over the --resume file it continues from).
   std::string_view may_replace = {};
+  // Only for an output: what probe_output's message calls it (default: `option`).
+  std::string_view what = {};
 };
 
 // True when a and b are one regular file (the same inode, through any path or
@@ -25,7 +27,8 @@ struct FileRole {
 bool same_file(const std::string& a, const std::string& b);
 
 // Throws hogwild::ConfigError (exit 2) naming both options when an output is the
-// same file as an input (other than its may_replace) or as another output.
+// same file as an input (other than its may_replace) or as another output; then
+// probes each output in turn (probe_output).
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs);
 
 // Fails now, not after the training, where `what` ("the summary") could not be

@@ -359,15 +359,11 @@ int main(int argc, char** argv) {
   }
 
   try {
-    // No output may overwrite an input or another output.
-    // And each can be written, before the work that makes it.
+    // No output may overwrite an input or another output, and each can be written,
+    // before the work that makes it.
     if (*g) tools::check_outputs({}, {{"--out", gen_out}, {"--test-out", gen_test_out}});
     if (*c) tools::check_outputs({{"input", conv_in}, {"--labels", conv_labels}}, {{"--out", conv_out}});
     if (*sc) tools::check_outputs({{"--train", st.train}, {"--labels", st.labels}}, {{"--json", st.json}});
-    for (const auto& [what, path] : {std::pair{"--out", *g ? gen_out : *c ? conv_out : ""},
-                                     std::pair{"--test-out", *g ? gen_test_out : ""},
-                                     std::pair{"--json", *sc ? st.json : ""}})
-      tools::probe_output(what, path);
     if (*g && gen_kind == "ratings") {
       rgen.seed = gen.seed;
       if (g->count("--noise")) rgen.noise = gen_noise;

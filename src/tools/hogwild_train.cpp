@@ -428,15 +428,14 @@ int run(int argc, char** argv) {
 
   // No output may overwrite an input or another output (--metrics naming the
   // training file truncated it); --checkpoint replaces the --resume file, as meant.
+  // Each is probed too, so a bad path fails before the (possibly long) loading and
+  // training.
   hogwild::tools::check_outputs(
       {{"--train", o.train}, {"--test", o.test}, {"--train-labels", o.train_labels},
        {"--test-labels", o.test_labels}, {"--resume", cfg.resume}},
-      {{"--metrics", o.metrics}, {"--summary", o.summary}, {"--checkpoint", cfg.checkpoint, "--resume"}});
-  // Check the output paths before the (possibly long) loading and training, so a bad
-  // one fails now.
-  hogwild::tools::probe_output("metrics", o.metrics);
-  hogwild::tools::probe_output("the summary", o.summary);
-  hogwild::tools::probe_output("checkpoints", cfg.checkpoint);
+      {{"--metrics", o.metrics, {}, "metrics"},
+       {"--summary", o.summary, {}, "the summary"},
+       {"--checkpoint", cfg.checkpoint, "--resume", "checkpoints"}});
 
   const bool hot_k = cfg.hot_k > 0 && hogwild::is_parallel(cfg.mode);
   // The linear models step per non-zero: sparse rows serve them to a higher density.
