@@ -155,6 +155,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"bias", c.model_options.bias},
       {"matmul_precision", to_string(c.model_options.matmul)},
       {"factors", to_string(c.model_options.factors)},
+      {"device_warps", r.device_warps},
       {"seed", c.seed},
       {"train", train_path},
       {"test", test_path.empty() ? nlohmann::json() : nlohmann::json(test_path)},

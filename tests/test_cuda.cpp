@@ -6,6 +6,7 @@
 // initialises CUDA itself: every CUDA call is made in a forked child, as the
 // trainer's supervisor and workers make them (CUDA does not survive fork).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <chrono>
 #include <functional>
 #include <numeric>
@@ -108,6 +110,19 @@ void write_device(float* p, const std::vector<float>& v) {
   host_access(MemorySpace::device).write(p, v.data(), v.size());
 }
 
+// Whether process `pid` (not the caller's child) has exited within `seconds`: it is
+// a zombie or gone.
+bool exited(pid_t pid, double seconds) {
+  for (int i = 0; i < seconds * 100; ++i, usleep(10000)) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    if (!std::getline(f, stat)) return true;
+    const auto paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') return true;
+  }
+  return false;
+}
+
 // Free device memory, asked by a process of its own (whose context is gone when
 // it answers).
 std::size_t free_bytes() {
@@ -127,7 +142,9 @@ std::size_t free_bytes() {
 
 TEST_CASE("without a GPU, --device cuda exits 2 saying what the driver said") {
   if (probe().ok) {
-    test::skip("this machine has a CUDA device");
+    // Not a skip: on a GPU machine the gpu cases below run instead, and a skip here
+    // would report the whole executable as skipped (exit 77) after they passed.
+    MESSAGE("this machine has a CUDA device: the gpu cases run instead");
     return;
   }
   if (test::skip_cli_under_tsan()) return;
@@ -164,11 +181,13 @@ TEST_CASE("both IPC paths share device memory across processes" * doctest::test_
       send_arena(sp.fd[0], a);
       char done = 0;
       if (read(sp.fd[0], &done, 1) != 1) return 13;
-      // Legacy IPC: the exporter frees only after the importer is gone.
-      if (test::wait_exit(importer, 60) != 0) return 14;
+      // Legacy IPC: the exporter frees only after the importer is gone. The importer is
+      // its sibling (this process's child), so it waits for it to have exited: a zombie.
+      if (!exited(importer, 60)) return 14;
       return read_device(a.array<float>("param:b"), 1)[0] == 3.25f ? 0 : 15;
     });
     CHECK(exporter == 0);
+    CHECK(test::wait_exit(importer, 60) == 0);
   }
 }
 
@@ -329,6 +348,52 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
                        doctest::Contains("starts its workers from the fork server"), ConfigError);
 }
 
+TEST_CASE("--device-warps auto keeps the hottest coordinate's concurrent writers near 16") {
+  TrainConfig c;
+  c.device = Device::cuda;
+  c.mode = Mode::hogwild;
+  c.workers = 2;
+  // 100 rows, each its own feature but feature 0 in 10 of them: the hottest is 10 %.
+  std::string text;
+  for (int r = 0; r < 100; ++r)
+    text += fmt::format("{} {}:1\n", r % 2 ? 1 : -1, r < 10 ? 1 : r + 1);
+  const Dataset sparse = parse_libsvm(text, "t.svm");
+  CHECK(device_warps_for(c, sparse, true) == 80);  // 16 / 0.1 = 160 in all, 80 a process
+  c.workers = 3;
+  CHECK(device_warps_for(c, sparse, true) == 54);  // ceil(160 / 3)
+  c.workers = 2;
+  // atomic: the bias's updates add up, and it is in every example.
+  c.mode = Mode::atomic;
+  CHECK(device_warps_for(c, sparse, true) == kDeviceWarpsMin / 2);
+  CHECK(device_warps_for(c, sparse, false) == 80);
+  // Dense rows: every example writes every weight.
+  const Dataset dense = with_storage(parse_libsvm("1 1:1 2:1\n-1 1:2 2:1\n", "d.svm"), Storage::dense);
+  REQUIRE(dense.dense());
+  c.mode = Mode::hogwild;
+  CHECK(device_warps_for(c, dense, false) == kDeviceWarpsMin / 2);
+  // Ratings: user 0 rates 5 of the 1,000 ratings, every item is rated 10 times.
+  std::string ratings;
+  for (int r = 0; r < 1000; ++r) ratings += fmt::format("{} {} 3\n", r / 5, r % 100);
+  const Dataset rated = parse_ratings(ratings, "r.txt");
+  CHECK(device_warps_for(c, rated, false) == 800);  // 16 / 0.01 = 1,600 in all
+  // Many rows, none hot: the cap.
+  std::string wide;
+  for (int r = 0; r < 20000; ++r) wide += fmt::format("1 {}:1\n", r + 1);
+  CHECK(device_warps_for(c, parse_libsvm(wide, "w.svm"), true) == kDeviceWarpsMax / 2);
+  // Given, or lock and serial (one warp: the lock takes the updates one at a time).
+  c.device_warps = 7;
+  CHECK(device_warps_for(c, sparse, true) == 7);
+  for (Mode m : {Mode::lock, Mode::serial}) {
+    c.mode = m;
+    CHECK(device_warps_for(c, sparse, true) == 1);
+  }
+  TrainConfig cpu;
+  cpu.device_warps = 4;
+  CHECK_THROWS_WITH_AS(cpu.validate(), "--device-warps applies to --device cuda only", ConfigError);
+  c.device_warps = kDeviceWarpsMax + 1;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("out of range"), ConfigError);
+}
+
 namespace {
 
 // The GPU cases' data files: a generated linear problem, ratings and dense blobs.
@@ -399,8 +464,8 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
     const auto on_cpu = test::run(cpu);
     REQUIRE(on_cpu.exit_code == 0);
     const double reference = figure(on_cpu.out, c.figure);
-    for (const char* mode : {"serial", "hogwild", "atomic", "lock"}) {
-      for (const char* ipc : {"vmm", "legacy"}) {
+    for (const std::string mode : {"serial", "hogwild", "atomic", "lock"}) {
+      for (const std::string ipc : {"vmm", "legacy"}) {
         CAPTURE(c.args[5]);
         CAPTURE(mode);
         CAPTURE(ipc);
@@ -413,10 +478,14 @@ TEST_CASE("every model the GPU trains learns in every mode across worker process
         const double got = figure(r.out, c.figure);
         MESSAGE(c.args[5] << (c.gpu_args.empty() ? "" : " fp16") << " " << mode << " " << ipc
                           << ": " << c.figure << " " << got << " (CPU " << reference << ")");
+        // Racing modes land in a band: on an H200, sparse LR at lr 0.5 with 16
+        // updaters ended between 0.772 and 0.803 where the CPU's 2 workers ended
+        // between 0.795 and 0.802 (docs/GPU.md).
+        const bool racing = mode == "hogwild" || mode == "atomic";
         if (c.figure == "test rmse")
           CHECK(got < reference * 1.05 + 0.01);
         else
-          CHECK(got > reference - 0.02);
+          CHECK(got > reference - (racing ? 0.04 : 0.02));
         CHECK(test::our_shm_entries().empty());
       }
     }
@@ -447,7 +516,7 @@ TEST_CASE("--mode ddp on the GPU (NCCL, world size 1 on one GPU) trains every mo
        "test accuracy"},
   };
   for (const auto& c : cases) {
-    for (const char* optimizer : {"sgd", "adagrad"}) {
+    for (const std::string optimizer : {"sgd", "adagrad"}) {
       CAPTURE(c.args[5]);
       CAPTURE(optimizer);
       std::vector<std::string> cpu = {test::hogwild_train_path(), "--epochs", "5", "--workers",
@@ -583,19 +652,24 @@ TEST_CASE("a worker SIGKILLed while it maps the device arena is respawned, and t
   test::TempDir dir;
   const auto [train_file, test_file] = test::problem_files(dir, 200000, 20000);
   const std::size_t before = free_bytes();
+  // More epochs than it trains: it is stopped (SIGINT) once the respawn is said, so
+  // that the kill lands while the workers train however fast the device is.
   auto bg = test::start_train({"--train", train_file, "--test", test_file, "--device", "cuda",
-                               "--workers", "2", "--epochs", "40", "--lr", "0.5"},
+                               "--workers", "2", "--epochs", "100000", "--lr", "0.5"},
                               dir);
   std::vector<pid_t> server;
   for (int i = 0; i < 500 && server.empty(); ++i, usleep(10000)) server = test::children_of(bg.pid);
   REQUIRE(server.size() == 1);  // the fork server; the workers are its children
   const auto workers = test::wait_for_workers(server[0], 2);
   REQUIRE(workers.size() == 2);
-  usleep(300000);
   kill(workers[0], SIGKILL);
-  CHECK(test::wait_exit(bg.pid, 600) == 0);
-  const std::string out = test::read_text(bg.out_path);
+  std::string out;
+  for (int i = 0; i < 1200; ++i, usleep(50000))
+    if ((out = test::read_text(bg.out_path)).find("restarting it") != std::string::npos) break;
+  INFO(out);
   CHECK(out.find("restarting it") != std::string::npos);
+  kill(bg.pid, SIGINT);
+  CHECK(test::wait_exit(bg.pid, 120) == kExitInterrupted);
   std::size_t after = free_bytes();
   for (int i = 0; i < 50 && after + (64u << 20) < before; ++i, usleep(100000)) after = free_bytes();
   CHECK(after + (64u << 20) >= before);  // within 64 MiB of where it started

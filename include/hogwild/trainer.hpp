@@ -145,6 +145,11 @@ struct TrainConfig {
   // mini-batch on the shared weights (Hogwild! workers inside the process; the
   // other models' launches fill the device with warps already).
   unsigned device_streams = 1;
+  // --device cuda: warps per worker process, each a Hogwild! worker looping over
+  // examples (the concurrent updaters of the shared weights: their number is the
+  // staleness). 0 = auto (device_warps_for). Lock and serial modes use 1: the lock
+  // takes the updates one at a time, so more warps would only spin on it.
+  unsigned device_warps = 0;
   // (A new field travels to fork-server workers: add it to src/trainer/worker_start.cpp.)
   // Throws ConfigError naming the first invalid field.
   void validate() const;
@@ -174,6 +179,22 @@ struct Progress {
   Quantiles lag, overlap;
 };
 
+// --device cuda: the warps each worker process runs, each a Hogwild! worker
+// (TrainConfig::device_warps, resolved). Lock and serial: 1. Otherwise the value
+// given, or with 0 (auto) as many as keep the hottest coordinate's expected
+// concurrent writers at about kDeviceWritersPerCoordinate over all workers: every
+// warp holds one example, and a coordinate that a fraction D of the examples write
+// then meets about warps x workers x D writers at once, the staleness its updates
+// see (a 16-core CPU's worst case is 16). Bias coordinates, written by every example,
+// count under atomic (their updates add up) and not under hogwild (they overwrite:
+// the later write wins). Between kDeviceWarpsMin and kDeviceWarpsMax in all.
+// Measured on an H200 (docs/GPU.md): with every warp the device holds resident
+// (16,896 for two processes) sparse LR at lr 0.5 reached 0.73 against the CPU's
+// 0.80, and atomic diverged.
+inline constexpr double kDeviceWritersPerCoordinate = 16;
+inline constexpr unsigned kDeviceWarpsMin = 16, kDeviceWarpsMax = 1u << 14;
+unsigned device_warps_for(const TrainConfig& config, const Dataset& train_set, bool bias);
+
 struct TrainResult {
   double train_seconds = 0;
   std::uint64_t samples = 0;
@@ -189,6 +210,7 @@ struct TrainResult {
   std::map<std::string, std::vector<float>> optimizer_state;  // AdaGrad: accumulators, by tensor
   std::size_t classes = 0;
   unsigned restarts = 0;             // crashed workers respawned
+  unsigned device_warps = 0;         // --device cuda: warps a worker process ran (resolved)
   // 0, or SIGINT/SIGTERM when a signal stopped the run: the result then holds the
   // weights and counters at the stop (test = an evaluation of those weights) and
   // the final checkpoint, if configured, was written. train() returns normally.

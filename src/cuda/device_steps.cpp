@@ -60,6 +60,7 @@ class CudaSteps final : public DeviceSteps {
                      target_.get()};
     }
     chunk_.access = ddp_ ? DeviceAccess::gradient : access_of(cfg.mode);
+    chunk_.warps = cfg.device_warps;
     chunk_.adagrad = adagrad_ = cfg.optimizer == Optimizer::adagrad;
     chunk_.lock = lock;
     chunk_.loss_sum = loss_.get();

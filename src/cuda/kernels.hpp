@@ -41,6 +41,7 @@ struct DeviceChunk {
   int* lock = nullptr;          // lock mode: a zeroed int in the device arena
   double* loss_sum = nullptr;   // the chunk's losses are added here
   void* stream = nullptr;       // a cudaStream_t
+  unsigned warps = 0;           // concurrent warps (TrainConfig::device_warps; 0 = resident)
 };
 
 enum class DeviceLinearLoss : std::uint8_t { logistic, hinge, squared };
@@ -167,11 +168,12 @@ void launch_apply(const ApplyArgs& a);
 // The bandwidth yardstick: dst[i] = src[i], n floats (bench/).
 void launch_copy(float* dst, const float* src, std::size_t n, void* stream);
 
-// Blocks and threads of a chunk's launch: serial is one warp; otherwise enough
-// warps to fill the device (resident warps), each looping over examples.
+// Blocks and threads of a chunk's launch: serial is one warp; the gradient access
+// (ddp: the weights are only read) as many warps as the device holds resident;
+// otherwise chunk.warps (at most the resident ones), each looping over examples.
 struct LaunchShape {
   unsigned blocks = 1, threads = 32;
 };
-LaunchShape launch_shape(DeviceAccess access, std::size_t count);
+LaunchShape launch_shape(const DeviceChunk& chunk);
 
 }  // namespace hogwild::detail

@@ -1,4 +1,6 @@
 // Launch shapes and the bandwidth yardstick (a copy kernel).
+#include <algorithm>
+
 #include "cuda/warp.cuh"
 
 namespace hogwild::detail {
@@ -26,12 +28,16 @@ unsigned resident_blocks(unsigned threads) {
 
 }  // namespace
 
-LaunchShape launch_shape(DeviceAccess access, std::size_t count) {
-  if (access == DeviceAccess::serial) return {1, 32};
+LaunchShape launch_shape(const DeviceChunk& chunk) {
+  if (chunk.access == DeviceAccess::serial) return {1, 32};
   constexpr unsigned kThreads = 256;  // 8 warps a block
   static const unsigned resident = resident_blocks(kThreads);
-  const std::size_t blocks = (count * 32 + kThreads - 1) / kThreads;  // a warp per example
-  return {static_cast<unsigned>(blocks < resident ? (blocks ? blocks : 1) : resident), kThreads};
+  std::size_t warps = std::max<std::size_t>(chunk.count, 1);  // a warp per example at most
+  if (chunk.access != DeviceAccess::gradient && chunk.warps != 0)
+    warps = std::min<std::size_t>(warps, chunk.warps);
+  if (warps < kThreads / 32) return {1, static_cast<unsigned>(warps * 32)};
+  const std::size_t blocks = (warps * 32 + kThreads - 1) / kThreads;
+  return {static_cast<unsigned>(std::min<std::size_t>(blocks, resident)), kThreads};
 }
 
 void launch_copy(float* dst, const float* src, std::size_t n, void* stream) {

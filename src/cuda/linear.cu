@@ -41,7 +41,7 @@ __global__ void linear_kernel(LinearKernelArgs a) {
 }  // namespace
 
 void launch_linear(const LinearKernelArgs& a) {
-  const LaunchShape s = launch_shape(a.chunk.access, a.chunk.count);
+  const LaunchShape s = launch_shape(a.chunk);
   auto* stream = static_cast<cudaStream_t>(a.chunk.stream);
   with_access(a.chunk.access, [&](auto access) {
     linear_kernel<access.value><<<s.blocks, s.threads, 0, stream>>>(a);

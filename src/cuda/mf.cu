@@ -69,7 +69,7 @@ __global__ void mf_kernel(MfKernelArgs a) {
 }  // namespace
 
 void launch_mf(const MfKernelArgs& a) {
-  const LaunchShape s = launch_shape(a.chunk.access, a.chunk.count);
+  const LaunchShape s = launch_shape(a.chunk);
   auto* stream = static_cast<cudaStream_t>(a.chunk.stream);
   with_access(a.chunk.access, [&](auto access) {
     const auto launch = [&](auto per_lane) {

@@ -55,7 +55,7 @@ __global__ void softmax_kernel(SoftmaxKernelArgs a) {
 }  // namespace
 
 void launch_softmax(const SoftmaxKernelArgs& a) {
-  const LaunchShape s = launch_shape(a.chunk.access, a.chunk.count);
+  const LaunchShape s = launch_shape(a.chunk);
   auto* stream = static_cast<cudaStream_t>(a.chunk.stream);
   const std::size_t shared = (s.threads / 32) * a.classes * sizeof(float);
   with_access(a.chunk.access, [&](auto access) {

@@ -329,6 +329,11 @@ int run(int argc, char** argv) {
                  "--device cuda, the MLP: streams per worker process, each training every K-th "
                  "mini-batch on the shared weights (Hogwild! workers inside the process)")
       ->capture_default_str();
+  app.add_option("--device-warps", cfg.device_warps,
+                 "--device cuda: warps per worker process, each a Hogwild! worker on the shared "
+                 "weights (their number is the staleness); 0 = auto: as many as keep the hottest "
+                 "coordinate's concurrent writers near 16 (docs/GPU.md); lock and serial use 1")
+      ->capture_default_str()->option_text("N");
   app.add_option("--max-restarts", cfg.max_restarts,
                  "Respawn a crashed worker (it continues its partition) at most K times per run")
       ->capture_default_str()->option_text("K");
@@ -449,6 +454,14 @@ int run(int argc, char** argv) {
     fmt::print("model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
                cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
+  if (!o.quiet && cfg.device == hogwild::Device::cuda && cfg.model != "mlp" &&
+      cfg.mode != hogwild::Mode::ddp) {
+    const unsigned warps =
+        hogwild::device_warps_for(cfg, train, cfg.model_options.bias && cfg.model != "mf");
+    const unsigned all = warps * hogwild::workers_used(cfg.mode, cfg.workers);
+    fmt::print("device: {} warp(s) a worker process, {} Hogwild! updater(s) in all{}\n", warps,
+               all, cfg.device_warps ? "" : " (--device-warps auto)");
+  }
   std::fflush(stdout);
 
   // Opened (emptied) once the data loaded: a run that fails before, at a typo in a

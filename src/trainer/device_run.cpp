@@ -1,5 +1,8 @@
 // What --device cuda trains, said before anything is allocated (host logic: the
 // same on machines with and without a GPU).
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "hogwild/error.hpp"
@@ -8,6 +11,46 @@
 #include "hogwild/models/mlp.hpp"
 #include "hogwild/models/softmax.hpp"
 #include "trainer/device_steps.hpp"
+
+namespace hogwild {
+
+namespace {
+
+// The largest fraction of the examples that write one coordinate other than a bias
+// written by all of them: a feature (sparse rows), a user or an item (ratings); 1
+// for dense rows, whose every example writes every weight.
+double hottest_fraction(const Dataset& data) {
+  if (data.rows() == 0 || data.dense()) return 1;
+  const auto idx = data.indices();
+  std::vector<std::uint32_t> degree;
+  if (data.layout() == Layout::ratings) {
+    degree.assign(data.users() + data.cols(), 0);
+    for (std::size_t r = 0; r < data.rows(); ++r) {
+      ++degree[idx[2 * r]];
+      ++degree[data.users() + idx[2 * r + 1]];
+    }
+  } else {
+    degree.assign(data.cols(), 0);
+    for (std::uint32_t j : idx) ++degree[j];
+  }
+  const std::uint32_t most = degree.empty() ? 0 : *std::max_element(degree.begin(), degree.end());
+  return std::max(static_cast<double>(most), 1.0) / static_cast<double>(data.rows());
+}
+
+}  // namespace
+
+unsigned device_warps_for(const TrainConfig& c, const Dataset& train_set, bool bias) {
+  if (c.mode == Mode::serial || c.mode == Mode::lock) return 1;
+  if (c.device_warps != 0) return c.device_warps;
+  const double hottest = bias && c.mode == Mode::atomic ? 1.0 : hottest_fraction(train_set);
+  const unsigned processes = std::max(1u, workers_used(c.mode, c.workers));
+  const double all = std::clamp(std::floor(kDeviceWritersPerCoordinate / hottest),
+                                static_cast<double>(kDeviceWarpsMin),
+                                static_cast<double>(kDeviceWarpsMax));
+  return std::max(1u, static_cast<unsigned>(std::ceil(all / processes)));
+}
+
+}  // namespace hogwild
 
 namespace hogwild::detail {
 

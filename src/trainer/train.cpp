@@ -498,6 +498,11 @@ void TrainConfig::validate() const {
     throw ConfigError(fmt::format("--device-streams {} is out of range (1 to 64)", device_streams));
   if (device_streams != 1 && device != Device::cuda)
     throw ConfigError("--device-streams applies to --device cuda only");
+  if (device_warps != 0 && device != Device::cuda)
+    throw ConfigError("--device-warps applies to --device cuda only");
+  if (device_warps > kDeviceWarpsMax)
+    throw ConfigError(fmt::format("--device-warps {} is out of range (0 = auto, or 1 to {})",
+                                  device_warps, kDeviceWarpsMax));
   if (model_options.factors != Dtype::f32 && device != Device::cuda)
     throw ConfigError(fmt::format("--factors {} stores the factors on the GPU: add --device cuda "
                                   "(the CPU trains fp32 factors)",
@@ -636,10 +641,11 @@ TrainResult train(const TrainConfig& config, const Dataset& train_set, const Dat
   return train(config, *model, train_set, test, on_progress, on_live);
 }
 
-TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_bytes,
+TrainResult train(const TrainConfig& given, Model& model, const Dataset& train_bytes,
                   const Dataset* test_bytes, const ProgressCallback& on_progress,
                   const LiveCallback& on_live) {
-  cfg.validate();
+  given.validate();
+  TrainConfig cfg = given;  // with --device-warps resolved
   // Byte rows (dense_u8) go only to a model that reads them; the others get the
   // sets as floats, one shared copy each. The test set follows the training set's
   // storage (stored_like): a sparse test set beside dense training rows (a libsvm
@@ -681,6 +687,8 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
     const CudaStatus gpu = detail::device_backend().status();
     if (!gpu.ok) throw ConfigError("no CUDA device: " + gpu.message);
     if (cfg.mode == Mode::ddp) detail::check_nccl_ranks(cfg.workers, gpu.devices);
+    cfg.device_warps =
+        device_warps_for(cfg, train_set, cfg.model_options.bias && model.name() != "mf");
   }
   std::optional<Checkpoint> resume;
   if (!cfg.resume.empty()) {
@@ -696,7 +704,10 @@ TrainResult train(const TrainConfig& cfg, Model& model, const Dataset& train_byt
   g_signal = 0;
   std::optional<SignalScope> signals;
   if (cfg.handle_signals) signals.emplace(&run.control->stop);
-  return Supervisor(run, on_progress, on_live, resume ? resume->train_seconds : 0, restarts).go();
+  TrainResult result =
+      Supervisor(run, on_progress, on_live, resume ? resume->train_seconds : 0, restarts).go();
+  result.device_warps = cfg.device == Device::cuda ? cfg.device_warps : 0;
+  return result;
 }
 
 }  // namespace hogwild

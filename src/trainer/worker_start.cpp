@@ -94,6 +94,7 @@ json config_json(const TrainConfig& c) {
       {"hashed_keys", c.hashed_keys},
       {"cuda_ipc", static_cast<int>(c.cuda_ipc)},
       {"device_streams", c.device_streams},
+      {"device_warps", c.device_warps},
   };
 }
 
@@ -157,6 +158,7 @@ TrainConfig config_of(const json& j) {
   j.at("hashed_keys").get_to(c.hashed_keys);
   c.cuda_ipc = static_cast<CudaIpc>(j.at("cuda_ipc").get<int>());
   c.device_streams = j.at("device_streams").get<unsigned>();
+  c.device_warps = j.at("device_warps").get<unsigned>();
   return c;
 }
 
