@@ -54,6 +54,7 @@ double seconds_since(Clock::time_point t0) {
 std::string in_child(const std::function<std::string()>& fn) {
   int p[2];
   if (pipe(p) != 0) throw ResourceError("pipe");
+  std::fflush(nullptr);  // nothing buffered here is printed again by the child
   const pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
@@ -136,7 +137,10 @@ nlohmann::json hand_offs(CudaIpc ipc, int rounds) {
   const pid_t pid = fork();
   if (pid == 0) {
     close(sp[0]);
-    player(sp[1], false);
+    try {
+      player(sp[1], false);
+    } catch (...) {  // the exporter then reads "the other process went away"
+    }
     _exit(0);
   }
   close(sp[1]);
@@ -157,21 +161,36 @@ nlohmann::json context_memory() {
   if (pipe(go) != 0 || pipe(back) != 0) throw ResourceError("pipe");
   const pid_t first = fork();
   if (first == 0) {
-    cuda_init("context memory");
-    const std::size_t f = device_free_bytes();
-    (void)!write(back[1], &f, sizeof f);
-    char c;
-    (void)!read(go[0], &c, 1);  // holds its context until told
+    close(go[1]);
+    close(back[0]);
+    try {
+      cuda_init("context memory");
+      const std::size_t f = device_free_bytes();
+      (void)!write(back[1], &f, sizeof f);
+      char c;
+      (void)!read(go[0], &c, 1);  // holds its context until told
+    } catch (...) {  // the parent reads nothing and says so
+    }
     _exit(0);
   }
+  close(go[0]);
+  close(back[1]);
   std::size_t one = 0;
-  (void)!read(back[0], &one, sizeof one);
+  if (read(back[0], &one, sizeof one) != sizeof one) {
+    close(go[1]);
+    close(back[0]);
+    waitpid(first, nullptr, 0);
+    return {{"error", "the first process found no device memory"}};
+  }
   const std::string two = in_child([] {
     cuda_init("context memory");
     return std::to_string(device_free_bytes());
   });
   (void)!write(go[1], "x", 1);
+  close(go[1]);
+  close(back[0]);
   waitpid(first, nullptr, 0);
+  if (two.rfind("error", 0) == 0) return {{"error", two}};
   const double mib = (static_cast<double>(one) - std::stod(two)) / 1048576.0;
   return {{"context_mib", mib}};
 }
@@ -186,7 +205,7 @@ struct KernelFigure {
 // (cudaMalloc), as each worker uploading its partition would have it.
 KernelFigure time_kernel(const std::string& model_name, ModelOptions options, const Dataset& data,
                          double bytes_per_row, Mode mode = Mode::hogwild,
-                         bool shared_rows = false) {
+                         bool shared_rows = false, unsigned warps = 0) {
   auto model = make_model(model_name, options);
   const LabelMap labels = LabelMap::fit(model->label_kind(), data, model->name());
   const std::vector<float> targets = labels.targets(data);
@@ -202,6 +221,9 @@ KernelFigure time_kernel(const std::string& model_name, ModelOptions options, co
   cfg.model = model_name;
   cfg.mode = mode;
   cfg.model_options = options;
+  // 0: every warp the device holds resident (the kernel's throughput); lock and
+  // serial run one warp a process, as the trainer runs them.
+  cfg.device_warps = mode == Mode::lock || mode == Mode::serial ? 1 : warps;
   auto steps = make_device_steps(cfg, *model, data, targets.data(), params, store->device_lock(),
                                  store->rows());
   std::vector<std::uint32_t> order(data.rows());
@@ -241,12 +263,20 @@ int main(int argc, char** argv) {
     nlohmann::json out{{"device", probe.substr(3)}};
     fmt::print("device: {}\n", probe.substr(3));
     for (CudaIpc ipc : {CudaIpc::vmm, CudaIpc::legacy}) {
-      const auto h = hand_offs(ipc, rounds);
+      // In a child of its own: its first player initialises CUDA there, not here.
+      const std::string text = in_child([&] { return hand_offs(ipc, rounds).dump(); });
+      const auto h = text.rfind("error", 0) == 0 ? nlohmann::json{{"error", text}}
+                                                 : nlohmann::json::parse(text);
       fmt::print("hand-offs ({}): {}\n", to_string(ipc), h.dump());
       out["hand_offs"].push_back(h);
     }
     out["context"] = context_memory();
-    fmt::print("context memory: {:.0f} MiB a process\n", out["context"]["context_mib"].get<double>());
+    if (out["context"].contains("context_mib"))
+      fmt::print("context memory: {:.0f} MiB a process\n",
+                 out["context"]["context_mib"].get<double>());
+    else
+      fmt::print("context memory: {}\n", out["context"].dump());
+    std::fflush(stdout);
 
     cuda_init("the bench");
     {  // the yardstick: 1 GiB copied
@@ -284,6 +314,13 @@ int main(int argc, char** argv) {
       out["sparse_lr"]["shared_rows_updates_per_s"] = shared.updates_per_s;
       fmt::print("sparse LR (hogwild), rows in the device arena: {:.3g} updates/s ({:.2f}x the "
                  "worker's own copy)\n", shared.updates_per_s, shared.updates_per_s / k.updates_per_s);
+      // The concurrency: warps a process (each a Hogwild! worker), up to the resident.
+      for (unsigned w : {16u, 64u, 256u, 1024u, 4096u}) {
+        const auto kw = time_kernel("logistic", {}, d, bytes, Mode::hogwild, false, w);
+        out["sparse_lr"]["warps"][std::to_string(w)] = kw.updates_per_s;
+        fmt::print("sparse LR (hogwild), {} warps: {:.3g} updates/s ({:.3f}x every resident warp)\n",
+                   w, kw.updates_per_s, kw.updates_per_s / k.updates_per_s);
+      }
       GenerateOptions fewer = g;  // one warp (serial) or one at a time (lock): fewer rows
       fewer.rows = std::min<std::size_t>(g.rows, 20000);
       const Dataset few = generate_sparse(fewer);
