@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# On a lent GPU machine (the device tool, docs/GPU.md): unpack the kit carried as
+# gpu-kit.tar.xz, point the loader at the image's NCCL and cuBLAS (the kit carries
+# neither), then run each PART within its seconds, and pack what came out into $OUT
+# (at most 8 files come back: res.tar.gz, status.txt, summary.md).
+#   scripts/gpu-lease.sh PART:SECONDS...
+# PART: tests (test_cuda's two training cases side by side, then its other cases, the
+# arena tests and the example, one at a time: the memory checks want the device to
+# themselves), sweep (accuracy and examples/s against --device-warps), or one of
+# gpu-kit/run.sh's parts (bench, runs).
+set -uo pipefail
+out=${OUT:-/tmp/gpu-out}
+mkdir -p "$out"
+t0=$(date +%s)
+tar xf gpu-kit.tar.xz
+kit=$PWD/gpu-kit
+libs=""
+for name in libnccl.so.2 libcublas.so.13 libcublasLt.so.13; do
+  f=$(find /usr/local/cuda*/ /opt /usr/lib -name "$name" 2>/dev/null | head -1)
+  [ -n "$f" ] && libs="$libs:$(dirname "$f")"
+done
+export LD_LIBRARY_PATH="$kit/lib:${libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export HOGWILD_TRAIN="$kit/bin/hogwild_train" HOGWILD_DATA="$kit/bin/hogwild_data"
+res=/tmp/gpu-res
+mkdir -p "$res"
+(echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; nproc; nvidia-smi; lscpu) > "$res/machine.txt" 2>&1
+
+tests() {
+  local heavy='every model*,--mode ddp on the GPU*'
+  timeout -k 5 "$1" "$kit/bin/test_cuda" -tc='every model*' > "$res/test_cuda_models.txt" 2>&1 &
+  local a=$!
+  timeout -k 5 "$1" "$kit/bin/test_cuda" -tc='--mode ddp on the GPU*' > "$res/test_cuda_ddp.txt" 2>&1 &
+  local b=$!
+  timeout -k 5 "$1" "$kit/bin/test_cuda" -tce="$heavy" > "$res/test_cuda_rest.txt" 2>&1
+  echo "test_cuda (other cases): exit $?" >> "$res/status.txt"
+  for t in test_device_arena test_memory_space gpu_trainer; do
+    timeout -k 5 60 "$kit/bin/$t" > "$res/$t.txt" 2>&1
+    echo "$t: exit $?" >> "$res/status.txt"
+  done
+  wait $a; echo "test_cuda (every model, every mode): exit $?" >> "$res/status.txt"
+  wait $b; echo "test_cuda (ddp over NCCL): exit $?" >> "$res/status.txt"
+}
+
+# Sparse LR (the tests' problem: 20,000 rows, 2,000 features) at lr 0.5, 2 workers:
+# test accuracy and examples/s against the warps a process, hogwild and atomic.
+sweep() {
+  local d=$res/sweep-data
+  mkdir -p "$d"
+  "$kit/bin/hogwild_data" generate --rows 25000 --features 2000 --nnz-per-row 20 --seed 7 \
+    --out "$d/all.svm" > /dev/null
+  head -n 20000 "$d/all.svm" > "$d/train.svm"
+  tail -n 5000 "$d/all.svm" > "$d/test.svm"
+  "$kit/bin/hogwild_train" --train "$d/train.svm" --test "$d/test.svm" --model logistic \
+    --lr 0.5 --epochs 5 --workers 2 > "$res/sweep-cpu.txt" 2>&1
+  echo "sweep cpu 2 workers: $(tail -1 "$res/sweep-cpu.txt")" >> "$res/sweep.txt"
+  for mode in hogwild atomic; do
+    for w in 0 1 8 64 256 1024 8448; do
+      "$kit/bin/hogwild_train" --train "$d/train.svm" --test "$d/test.svm" --model logistic \
+        --lr 0.5 --epochs 5 --workers 2 --device cuda --mode $mode --device-warps $w \
+        > "$res/sweep-$mode-$w.txt" 2>&1
+      echo "sweep $mode warps $w: $(grep '^device:' "$res/sweep-$mode-$w.txt") $(tail -1 "$res/sweep-$mode-$w.txt")" >> "$res/sweep.txt"
+    done
+  done
+  rm -rf "$d"
+}
+
+for part in "$@"; do
+  name=${part%%:*} limit=${part##*:}
+  s=$(date +%s)
+  case $name in
+    tests) tests "$limit"; rc=done ;;
+    sweep) export -f sweep; export kit res; timeout -k 5 "$limit" bash -c sweep; rc=$? ;;
+    *) timeout -k 5 "$limit" "$kit/run.sh" "$res" "$name"; rc=$? ;;
+  esac
+  echo "== part $name: $rc after $(( $(date +%s) - s )) s" | tee -a "$res/status.txt"
+done
+echo "== total $(( $(date +%s) - t0 )) s" | tee -a "$res/status.txt"
+command -v python3 > /dev/null && python3 "$kit/summary.py" "$res" > "$res/summary.md" 2>&1
+cp "$res/status.txt" "$out/" 2>/dev/null
+cp "$res/summary.md" "$out/" 2>/dev/null
+tar czf "$out/res.tar.gz" --exclude=data --exclude=sweep-data --exclude="mps-*" -C /tmp gpu-res
+cat "$res/status.txt" "$res/sweep.txt" 2>/dev/null
