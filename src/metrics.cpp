@@ -219,44 +219,9 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  if (detail::is_special_file(path)) {  // /dev/null, /dev/stdout, a FIFO: written as it is
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-    int err = detail::write_all(fd, text.data(), text.size());
-    if (::close(fd) != 0 && !err) err = errno;
-    if (!err) return;
-    const std::string msg = fmt::format("cannot write {}: {}", path, std::strerror(err));
-    if (is_out_of_space(err)) throw ResourceError(msg);
-    throw IoError(msg);
-  }
-  const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
-  detail::PendingTemporary pending(tmp);
-  auto fail = [&](int err) {
-    ::unlink(tmp.c_str());
-    const std::string msg = fmt::format("cannot write {}: {}", path, std::strerror(err));
-    if (is_out_of_space(err))
-      throw ResourceError(msg + "; the previous version of the file, if any, is intact");
-    throw IoError(msg);
-  };
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  if (const int err = detail::write_all(fd, text.data(), text.size())) {
-    ::close(fd);
-    fail(err);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(err);
-  }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) fail(errno);
-  // The rename is durable only once the folder is on disk too.
-  auto dir = std::filesystem::path(path).parent_path();
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  detail::OutputFile out(path, false);
+  out.write(text);
+  out.commit();
 }
 
 bool is_out_of_space(int err) noexcept { return err == ENOSPC || err == EFBIG || err == EDQUOT; }

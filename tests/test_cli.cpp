@@ -180,6 +180,75 @@ TEST_CASE("--summary to a special file (a pipe, /dev/stdout) writes it in place"
   CHECK(nlohmann::json::parse(got)["epochs"] == 2);
 }
 
+TEST_CASE("outputs: a link is written through and stays, a descriptor is streamed, a dead writer's temporary goes") {
+  namespace fs = std::filesystem;
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 400);
+  const auto summary_of = [](const std::string& text) {
+    const auto brace = text.find('{');
+    REQUIRE(brace != std::string::npos);
+    return nlohmann::json::parse(text.substr(brace, text.rfind('}') - brace + 1));
+  };
+  // A link to a file: the file is replaced, the link stays (it was replaced by a file).
+  test::write_text(dir.file("real.json"), "{}\n");
+  fs::create_symlink("real.json", dir.file("link.json"));
+  // A chain of relative links to a file that does not exist yet: made at the end.
+  fs::create_directory(dir.file("sub"));
+  fs::create_symlink("sub/hop.json", dir.file("chain.json"));
+  fs::create_symlink("../made.json", dir.file("sub/hop.json"));
+  for (const auto& [given, written] : {std::pair{"link.json", "real.json"},
+                                       std::pair{"chain.json", "made.json"}}) {
+    CAPTURE(given);
+    const auto r = test::run_train({"--train", train, "--epochs", "1", "-q", "--summary",
+                                    dir.file(given)});
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(fs::is_symlink(dir.file(given)));
+    CHECK(summary_of(test::read_text(dir.file(written)))["epochs"] == 1);
+  }
+  CHECK(fs::is_symlink(dir.file("sub/hop.json")));
+  // Standard output redirected to a file, named as a link to /proc/self/fd/1, as
+  // /dev/stdout, or as -: the summary goes into that file after what the run printed
+  // (the file was replaced, and the link with it).
+  fs::create_symlink("/proc/self/fd/1", dir.file("so"));
+  for (const std::string& out : {dir.file("so"), std::string("/dev/stdout"), std::string("-")}) {
+    CAPTURE(out);
+    const std::string log = dir.file("log.txt");
+    const auto r = test::run({"/bin/sh", "-c",
+                              "exec \"$0\" --train \"$1\" --epochs 2 --summary \"$2\" > \"$3\"",
+                              test::hogwild_train_path(), train, out, log});
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    const std::string text = test::read_text(log);
+    CHECK(text.find("epoch   2/2") != std::string::npos);
+    CHECK(text.find("epoch   2/2") < text.find('{'));
+    CHECK(summary_of(text)["epochs"] == 2);
+    CHECK(fs::is_symlink(dir.file("so")));
+  }
+  CHECK(fs::is_symlink("/dev/stdout"));
+  // A temporary that a killed writer left (its pid is gone) is removed by the next run
+  // that writes the path, and by --cleanup; one whose writer lives is left alone.
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  REQUIRE(test::wait_exit(dead, 10) == 0);
+  const std::string ck = dir.file("ck.bin");
+  const std::string stale = ck + ".tmp." + std::to_string(dead);
+  const std::string live = ck + ".tmp." + std::to_string(::getpid());
+  test::write_text(stale, std::string(100000, 'x'));
+  test::write_text(live, "mine");
+  auto r = test::run_train({"--train", train, "--epochs", "1", "-q", "--checkpoint", ck});
+  CHECK(r.exit_code == 0);
+  CHECK(!fs::exists(stale));
+  CHECK(fs::exists(live));
+  fs::remove(live);
+  test::write_text(stale, "x");
+  r = test::run({test::hogwild_train_path(), "--cleanup", "--checkpoint", ck});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("removed 1 stale temporary of " + ck) != std::string::npos);
+  CHECK(!fs::exists(stale));
+  CHECK(fs::exists(ck));
+}
+
 TEST_CASE("a malformed data file exits 2 naming file:line and what was expected") {
   test::TempDir dir;
   test::write_text(dir.file("bad.svm"), "1 1:0.5 3:1\n0 2:0.25\n1 4:x\n");

@@ -40,9 +40,12 @@ std::string format_duration(double seconds);
 // The summary object (see docs/CLI.md for the fields).
 std::string summary_json(const TrainConfig& config, const TrainResult& result,
                          const std::string& train_path, const std::string& test_path);
-// Writes `text` to `path` atomically (temporary file, fsync, rename, fsync of the
-// folder). A full disk (ENOSPC, EFBIG, EDQUOT) is a ResourceError; either way the
-// temporary is removed and the previous file is left as it was.
+// Writes `text` to `path` through the one output writer (src/data/file_io.hpp's
+// OutputFile): a file atomically (temporary file, fsync, rename, fsync of the
+// folder), through its links, which stay; `-`, /dev/stdout and other descriptors
+// streamed; devices and FIFOs in place. A full disk (ENOSPC, EFBIG, EDQUOT) is a
+// ResourceError; either way the temporary is removed and the previous file is left
+// as it was.
 void write_file_atomically(const std::string& path, const std::string& text);
 // ENOSPC, EFBIG or EDQUOT: the disk (or the file-size limit) is full.
 bool is_out_of_space(int err) noexcept;

@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,11 +51,26 @@ std::string read_head(const std::string& path, std::size_t n, bool* gzipped = nu
 // errno that stopped it (ENOSPC for a write that wrote nothing).
 int write_all(int fd, const void* data, std::size_t n) noexcept;
 
-// True when `path` names an existing device, FIFO or socket (after links):
-// /dev/null, /dev/stdout, a named pipe. Such a path is written as it is, since
-// renaming a temporary over it would replace the node itself (as root, /dev/null
-// became a regular file).
-bool is_special_file(const std::string& path) noexcept;
+// Where an output named `path` goes, links followed (up to 40):
+// - stream: an open descriptor, written at its current offset as the run goes: `-`
+//   (standard output), and any path whose links lead to /dev/fd/N, /proc/self/fd/N
+//   or this process's /proc/PID/fd/N (/dev/stdout is such a link). Renaming a file
+//   over it would replace the link, or the file the shell redirected into.
+// - in_place: an existing device, FIFO or socket (/dev/null, a named pipe), opened
+//   and written as it is (as root, a rename over /dev/null made it a regular file).
+// - replace: anything else; `path` is then the file at the end of the links, which
+//   is written as a temporary beside it and renamed over it, so that the links stay.
+struct OutputTarget {
+  enum class Kind : std::uint8_t { stream, in_place, replace } kind = Kind::replace;
+  int fd = -1;       // stream: the descriptor
+  std::string path;  // in_place, replace: the file, links followed
+};
+// Throws IoError (exit 2) for a descriptor that is not open or a loop of links.
+OutputTarget output_target(const std::string& path);
+
+// The temporaries `<file>.tmp.<pid>` beside `file` whose process is gone (a writer
+// killed before its rename): removed; returns how many.
+std::size_t remove_stale_temporaries(const std::string& file) noexcept;
 
 // While alive, names `path` (a temporary being written) for
 // remove_pending_temporary() (hogwild/metrics.hpp), which a signal handler that
@@ -68,9 +84,13 @@ class PendingTemporary {
   PendingTemporary& operator=(const PendingTemporary&) = delete;
 };
 
-// A file written as `path.tmp.<pid>`, fsync'ed and renamed to `path` by commit().
-// Destroyed without commit() (an exception on the way), it removes the temporary.
-// A special file (is_special_file) is written in place, with no temporary.
+// The one writer of every output file (summaries, checkpoints, caches, converted
+// data): output_target(path) says where the bytes go. Replace: written as
+// `<file>.tmp.<pid>` (stale ones of dead writers removed first), fsync'ed, renamed
+// over the file, and the folder fsync'ed, so that a reader never sees half a file
+// and a crash leaves the previous version; destroyed without commit() (an exception
+// on the way), it removes the temporary. Stream and in place: written as they come.
+// A full disk or quota is ResourceError (exit 4), other failures IoError.
 class OutputFile {
  public:
   OutputFile(std::string path, bool gzip);
@@ -84,12 +104,16 @@ class OutputFile {
   void commit();
 
  private:
+  [[noreturn]] void fail(const std::string& doing, int err);
   void write_raw(const void* data, std::size_t n);
   void deflate_some(int flush);
 
-  std::string path_, tmp_;
+  std::string path_;  // as given, for messages
+  OutputTarget target_;
+  std::string tmp_;   // replace: the temporary
   PendingTemporary pending_{tmp_};  // after tmp_: the signal handlers' view of it
   int fd_ = -1;
+  bool own_fd_ = true;  // false for a stream's descriptor, which stays open
   bool gzip_ = false;
   bool committed_ = false;
   std::size_t written_ = 0;

@@ -1,4 +1,5 @@
 // File bytes in and out, gzip transparently.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -7,7 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
+
+#include <fmt/format.h>
 
 #include "data/file_io.hpp"
 #include "hogwild/data_io.hpp"
@@ -190,22 +194,97 @@ void remove_pending_temporary() noexcept {
   if (g_pending_set) ::unlink(g_pending_tmp);
 }
 
-bool is_special_file(const std::string& path) noexcept {
+namespace {
+
+// N of "/dev/fd/N", "/proc/self/fd/N" or "/proc/<this pid>/fd/N", else -1.
+int descriptor_path(const std::string& p) {
+  const std::string own = "/proc/" + std::to_string(::getpid()) + "/fd/";
+  for (const std::string& prefix : {std::string("/dev/fd/"), std::string("/proc/self/fd/"), own}) {
+    if (!p.starts_with(prefix) || p.size() == prefix.size() || p.size() > prefix.size() + 9) continue;
+    const std::string digits = p.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") == std::string::npos) return std::stoi(digits);
+  }
+  return -1;
+}
+
+}  // namespace
+
+OutputTarget output_target(const std::string& path) {
+  if (path == "-") return {OutputTarget::Kind::stream, STDOUT_FILENO, {}};
+  std::string p = path;
+  for (int hops = 0;; ++hops) {
+    if (const int fd = descriptor_path(p); fd >= 0) {
+      if (::fcntl(fd, F_GETFD) < 0)
+        throw IoError(fmt::format("cannot write {}: descriptor {} is not open", path, fd));
+      return {OutputTarget::Kind::stream, fd, {}};
+    }
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) break;
+    if (hops == 40)
+      throw IoError(fmt::format("cannot write {}: too many levels of symbolic links", path));
+    std::vector<char> buf(static_cast<std::size_t>(st.st_size > 0 ? st.st_size : 255) + 1);
+    const ssize_t n = ::readlink(p.c_str(), buf.data(), buf.size());
+    if (n < 0 || static_cast<std::size_t>(n) >= buf.size())
+      throw IoError(fmt::format("cannot write {}: cannot read the link {}: {}", path, p,
+                                errno_text()));
+    const std::string to(buf.data(), static_cast<std::size_t>(n));
+    const auto slash = p.rfind('/');
+    p = to.starts_with('/') || slash == std::string::npos ? to : p.substr(0, slash + 1) + to;
+  }
   struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+  if (::stat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return {OutputTarget::Kind::in_place, -1, p};
+  return {OutputTarget::Kind::replace, -1, p};
+}
+
+std::size_t remove_stale_temporaries(const std::string& file) noexcept {
+  const auto slash = file.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash + 1);
+  const std::string stem = (slash == std::string::npos ? file : file.substr(slash + 1)) + ".tmp.";
+  std::size_t removed = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (!name.starts_with(stem) || name.size() == stem.size() || name.size() > stem.size() + 9)
+      continue;
+    const std::string digits = name.substr(stem.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer lives
+    const std::string stale = (slash == std::string::npos ? "" : dir) + name;
+    if (::unlink(stale.c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 OutputFile::OutputFile(std::string path, bool gzip)
     : path_(std::move(path)),
-      tmp_(is_special_file(path_) ? "" : path_ + ".tmp." + std::to_string(::getpid())),
+      target_(output_target(path_)),
+      tmp_(target_.kind == OutputTarget::Kind::replace
+               ? target_.path + ".tmp." + std::to_string(::getpid())
+               : ""),
       gzip_(gzip) {
-  fd_ = tmp_.empty() ? ::open(path_.c_str(), O_WRONLY | O_CLOEXEC)
-                     : ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  switch (target_.kind) {
+    case OutputTarget::Kind::stream:
+      std::fflush(nullptr);  // what stdio holds for the same descriptor goes first
+      fd_ = target_.fd;
+      own_fd_ = false;
+      break;
+    case OutputTarget::Kind::in_place:
+      fd_ = ::open(target_.path.c_str(), O_WRONLY | O_CLOEXEC);
+      break;
+    case OutputTarget::Kind::replace:
+      remove_stale_temporaries(target_.path);
+      fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      break;
+  }
   if (fd_ < 0) throw IoError("cannot create " + path_ + ": " + errno_text());
   if (gzip_) {
     if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
                      Z_DEFAULT_STRATEGY) != Z_OK) {
-      ::close(fd_);
+      if (own_fd_) ::close(fd_);
       if (!tmp_.empty()) ::unlink(tmp_.c_str());
       throw ResourceError("cannot start compressing " + path_ + ": out of memory");
     }
@@ -215,8 +294,19 @@ OutputFile::OutputFile(std::string path, bool gzip)
 
 OutputFile::~OutputFile() {
   if (gzip_) deflateEnd(&zs_);
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0 && own_fd_) ::close(fd_);
   if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void OutputFile::fail(const std::string& doing, int err) {
+  if (fd_ >= 0 && own_fd_) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  const std::string msg = fmt::format("cannot {} {}: {}", doing, path_, std::strerror(err));
+  if (is_out_of_space(err))
+    throw ResourceError(msg + (tmp_.empty() ? "" : "; the previous version of the file, if any, "
+                                                   "is intact"));
+  throw IoError(msg);
 }
 
 int write_all(int fd, const void* data, std::size_t n) noexcept {
@@ -232,12 +322,7 @@ int write_all(int fd, const void* data, std::size_t n) noexcept {
 }
 
 void OutputFile::write_raw(const void* data, std::size_t n) {
-  if (const int err = write_all(fd_, data, n)) {
-    errno = err;
-    if (err == ENOSPC || err == EDQUOT)
-      throw ResourceError("cannot write " + path_ + ": " + errno_text());
-    throw IoError("cannot write " + path_ + ": " + errno_text());
-  }
+  if (const int err = write_all(fd_, data, n)) fail("write", err);
 }
 
 void OutputFile::deflate_some(int flush) {
@@ -271,15 +356,29 @@ void OutputFile::commit() {
     zs_.avail_in = 0;
     deflate_some(Z_FINISH);
   }
-  // A special file (no temporary) is written in place: nothing to sync or rename.
-  if (!tmp_.empty() && ::fsync(fd_) != 0)
-    throw IoError("cannot write " + path_ + ": " + errno_text());
-  int fd = fd_;
+  if (tmp_.empty()) {  // a stream or a special file: nothing to sync or rename
+    if (own_fd_ && ::close(fd_) != 0) {
+      const int err = errno;
+      fd_ = -1;
+      fail("write", err);
+    }
+    fd_ = -1;
+    committed_ = true;
+    return;
+  }
+  if (::fsync(fd_) != 0) fail("write", errno);
+  const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) throw IoError("cannot write " + path_ + ": " + errno_text());
-  if (!tmp_.empty() && ::rename(tmp_.c_str(), path_.c_str()) != 0)
-    throw IoError("cannot rename " + tmp_ + " to " + path_ + ": " + errno_text());
+  if (::close(fd) != 0) fail("write", errno);
+  if (::rename(tmp_.c_str(), target_.path.c_str()) != 0) fail("write", errno);
   committed_ = true;
+  // The rename is durable only once the folder is on disk too.
+  const auto slash = target_.path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : target_.path.substr(0, slash + 1);
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 }  // namespace detail

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "data/file_io.hpp"
 #include "hogwild/error.hpp"
 
 namespace hogwild::tools {
@@ -49,17 +50,21 @@ void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRo
   for (const FileRole& out : outputs) probe_output(out.what.empty() ? out.option : out.what, out.path);
 }
 
-void probe_output(std::string_view what, const std::string& path) {
+void probe_output(std::string_view what, const std::string& given) {
   namespace fs = std::filesystem;
-  if (path.empty() || path == "-") return;
+  if (given.empty()) return;
+  const detail::OutputTarget target = detail::output_target(given);
+  // A descriptor, device or pipe is written in place: nothing to probe.
+  if (target.kind != detail::OutputTarget::Kind::replace) return;
+  const std::string& path = target.path;  // links followed: the file they lead to
   std::error_code e;
-  const auto st = fs::status(path, e);
-  if (fs::is_directory(st))
-    throw IoError(fmt::format("cannot write {} to {}: it is a directory", what, path));
-  if (fs::exists(st) && !fs::is_regular_file(st)) return;  // a device or pipe: written in place
+  if (fs::is_directory(fs::status(path, e)))
+    throw IoError(fmt::format("cannot write {} to {}: it is a directory", what, given));
   const auto dir = fs::path(path).parent_path();
   if (!dir.empty() && !fs::is_directory(dir, e))
-    throw IoError(fmt::format("cannot write {} to {}: no directory {}", what, path, dir.string()));
+    throw IoError(fmt::format("cannot write {} to {}: no directory {}", what, given, dir.string()));
+  // A temporary a killed writer left beside the file goes now.
+  detail::remove_stale_temporaries(path);
   const std::string probe = path + ".tmp." + std::to_string(::getpid());
   // SIGINT and SIGTERM wait until the probe is gone, so that they never leave it.
   sigset_t stops, old;
@@ -74,7 +79,7 @@ void probe_output(std::string_view what, const std::string& path) {
     ::unlink(probe.c_str());
   }
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (fd < 0) throw IoError(fmt::format("cannot write {} to {}: {}", what, path, std::strerror(err)));
+  if (fd < 0) throw IoError(fmt::format("cannot write {} to {}: {}", what, given, std::strerror(err)));
 }
 
 }  // namespace hogwild::tools

@@ -22,6 +22,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/trainer.hpp"
+#include "data/file_io.hpp"
 #include "file_roles.hpp"
 #include "progress_line.hpp"
 
@@ -358,7 +359,9 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("-q,--quiet", o.quiet, "Print only the final summary line");
   app.add_flag("--cleanup", o.cleanup,
-               "Remove shared-memory segments this user's dead hogwild runs left behind, then exit");
+               "Remove shared-memory segments this user's dead hogwild runs left behind, and "
+               "the temporaries killed writers left beside the --checkpoint, --summary and "
+               "--metrics given with it, then exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -372,6 +375,14 @@ int run(int argc, char** argv) {
     auto removed = hogwild::cleanup_stale_segments();
     for (auto& n : removed) fmt::print("removed /dev/shm/{}\n", n);
     fmt::print("{} stale segment(s) removed\n", removed.size());
+    // And the temporaries a killed writer left beside the outputs named with it.
+    for (const std::string* out : {&cfg.checkpoint, &o.summary, &o.metrics}) {
+      if (out->empty() || *out == "-") continue;
+      const auto target = hogwild::detail::output_target(*out);
+      if (target.kind != hogwild::detail::OutputTarget::Kind::replace) continue;
+      if (const std::size_t n = hogwild::detail::remove_stale_temporaries(target.path))
+        fmt::print("removed {} stale temporar{} of {}\n", n, n == 1 ? "y" : "ies", *out);
+    }
     return 0;
   }
   if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
