@@ -158,7 +158,49 @@ TEST_CASE("a SIGTERM to one worker alone: it ends its batch, exits 143 and is re
         std::string::npos);
 }
 
-TEST_CASE("a second SIGINT exits at once: 130, no segment, no temporary file left") {
+TEST_CASE("the same stop twice at once (timeout(1), a group kill) is one stop: checkpoint, summary, 143") {
+  // timeout signals its child, then the child's group: the parent got SIGTERM twice
+  // within microseconds and exited at once, writing nothing (with the fork server,
+  // 3 runs of 3).
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 20000);
+  const std::string ck = dir.file("ck.bin"), summary = dir.file("s.json");
+  for (const std::string start : {"fork-server", "fork"}) {
+    CAPTURE(start);
+    std::filesystem::remove(ck);
+    std::filesystem::remove(summary);
+    auto bg = test::start_program({"/usr/bin/timeout", "120", test::hogwild_train_path(),
+                                   "--train", train, "--workers", "2", "--epochs", "100000",
+                                   "--worker-start", start, "--checkpoint", ck, "--summary",
+                                   summary, "-q"},
+                                  dir, "out.txt", true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    REQUIRE(kill(-bg.pid, SIGTERM) == 0);
+    test::wait_exit(bg.pid, 60);  // timeout's own status
+    const auto out = test::read_text(bg.out_path);
+    INFO(out);
+    CHECK(out.find("hogwild: stopping (SIGTERM)") != std::string::npos);
+    CHECK(out.find("terminated (SIGTERM)") != std::string::npos);
+    CHECK_NOTHROW(read_checkpoint(ck));
+    CHECK(test::read_text(summary).find("\"interrupted\": \"SIGTERM\"") != std::string::npos);
+  }
+  // Two SIGTERMs to the parent alone, 0 and 1 ms apart.
+  for (int delay_ms : {0, 1}) {
+    std::filesystem::remove(ck);
+    auto bg = test::start_train({"--train", train, "--workers", "2", "--epochs", "100000",
+                                 "--checkpoint", ck, "-q"},
+                                dir);
+    REQUIRE(test::wait_for_workers(bg.pid, 2).size() == 2);
+    kill(bg.pid, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(bg.pid, SIGTERM);
+    CHECK(test::wait_exit(bg.pid, 60) == 143);
+    CHECK(test::read_text(bg.out_path).find("terminated (SIGTERM)") != std::string::npos);
+    CHECK_NOTHROW(read_checkpoint(ck));
+  }
+}
+
+TEST_CASE("a second SIGINT once the stop is said exits at once: 130, no segment, no temporary file left") {
   test::TempDir dir;
   auto [train, test_file] = test::problem_files(dir, 4000, 2000000);  // 8 MB checkpoints
   const std::string ck = dir.file("ck.bin");
@@ -169,7 +211,10 @@ TEST_CASE("a second SIGINT exits at once: 130, no segment, no temporary file lef
     auto workers = test::wait_for_workers(bg.pid, 2);
     REQUIRE(workers.size() == 2);
     kill(bg.pid, SIGINT);
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    // A second signal forces only after the stop was said, and a moment after the first.
+    for (int i = 0; i < 400; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(5)))
+      if (test::read_text(bg.out_path).find("hogwild: stopping") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(260 + delay_ms));
     kill(bg.pid, SIGINT);
     CHECK(test::wait_exit(bg.pid, 10) == 130);
     CHECK(test::all_gone_within(workers, 1));

@@ -44,26 +44,49 @@ double seconds_since(Clock::time_point t0) {
 }
 
 // SIGINT/SIGTERM while training: the first asks everything to stop (workers see
-// the flag within one mini-batch; the parent then writes the final checkpoint and
-// returns); a second one exits at once, removing a checkpoint's temporary file if
-// one is being written. Nothing else can leak: the arena has no name left, and
-// workers die with the parent.
+// the flag within one mini-batch; the parent says so, then writes the final
+// checkpoint and summary and returns). A second one exits at once, removing a
+// checkpoint's temporary file if one is being written, but only once the stop has
+// been said and a moment (kForceAfterSeconds) after the first: timeout(1) signals
+// its child and then the child's group, and systemd and Slurm signal the group, so
+// one stop often arrives twice at once. Nothing else can leak: the arena has no name
+// left, and workers die with the parent.
+constexpr double kForceAfterSeconds = 0.25;
 volatile sig_atomic_t g_signal = 0;
+volatile sig_atomic_t g_stop_said = 0;
+timespec g_first_signal{};
 std::atomic<std::int32_t>* g_stop = nullptr;
 
 extern "C" void on_stop_signal(int sig) {
   if (g_signal) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+    const double since = static_cast<double>(now.tv_sec - g_first_signal.tv_sec) +
+                         static_cast<double>(now.tv_nsec - g_first_signal.tv_nsec) * 1e-9;
+    if (!g_stop_said || since < kForceAfterSeconds) return;  // the same stop, sent twice
     detail::remove_pending_temporary();
     _exit(sig == SIGINT ? kExitInterrupted : kExitTerminated);
   }
+  clock_gettime(CLOCK_MONOTONIC, &g_first_signal);
   g_signal = sig;
   if (g_stop) g_stop->store(1, std::memory_order_relaxed);
+}
+
+// Said once, on the first signal: what the stop does, and how to skip it.
+void say_stopping() {
+  if (g_stop_said) return;
+  std::fprintf(stderr, "hogwild: stopping (%s): the workers end their batch, then the final "
+               "checkpoint and summary are written; a second signal skips that\n",
+               g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stderr);
+  g_stop_said = 1;
 }
 
 class SignalScope {
  public:
   explicit SignalScope(std::atomic<std::int32_t>* stop) {
     g_signal = 0;
+    g_stop_said = 0;
     g_stop = stop;
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
@@ -117,7 +140,7 @@ class Supervisor {
           ticker.emplace([this, paused = paused_](std::stop_token stop) { tick(stop, paused); });
         run_.run_epoch(0, e);
       }  // joined: the live callback has returned before the epoch's report
-      if (g_signal) return;
+      if (g_signal) return say_stopping();
       const auto pause_start = Clock::now();
       evaluated_ = e + 1;
       report(e + 1, true);
@@ -282,6 +305,7 @@ class Supervisor {
   // SIGINT/SIGTERM: the stop flag is set; workers publish their place and exit 0
   // (143 when a process-group SIGTERM reached them too).
   void stop(detail::ProcessGroup& group) {
+    say_stopping();
     for (int i = 0; i < 500 && group.running() > 0; ++i) {
       for (const auto& exit : group.reap())  // a clean stop exits 0, or 143 on SIGTERM
         if (!WIFEXITED(exit.status))
