@@ -63,6 +63,14 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--train", train, "--workers", "0"}, "--workers"},
            {{"--train", train, "--workers", "many"}, "--workers"},
            {{"--train", train, "--lr", "-1"}, "--lr"},
+           // Unsigned options wrapped "-1" to 2^64 - 1, and TBB crashed on 100000 threads.
+           {{"--train", train, "--batch", "-1"}, "--batch: expected a whole number of 0 or more, got -1"},
+           {{"--train", train, "--seed", "-1"}, "--seed: expected a whole number of 0 or more, got -1"},
+           {{"--train", train, "--epochs", "-3"}, "--epochs: expected a whole number of 0 or more"},
+           {{"--train", train, "--device-warps", "-8"}, "--device-warps: expected a whole number"},
+           {{"--train", train, "--threads", "100000"}, "--threads: expected 0 (all cores) to 1024, got 100000"},
+           {{"--train", train, "--comm-timeout", "0"},
+            "--comm-timeout must be more than 0 and at most 86400 seconds, got 0"},
            {{"--train", train, "--frobnicate"}, "frobnicate"},
            {{"--test", test_file}, "--train is required"},
            {{"--train", dir.file("missing.svm")}, "missing.svm"},
@@ -105,7 +113,7 @@ TEST_CASE("bad options exit 2 with a clear message") {
            {{"--train", train, "--bogus"},
             "hogwild_train: error: The following argument was not expected: --bogus (see --help)"},
            {{"--train", train, "--epochs", "1e9"},
-            "hogwild_train: error: Could not convert: --epochs = 1e9 (see --help)"},
+            "hogwild_train: error: --epochs: expected a whole number of 0 or more, got 1e9 (see --help)"},
        }) {
     auto r = test::run_train(c.args);
     INFO(r.out);

@@ -263,6 +263,13 @@ TEST_CASE("hogwild_data: bad options exit 2, bad data exit 2 with file:line") {
   auto r = data_cli({"generate", "--rows", "-5", "--out", out});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.out, "hogwild_data: error: --rows: expected a whole number of at least 1, got -5"));
+  // A subcommand's unsigned option refuses a negative (it wrapped), --threads its range.
+  r = data_cli({"generate", "--rows", "10", "--seed", "-1", "--out", out});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, "hogwild_data: error: --seed: expected a whole number of 0 or more, got -1"));
+  r = data_cli({"info", out, "--threads", "100000"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.out, "--threads: expected 0 (all cores) to 1024, got 100000"));
   r = data_cli({"generate", "--bogus", "--out", out});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.out,

@@ -26,6 +26,7 @@
 #include "hogwild/sparsity.hpp"
 
 #include "file_roles.hpp"
+#include "options.hpp"
 
 namespace {
 
@@ -311,7 +312,8 @@ int main(int argc, char** argv) {
   c->add_option("--out", conv_out, "Output file")->required();
   c->add_option("--format", conv_format, "Output format (default: cache)")
       ->check(CLI::IsMember({"libsvm", "cache"}));
-  c->add_option("--threads", conv_threads, "Parser threads (0 = all cores)")->capture_default_str();
+  c->add_option("--threads", conv_threads, "Parser threads (0 = all cores)")
+      ->capture_default_str()->check(hogwild::tools::parser_threads());
   c->add_option("--storage", conv_storage,
                 "Rows in the cache: sparse, dense (bytes when every value is k/255), or auto "
                 "(dense from the density where the dense kernels win, as hogwild_train loads)")
@@ -323,7 +325,8 @@ int main(int argc, char** argv) {
   i->add_option("file", info_in, "libsvm (.gz too), IDX images or a cache")->required();
   i->add_option("--labels", info_labels,
                 "IDX labels file (default: guessed from the images file name)");
-  i->add_option("--threads", info_threads, "Parser threads (0 = all cores)")->capture_default_str();
+  i->add_option("--threads", info_threads, "Parser threads (0 = all cores)")
+      ->capture_default_str()->check(hogwild::tools::parser_threads());
 
   StatsCommand st;
   auto* sc = app.add_subcommand(
@@ -348,8 +351,10 @@ int main(int argc, char** argv) {
   sc->add_option("--tau", st.tau, "Staleness values for the theories' view")->capture_default_str();
   sc->add_option("--seed", st.options.seed, "Seed of the sampled pairs")->capture_default_str();
   sc->add_option("--json", st.json, "Also write the figures as JSON to FILE (- for stdout)");
-  sc->add_option("--threads", st.threads, "Parser threads (0 = all cores)")->capture_default_str();
+  sc->add_option("--threads", st.threads, "Parser threads (0 = all cores)")
+      ->capture_default_str()->check(hogwild::tools::parser_threads());
 
+  hogwild::tools::refuse_negative_counts(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -24,6 +24,7 @@
 #include "hogwild/trainer.hpp"
 #include "data/file_io.hpp"
 #include "file_roles.hpp"
+#include "options.hpp"
 #include "progress_line.hpp"
 
 namespace {
@@ -356,12 +357,13 @@ int run(int argc, char** argv) {
                      "follows the training set")
       ->capture_default_str()->option_text("auto|sparse|dense");
   app.add_option("--threads", o.threads, "Threads for parsing text data (0 = all cores)")
-      ->capture_default_str();
+      ->capture_default_str()->check(hogwild::tools::parser_threads());
   app.add_flag("-q,--quiet", o.quiet, "Print only the final summary line");
   app.add_flag("--cleanup", o.cleanup,
                "Remove shared-memory segments this user's dead hogwild runs left behind, and "
                "the temporaries killed writers left beside the --checkpoint, --summary and "
                "--metrics given with it, then exit");
+  hogwild::tools::refuse_negative_counts(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -632,8 +632,8 @@ void TrainConfig::validate() const {
   if (bucket_bytes != 0 && bucket_bytes < 4096)
     throw ConfigError("--bucket-mb must be at least 4 KiB (0.004)");
   if (!(comm_timeout > 0) || !std::isfinite(comm_timeout) || comm_timeout > 86400)
-    throw ConfigError(fmt::format("--comm-timeout must be from 0 to 86400 seconds, got {}",
-                                  comm_timeout));
+    throw ConfigError(fmt::format(
+        "--comm-timeout must be more than 0 and at most 86400 seconds, got {}", comm_timeout));
   if (max_restarts > 1000) throw ConfigError("--max-restarts must be at most 1000");
   const bool ps = detail::mode_def(mode).parameter_server();
   if (ps) {
