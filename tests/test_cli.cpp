@@ -257,6 +257,47 @@ TEST_CASE("outputs: a link is written through and stays, a descriptor is streame
   CHECK(fs::exists(ck));
 }
 
+TEST_CASE("inputs from a pipe: --train - reads standard input, a FIFO is read to its end, an empty test set is exit 2") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 2000);
+  const auto last_line = [](const std::string& out) {
+    const auto end = out.find_last_not_of('\n');
+    return out.substr(out.rfind('\n', end) + 1);
+  };
+  const auto on_file = test::run_train({"--train", train, "--test", test_file, "--epochs", "2", "-q"});
+  REQUIRE(on_file.exit_code == 0);
+  const std::string accuracy = on_file.out.substr(on_file.out.find("test accuracy"));
+  // The same rows through standard input, plain and gzip'ed: the same run.
+  for (const std::string feed : {"cat", "gzip -c"}) {
+    CAPTURE(feed);
+    const auto r = test::run({"/bin/sh", "-c", feed + " \"$1\" | exec \"$0\" --train - --test \"$2\" --epochs 2 -q",
+                              test::hogwild_train_path(), train, test_file});
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(last_line(r.out).find(accuracy.substr(0, accuracy.find(','))) != std::string::npos);
+  }
+  // A test set through a FIFO was "0 rows", no evaluation and exit 0.
+  const std::string fifo = dir.file("test.fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] { test::run({"/bin/sh", "-c", "cat \"$0\" > \"$1\"", test_file, fifo}, 60); });
+  auto r = test::run_train({"--train", train, "--test", fifo, "--epochs", "2", "-q"});
+  if (const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK); fd >= 0) ::close(fd);  // hang guard
+  writer.join();
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(accuracy.substr(0, accuracy.find(','))) != std::string::npos);
+  // No rows to evaluate on, and bad rows from standard input named as such.
+  test::write_text(dir.file("empty.svm"), "");
+  r = test::run_train({"--train", train, "--test", dir.file("empty.svm")});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("--test " + dir.file("empty.svm") + " has no rows: nothing to evaluate on") !=
+        std::string::npos);
+  r = test::run({"/bin/sh", "-c", "printf '1 3:x\\n' | exec \"$0\" --train -",
+                 test::hogwild_train_path()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("standard input:1: expected \"index:value\"") != std::string::npos);
+}
+
 TEST_CASE("a malformed data file exits 2 naming file:line and what was expected") {
   test::TempDir dir;
   test::write_text(dir.file("bad.svm"), "1 1:0.5 3:1\n0 2:0.25\n1 4:x\n");

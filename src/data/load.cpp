@@ -1,6 +1,14 @@
 // load_dataset, the single entry point that turns any supported file into a
 // Dataset: the format sniffed from the file's first bytes, then its reader.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "data/file_io.hpp"
 #include "hogwild/data_io.hpp"
@@ -15,9 +23,7 @@ struct Sniffed {
   bool gzipped;
 };
 
-Sniffed sniff(const std::string& path) {
-  bool gz = false;
-  std::string h = detail::read_head(path, 4096, &gz);
+Sniffed sniff_head(std::string_view h, bool gz) {
   auto byte = [&](std::size_t i) { return static_cast<unsigned char>(h[i]); };
   if (h.starts_with("HWDSET01")) return {FileFormat::cache, gz};
   // IDX: two zero bytes, the element type (0x08 = unsigned byte), the number of
@@ -27,6 +33,71 @@ Sniffed sniff(const std::string& path) {
     return {FileFormat::idx, gz};
   if (looks_like_ratings(h)) return {FileFormat::ratings, gz};
   return {FileFormat::libsvm, gz};
+}
+
+Sniffed sniff(const std::string& path) {
+  bool gz = false;
+  const std::string h = detail::read_head(path, 4096, &gz);
+  return sniff_head(h, gz);
+}
+
+// Standard input (`-`) or a file that can be read only once, front to back: a FIFO,
+// /dev/stdin, a process substitution <(...). Its size is unknown up front and it
+// cannot be mapped or sniffed and then opened again (a pipe read "0 rows").
+bool is_stream(const std::string& path) {
+  if (path == "-") return true;
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
+                                            S_ISSOCK(st.st_mode));
+}
+
+// All of a stream's bytes, inflated when they are gzip'ed.
+std::string read_stream(const std::string& path, const std::string& name) {
+  const int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(err)));
+    }
+    if (n == 0) break;
+    bytes.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return detail::is_gzip(bytes) ? detail::inflate_gzip(bytes, name) : bytes;
+}
+
+Dataset load_stream(const std::string& path, const std::string& labels_path,
+                    const LoadOptions& options) {
+  const std::string name = path == "-" ? "standard input" : path;
+  const std::string bytes = read_stream(path, name);
+  switch (sniff_head(std::string_view(bytes).substr(0, 4096), false).format) {
+    case FileFormat::cache:
+      if (!labels_path.empty())
+        throw ConfigError("a labels file is only used with IDX images, not with the cache " + name);
+      return parse_cache(bytes, name);
+    case FileFormat::idx:
+      if (labels_path.empty())  // a file's are found beside it; a stream has no "beside"
+        throw ConfigError("the IDX images from " + name +
+                          " need their labels file: give it with --train-labels or --test-labels");
+      return parse_idx(bytes, read_file_maybe_gz(labels_path), name);
+    case FileFormat::ratings:
+      if (!labels_path.empty())
+        throw ConfigError("a labels file is only used with IDX images; " + name +
+                          " holds rating triples, whose ratings are in the file");
+      return parse_ratings(bytes, name);
+    case FileFormat::libsvm:
+      if (!labels_path.empty())
+        throw ConfigError("a labels file is only used with IDX images; " + name +
+                          " is libsvm text, whose labels are in the file");
+      return parse_libsvm(bytes, name, LibsvmOptions{options.threads});
+  }
+  throw Error("unknown file format");  // unreachable: the switch covers every format
 }
 
 }  // namespace
@@ -40,6 +111,7 @@ namespace {
 // The file's rows as its format holds them (libsvm: sparse).
 Dataset load_as_stored(const std::string& path, const std::string& labels_path,
                        const LoadOptions& options) {
+  if (is_stream(path)) return load_stream(path, labels_path, options);
   Sniffed s = sniff(path);
   switch (s.format) {
     case FileFormat::cache:
