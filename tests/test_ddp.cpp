@@ -305,6 +305,7 @@ struct NodeReport {
   float weights[512];
   std::size_t count = 0;
   double accuracy = 0;
+  double train_loss = 0;  // the last epoch's, over the node's own share
   std::uint64_t syncs = 0, samples = 0;
   unsigned restarts = 0;
   double sync_lag = 0;
@@ -335,6 +336,7 @@ std::vector<NodeReport> run_nodes(unsigned nodes, const std::function<TrainConfi
         r.count = std::min<std::size_t>(w.size(), 512);
         std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(r.count), r.weights);
         r.accuracy = result.test.accuracy;
+        r.train_loss = result.train_loss;
         r.syncs = result.node_syncs;
         r.sync_lag = result.node_sync_lag_examples;
         r.samples = result.samples;
@@ -377,6 +379,12 @@ TEST_CASE("ddp on two nodes: two process trees train as one job through a FileSt
     worst = std::max(worst, std::fabs(double(w[i]) - reports[0].weights[i]) / (1 + std::fabs(double(w[i]))));
   MESSAGE("2 nodes x 2 workers against 1 node x 4: farthest " << worst);
   CHECK(worst < 1e-5);
+  // Each node's training loss is the mean over its own half: near the one node's
+  // mean over all of it (each node divided its half's sum by every row: about half).
+  MESSAGE("train loss: nodes " << reports[0].train_loss << ", " << reports[1].train_loss
+                               << "; one node " << one.train_loss);
+  for (const auto& r : reports)
+    CHECK(r.train_loss == doctest::Approx(one.train_loss).epsilon(0.1));
   // The run erased its keys.
   CHECK(test::entries_in(store.path()) == 0);
   // A run killed whole (both process trees) leaves its keys; the next run through

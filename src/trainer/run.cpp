@@ -761,7 +761,18 @@ SnapshotSlot* Run::slot_for(unsigned e) const {
 double Run::train_loss(unsigned e) const {
   double loss = 0;
   for (unsigned w = 0; w < workers; ++w) loss += epoch_loss[w * cfg.epochs + e];
-  return train.rows() ? loss / static_cast<double>(train.rows()) : 0;
+  // The mean over the rows this node's workers trained: across nodes, its share of
+  // the set (each node divided by the whole set's rows: two nodes printed 0.334 and
+  // 0.345 where one printed 0.679).
+  std::size_t rows = train.rows();
+  if (cfg.nodes > 1) {
+    rows = 0;
+    for (unsigned w = 0; w < workers; ++w) {
+      const auto [begin, end] = partition(w);
+      rows += end - begin;
+    }
+  }
+  return rows ? loss / static_cast<double>(rows) : 0;
 }
 
 std::uint64_t Run::samples() const {
