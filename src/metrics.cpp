@@ -57,13 +57,11 @@ std::string human_rate(double r) {
 
 }  // namespace
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
-  f_ = std::fopen(path.c_str(), "w");
-  if (!f_) throw IoError(fmt::format("cannot write metrics to {}: {}", path, std::strerror(errno)));
-}
+MetricsWriter::MetricsWriter(const std::string& path, bool append)
+    : path_(path), append_(append) {}
 
 MetricsWriter::~MetricsWriter() {
-  if (f_) std::fclose(f_);
+  if (f_ && f_ != stdout) std::fclose(f_);
 }
 
 void MetricsWriter::write(const Progress& p) {
@@ -90,6 +88,11 @@ void MetricsWriter::write(const Progress& p) {
     j["overlap"] = quantiles_json(p.overlap);
   }
   const std::string line = j.dump() + "\n";
+  if (!f_) {
+    f_ = path_ == "-" ? stdout : std::fopen(path_.c_str(), append_ ? "a" : "w");
+    if (!f_)
+      throw IoError(fmt::format("cannot write metrics to {}: {}", path_, std::strerror(errno)));
+  }
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
     const int err = errno;
     const std::string msg = fmt::format("cannot write metrics to {}: {}", path_, std::strerror(err));

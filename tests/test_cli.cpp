@@ -228,9 +228,14 @@ TEST_CASE("outputs: a link is written through and stays, a descriptor is streame
     INFO(r.out);
     CHECK(r.exit_code == 0);
     const std::string text = test::read_text(log);
-    CHECK(text.find("epoch   2/2") != std::string::npos);
-    CHECK(text.find("epoch   2/2") < text.find('{'));
-    CHECK(summary_of(text)["epochs"] == 2);
+    if (out == "-") {  // standard output carries the JSON alone, the rest goes to stderr
+      CHECK(nlohmann::json::parse(text)["epochs"] == 2);
+      CHECK(r.out.find("epoch   2/2") != std::string::npos);
+    } else {
+      CHECK(text.find("epoch   2/2") != std::string::npos);
+      CHECK(text.find("epoch   2/2") < text.find('{'));
+      CHECK(summary_of(text)["epochs"] == 2);
+    }
     CHECK(fs::is_symlink(dir.file("so")));
   }
   CHECK(fs::is_symlink("/dev/stdout"));
@@ -296,6 +301,52 @@ TEST_CASE("inputs from a pipe: --train - reads standard input, a FIFO is read to
                  test::hogwild_train_path()});
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("standard input:1: expected \"index:value\"") != std::string::npos);
+}
+
+TEST_CASE("--metrics: a failed run leaves the file as it was, a resumed run appends; - puts JSON alone on stdout") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 400);
+  const std::string m = dir.file("m.jsonl"), ck = dir.file("ck.bin");
+  const auto lines = [&] {
+    const std::string t = test::read_text(m);
+    return std::count(t.begin(), t.end(), '\n');
+  };
+  auto r = test::run_train({"--train", train, "--epochs", "2", "-q", "--metrics", m, "--checkpoint", ck});
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(lines() == 2);
+  // A refused resume (another model) fails after the data loaded: the lines stay.
+  r = test::run_train({"--train", train, "--epochs", "4", "--model", "hinge", "--metrics", m,
+                       "--resume", ck});
+  CHECK(r.exit_code == 2);
+  CHECK(lines() == 2);
+  // The resumed run keeps the lines of the run it continues and adds its own.
+  r = test::run_train({"--train", train, "--epochs", "4", "-q", "--metrics", m, "--resume", ck,
+                       "--checkpoint", ck});
+  CHECK(r.exit_code == 0);
+  CHECK(lines() == 4);
+  // A fresh run starts the file anew.
+  r = test::run_train({"--train", train, "--epochs", "1", "-q", "--metrics", m});
+  CHECK(r.exit_code == 0);
+  CHECK(lines() == 1);
+  // - : the JSON lines (or the summary) alone on standard output, the rest on stderr.
+  for (const std::string option : {"--metrics", "--summary"}) {
+    CAPTURE(option);
+    r = test::run({"/bin/sh", "-c", "exec \"$0\" --train \"$1\" --epochs 3 \"$2\" - 2>/dev/null",
+                   test::hogwild_train_path(), train, option});
+    CHECK(r.exit_code == 0);
+    std::istringstream in(r.out);
+    int objects = 0;
+    if (option == "--summary") {
+      CHECK(nlohmann::json::parse(r.out)["epochs"] == 3);
+    } else {
+      for (std::string line; std::getline(in, line); ++objects)
+        CHECK(nlohmann::json::parse(line).contains("epoch"));
+      CHECK(objects == 3);
+    }
+  }
+  r = test::run_train({"--train", train, "--metrics", "-", "--summary", "-"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("would mix on standard output") != std::string::npos);
 }
 
 TEST_CASE("a malformed data file exits 2 naming file:line and what was expected") {

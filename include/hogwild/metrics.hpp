@@ -13,10 +13,14 @@ namespace hogwild {
 
 // Appends one JSON object per line: time, epoch, samples, train_loss, test_loss,
 // test_accuracy (or test_rmse), samples_per_second. Each line is flushed, so a
-// crash loses at most the line being written; a write error throws IoError.
+// crash loses at most the line being written; a write error throws IoError. The
+// file is opened at the first line, not before: a run that fails first (an arena
+// that does not fit, a refused resume) leaves the previous run's file as it was.
+// append (a resumed run): the lines of the run it continues stay and its own
+// follow; otherwise the file is emptied at the first line. "-" is standard output.
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);
+  explicit MetricsWriter(const std::string& path, bool append = false);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
@@ -24,6 +28,7 @@ class MetricsWriter {
 
  private:
   std::string path_;
+  bool append_ = false;
   std::FILE* f_ = nullptr;
 };
 

@@ -45,6 +45,9 @@ struct Options {
   std::string straggler;
   std::string storage = "auto";
   unsigned threads = 0;
+  // Where the lines for a person go: stdout, or stderr when stdout carries JSON
+  // (--metrics - or --summary -).
+  std::FILE* human = stdout;
   double bucket_mb = 0;
   bool no_bias = false;
   bool quiet = false;
@@ -139,7 +142,7 @@ hogwild::Dataset load(const std::string& path, const std::string& labels, const 
     throw hogwild::ConfigError(fmt::format("--test {} has no rows: nothing to evaluate on", path));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.quiet)
-    fmt::print("{} {}: {} rows, {} features, {} non-zeros ({:.2f}s), stored {}{}{}\n", what, path,
+    fmt::print(o.human, "{} {}: {} rows, {} features, {} non-zeros ({:.2f}s), stored {}{}{}\n", what, path,
                d.rows(), d.cols(), nnz, s, to_string(d.layout()), how,
                was_sparse ? fmt::format(" (density {:.3g})", density) : std::string());
   return d;
@@ -390,6 +393,10 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
+  if (o.metrics == "-" && o.summary == "-")
+    throw hogwild::ConfigError("--metrics - and --summary - would mix on standard output: give "
+                               "one of them a file");
+  if (o.metrics == "-" || o.summary == "-") o.human = stderr;  // stdout carries JSON alone
   cfg.mode = hogwild::parse_mode(o.mode);
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.partition = hogwild::parse_partition(o.partition);
@@ -466,7 +473,7 @@ int run(int argc, char** argv) {
   if (!o.test.empty())
     test = load(o.test, o.test_labels, o, storage, dense_at, "test ", hot_k, &train);
   if (!o.quiet)
-    fmt::print("model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
+    fmt::print(o.human, "model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
                cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   if (!o.quiet && cfg.device == hogwild::Device::cuda && cfg.model != "mlp" &&
@@ -474,26 +481,27 @@ int run(int argc, char** argv) {
     const unsigned warps =
         hogwild::device_warps_for(cfg, train, cfg.model_options.bias && cfg.model != "mf");
     const unsigned all = warps * hogwild::workers_used(cfg.mode, cfg.workers);
-    fmt::print("device: {} warp(s) a worker process, {} Hogwild! updater(s) in all{}\n", warps,
+    fmt::print(o.human, "device: {} warp(s) a worker process, {} Hogwild! updater(s) in all{}\n", warps,
                all, cfg.device_warps ? "" : " (--device-warps auto)");
   }
-  std::fflush(stdout);
+  std::fflush(o.human);
 
-  // Opened (emptied) once the data loaded: a run that fails before, at a typo in a
-  // data file, leaves the previous run's metrics as they were.
+  // Opened (emptied, or appended to by a resumed run) at its first line: a run that
+  // fails before, at a typo in a data file or an arena that does not fit, leaves the
+  // previous run's metrics as they were.
   std::optional<hogwild::MetricsWriter> metrics;
-  if (!o.metrics.empty()) metrics.emplace(o.metrics);
+  if (!o.metrics.empty()) metrics.emplace(o.metrics, !cfg.resume.empty());
 
   // Erased before every line printed below, and when an error unwinds past it.
-  hogwild::tools::ProgressLine live(stdout, !o.quiet);
+  hogwild::tools::ProgressLine live(o.human, !o.quiet);
   auto result = hogwild::train(
       cfg, *model, train, test ? &*test : nullptr,
       [&](const hogwild::Progress& p) {
         live.clear();
         if (metrics) metrics->write(p);
         if (!o.quiet) {
-          fmt::print("{}\n", hogwild::format_progress(p, cfg.epochs));
-          std::fflush(stdout);
+          fmt::print(o.human, "{}\n", hogwild::format_progress(p, cfg.epochs));
+          std::fflush(o.human);
         }
       },
       live.active() ? [&](const hogwild::LiveProgress& p) { live.update(p); }
@@ -519,7 +527,10 @@ int run(int argc, char** argv) {
   if (cfg.mode == hogwild::Mode::ps) {
     auto per_server = [](const std::vector<std::uint64_t>& v) {
       std::string s;
-      for (auto n : v) s += (s.empty() ? "" : "/") + std::to_string(n);
+      for (auto n : v) {
+        if (!s.empty()) s += '/';
+        s += std::to_string(n);
+      }
       return s;
     };
     line += fmt::format(", ps: {} pushes ({}), staleness at push mean {:.2f} max {}, at fetch "
@@ -539,25 +550,25 @@ int run(int argc, char** argv) {
                         result.merge_every);
   if (result.restarts) line += fmt::format(", {} worker restart(s)", result.restarts);
   if (!cfg.checkpoint.empty()) line += ", checkpoint " + cfg.checkpoint;
-  fmt::print("{}\n", line);
+  fmt::print(o.human, "{}\n", line);
   if (const auto& s = result.staleness; s.every > 0)
-    fmt::print("staleness: lag p50 {}, p90 {}, p99 {}, max {} (mean {:.2f}); overlap p50 {}, p99 {}, "
+    fmt::print(o.human, "staleness: lag p50 {}, p90 {}, p99 {}, max {} (mean {:.2f}); overlap p50 {}, p99 {}, "
                "max {} (mean {:.2f}): examples of the other workers, {} sampled updates\n",
                s.lag.p50, s.lag.p90, s.lag.p99, s.lag.max, s.lag.mean, s.overlap.p50,
                s.overlap.p99, s.overlap.max, s.overlap.mean, s.lag.samples);
   else if (cfg.telemetry)
-    fmt::print("staleness: not measured (--mode {}{}: the steps do not write the shared weights "
+    fmt::print(o.human, "staleness: not measured (--mode {}{}: the steps do not write the shared weights "
                "themselves)\n", hogwild::to_string(cfg.mode),
                cfg.merge_every ? " with --merge-every" : cfg.hot_k ? " with --hot-k" : "");
   if (const auto& c = result.conflicts; c.measured) {
-    fmt::print("conflicts: {} of {} sampled writes ({:.3g}%) had another worker's write land inside "
+    fmt::print(o.human, "conflicts: {} of {} sampled writes ({:.3g}%) had another worker's write land inside "
                "them; lost-update mass mean {:.3g}, max {:.3g} over {} coordinates\n",
                c.conflicts, c.writes, 100 * c.conflict_rate, c.lost_mass_mean, c.lost_mass_max,
                c.coordinates.size());
     const std::size_t shown = std::min<std::size_t>(c.coordinates.size(), o.quiet ? 0 : 8);
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& x = c.coordinates[i];
-      fmt::print("  {:>14} {:<24} {:>10} writes {:>8} conflicts  lost {:.3g}\n", x.what, x.why,
+      fmt::print(o.human, "  {:>14} {:<24} {:>10} writes {:>8} conflicts  lost {:.3g}\n", x.what, x.why,
                  x.writes, x.conflicts, x.lost_mass);
     }
   }
