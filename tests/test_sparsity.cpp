@@ -211,6 +211,11 @@ TEST_CASE("hogwild_data stats: the report, its JSON, and bad options") {
   CHECK(j.at("rho").get<double>() == doctest::Approx(0.75));
   CHECK(j.at("theory").size() == 5);
   CHECK(j.at("hot").at(0).at("degree") == 2);
+  // --json -: the JSON alone on standard output, the report on stderr.
+  r = test::run({"/bin/sh", "-c", "exec \"$0\" stats --train \"$1\" --json - 2>/dev/null",
+                 test::hogwild_data_path(), file});
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out).at("updates") == 4);
 
   for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--model", "mf"}, "--model mf needs rating triples"},

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <limits>
 
@@ -197,55 +196,52 @@ void stats(StatsCommand& c) {
   const Dataset d = load_dataset(c.train, c.labels,
                                  {c.threads, Storage::automatic, std::numeric_limits<double>::infinity()});
   const SparsityStats s = sparsity_stats(d, o);
+  // With --json -, standard output carries the JSON alone.
+  std::FILE* human = c.json == "-" ? stderr : stdout;
   const bool mf = o.model == "mf";
   const char* node = mf ? "user or item" : "feature";
-  fmt::print("data:      {} for --model {}: m = {} updates ({}){}, {} coordinates written\n",
+  fmt::print(human, "data:      {} for --model {}: m = {} updates ({}){}, {} coordinates written\n",
              c.train, o.model, s.updates, mf ? "ratings" : "rows",
              s.empty ? fmt::format(" ({} empty rows left out)", s.empty) : "", s.coordinates);
-  fmt::print("Omega:     {} coordinates in the largest update (mean {:.1f})\n", s.omega, s.mean_size);
-  fmt::print("Delta:     {:.4g} ({} is in {:.1f}% of the updates)\n", s.delta, s.busiest,
+  fmt::print(human, "Omega:     {} coordinates in the largest update (mean {:.1f})\n", s.omega, s.mean_size);
+  fmt::print(human, "Delta:     {:.4g} ({} is in {:.1f}% of the updates)\n", s.delta, s.busiest,
              100 * s.delta);
   if (s.rho)
-    fmt::print("rho:       {:.4g}  {} ({:.2f} s)\n", *s.rho, s.rho_how, s.rho_seconds);
+    fmt::print(human, "rho:       {:.4g}  {} ({:.2f} s)\n", *s.rho, s.rho_how, s.rho_seconds);
   else
-    fmt::print("rho:       between {:.4g} and {:.4g}; {}\n", s.rho_lower, s.rho_upper, s.rho_how);
+    fmt::print(human, "rho:       between {:.4g} and {:.4g}; {}\n", s.rho_lower, s.rho_upper, s.rho_how);
   if (s.p_conf_exact)
-    fmt::print("conflicts: P(two updates share a coordinate) = {:.4g}, average conflict degree "
+    fmt::print(human, "conflicts: P(two updates share a coordinate) = {:.4g}, average conflict degree "
                "{:.4g} (exact)\n", s.p_conf, s.conflict_degree);
   else
-    fmt::print("conflicts: P(two updates share a coordinate) = {:.4g} +- {:.2g} ({} sampled pairs); "
+    fmt::print(human, "conflicts: P(two updates share a coordinate) = {:.4g} +- {:.2g} ({} sampled pairs); "
                "average conflict degree {:.4g} (at most {:.4g})\n",
                s.p_conf, s.p_conf_se, s.pairs, s.conflict_degree, s.conflict_degree_upper);
-  fmt::print("kappa:     {:.4g} coordinates shared by two random updates, on average\n", s.kappa);
-  fmt::print("degrees:   power law alpha = {:.3g} (degree >= {}, {} {}s); Zipf rank slope {:.3g} "
+  fmt::print(human, "kappa:     {:.4g} coordinates shared by two random updates, on average\n", s.kappa);
+  fmt::print(human, "degrees:   power law alpha = {:.3g} (degree >= {}, {} {}s); Zipf rank slope {:.3g} "
              "(ranks 10-1000)\n", s.alpha, s.alpha_min, s.alpha_nodes, node, s.zipf_slope);
-  fmt::print("hot:       {:>16}  {:>10}  {:>10}  {:>12}\n", "coordinate", "updates", "of all",
+  fmt::print(human, "hot:       {:>16}  {:>10}  {:>10}  {:>12}\n", "coordinate", "updates", "of all",
              "of writes");
   for (const auto& h : s.hot)
-    fmt::print("           {:>16}  {:>10}  {:>9.2f}%  {:>11.2f}%\n", h.what, h.degree,
+    fmt::print(human, "           {:>16}  {:>10}  {:>9.2f}%  {:>11.2f}%\n", h.what, h.degree,
                100 * h.fraction, 100 * h.write_share);
   if (s.bias_coordinates)
-    fmt::print("bias:      the model writes {} bias coordinate(s) in every update: as trained, "
+    fmt::print(human, "bias:      the model writes {} bias coordinate(s) in every update: as trained, "
                "Omega = {}, Delta = rho = 1 (--no-bias for the figures without it)\n",
                s.bias_coordinates, s.omega + s.bias_coordinates);
   std::vector<TheoryView> theory;
   for (double tau : taus) theory.push_back(theory_at(s, tau, o.bias));
-  fmt::print("theory{}:  {:>6}  {:>12}  {:>10}  {}\n", s.rho ? "" : " (rho's upper bound)", "tau",
+  fmt::print(human, "theory{}:  {:>6}  {:>12}  {:>10}  {}\n", s.rho ? "" : " (rho's upper bound)", "tau",
              "Hogwild! H", "", "Mania et al.: tau <= m / conflict degree");
   for (const auto& v : theory)
-    fmt::print("           {:>6g}  {:>12.4g}  {:>10}  {:.4g}{}\n", v.tau, v.hogwild_overhead,
+    fmt::print(human, "           {:>6g}  {:>12.4g}  {:>10}  {:.4g}{}\n", v.tau, v.hogwild_overhead,
                v.hogwild_vacuous ? "vacuous" : "", v.mania_limit,
                v.mania_vacuous ? "  vacuous" : "");
   if (!c.json.empty()) {
     const std::string text = to_json(s, theory, c.train).dump(1) + "\n";
-    if (c.json == "-") {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-    } else {
-      std::ofstream out(c.json);
-      out << text;
-      if (!out.flush()) throw ResourceError(fmt::format("cannot write {}", c.json));
-      fmt::print("wrote {}\n", c.json);
-    }
+    std::fflush(human);
+    write_file_atomically(c.json, text);  // the one writer: - and links too
+    if (c.json != "-") fmt::print(human, "wrote {}\n", c.json);
   }
 }
 
