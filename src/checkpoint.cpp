@@ -110,32 +110,30 @@ std::uint32_t crc_of(std::uint32_t c, std::span<const T> s, std::size_t max_byte
   return crc(c, tail ? p + s.size_bytes() - bytes : p, bytes);
 }
 
-// crc_of d's values (their first or last max_bytes as floats). A dense_u8 set's
-// pixels are hashed as the floats they stand for (byte_value), so its fingerprint
-// is its widened() copy's, and that of the same IDX files read as floats by builds
-// before dense_u8: a checkpoint of either resumes with the other.
-std::uint32_t crc_of_values(std::uint32_t c, const Dataset& d, std::size_t max_bytes, bool tail) {
-  if (d.layout() != Layout::dense_u8) return crc_of(c, d.values(), max_bytes, tail);
+// crc_of every one of d's values as floats. A dense_u8 set's pixels are hashed as
+// the floats they stand for (byte_value), a chunk at a time, so its fingerprint is
+// its widened() copy's, and that of the same IDX files read as floats: a checkpoint
+// of either resumes with the other.
+std::uint32_t crc_of_values(std::uint32_t c, const Dataset& d) {
+  if (d.layout() != Layout::dense_u8) return crc_of(c, d.values(), SIZE_MAX, false);
   const auto pixels = d.pixels();
-  const std::size_t n = std::min(pixels.size(), max_bytes / sizeof(float));
-  const std::uint8_t* p = tail ? pixels.data() + pixels.size() - n : pixels.data();
-  std::vector<float> values(n);
-  for (std::size_t i = 0; i < n; ++i) values[i] = byte_value(p[i]);
-  return crc_of(c, std::span<const float>(values), SIZE_MAX, false);
+  std::vector<float> values(std::size_t{1} << 16);
+  for (std::size_t at = 0; at < pixels.size(); at += values.size()) {
+    const std::size_t n = std::min(values.size(), pixels.size() - at);
+    for (std::size_t i = 0; i < n; ++i) values[i] = byte_value(pixels[at + i]);
+    c = crc_of(c, std::span<const float>(values.data(), n), SIZE_MAX, false);
+  }
+  return c;
 }
 
 }  // namespace
 
 DataFingerprint DataFingerprint::of(const Dataset& d) {
   DataFingerprint f{d.rows(), d.cols(), d.nnz(), 0};
-  constexpr std::size_t kEdge = 64 * 1024;
   std::uint32_t c = crc_of(0, d.labels(), SIZE_MAX, false);
   c = crc_of(c, d.offsets(), SIZE_MAX, false);
-  for (bool tail : {false, true}) {
-    c = crc_of(c, d.indices(), kEdge, tail);
-    c = crc_of_values(c, d, kEdge, tail);
-  }
-  f.hash = c;
+  c = crc_of(c, d.indices(), SIZE_MAX, false);
+  f.hash = crc_of_values(c, d);
   return f;
 }
 

@@ -95,8 +95,10 @@ TEST_CASE("malformed checkpoints are refused with what is wrong, never a crash")
   // Every truncation is an error, none reads past the end.
   for (std::size_t n = 0; n < good.size(); ++n) CHECK_FALSE(error_of(good.substr(0, n)).empty());
   std::string b = good;
-  b[8] = 2;  // version 2
-  CHECK(error_of(b).find("format version 2, this build reads 1") != std::string::npos);
+  b[8] = 3;  // version 3
+  CHECK(error_of(b).find("format version 3, this build reads 2") != std::string::npos);
+  b[8] = 1;  // a version 1 checkpoint: its fingerprint hashed only the data's edges
+  CHECK(error_of(b).find("format version 1, this build reads 2") != std::string::npos);
   b = good;
   b[12] = 0x2e;  // the reserved word (found by fuzz_checkpoint: it parsed, then re-serialized differently)
   reseal(b);
@@ -260,12 +262,13 @@ TEST_CASE("a dense_u8 set's fingerprint covers its pixels and equals its widened
     CAPTURE(at);
     CHECK_FALSE(DataFingerprint::of(Dataset::dense_u8(labels, other, 50, "b")) == f);
   }
-  // Past the 64 KiB edges that are hashed: the first and the last pixel still count.
+  // Every pixel counts, the middle ones too (only the first and last 64 KiB were
+  // hashed: a file whose middle rows changed resumed silently).
   std::vector<std::uint8_t> big(300 * 784, 9);
   const std::vector<float> big_labels(300, 1.0f);
   const DataFingerprint g = DataFingerprint::of(Dataset::dense_u8(big_labels, big, 784, "c"));
   CHECK(DataFingerprint::of(Dataset::dense_u8(big_labels, big, 784, "c").widened()) == g);
-  for (std::size_t at : {std::size_t{0}, big.size() - 1}) {
+  for (std::size_t at : {std::size_t{0}, big.size() / 2, big.size() - 1}) {
     auto other = big;
     other[at] = 10;
     CHECK_FALSE(DataFingerprint::of(Dataset::dense_u8(big_labels, other, 784, "d")) == g);

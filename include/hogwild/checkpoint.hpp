@@ -23,8 +23,9 @@ namespace hogwild {
 
 struct TrainConfig;
 
-// What identifies a training set without storing it: its shape and a CRC of its
-// labels, CSR offsets and the first and last 64 KiB of its indices and values.
+// What identifies a training set without storing it: its shape and a CRC of every
+// label, offset, index and value (a training file whose middle rows changed, past
+// the first and last 64 KiB that were hashed before version 2, resumed silently).
 struct DataFingerprint {
   std::uint64_t rows = 0, cols = 0, nnz = 0, hash = 0;
   static DataFingerprint of(const Dataset& d);
@@ -61,7 +62,7 @@ struct Checkpoint {
   bool operator==(const Checkpoint&) const = default;
 };
 
-inline constexpr std::uint32_t kCheckpointVersion = 1;
+inline constexpr std::uint32_t kCheckpointVersion = 2;  // 2: the fingerprint hashes every row
 
 std::string serialize_checkpoint(const Checkpoint& c);
 // Validates magic, version, size and checksum before reading, and every count

@@ -39,7 +39,7 @@ std::vector<Run::SavedTensor> Run::saved_tensors() const {
 Checkpoint Run::capture(double train_seconds, unsigned restarts) const {
   Checkpoint c;
   c.config = config_fingerprint(cfg);
-  c.data = DataFingerprint::of(train);
+  c.data = data_fingerprint();
   c.restarts = restarts;
   c.train_seconds = train_seconds;
   // Records first, then the weights: the weights may hold updates of rows after

@@ -423,7 +423,7 @@ std::string Run::join_text() const {
                          "--sync-every={} {}s\ndata={}\n",
                          workers, cfg.nodes, cfg.accumulate, cfg.comm_timeout, cfg.sync_every,
                          cfg.sync_seconds,
-                         DataFingerprint::of(train).describe());
+                         data_fingerprint().describe());
 }
 
 std::pair<unsigned, std::uint64_t> Run::align_workers() {

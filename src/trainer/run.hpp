@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -103,6 +104,14 @@ struct Run {
   const Dataset& train;
   const Dataset* test;
   std::vector<float> train_targets, test_targets;
+  // The training set's fingerprint (every row hashed), made at its first use: by
+  // the parent's checkpoints and node checks, not by every worker.
+  const DataFingerprint& data_fingerprint() const {
+    std::call_once(fingerprint_once_, [this] { fingerprint_ = DataFingerprint::of(train); });
+    return fingerprint_;
+  }
+  mutable std::once_flag fingerprint_once_;
+  mutable DataFingerprint fingerprint_;
   Problem problem;  // what the model was configured with
   std::vector<TensorSpec> specs;
   Arena arena;
