@@ -294,7 +294,7 @@ TEST_CASE("sparse, dense and empty datasets round-trip through the cache") {
   const Header bh = CacheBytes(dir.file("b.cache")).header();
   CHECK(bh.layout == 3);
   CHECK(bh.nnz == 256);
-  CHECK(bh.file_size == bh.values_offset + 256);  // a byte a value
+  CHECK(bh.file_size == bh.values_offset + 256 + 32);  // a byte a value, then the checksums
   CHECK(same(bytes, load_dataset(dir.file("b.cache"))));
 
   write_cache(Dataset::sparse({}, std::vector<std::uint64_t>{0}, {}, {}, 0, "none"),
@@ -336,7 +336,31 @@ TEST_CASE("damaged caches are rejected, each with a message naming the damage") 
     Header x = h;
     x.version = 7;
     c.set_header(x);
-    CHECK(contains(c.open_error(bad), "format version 7, this build reads 1"));
+    CHECK(contains(c.open_error(bad), "format version 7, this build reads 1 and 2"));
+  }
+  SUBCASE("a flipped bit that leaves every row valid: the section is named") {
+    // A label's sign bit: the label counts changed (711/1289 to 710/1290), silently.
+    for (const auto& [section, offset] : {std::pair{"labels", h.labels_offset + 3},
+                                          std::pair{"values", h.values_offset + 2}}) {
+      CAPTURE(section);
+      CacheBytes c(path);
+      c.bytes()[offset] = static_cast<char>(c.bytes()[offset] ^ (offset == h.labels_offset + 3 ? 0x80 : 0x01));
+      CHECK(contains(c.open_error(bad), std::string("the ") + section +
+                                            " section does not match its checksum"));
+    }
+    CacheBytes c(path);
+    c.bytes()[c.bytes().size() - 5] ^= 1;  // the trailer itself
+    CHECK(contains(c.open_error(bad), "the trailer of section checksums is corrupt"));
+  }
+  SUBCASE("a version 1 cache (no checksums' trailer) still loads") {
+    CacheBytes c(path);
+    Header x = h;
+    x.version = 1;
+    x.file_size -= 32;
+    c.set_header(x);
+    c.bytes().resize(c.bytes().size() - 32);
+    test::write_text(bad, c.bytes());
+    CHECK(same(d, open_cache(bad)));
   }
   SUBCASE("a header changed behind the checksum") {
     CacheBytes c(path);

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <zlib.h>
 #include <unistd.h>
 
 #include "data/cache_fd.hpp"
@@ -34,7 +35,9 @@ static_assert(std::endian::native == std::endian::little,
               "the cache stores arrays as they are in memory, little-endian");
 
 constexpr char kMagic[8] = {'H', 'W', 'D', 'S', 'E', 'T', '0', '1'};
-constexpr std::uint32_t kVersion = 1;
+// 2: a trailer with each section's CRC-32 follows the sections (a flipped bit that
+// left a valid row, a label's sign, loaded silently). Version 1 is read as before.
+constexpr std::uint32_t kVersion = 2;
 
 // Version 1. Any change to this struct or to the sections of an existing layout
 // bumps kVersion. A new layout value does not: a reader rejects every layout it
@@ -64,6 +67,29 @@ std::uint64_t fnv1a(const void* data, std::size_t n) {
 
 std::uint64_t header_checksum(const CacheHeader& h) {
   return fnv1a(&h, offsetof(CacheHeader, checksum));
+}
+
+// Version 2: the last 32 bytes of the file (file_size counts them).
+constexpr char kTrailerMagic[8] = {'H', 'W', 'D', 'S', 'U', 'M', '0', '1'};
+constexpr const char* kSectionNames[4] = {"labels", "offsets", "indices", "values"};
+struct CacheTrailer {
+  char magic[8];
+  std::uint32_t crc[4];    // CRC-32 of the labels, offsets, indices and values sections
+  std::uint64_t checksum;  // FNV-1a 64 of every byte above
+};
+static_assert(sizeof(CacheTrailer) == 32 && std::has_unique_object_representations_v<CacheTrailer>,
+              "the trailer is written byte for byte: no padding allowed");
+
+std::uint32_t crc32_of(const void* data, std::size_t n) {
+  std::uint32_t c = static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0));
+  const auto* p = static_cast<const Bytef*>(data);
+  while (n > 0) {  // zlib takes a uInt at a time
+    const auto step = static_cast<uInt>(std::min<std::size_t>(n, 1u << 30));
+    c = static_cast<std::uint32_t>(crc32(c, p, step));
+    p += step;
+    n -= step;
+  }
+  return c;
 }
 
 // What can be wrong with one row; the first bad row is found in parallel and
@@ -194,6 +220,19 @@ void emit_cache(const Dataset& d, Sink&& sink) {
   const std::size_t nvalues = bytes ? d.pixels().size() : d.values().size();
   const auto s = detail::make_sections(d.layout(), sizeof(CacheHeader), d.rows(), nvalues);
 
+  const std::uint64_t zero = 0;  // a default-constructed Dataset has no offsets array
+  const auto offsets = d.offsets();
+  const void* offsets_data = offsets.data() ? static_cast<const void*>(offsets.data()) : &zero;
+  const void* values_data = bytes ? static_cast<const void*>(d.pixels().data())
+                                  : static_cast<const void*>(d.values().data());
+  CacheTrailer t{};
+  std::memcpy(t.magic, kTrailerMagic, sizeof kTrailerMagic);
+  t.crc[0] = crc32_of(d.labels().data(), d.rows() * sizeof(float));
+  t.crc[1] = csr ? crc32_of(offsets_data, (d.rows() + 1) * sizeof(std::uint64_t)) : crc32_of(nullptr, 0);
+  t.crc[2] = csr ? crc32_of(d.indices().data(), nvalues * sizeof(std::uint32_t)) : crc32_of(nullptr, 0);
+  t.crc[3] = crc32_of(values_data, nvalues * detail::value_size(d.layout()));
+  t.checksum = fnv1a(&t, offsetof(CacheTrailer, checksum));
+
   CacheHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
@@ -205,7 +244,7 @@ void emit_cache(const Dataset& d, Sink&& sink) {
   h.offsets_offset = s.offsets;
   h.indices_offset = s.indices;
   h.values_offset = s.values;
-  h.file_size = s.end;
+  h.file_size = s.end + sizeof(CacheTrailer);
   h.checksum = header_checksum(h);
 
   std::size_t written = 0;
@@ -219,16 +258,12 @@ void emit_cache(const Dataset& d, Sink&& sink) {
   put(0, &h, sizeof h);
   put(s.labels, d.labels().data(), d.rows() * sizeof(float));
   if (csr) {
-    const std::uint64_t zero = 0;  // a default-constructed Dataset has no offsets array
-    auto offsets = d.offsets();
-    put(s.offsets, offsets.data() ? offsets.data() : &zero, (d.rows() + 1) * sizeof(std::uint64_t));
+    put(s.offsets, offsets_data, (d.rows() + 1) * sizeof(std::uint64_t));
     put(s.indices, d.indices().data(), nvalues * sizeof(std::uint32_t));
   }
-  if (bytes)
-    put(s.values, d.pixels().data(), nvalues);
-  else
-    put(s.values, d.values().data(), nvalues * sizeof(float));
-  HOGWILD_ENFORCE_EQ(written, s.end);
+  put(s.values, values_data, nvalues * detail::value_size(d.layout()));
+  put(s.end, &t, sizeof t);
+  HOGWILD_ENFORCE_EQ(written, h.file_size);
 }
 
 }  // namespace
@@ -291,8 +326,8 @@ Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& pat
                std::to_string(sizeof(CacheHeader)) + "-byte header");
   CacheHeader h;
   std::memcpy(&h, base, sizeof h);
-  if (h.version != kVersion)
-    throw fail("format version " + std::to_string(h.version) + ", this build reads " +
+  if (h.version != kVersion && h.version != 1)
+    throw fail("format version " + std::to_string(h.version) + ", this build reads 1 and " +
                std::to_string(kVersion));
   if (h.checksum != header_checksum(h)) throw fail("header checksum mismatch (corrupt header)");
   if (h.file_size > size)
@@ -301,6 +336,12 @@ Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& pat
   if (h.file_size < size)
     throw fail("header says " + std::to_string(h.file_size) + " bytes, file has " +
                std::to_string(size) + " (trailing bytes)");
+  // Version 2: the sections end where the trailer of their checksums starts.
+  const bool trailer = h.version >= 2;
+  if (trailer && size < sizeof(CacheHeader) + sizeof(CacheTrailer))
+    throw fail("truncated: the file has " + std::to_string(size) + " bytes, less than a header "
+               "and the checksums' trailer");
+  const std::size_t payload_end = trailer ? size - sizeof(CacheTrailer) : size;
   if (h.layout > static_cast<std::uint32_t>(Layout::dense_u8))
     throw fail("unknown layout " + std::to_string(h.layout));
   const auto layout = static_cast<Layout>(h.layout);
@@ -335,8 +376,8 @@ Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& pat
   };
   std::uint64_t end = sizeof(CacheHeader);
   for (const Section& sec : sections) {
-    if (sec.offset % detail::kSectionAlign != 0 || sec.offset < end || sec.offset > size ||
-        sec.bytes > size - sec.offset)
+    if (sec.offset % detail::kSectionAlign != 0 || sec.offset < end || sec.offset > payload_end ||
+        sec.bytes > payload_end - sec.offset)
       throw fail(std::string(sec.name) + " section (offset " + std::to_string(sec.offset) + ", " +
                  std::to_string(sec.bytes) + " bytes) is misaligned, overlaps another " +
                  "or lies outside the " + std::to_string(size) + "-byte file");
@@ -366,6 +407,19 @@ Dataset validate_cache(std::shared_ptr<MappedBuffer> map, const std::string& pat
   std::size_t bad = first_bad_row(a.rows, bytes ? a.rows : a.rows + a.nnz, check);
   if (bad < a.rows)
     throw fail(describe_fault(a, bad, check(bad), layout));
+  // Rows that are all valid can still be wrong: each section against its checksum.
+  if (trailer) {
+    CacheTrailer t;
+    std::memcpy(&t, base + payload_end, sizeof t);
+    if (std::memcmp(t.magic, kTrailerMagic, sizeof kTrailerMagic) != 0 ||
+        t.checksum != fnv1a(&t, offsetof(CacheTrailer, checksum)))
+      throw fail("the trailer of section checksums is corrupt");
+    for (int i = 0; i < 4; ++i)
+      if (crc32_of(base + sections[i].offset, sections[i].bytes) != t.crc[i])
+        throw fail(fmt::format("the {} section does not match its checksum: the file is "
+                               "corrupt (a flipped bit?); make the cache again from its source",
+                               kSectionNames[i]));
+  }
 
   if (bytes) return Dataset::view_u8(std::move(map), a.rows, a.cols, a.labels, a.pixels, path);
   return Dataset::view(std::move(map), layout, a.rows, a.cols,
