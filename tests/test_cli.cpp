@@ -349,6 +349,36 @@ TEST_CASE("--metrics: a failed run leaves the file as it was, a resumed run appe
   CHECK(r.out.find("would mix on standard output") != std::string::npos);
 }
 
+TEST_CASE("two runs given one output: the second is refused at its start, naming the first; a killed run frees it") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 20000);
+  const std::string ck = dir.file("ck.bin");
+  std::filesystem::create_directory(dir.file("sub"));
+  for (const bool kill_it : {false, true}) {
+    CAPTURE(kill_it);
+    auto first = test::start_train({"--train", train, "--epochs", "100000", "--workers", "2",
+                                    "--checkpoint", ck, "-q"},
+                                   dir);
+    REQUIRE(test::wait_for_workers(first.pid, 2).size() == 2);
+    // The same file by another name, as a checkpoint or as a summary.
+    for (const auto& [option, path] : {std::pair{"--checkpoint", dir.file("sub/../ck.bin")},
+                                       std::pair{"--summary", ck}}) {
+      const auto r = test::run_train({"--train", train, "--epochs", "1", option, path});
+      INFO(r.out);
+      CHECK(r.exit_code == 2);
+      CHECK(r.out.find(std::string(option) + " " + path + ": another run (pid " +
+                       std::to_string(first.pid) + ") writes it now") != std::string::npos);
+    }
+    kill(first.pid, kill_it ? SIGKILL : SIGINT);
+    test::wait_exit(first.pid, 60);
+    // Its workers die with it (the claim is theirs too); then the path is free.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto r = test::run_train({"--train", train, "--epochs", "1", "-q", "--checkpoint", ck});
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+  }
+}
+
 TEST_CASE("a malformed data file exits 2 naming file:line and what was expected") {
   test::TempDir dir;
   test::write_text(dir.file("bad.svm"), "1 1:0.5 3:1\n0 2:0.25\n1 4:x\n");

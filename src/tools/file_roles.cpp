@@ -3,11 +3,15 @@
 #include <fmt/core.h>
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -48,6 +52,57 @@ void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRo
                                       out.option, out.path, outputs[j].option));
   }
   for (const FileRole& out : outputs) probe_output(out.what.empty() ? out.option : out.what, out.path);
+  for (const FileRole& out : outputs) claim_output(out.option, out.path);
+}
+
+namespace {
+
+// The claims this process holds: listening sockets, closed when it exits (however).
+std::vector<int>& claims() {
+  static std::vector<int> fds;
+  return fds;
+}
+
+}  // namespace
+
+void claim_output(std::string_view option, const std::string& given) {
+  if (given.empty()) return;
+  const detail::OutputTarget target = detail::output_target(given);
+  if (target.kind != detail::OutputTarget::Kind::replace) return;  // a stream, a device
+  namespace fs = std::filesystem;
+  std::error_code e;
+  const std::string path = fs::weakly_canonical(fs::absolute(target.path), e).string();
+  // The name: "hogwild-output:" and a hash of the absolute path, in the abstract
+  // namespace (a leading NUL: nothing on disk, gone with the last process that holds
+  // it, a SIGKILLed one too; the workers inherit it).
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : path) h = (h ^ c) * 0x100000001b3ull;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string name = fmt::format("hogwild-output:{:016x}", h);
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;  // no sockets here: no claim, as before
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0 && ::listen(fd, 4) == 0) {
+    claims().push_back(fd);
+    return;
+  }
+  const int err = errno;
+  ::close(fd);
+  if (err != EADDRINUSE) return;
+  // Another process holds it: ask the socket whose it is.
+  std::string who = "another run";
+  if (const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); probe >= 0) {
+    ucred cred{};
+    socklen_t n = sizeof cred;
+    if (::connect(probe, reinterpret_cast<const sockaddr*>(&addr), len) == 0 &&
+        ::getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &n) == 0 && cred.pid > 0)
+      who = fmt::format("another run (pid {})", cred.pid);
+    ::close(probe);
+  }
+  throw ConfigError(fmt::format("{} {}: {} writes it now; give this run another path, or wait "
+                                "for that one to end", option, given, who));
 }
 
 void probe_output(std::string_view what, const std::string& given) {

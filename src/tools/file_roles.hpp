@@ -38,4 +38,12 @@ void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRo
 // place and not probed. Throws hogwild::IoError (exit 2).
 void probe_output(std::string_view what, const std::string& path);
 
+// Claims `path` (an output written to a file) for this process and its children
+// until they exit, so that a second run given the same file is refused at its start
+// (ConfigError, exit 2, naming the run that holds it) rather than the last writer
+// winning. The claim is an abstract-namespace Unix socket named by the file's
+// absolute path: nothing on disk, and gone with the processes however they end.
+// check_outputs claims each output. A descriptor or device is not claimed.
+void claim_output(std::string_view option, const std::string& path);
+
 }  // namespace hogwild::tools
