@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "hogwild/data_io.hpp"
@@ -453,6 +454,16 @@ TEST_CASE("options a run ignores are warned about (serial's --workers, another m
   CHECK(r.out.find("warning") == std::string::npos);
   CHECK(r.out.find("mode dp, optimizer sgd, 2 worker(s)") != std::string::npos);
   CHECK(nlohmann::json::parse(test::read_text(dir.file("dp.json")))["workers"] == 2);
+  // More dp threads than cores: said, and run (TBB ran as many as the cores, printed
+  // its own warning, and the summary said the number asked).
+  const unsigned many = std::max(8u, 2 * std::thread::hardware_concurrency());
+  r = test::run_train({"--train", train, "--mode", "dp", "--workers", std::to_string(many),
+                       "--batch", "64", "--epochs", "1", "--summary", dir.file("dp.json")});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(fmt::format("warning: {} dp threads on {} cores; they will share cores", many,
+                               std::thread::hardware_concurrency())) != std::string::npos);
+  CHECK(r.out.find("TBB Warning") == std::string::npos);
+  CHECK(nlohmann::json::parse(test::read_text(dir.file("dp.json")))["workers"] == many);
   r = test::run_train({"--train", train, "--mode", "serial", "--epochs", "1"});  // not asked: no warning
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("warning") == std::string::npos);

@@ -444,7 +444,10 @@ int run(int argc, char** argv) {
       fmt::print(stderr, "hogwild_train: warning: {} applies to --model {} only; --model {} ignores it\n",
                  option, owner, cfg.model);
   const unsigned cores = std::thread::hardware_concurrency();
-  if (hogwild::is_parallel(cfg.mode) && cores && cfg.workers > cores)
+  if (cores && cfg.workers > cores && cfg.mode == hogwild::Mode::dp)
+    fmt::print(stderr, "hogwild_train: warning: {} dp threads on {} cores; they will share cores\n",
+               cfg.workers, cores);
+  else if (hogwild::is_parallel(cfg.mode) && cores && cfg.workers > cores)
     fmt::print(stderr, "hogwild_train: warning: {} workers on {} cores; they will share cores\n",
                cfg.workers, cores);
 

@@ -11,6 +11,11 @@ DataParallel::DataParallel(std::vector<std::unique_ptr<Model>> models, const Par
                            Optimizer optimizer, bool sparse)
     : models_(std::move(models)), optimizer_(optimizer), sparse_(sparse && shared.count() > 0),
       touched_(models_.size()),
+      parallelism_(std::make_unique<tbb::global_control>(
+          tbb::global_control::max_allowed_parallelism,
+          std::max<std::size_t>(models_.size(),
+                                tbb::global_control::active_value(
+                                    tbb::global_control::max_allowed_parallelism)))),
       arena_(std::make_unique<tbb::task_arena>(static_cast<int>(models_.size()))) {
   for (std::size_t t = 0; t < models_.size(); ++t)
     grads_.push_back(std::make_unique<FlatGradient>(shared));

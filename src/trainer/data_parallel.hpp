@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
 #include "hogwild/model.hpp"
@@ -45,6 +46,10 @@ class DataParallel {
   std::vector<std::uint32_t> listed_;  // sparse: the coordinates sum_ holds
   std::vector<double> loss_;           // per thread, this mini-batch's (kept: no allocation per batch)
   std::vector<float> weight_;          // per thread, its shard's share of the batch
+  // As many threads as asked, on fewer cores too (TBB caps its workers at the cores
+  // unless told: --workers 8 on 2 cores ran 2 threads, said 8 and printed TBB's
+  // warning). Declared before the arena, which it must outlive.
+  std::unique_ptr<tbb::global_control> parallelism_;
   std::unique_ptr<tbb::task_arena> arena_;
 };
 
