@@ -146,6 +146,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"mode", std::string(to_string(c.mode))},
       {"optimizer", std::string(to_string(c.optimizer))},
       {"workers", workers_used(c.mode, c.workers)},
+      {"nodes", c.nodes},
+      {"node_rank", c.node_rank},
       {"partition", to_string(c.partition)},
       {"epochs", c.epochs},
       {"batch", c.batch},

@@ -5,6 +5,8 @@
 // loopback; a dead server ending the run with its name, a dead replica respawned with
 // its lost examples counted; bad options.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -556,6 +558,44 @@ test::Background start_node(unsigned k, const std::vector<std::string>& args,
 }
 
 }  // namespace
+
+TEST_CASE("a launcher's environment gives --nodes and --node-rank: Slurm's, or torchrun's; flags win" *
+          doctest::test_suite("nodes")) {
+  if (test::skip_cli_under_tsan()) return;
+  if (skip_without_gloo()) return;
+  test::TempDir dir;
+  const auto [train_file, test_file] = test::problem_files(dir, 4000, 300);
+  for (const auto& [size, rank] : {std::pair{"SLURM_NNODES", "SLURM_NODEID"},
+                                   std::pair{"WORLD_SIZE", "RANK"}}) {
+    CAPTURE(size);
+    test::TempDir store;
+    std::vector<test::Background> nodes;
+    for (unsigned k = 0; k < 2; ++k)
+      nodes.push_back(test::start_program(
+          {"/usr/bin/env", fmt::format("{}=2", size), fmt::format("{}={}", rank, k),
+           test::hogwild_train_path(), "--train", train_file, "--epochs", "2", "--mode", "ddp",
+           "--batch", "8", "--rendezvous", "file:" + store.path().string(), "--summary",
+           dir.file(fmt::format("s{}.json", k))},
+          dir, fmt::format("node{}.txt", k), false));
+    for (unsigned k = 0; k < 2; ++k) {
+      CHECK(test::wait_exit(nodes[k].pid, 200) == 0);
+      INFO(test::read_text(nodes[k].out_path));
+      const auto j = nlohmann::json::parse(test::read_text(dir.file(fmt::format("s{}.json", k))));
+      CHECK(j["nodes"] == 2);
+      CHECK(j["nodes_from"] == size);
+      CHECK(j["node_rank_from"] == rank);
+    }
+  }
+  // A flag wins over the environment; without --rendezvous the environment is not read
+  // (a one-machine run inside a Slurm allocation stays one).
+  const auto r = test::run({"/usr/bin/env", "SLURM_NNODES=2", "SLURM_NODEID=1",
+                            test::hogwild_train_path(), "--train", train_file, "--epochs", "1",
+                            "--summary", dir.file("one.json")});
+  CHECK(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(test::read_text(dir.file("one.json")));
+  CHECK(j["nodes_from"] == "default");
+  CHECK(j["nodes"] == 1);
+}
 
 TEST_CASE("ps on two nodes: two process trees train as one job on loopback" *
           doctest::test_suite("nodes")) {

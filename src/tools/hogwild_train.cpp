@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <limits>
 #include <optional>
 #include <thread>
@@ -146,6 +148,48 @@ hogwild::Dataset load(const std::string& path, const std::string& labels, const 
                d.rows(), d.cols(), nnz, s, to_string(d.layout()), how,
                was_sparse ? fmt::format(" (density {:.3g})", density) : std::string());
   return d;
+}
+
+// Where --nodes and --node-rank came from, for the summary.
+struct NodesFrom {
+  std::string nodes = "default", node_rank = "default";
+};
+
+// A value of the environment as a whole number, or nullopt.
+std::optional<unsigned> env_count(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  const std::string s = v;
+  if (s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
+    throw hogwild::ConfigError(fmt::format("{}={} in the environment is not a whole number", name, s));
+  return static_cast<unsigned>(std::stoul(s));
+}
+
+// A job started by a launcher needs no --nodes or --node-rank: with --rendezvous
+// given (a run across machines needs one anyway, and a one-machine run inside a
+// Slurm allocation must not become one), each that is not on the command line comes
+// from Slurm's SLURM_NNODES and SLURM_NODEID, or else from torchrun's WORLD_SIZE and
+// RANK (one hogwild_train a rank: each process is a node). Flags win.
+NodesFrom nodes_from_launcher(hogwild::TrainConfig& cfg, bool nodes_given, bool rank_given) {
+  NodesFrom from;
+  if (nodes_given) from.nodes = "--nodes";
+  if (rank_given) from.node_rank = "--node-rank";
+  if (cfg.rendezvous.empty()) return from;
+  for (const auto& [size, rank] : {std::pair{"SLURM_NNODES", "SLURM_NODEID"},
+                                   std::pair{"WORLD_SIZE", "RANK"}}) {
+    const auto n = env_count(size), k = env_count(rank);
+    if (!n && !k) continue;
+    if (!nodes_given && n) {
+      cfg.nodes = *n;
+      from.nodes = size;
+    }
+    if (!rank_given && k) {
+      cfg.node_rank = *k;
+      from.node_rank = rank;
+    }
+    break;
+  }
+  return from;
 }
 
 int run(int argc, char** argv) {
@@ -397,6 +441,8 @@ int run(int argc, char** argv) {
     throw hogwild::ConfigError("--metrics - and --summary - would mix on standard output: give "
                                "one of them a file");
   if (o.metrics == "-" || o.summary == "-") o.human = stderr;  // stdout carries JSON alone
+  const NodesFrom nodes_from = nodes_from_launcher(cfg, app.count("--nodes") > 0,
+                                                  app.count("--node-rank") > 0);
   cfg.mode = hogwild::parse_mode(o.mode);
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.partition = hogwild::parse_partition(o.partition);
@@ -514,8 +560,12 @@ int run(int argc, char** argv) {
       hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true}).ok)
     fmt::print(stderr, "hogwild_train: warning: --huge-pages: the system allows them, but the "
                        "kernel mapped the arena on 4 KiB pages (smaps; docs/CLI.md)\n");
-  if (!o.summary.empty())
-    hogwild::write_file_atomically(o.summary, hogwild::summary_json(cfg, result, o.train, o.test));
+  if (!o.summary.empty()) {
+    auto summary = nlohmann::json::parse(hogwild::summary_json(cfg, result, o.train, o.test));
+    summary["nodes_from"] = nodes_from.nodes;
+    summary["node_rank_from"] = nodes_from.node_rank;
+    hogwild::write_file_atomically(o.summary, summary.dump(2) + "\n");
+  }
   std::string line = fmt::format("{}: {} samples in {:.2f}s ({:.0f} samples/s)",
                                  result.signal == SIGINT    ? "interrupted (SIGINT)"
                                  : result.signal == SIGTERM ? "terminated (SIGTERM)"
