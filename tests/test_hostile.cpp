@@ -1,0 +1,152 @@
+// The hostile-input suite (docs/RELIABILITY.md, section 11): one table, a row per
+// way a user or a script can hand the tools something wrong. Each row is a command,
+// the exit status it must end with, a fragment of the message it must print, and
+// the same checks after every row: no shared-memory segment of ours left, no
+// temporary left in the folder, and no input or earlier output changed (each file
+// of the folder is compared byte for byte with what it held before the row ran).
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hogwild/checkpoint.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+struct Row {
+  const char* what;               // the case, as the table in RELIABILITY.md names it
+  std::string command;            // run by /bin/sh; {T} hogwild_train, {D} hogwild_data
+  int exit_code;
+  std::string says;               // a fragment of the output
+};
+
+// Every regular file under `dir`, by name, with its bytes.
+std::map<std::string, std::string> contents(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[e.path().string()] = test::read_text(e.path().string());
+  return out;
+}
+
+std::string expand(std::string s, const std::map<std::string, std::string>& vars) {
+  for (const auto& [key, value] : vars)
+    for (std::size_t at; (at = s.find(key)) != std::string::npos;) s.replace(at, key.size(), value);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("hostile input: each row ends with its exit status and message, leaving nothing behind") {
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  const auto [train, test_file] = test::problem_files(dir, 400);
+  const std::string d = dir.path().string();
+  // What the rows are given: a malformed file, an empty one, an earlier run's outputs.
+  test::write_text(dir.file("bad.svm"), "1 1:1\n-1 2:1\n1 4:x\n");
+  test::write_text(dir.file("empty.svm"), "");
+  test::write_text(dir.file("keep.json"), "{\"an earlier run\": true}\n");
+  test::write_text(dir.file("keep.jsonl"), "{\"epoch\": 1}\n{\"epoch\": 2}\n{\"epoch\": 3}\n");
+  std::filesystem::create_directory(dir.file("a_folder"));
+  REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q",
+                     "--checkpoint", dir.file("ck.bin")}).exit_code == 0);
+  REQUIRE(test::run({test::hogwild_data_path(), "convert", train, "--out", dir.file("c.cache")})
+              .exit_code == 0);
+  // A label's sign bit flipped in the cache; a byte of the checkpoint's weights flipped.
+  std::string cache = test::read_text(dir.file("c.cache"));
+  cache[256 + 3] = static_cast<char>(cache[256 + 3] ^ 0x80);  // a label (they fill 128..1728)
+  test::write_text(dir.file("flipped.cache"), cache);
+  std::string ck = test::read_text(dir.file("ck.bin"));
+  ck[ck.size() - 9] = static_cast<char>(ck[ck.size() - 9] ^ 0x01);
+  test::write_text(dir.file("flipped.ck"), ck);
+
+  const std::map<std::string, std::string> vars{
+      {"{T}", fmt::format("\"{}\"", test::hogwild_train_path())},
+      {"{D}", fmt::format("\"{}\"", test::hogwild_data_path())},
+      {"{train}", train}, {"{test}", test_file}, {"{dir}", d}};
+  const std::vector<Row> rows = {
+      // Options: counts, ranges, names, combinations.
+      {"a negative count", "{T} --train {train} --batch -1", 2,
+       "--batch: expected a whole number of 0 or more, got -1"},
+      {"a negative seed", "{T} --train {train} --seed -1", 2,
+       "--seed: expected a whole number of 0 or more, got -1"},
+      {"a count not whole", "{T} --train {train} --epochs 1e9", 2,
+       "--epochs: expected a whole number of 0 or more, got 1e9"},
+      {"too many parser threads", "{T} --train {train} --threads 100000", 2,
+       "--threads: expected 0 (all cores) to 1024, got 100000"},
+      {"no workers", "{T} --train {train} --workers 0", 2, "--workers"},
+      {"a timeout of 0", "{T} --train {train} --mode ddp --comm-timeout 0", 2,
+       "--comm-timeout must be more than 0 and at most 86400 seconds, got 0"},
+      {"an unknown mode", "{T} --train {train} --mode wild", 2, "unknown mode \"wild\""},
+      {"a negative step size", "{T} --train {train} --lr -1", 2, "--lr"},
+      {"an unknown option", "{T} --train {train} --frobnicate", 2,
+       "The following argument was not expected: --frobnicate"},
+      {"a GPU option on the CPU", "{T} --train {train} --device-warps 8", 2,
+       "--device-warps applies to --device cuda only"},
+      {"a checkpoint interval without a checkpoint", "{T} --train {train} --checkpoint-every 5",
+       2, "--checkpoint-every needs --checkpoint"},
+      // Inputs.
+      {"a missing file", "{T} --train {dir}/missing.svm", 2, "missing.svm"},
+      {"a malformed row", "{T} --train {dir}/bad.svm", 2, "bad.svm:3: expected \"index:value\""},
+      {"a malformed row on standard input", "printf '1 3:x\\n' | {T} --train -", 2,
+       "standard input:1: expected \"index:value\""},
+      {"an empty test set", "{T} --train {train} --test {dir}/empty.svm", 2,
+       "has no rows: nothing to evaluate on"},
+      {"a labels file for libsvm text", "{T} --train {train} --train-labels {test}", 2,
+       "a labels file is only used with IDX images"},
+      {"a cache with a flipped bit", "{T} --train {dir}/flipped.cache", 2,
+       "the labels section does not match its checksum"},
+      {"a checkpoint with a flipped bit", "{T} --train {train} --epochs 2 --resume {dir}/flipped.ck",
+       2, "checksum mismatch"},
+      {"a data file as the checkpoint", "{T} --train {train} --resume {train}", 2,
+       "not a hogwild checkpoint"},
+      {"a refused resume keeps the metrics",
+       "{T} --train {train} --epochs 3 --model hinge --resume {dir}/ck.bin --metrics {dir}/keep.jsonl",
+       2, "cannot resume from"},
+      {"a malformed row for stats", "{D} stats --train {dir}/bad.svm", 2, "bad.svm:3:"},
+      // Outputs.
+      {"an output naming an input", "{T} --train {train} --metrics {train}", 2,
+       "is the --train file: writing it would overwrite that input"},
+      {"two outputs one file", "{T} --train {train} --summary {dir}/keep.json --metrics {dir}/keep.json",
+       2, "give each output its own path"},
+      {"an output that is a folder", "{T} --train {train} --summary {dir}/a_folder", 2,
+       "it is a directory"},
+      {"an output in a missing folder", "{T} --train {train} --checkpoint {dir}/no/such/ck.bin", 2,
+       "no directory"},
+      {"two JSON streams on stdout", "{T} --train {train} --metrics - --summary -", 2,
+       "would mix on standard output"},
+      {"stats JSON over its input", "{D} stats --train {train} --json {train}", 2,
+       "writing it would overwrite that input"},
+      {"a generated count below 1", "{D} generate --rows -5 --out {dir}/g.svm", 2,
+       "--rows: expected a whole number of at least 1, got -5"},
+      {"a subcommand's negative seed", "{D} generate --rows 10 --seed -1 --out {dir}/g.svm", 2,
+       "--seed: expected a whole number of 0 or more, got -1"},
+      {"too many threads for info", "{D} info {train} --threads 100000", 2,
+       "--threads: expected 0 (all cores) to 1024"},
+  };
+  const auto before = contents(d);
+  for (const Row& row : rows) {
+    CAPTURE(row.what);
+    const std::string command = expand(row.command, vars);
+    CAPTURE(command);
+    const auto r = test::run({"/bin/sh", "-c", fmt::format("{} 2>&1", command)});
+    INFO(r.out);
+    CHECK(r.exit_code == row.exit_code);
+    CHECK(r.out.find(row.says) != std::string::npos);
+    CHECK(test::our_shm_entries().empty());
+    const auto after = contents(d);  // nothing new (no temporary), nothing changed
+    for (const auto& [path, text] : after) {
+      CAPTURE(path);
+      const auto was = before.find(path);
+      CHECK(was != before.end());
+      if (was != before.end()) CHECK(was->second == text);
+    }
+    CHECK(after.size() == before.size());
+  }
+  MESSAGE(rows.size() << " hostile rows");
+}
