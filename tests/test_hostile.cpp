@@ -50,6 +50,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   // What the rows are given: a malformed file, an empty one, an earlier run's outputs.
   test::write_text(dir.file("bad.svm"), "1 1:1\n-1 2:1\n1 4:x\n");
   test::write_text(dir.file("empty.svm"), "");
+  test::write_text(dir.file("words.txt"), "hello world\nfoo bar\n");
+  test::write_text(dir.file("program.bin"), std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 12));
   test::write_text(dir.file("keep.json"), "{\"an earlier run\": true}\n");
   test::write_text(dir.file("keep.jsonl"), "{\"epoch\": 1}\n{\"epoch\": 2}\n{\"epoch\": 3}\n");
   std::filesystem::create_directory(dir.file("a_folder"));
@@ -95,6 +97,11 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a malformed row", "{T} --train {dir}/bad.svm", 2, "bad.svm:3: expected \"index:value\""},
       {"a malformed row on standard input", "printf '1 3:x\\n' | {T} --train -", 2,
        "standard input:1: expected \"index:value\""},
+      {"a text file of no format", "{T} --train {dir}/words.txt", 2,
+       "words.txt:1: expected a label (number) but found \"hello\"; the file is none of the "
+       "formats hogwild reads, tried in this order: the binary cache"},
+      {"a binary file of no format", "{T} --train {dir}/program.bin", 2,
+       "program.bin:1: expected a label (number)"},
       {"an empty test set", "{T} --train {train} --test {dir}/empty.svm", 2,
        "has no rows: nothing to evaluate on"},
       {"a labels file for libsvm text", "{T} --train {train} --train-labels {test}", 2,

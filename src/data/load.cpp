@@ -35,6 +35,31 @@ Sniffed sniff_head(std::string_view h, bool gz) {
   return {FileFormat::libsvm, gz};
 }
 
+// The number of the first line that is neither blank nor a comment (1-based; 0 if
+// `head` has none).
+std::size_t first_line(std::string_view head) {
+  std::size_t line = 1;
+  for (std::size_t at = 0; at < head.size(); ++line) {
+    const std::size_t end = std::min(head.find('\n', at), head.size());
+    const std::string_view l = head.substr(at, end - at);
+    const auto text = l.find_first_not_of(" \t\r");
+    if (text != std::string_view::npos && l[text] != '#') return line;
+    at = end + 1;
+  }
+  return 0;
+}
+
+// A libsvm reader's complaint about the first line it read: the file is then most
+// likely no libsvm at all, so the message says which formats were tried.
+[[noreturn]] void none_of_the_formats(const DataError& e) {
+  throw DataError(e.file(), e.line(),
+                  std::string(e.what()).substr(DataError::located(e.file(), e.line(), "").size()) +
+                      "; the file is none of the formats hogwild reads, tried in this order: "
+                      "the binary cache (magic HWDSET01), MNIST IDX (00 00 08 and 1 to 3 "
+                      "dimensions), rating triples (user item rating), libsvm text (label "
+                      "index:value ...), each gzip'ed or not");
+}
+
 Sniffed sniff(const std::string& path) {
   bool gz = false;
   const std::string h = detail::read_head(path, 4096, &gz);
@@ -95,7 +120,12 @@ Dataset load_stream(const std::string& path, const std::string& labels_path,
       if (!labels_path.empty())
         throw ConfigError("a labels file is only used with IDX images; " + name +
                           " is libsvm text, whose labels are in the file");
-      return parse_libsvm(bytes, name, LibsvmOptions{options.threads});
+      try {
+        return parse_libsvm(bytes, name, LibsvmOptions{options.threads});
+      } catch (const DataError& e) {
+        if (e.line() == first_line(bytes)) none_of_the_formats(e);
+        throw;
+      }
   }
   throw Error("unknown file format");  // unreachable: the switch covers every format
 }
@@ -131,7 +161,12 @@ Dataset load_as_stored(const std::string& path, const std::string& labels_path,
       if (!labels_path.empty())
         throw ConfigError("a labels file is only used with IDX images; " + path +
                           " is libsvm text, whose labels are in the file");
-      return read_libsvm(path, LibsvmOptions{options.threads});
+      try {
+        return read_libsvm(path, LibsvmOptions{options.threads});
+      } catch (const DataError& e) {
+        if (e.line() == first_line(detail::read_head(path, 4096))) none_of_the_formats(e);
+        throw;
+      }
   }
   throw Error("unknown file format");  // unreachable: the switch covers every format
 }
