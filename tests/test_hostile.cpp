@@ -84,6 +84,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"no workers", "{T} --train {train} --workers 0", 2, "--workers"},
       {"a timeout of 0", "{T} --train {train} --mode ddp --comm-timeout 0", 2,
        "--comm-timeout must be more than 0 and at most 86400 seconds, got 0"},
+      {"a negative stall timeout", "{T} --train {train} --stall-timeout -1", 2,
+       "--stall-timeout must be from 0 (off) to 86400 seconds, got -1"},
       {"an unknown mode", "{T} --train {train} --mode wild", 2, "unknown mode \"wild\""},
       {"a negative step size", "{T} --train {train} --lr -1", 2, "--lr"},
       {"an unknown option", "{T} --train {train} --frobnicate", 2,

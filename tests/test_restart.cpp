@@ -1,6 +1,7 @@
 // Worker restart: a worker that dies (SIGKILL, abort) is respawned and continues its
 // partition from its progress record; beyond --max-restarts the run stops.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -127,6 +128,37 @@ TEST_CASE("hogwild_train: a worker SIGKILLed at 50% is respawned; accuracy withi
   MESSAGE("accuracy after a restart " << a << ", undisturbed " << b);
   CHECK(b > 0.8);
   CHECK(std::abs(a - b) <= 0.005);
+}
+
+TEST_CASE("hogwild_train: a stopped worker is a stall: said, killed and respawned, or exit 3 naming it" *
+          doctest::test_suite("cli")) {
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  auto [train_file, test_file] = test::problem_files(dir, 20000);
+  for (const unsigned restarts : {1u, 0u}) {
+    CAPTURE(restarts);
+    auto bg = test::start_train({"--train", train_file, "--workers", "2", "--epochs", "100000",
+                                 "--stall-timeout", "1", "--max-restarts",
+                                 std::to_string(restarts), "-q"},
+                                dir);
+    auto workers = test::wait_for_workers(bg.pid, 2);
+    REQUIRE(workers.size() == 2);
+    kill(workers[1], SIGSTOP);  // as a debugger or ^Z would (it was waited for in silence)
+    const std::string said = "finished no example for ";
+    if (restarts) {
+      CHECK(test::wait_for_text(bg.out_path, "restarting it at epoch", 60));
+      kill(bg.pid, SIGINT);
+      CHECK(test::wait_exit(bg.pid, 60) == kExitInterrupted);
+    } else {
+      CHECK(test::wait_exit(bg.pid, 60) == kExitWorkerFailed);
+    }
+    const auto out = test::read_text(bg.out_path);
+    INFO(out);
+    CHECK(out.find(fmt::format("worker 1 (pid {}) {}", workers[1], said)) != std::string::npos);
+    CHECK(out.find("(--stall-timeout 1), in epoch ") != std::string::npos);
+    if (!restarts) CHECK(out.find("--max-restarts 0, so the run stopped") != std::string::npos);
+    CHECK(test::all_gone_within(workers, 5));
+  }
 }
 
 TEST_CASE("a respawned worker's finish of an epoch is counted once") {

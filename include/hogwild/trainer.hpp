@@ -123,6 +123,13 @@ struct TrainConfig {
   bool pin = false;         // pin worker k to the (k mod n)-th CPU it may run on
   bool huge_pages = false;  // ask for 2 MiB pages for the arena (ArenaOptions::huge_pages)
   unsigned max_restarts = 3;  // crashed workers respawned per run before it fails
+  // Seconds a worker may go without finishing an example, while it runs, before the
+  // run says so (naming it, where it was and for how long) and kills it: respawned
+  // under max_restarts, else the run fails (WorkerError, exit 3). A worker stopped
+  // (SIGSTOP, a debugger) or stuck was waited for in silence. 0 = off. Modes whose
+  // workers wait for each other (ddp, ps) and runs across nodes have their own
+  // timeouts (comm_timeout) instead.
+  double stall_timeout = 600;
   std::string checkpoint;     // write checkpoints to this file (at the end, when stopped,
   double checkpoint_every = 0;  // and every this many seconds; 0: only then)
   std::string resume;         // continue from this checkpoint

@@ -388,6 +388,10 @@ int run(int argc, char** argv) {
   app.add_option("--max-restarts", cfg.max_restarts,
                  "Respawn a crashed worker (it continues its partition) at most K times per run")
       ->capture_default_str()->option_text("K");
+  app.add_option("--stall-timeout", cfg.stall_timeout,
+                 "Seconds a worker may finish no example before the run says so and kills it "
+                 "(respawned under --max-restarts, else exit 3); 0 = off")
+      ->capture_default_str()->option_text("S");
   app.add_option("--checkpoint", cfg.checkpoint,
                  "Save parameters and progress to FILE (atomically) at the end, when stopped "
                  "by a signal, and every --checkpoint-every seconds")->option_text("FILE");

@@ -155,11 +155,19 @@ class Supervisor {
     std::optional<detail::WorkerDescription> described;  // what the fork server starts from
     if (served) described.emplace(run_);
     detail::Run& run = run_;
+    // --stall-timeout: each worker's examples, and since when they have not moved.
+    struct Watch {
+      std::uint64_t samples = 0;
+      Clock::time_point since;
+      pid_t pid = 0;
+    };
+    std::vector<Watch> watch(run_.workers + run_.servers);
+    const bool watch_stalls = cfg_.stall_timeout > 0 && !run_.mode.synchronous() &&
+                              !run_.mode.parameter_server() && cfg_.nodes == 1;
     auto spawn = [&](unsigned r) {
-      if (described)
-        group.start(r, described->description(), described->fds());
-      else
-        group.spawn(r, [&run, r] { return run.work(r); });
+      const pid_t pid = described ? group.start(r, described->description(), described->fds())
+                                  : group.spawn(r, [&run, r] { return run.work(r); });
+      watch[r] = {run_.progress[r].samples.load(std::memory_order_relaxed), Clock::now(), pid};
     };
     for (unsigned r = 0; r < run_.workers + run_.servers; ++r) spawn(r);
     double next_timed = cfg_.eval_every;
@@ -228,6 +236,7 @@ class Supervisor {
         report(fraction(), false);  // a metrics line records the restart
       }
       if (g_signal) return stop(group);
+      if (watch_stalls) check_stalls(group, watch);
       unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
       if (run_.mode.parameter_server() && done == cfg_.epochs && group.running() > 0)
         done = cfg_.epochs - 1;  // the last once the servers are done (below)
@@ -304,6 +313,45 @@ class Supervisor {
 
   // SIGINT/SIGTERM: the stop flag is set; workers publish their place and exit 0
   // (143 when a process-group SIGTERM reached them too).
+  // A running worker whose examples have not moved for --stall-timeout seconds is
+  // said and killed: the reap then respawns it (under --max-restarts), or the run
+  // fails naming it.
+  template <class Watch>
+  void check_stalls(detail::ProcessGroup& group, std::vector<Watch>& watch) {
+    const auto now = Clock::now();
+    for (unsigned r = 0; r < run_.workers; ++r) {
+      const auto& p = run_.progress[r];
+      if (p.epochs_done.load(std::memory_order_acquire) >= cfg_.epochs) continue;  // ending
+      const std::uint64_t samples = p.samples.load(std::memory_order_relaxed);
+      if (samples != watch[r].samples) {
+        watch[r].samples = samples;
+        watch[r].since = now;
+        continue;
+      }
+      const double idle = std::chrono::duration<double>(now - watch[r].since).count();
+      if (idle < cfg_.stall_timeout) continue;
+      const std::string what = fmt::format(
+          "worker {} (pid {}) finished no example for {:.1f} s (--stall-timeout {}), in epoch {} "
+          "at row {} of its share", r, watch[r].pid, idle, cfg_.stall_timeout,
+          p.epochs_done.load(std::memory_order_relaxed) + 1,
+          p.position.load(std::memory_order_relaxed));
+      if (restarts_ < cfg_.max_restarts) {
+        std::fprintf(stderr, "hogwild: %s: stalled (stopped, traced or stuck); killing it\n",
+                     what.c_str());
+        ::kill(watch[r].pid, SIGKILL);  // the reap respawns it
+        watch[r].since = now;
+        continue;
+      }
+      run_.control->stop.store(1, std::memory_order_relaxed);
+      group.kill_all(SIGKILL);
+      group.wait_all();
+      throw WorkerError(what + (cfg_.max_restarts
+                                    ? fmt::format("; giving up after {} restart(s) (--max-restarts {})",
+                                                  restarts_, cfg_.max_restarts)
+                                    : std::string("; --max-restarts 0, so the run stopped")));
+    }
+  }
+
   void stop(detail::ProcessGroup& group) {
     say_stopping();
     for (int i = 0; i < 500 && group.running() > 0; ++i) {
@@ -635,6 +683,9 @@ void TrainConfig::validate() const {
     throw ConfigError(fmt::format(
         "--comm-timeout must be more than 0 and at most 86400 seconds, got {}", comm_timeout));
   if (max_restarts > 1000) throw ConfigError("--max-restarts must be at most 1000");
+  if (!(stall_timeout >= 0) || stall_timeout > 86400)
+    throw ConfigError(fmt::format(
+        "--stall-timeout must be from 0 (off) to 86400 seconds, got {}", stall_timeout));
   const bool ps = detail::mode_def(mode).parameter_server();
   if (ps) {
     if (servers < 1 || servers > detail::PsReplicaSlot::kMaxServers)
