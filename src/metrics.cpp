@@ -61,7 +61,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append)
     : path_(path), append_(append) {}
 
 MetricsWriter::~MetricsWriter() {
-  if (f_ && f_ != stdout) std::fclose(f_);
+  if (f_) std::fclose(f_);
 }
 
 void MetricsWriter::write(const Progress& p) {
@@ -89,7 +89,16 @@ void MetricsWriter::write(const Progress& p) {
   }
   const std::string line = j.dump() + "\n";
   if (!f_) {
-    f_ = path_ == "-" ? stdout : std::fopen(path_.c_str(), append_ ? "a" : "w");
+    // A descriptor (-, /dev/stdout, a link to one) is written where it stands: opening
+    // /dev/stdout "w" truncated the log that standard output was redirected to.
+    const detail::OutputTarget t = detail::output_target(path_);
+    if (t.kind == detail::OutputTarget::Kind::stream) {
+      std::fflush(nullptr);
+      const int fd = ::dup(t.fd);
+      f_ = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
+    } else {
+      f_ = std::fopen(t.path.c_str(), append_ ? "a" : "w");
+    }
     if (!f_)
       throw IoError(fmt::format("cannot write metrics to {}: {}", path_, std::strerror(errno)));
   }

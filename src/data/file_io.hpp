@@ -68,8 +68,10 @@ struct OutputTarget {
 // Throws IoError (exit 2) for a descriptor that is not open or a loop of links.
 OutputTarget output_target(const std::string& path);
 
-// The temporaries `<file>.tmp.<pid>` beside `file` whose process is gone (a writer
-// killed before its rename): removed; returns how many.
+// The temporaries `<file>.tmp.<pid>` beside `file` whose writer is gone (killed
+// before its rename): its pid is no process here, and no one holds the lock that a
+// writer keeps on its temporary (so a writer on another machine sharing the folder
+// is left alone). Removed; returns how many.
 std::size_t remove_stale_temporaries(const std::string& file) noexcept;
 
 // While alive, names `path` (a temporary being written) for

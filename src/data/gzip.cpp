@@ -1,6 +1,7 @@
 // File bytes in and out, gzip transparently.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -252,8 +253,14 @@ std::size_t remove_stale_temporaries(const std::string& file) noexcept {
     if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(digits));
     if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer lives
+    // A writer holds a lock on its temporary while it writes: one of another machine
+    // that shares the folder (its pid means nothing here) is left alone too.
     const std::string stale = (slash == std::string::npos ? "" : dir) + name;
-    if (::unlink(stale.c_str()) == 0) ++removed;
+    const int fd = ::open(stale.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) continue;
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (free && ::unlink(stale.c_str()) == 0) ++removed;
+    ::close(fd);
   }
   ::closedir(d);
   return removed;
@@ -278,6 +285,8 @@ OutputFile::OutputFile(std::string path, bool gzip)
     case OutputTarget::Kind::replace:
       remove_stale_temporaries(target_.path);
       fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      // Held until the descriptor closes: remove_stale_temporaries leaves it alone.
+      if (fd_ >= 0) (void)::flock(fd_, LOCK_EX | LOCK_NB);
       break;
   }
   if (fd_ < 0) throw IoError("cannot create " + path_ + ": " + errno_text());

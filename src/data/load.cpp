@@ -123,7 +123,7 @@ Dataset load_stream(const std::string& path, const std::string& labels_path,
       try {
         return parse_libsvm(bytes, name, LibsvmOptions{options.threads});
       } catch (const DataError& e) {
-        if (e.line() == first_line(bytes)) none_of_the_formats(e);
+        if (e.line() > 0 && e.line() == first_line(bytes)) none_of_the_formats(e);
         throw;
       }
   }
@@ -164,7 +164,8 @@ Dataset load_as_stored(const std::string& path, const std::string& labels_path,
       try {
         return read_libsvm(path, LibsvmOptions{options.threads});
       } catch (const DataError& e) {
-        if (e.line() == first_line(detail::read_head(path, 4096))) none_of_the_formats(e);
+        if (e.line() > 0 && e.line() == first_line(detail::read_head(path, 4096)))
+          none_of_the_formats(e);
         throw;
       }
   }

@@ -93,7 +93,10 @@ void claim_output(std::string_view option, const std::string& given) {
   if (err != EADDRINUSE) return;
   // Another process holds it: ask the socket whose it is.
   std::string who = "another run";
-  if (const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0); probe >= 0) {
+  // Non-blocking: the holder never accepts, so once its backlog is full a blocking
+  // connect would wait for as long as that run lasts.
+  if (const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      probe >= 0) {
     ucred cred{};
     socklen_t n = sizeof cred;
     if (::connect(probe, reinterpret_cast<const sockaddr*>(&addr), len) == 0 &&

@@ -13,6 +13,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -101,7 +102,11 @@ const char* format_name(FileFormat f) {
 }
 
 void info(const std::string& path, const std::string& labels, unsigned threads) {
-  const FileFormat format = detect_format(path);
+  // A pipe is read once, by the loader: sniffing it first would eat its head.
+  std::error_code ec;
+  const bool stream = path == "-" || (std::filesystem::exists(path, ec) &&
+                                      !std::filesystem::is_regular_file(path, ec));
+  const std::string format = stream ? "read from a stream" : format_name(detect_format(path));
   const auto t0 = std::chrono::steady_clock::now();
   // As the file holds it (the infinite density keeps sparse text sparse).
   Dataset d = load_dataset(path, labels,
@@ -109,8 +114,7 @@ void info(const std::string& path, const std::string& labels, unsigned threads) 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DatasetStats st = describe(d);
   const double cells = static_cast<double>(st.rows) * static_cast<double>(st.cols);
-  fmt::print("file:       {} ({}, {})\n", path, format_name(format),
-             to_string(d.layout()));
+  fmt::print("file:       {} ({}, {})\n", path, format, to_string(d.layout()));
   fmt::print("rows:       {}\n", st.rows);
   if (d.layout() == Layout::ratings) {  // ids as in the file: 1 + the largest id
     fmt::print("users:      {} (1 + largest user id)\n", d.users());

@@ -441,10 +441,21 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
-  if (o.metrics == "-" && o.summary == "-")
-    throw hogwild::ConfigError("--metrics - and --summary - would mix on standard output: give "
+  // Standard output, however named (-, /dev/stdout, a link to /proc/self/fd/1).
+  const auto to_stdout = [](const std::string& path) {
+    if (path.empty()) return false;
+    const auto t = hogwild::detail::output_target(path);
+    return t.kind == hogwild::detail::OutputTarget::Kind::stream && t.fd == STDOUT_FILENO;
+  };
+  if (to_stdout(o.metrics) && to_stdout(o.summary))
+    throw hogwild::ConfigError("--metrics and --summary would mix on standard output: give "
                                "one of them a file");
-  if (o.metrics == "-" || o.summary == "-") o.human = stderr;  // stdout carries JSON alone
+  if (to_stdout(o.metrics) || to_stdout(o.summary)) o.human = stderr;  // stdout: JSON alone
+  if (!cfg.checkpoint.empty() && hogwild::detail::output_target(cfg.checkpoint).kind ==
+                                     hogwild::detail::OutputTarget::Kind::stream)
+    throw hogwild::ConfigError(fmt::format(
+        "--checkpoint {}: a checkpoint is a file that each save replaces whole; give a path",
+        cfg.checkpoint));
   const NodesFrom nodes_from = nodes_from_launcher(cfg, app.count("--nodes") > 0,
                                                   app.count("--node-rank") > 0);
   cfg.mode = hogwild::parse_mode(o.mode);

@@ -29,9 +29,14 @@ double hottest_fraction(const Dataset& data) {
       ++degree[idx[2 * r]];
       ++degree[data.users() + idx[2 * r + 1]];
     }
-  } else {
-    degree.assign(data.cols(), 0);
-    for (std::uint32_t j : idx) ++degree[j];
+  } else {  // sorted, not counted by column: a feature id near 2^32 would ask for 16 GiB
+    std::vector<std::uint32_t> ids(idx.begin(), idx.end());
+    std::sort(ids.begin(), ids.end());
+    std::uint32_t run = 0;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      run = k > 0 && ids[k] == ids[k - 1] ? run + 1 : 1;
+      degree.push_back(run);
+    }
   }
   const std::uint32_t most = degree.empty() ? 0 : *std::max_element(degree.begin(), degree.end());
   return std::max(static_cast<double>(most), 1.0) / static_cast<double>(data.rows());

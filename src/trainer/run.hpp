@@ -104,8 +104,9 @@ struct Run {
   const Dataset& train;
   const Dataset* test;
   std::vector<float> train_targets, test_targets;
-  // The training set's fingerprint (every row hashed), made at its first use: by
-  // the parent's checkpoints and node checks, not by every worker.
+  // The training set's fingerprint (every row hashed), made at its first use. The
+  // parent makes it before forking when the workers need it (the node check), so
+  // that forked workers inherit it; a fork server's worker makes its own.
   const DataFingerprint& data_fingerprint() const {
     std::call_once(fingerprint_once_, [this] { fingerprint_ = DataFingerprint::of(train); });
     return fingerprint_;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -70,17 +71,25 @@ extern "C" void on_stop_signal(int sig) {
   clock_gettime(CLOCK_MONOTONIC, &g_first_signal);
   g_signal = sig;
   if (g_stop) g_stop->store(1, std::memory_order_relaxed);
-}
-
-// Said once, on the first signal: what the stop does, and how to skip it.
-void say_stopping() {
-  if (g_stop_said) return;
-  std::fprintf(stderr, "hogwild: stopping (%s): the workers end their batch, then the final "
-               "checkpoint and summary are written; a second signal skips that\n",
-               g_signal == SIGINT ? "SIGINT" : "SIGTERM");
-  std::fflush(stderr);
+  // Said here, whatever the parent is doing (an evaluation, the last checkpoint):
+  // write(2) is async-signal-safe.
+  static constexpr char kInt[] =
+      "hogwild: stopping (SIGINT): the workers end their batch, then the final checkpoint "
+      "and summary are written; a second signal skips that\n";
+  static constexpr char kTerm[] =
+      "hogwild: stopping (SIGTERM): the workers end their batch, then the final checkpoint "
+      "and summary are written; a second signal skips that\n";
+  const int saved = errno;
+  if (sig == SIGINT)
+    (void)!::write(STDERR_FILENO, kInt, sizeof kInt - 1);
+  else
+    (void)!::write(STDERR_FILENO, kTerm, sizeof kTerm - 1);
+  errno = saved;
   g_stop_said = 1;
 }
+
+// The stop was said by the handler: nothing left to say (kept for the call sites).
+void say_stopping() {}
 
 class SignalScope {
  public:
@@ -169,6 +178,7 @@ class Supervisor {
                                   : group.spawn(r, [&run, r] { return run.work(r); });
       watch[r] = {run_.progress[r].samples.load(std::memory_order_relaxed), Clock::now(), pid};
     };
+    if (cfg_.nodes > 1) (void)run_.data_fingerprint();  // each worker's node check uses it
     for (unsigned r = 0; r < run_.workers + run_.servers; ++r) spawn(r);
     double next_timed = cfg_.eval_every;
     for (;;) {
@@ -319,6 +329,11 @@ class Supervisor {
   template <class Watch>
   void check_stalls(detail::ProcessGroup& group, std::vector<Watch>& watch) {
     const auto now = Clock::now();
+    // A gap since the last look means the parent did not run either (the whole job
+    // suspended: ^Z, Slurm's suspend) or was busy: no worker is judged by it.
+    if (now - last_stall_check_ > std::chrono::seconds(2))
+      for (auto& w : watch) w.since = now;
+    last_stall_check_ = now;
     for (unsigned r = 0; r < run_.workers; ++r) {
       const auto& p = run_.progress[r];
       if (p.epochs_done.load(std::memory_order_acquire) >= cfg_.epochs) continue;  // ending
@@ -340,7 +355,7 @@ class Supervisor {
                      what.c_str());
         ::kill(watch[r].pid, SIGKILL);  // the reap respawns it
         watch[r].since = now;
-        continue;
+        return;  // one a look: in lock mode the others may only wait for this one
       }
       run_.control->stop.store(1, std::memory_order_relaxed);
       group.kill_all(SIGKILL);
@@ -560,6 +575,7 @@ class Supervisor {
   double paused_ = 0;  // serial mode: evaluation time, not counted as training
   unsigned evaluated_ = 0;
   std::uint64_t base_samples_ = 0;  // a resumed run's samples before this process
+  Clock::time_point last_stall_check_ = Clock::now();
   TrainResult result_;
 };
 
