@@ -51,7 +51,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("bad.svm"), "1 1:1\n-1 2:1\n1 4:x\n");
   test::write_text(dir.file("empty.svm"), "");
   test::write_text(dir.file("words.txt"), "hello world\nfoo bar\n");
-  test::write_text(dir.file("program.bin"), std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 12));
+  test::write_text(dir.file("program.bin"), std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
   test::write_text(dir.file("keep.json"), "{\"an earlier run\": true}\n");
   test::write_text(dir.file("keep.jsonl"), "{\"epoch\": 1}\n{\"epoch\": 2}\n{\"epoch\": 3}\n");
   std::filesystem::create_directory(dir.file("a_folder"));

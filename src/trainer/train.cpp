@@ -104,9 +104,13 @@ class SignalScope {
     sigaction(SIGTERM, &sa, &old_term_);
   }
   ~SignalScope() {
+    g_stop = nullptr;
+    // After a stop the handlers stay: a second signal while the caller still writes
+    // what the stop leaves (the summary, the last line) exits 130/143, as during it,
+    // instead of killing the process by the signal's default action.
+    if (g_signal) return;
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
-    g_stop = nullptr;
   }
 
  private:
