@@ -35,6 +35,18 @@ import subprocess
 import sys
 import time
 
+
+def die_with_sweep():
+    """In a run's process before it starts: it dies with the sweep, SIGKILL included
+    (PR_SET_PDEATHSIG), so that a killed sweep leaves no run still writing its cell's
+    files; a resumed sweep's run of that cell would be refused, since hogwild_train
+    claims its outputs while it writes them."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -87,7 +99,8 @@ def run_train(args, opts, folder):
         elif v is not None and v is not False:
             cmd += ["--" + k, str(v)]
     t0 = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       preexec_fn=die_with_sweep)
     with open(os.path.join(folder, "output.txt"), "w") as f:
         f.write(" ".join(cmd) + "\n" + p.stdout)
     record = {"exit": p.returncode, "seconds": time.time() - t0}
