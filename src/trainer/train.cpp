@@ -88,9 +88,6 @@ extern "C" void on_stop_signal(int sig) {
   g_stop_said = 1;
 }
 
-// The stop was said by the handler: nothing left to say (kept for the call sites).
-void say_stopping() {}
-
 class SignalScope {
  public:
   explicit SignalScope(std::atomic<std::int32_t>* stop) {
@@ -153,7 +150,7 @@ class Supervisor {
           ticker.emplace([this, paused = paused_](std::stop_token stop) { tick(stop, paused); });
         run_.run_epoch(0, e);
       }  // joined: the live callback has returned before the epoch's report
-      if (g_signal) return say_stopping();
+      if (g_signal) return;
       const auto pause_start = Clock::now();
       evaluated_ = e + 1;
       report(e + 1, true);
@@ -372,7 +369,6 @@ class Supervisor {
   }
 
   void stop(detail::ProcessGroup& group) {
-    say_stopping();
     for (int i = 0; i < 500 && group.running() > 0; ++i) {
       for (const auto& exit : group.reap())  // a clean stop exits 0, or 143 on SIGTERM
         if (!WIFEXITED(exit.status))
