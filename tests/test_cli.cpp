@@ -381,14 +381,33 @@ TEST_CASE("two runs given one output: the second is refused at its start, naming
       CHECK(r.out.find(std::string(option) + " " + path + ": another run (pid " +
                        std::to_string(first.pid) + ") writes it now") != std::string::npos);
     }
+    // A run told to wait (--output-wait, as hogwild_sweep's runs are) says so, and
+    // starts once the first run and its workers (the claim is theirs too) are gone.
+    auto waiting = test::start_train({"--train", train, "--epochs", "1", "-q", "--checkpoint", ck,
+                                      "--output-wait", "60"},
+                                     dir, "waiting.txt");
+    CHECK(test::wait_for_text(dir.file("waiting.txt"), "waiting up to 60 s for it to end", 30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(!test::gone(waiting.pid));  // still waiting
     kill(first.pid, kill_it ? SIGKILL : SIGINT);
     test::wait_exit(first.pid, 60);
-    // Its workers die with it (the claim is theirs too); then the path is free.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    const auto r = test::run_train({"--train", train, "--epochs", "1", "-q", "--checkpoint", ck});
-    INFO(r.out);
-    CHECK(r.exit_code == 0);
+    const int waited_exit = test::wait_exit(waiting.pid, 60);
+    INFO(test::read_text(dir.file("waiting.txt")));
+    CHECK(waited_exit == 0);
+    CHECK(std::filesystem::exists(ck));
   }
+  // Without a wait, a busy output is refused at once; with a short one, after it.
+  auto first = test::start_train({"--train", train, "--epochs", "100000", "--summary", ck, "-q"}, dir);
+  REQUIRE(test::wait_for_workers(first.pid, 1).size() == 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = test::run_train({"--train", train, "--epochs", "1", "--summary", ck, "--output-wait", "0.5"});
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("writes it now; give this run another path") != std::string::npos);
+  CHECK(waited >= 0.5);
+  kill(first.pid, SIGKILL);
+  test::wait_exit(first.pid, 60);
 }
 
 TEST_CASE("a malformed data file exits 2 naming file:line and what was expected") {

@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include "data/file_io.hpp"
 #include "hogwild/error.hpp"
@@ -37,7 +39,8 @@ bool same_file(const std::string& a, const std::string& b) {
   return !ca && !cb && pa == pb;
 }
 
-void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs) {
+void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
+                   std::chrono::milliseconds wait) {
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const FileRole& out = outputs[i];
     if (out.path.empty()) continue;
@@ -52,7 +55,7 @@ void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRo
                                       out.option, out.path, outputs[j].option));
   }
   for (const FileRole& out : outputs) probe_output(out.what.empty() ? out.option : out.what, out.path);
-  for (const FileRole& out : outputs) claim_output(out.option, out.path);
+  for (const FileRole& out : outputs) claim_output(out.option, out.path, wait);
 }
 
 namespace {
@@ -65,7 +68,30 @@ std::vector<int>& claims() {
 
 }  // namespace
 
-void claim_output(std::string_view option, const std::string& given) {
+namespace {
+
+// Who holds the claim at `addr`: "another run (pid N)", or "another run" where the
+// holder cannot be asked.
+std::string claim_holder(const sockaddr_un& addr, socklen_t len) {
+  // Non-blocking: the holder never accepts, so once its backlog is full a blocking
+  // connect would wait for as long as that run lasts.
+  std::string who = "another run";
+  if (const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      probe >= 0) {
+    ucred cred{};
+    socklen_t n = sizeof cred;
+    if (::connect(probe, reinterpret_cast<const sockaddr*>(&addr), len) == 0 &&
+        ::getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &n) == 0 && cred.pid > 0)
+      who = fmt::format("another run (pid {})", cred.pid);
+    ::close(probe);
+  }
+  return who;
+}
+
+}  // namespace
+
+void claim_output(std::string_view option, const std::string& given,
+                  std::chrono::milliseconds wait) {
   if (given.empty()) return;
   const detail::OutputTarget target = detail::output_target(given);
   if (target.kind != detail::OutputTarget::Kind::replace) return;  // a stream, a device
@@ -82,30 +108,28 @@ void claim_output(std::string_view option, const std::string& given) {
   const std::string name = fmt::format("hogwild-output:{:016x}", h);
   std::memcpy(addr.sun_path + 1, name.data(), name.size());
   const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return;  // no sockets here: no claim, as before
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0 && ::listen(fd, 4) == 0) {
-    claims().push_back(fd);
-    return;
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  bool said = false;
+  for (;;) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;  // no sockets here: no claim, as before
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0 && ::listen(fd, 4) == 0) {
+      claims().push_back(fd);
+      return;
+    }
+    const int err = errno;
+    ::close(fd);
+    if (err != EADDRINUSE) return;
+    const std::string who = claim_holder(addr, len);
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw ConfigError(fmt::format("{} {}: {} writes it now; give this run another path, or wait "
+                                    "for that one to end", option, given, who));
+    if (!said)
+      fmt::print(stderr, "hogwild_train: {} {}: {} writes it now; waiting up to {} s for it to end\n",
+                 option, given, who, std::chrono::duration_cast<std::chrono::seconds>(wait).count());
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  const int err = errno;
-  ::close(fd);
-  if (err != EADDRINUSE) return;
-  // Another process holds it: ask the socket whose it is.
-  std::string who = "another run";
-  // Non-blocking: the holder never accepts, so once its backlog is full a blocking
-  // connect would wait for as long as that run lasts.
-  if (const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      probe >= 0) {
-    ucred cred{};
-    socklen_t n = sizeof cred;
-    if (::connect(probe, reinterpret_cast<const sockaddr*>(&addr), len) == 0 &&
-        ::getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &n) == 0 && cred.pid > 0)
-      who = fmt::format("another run (pid {})", cred.pid);
-    ::close(probe);
-  }
-  throw ConfigError(fmt::format("{} {}: {} writes it now; give this run another path, or wait "
-                                "for that one to end", option, given, who));
 }
 
 void probe_output(std::string_view what, const std::string& given) {

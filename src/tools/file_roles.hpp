@@ -5,6 +5,7 @@
 // opened for writing.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,8 +29,10 @@ bool same_file(const std::string& a, const std::string& b);
 
 // Throws hogwild::ConfigError (exit 2) naming both options when an output is the
 // same file as an input (other than its may_replace) or as another output; then
-// probes each output in turn (probe_output).
-void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs);
+// probes each output in turn (probe_output), then claims it (claim_output, waiting up
+// to `wait` for another run's claim to end).
+void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
+                   std::chrono::milliseconds wait = {});
 
 // Fails now, not after the training, where `what` ("the summary") could not be
 // written to `path` the way the tools write it (a temporary beside it, renamed):
@@ -43,7 +46,11 @@ void probe_output(std::string_view what, const std::string& path);
 // (ConfigError, exit 2, naming the run that holds it) rather than the last writer
 // winning. The claim is an abstract-namespace Unix socket named by the file's
 // absolute path: nothing on disk, and gone with the processes however they end.
-// check_outputs claims each output. A descriptor or device is not claimed.
-void claim_output(std::string_view option, const std::string& path);
+// check_outputs claims each output. A descriptor or device is not claimed. With a
+// `wait`, a claim another process holds is retried until it ends or `wait` has
+// passed (said once on stderr: a resumed sweep's run waits for the killed sweep's
+// run of that cell to finish dying).
+void claim_output(std::string_view option, const std::string& path,
+                  std::chrono::milliseconds wait = {});
 
 }  // namespace hogwild::tools

@@ -90,7 +90,7 @@ def run_train(args, opts, folder):
     summary = os.path.join(folder, "summary.json")
     metrics = os.path.join(folder, "metrics.jsonl")
     cmd = [args.hogwild_train, "--train", args.train, "--quiet", "--summary", summary + ".part",
-           "--metrics", metrics]
+           "--metrics", metrics, "--output-wait", "60"]
     if args.test:
         cmd += ["--test", args.test]
     for k, v in opts.items():

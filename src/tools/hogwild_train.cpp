@@ -51,6 +51,7 @@ struct Options {
   // (--metrics - or --summary -).
   std::FILE* human = stdout;
   double bucket_mb = 0;
+  double output_wait = 0;  // seconds
   bool no_bias = false;
   bool quiet = false;
   bool cleanup = false;
@@ -265,6 +266,10 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--metrics", o.metrics, "Write one JSON object per evaluation to FILE")->option_text("FILE");
   app.add_option("--summary", o.summary, "Write the run's summary as one JSON object to FILE")->option_text("FILE");
+  app.add_option("--output-wait", o.output_wait,
+                 "Seconds to wait for another run that writes one of this run's outputs to end, "
+                 "before refusing (exit 2); hogwild_sweep gives 60")
+      ->check(CLI::Range(0.0, 86400.0))->capture_default_str()->option_text("S");
   app.add_option("--shm-dir", cfg.shm_dir,
                  "Put the parameter arena in a file-backed mapping in DIR instead of /dev/shm")->option_text("DIR");
   app.add_flag("--pin", cfg.pin, "Pin worker k to the (k mod n)-th CPU this process may use");
@@ -526,7 +531,8 @@ int run(int argc, char** argv) {
        {"--test-labels", o.test_labels}, {"--resume", cfg.resume}},
       {{"--metrics", o.metrics, {}, "metrics"},
        {"--summary", o.summary, {}, "the summary"},
-       {"--checkpoint", cfg.checkpoint, "--resume", "checkpoints"}});
+       {"--checkpoint", cfg.checkpoint, "--resume", "checkpoints"}},
+      std::chrono::milliseconds(static_cast<long long>(o.output_wait * 1000)));
 
   const bool hot_k = cfg.hot_k > 0 && hogwild::is_parallel(cfg.mode);
   // The linear models step per non-zero: sparse rows serve them to a higher density.
