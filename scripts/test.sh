@@ -12,7 +12,7 @@ scripts/build.sh || exit 1
 
 status=0
 logs=()
-run_suite() {  # build-dir setup-args... -- test-args...
+run_suite() {  # build-dir setup-args... -- test-args...   ($targets: what to build; all if empty)
   local dir=$1; shift
   local setup=() test=()
   while [ "$1" != "--" ]; do setup+=("$1"); shift; done; shift
@@ -20,16 +20,38 @@ run_suite() {  # build-dir setup-args... -- test-args...
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "${setup[@]}" >/dev/null || { status=1; return; }
   fi
-  ninja -C "$dir" >/dev/null || { echo "build of $dir failed"; ninja -C "$dir" | tail -30; status=1; return; }
-  echo "== tests in $dir ${test[*]}"
-  meson test -C "$dir" --print-errorlogs --num-processes 2 "${test[@]}" || status=1
+  local t0=$SECONDS
+  ninja -C "$dir" "${targets[@]}" >/dev/null || { echo "build of $dir failed"; ninja -C "$dir" "${targets[@]}" | tail -30; status=1; return; }
+  echo "== built $dir in $((SECONDS - t0)) s; tests ${test[*]}"
+  t0=$SECONDS
+  meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 "${test[@]}" || status=1
+  echo "== tests in $dir took $((SECONDS - t0)) s"
   logs+=("$dir/meson-logs/testlog.json")
 }
 
+# The build outputs (paths relative to the build folder $1) that the tests named
+# after it run.
+test_targets() {
+  python3 scripts/test-targets.py "$@"
+}
+
+targets=()
 run_suite build -- 
 if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
   run_suite build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true -- --no-suite install
-  run_suite build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dwerror=true -- arena device_arena device_run mlp_steps comm ring ps ps_gloo ddp models labels optimizer trainer restart checkpoint replica hot_coordinates byte_rows epoch_order progress_line metrics
+  # TSan: the shared-memory, trainer and checkpoint tests, and only what they need
+  # built (their programs and what those depend on; the tools, benches and examples
+  # are not compiled a third time).
+  tsan_tests=(arena device_arena device_run mlp_steps comm ring ps ps_gloo ddp models labels
+              optimizer trainer restart checkpoint replica hot_coordinates byte_rows
+              epoch_order progress_line metrics)
+  if [ ! -f build-tsan/build.ninja ]; then
+    meson setup build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
+      -Dwerror=true >/dev/null || status=1
+  fi
+  mapfile -t targets < <(test_targets build-tsan "${tsan_tests[@]}")
+  run_suite build-tsan -- "${tsan_tests[@]}"
+  targets=()
 fi
 
 # libFuzzer: each target on its seed corpus (copied, so findings never touch the
