@@ -35,24 +35,133 @@ std::uint32_t crc(std::uint32_t c, const void* p, std::size_t n) {
   return c;
 }
 
+// The checkpoint's bytes, in order, through `Out` (Out::append(data, n)), with the
+// CRC-32 of everything before it at the end. The payload's size is computed first,
+// so that a file is written front to back in one pass and a tensor read from where
+// it lives (TensorSource) a chunk at a time: the writer never holds a copy of the
+// weights.
+template <class Out>
 class Writer {
  public:
+  explicit Writer(Out& out) : out_(out) {}
+  void raw(const void* p, std::size_t n) {
+    crc_ = crc(crc_, p, n);
+    out_.append(static_cast<const char*>(p), n);
+  }
   template <class T>
   void put(const T& v) {
-    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    raw(&v, sizeof v);
   }
   void str(const std::string& s) {
     put(static_cast<std::uint32_t>(s.size()));
-    out_ += s;
+    raw(s.data(), s.size());
   }
-  void floats(const std::vector<float>& v) {
-    put(static_cast<std::uint64_t>(v.size()));
-    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  void finish() {
+    const std::uint32_t sum = crc_;
+    out_.append(reinterpret_cast<const char*>(&sum), sizeof sum);
   }
-  std::string& bytes() { return out_; }
 
  private:
-  std::string out_;
+  Out& out_;
+  std::uint32_t crc_ = 0;
+};
+
+std::uint64_t payload_bytes(const Checkpoint& c, std::span<const TensorSource> more) {
+  std::uint64_t n = 4;
+  for (auto& [k, v] : c.config) n += 8 + k.size() + v.size();
+  n += 4 * 8 + 4 + 8 + 4;
+  for (auto& s : c.workers) n += 4 + 4 + 8 + 8 + 8 + 4 + 8 * s.epoch_loss.size();
+  n += 4;
+  for (auto& t : c.tensors) n += 4 + t.name.size() + 8 + 4 * t.values.size();
+  for (auto& t : more) n += 4 + t.name.size() + 8 + 4 * std::uint64_t{t.size};
+  return n;
+}
+
+template <class Out>
+void emit(const Checkpoint& c, std::span<const TensorSource> more, Out& out) {
+  Writer<Out> w(out);
+  w.raw(kMagic, sizeof kMagic);
+  w.put(kCheckpointVersion);
+  w.put(std::uint32_t{0});
+  w.put(payload_bytes(c, more));
+  const std::size_t written_before = out.size();
+  w.put(static_cast<std::uint32_t>(c.config.size()));
+  for (auto& [k, v] : c.config) {
+    w.str(k);
+    w.str(v);
+  }
+  for (std::uint64_t v : {c.data.rows, c.data.cols, c.data.nnz, c.data.hash}) w.put(v);
+  w.put(c.restarts);
+  w.put(c.train_seconds);
+  w.put(static_cast<std::uint32_t>(c.workers.size()));
+  for (auto& s : c.workers) {
+    w.put(s.epochs_done);
+    w.put(s.epoch);
+    w.put(s.position);
+    w.put(s.samples);
+    w.put(s.loss);
+    w.put(static_cast<std::uint32_t>(s.epoch_loss.size()));
+    for (double l : s.epoch_loss) w.put(l);
+  }
+  w.put(static_cast<std::uint32_t>(c.tensors.size() + more.size()));
+  for (auto& t : c.tensors) {
+    w.str(t.name);
+    w.put(static_cast<std::uint64_t>(t.values.size()));
+    w.raw(t.values.data(), t.values.size() * sizeof(float));
+  }
+  std::vector<float> chunk;
+  for (auto& t : more) {
+    w.str(t.name);
+    w.put(static_cast<std::uint64_t>(t.size));
+    chunk.resize(std::min(t.size, kCheckpointChunkFloats));
+    for (std::size_t at = 0; at < t.size; at += chunk.size()) {
+      const std::size_t n = std::min(chunk.size(), t.size - at);
+      t.read(at, n, chunk.data());
+      w.raw(chunk.data(), n * sizeof(float));
+    }
+  }
+  HOGWILD_ENFORCE_EQ(out.size() - written_before, payload_bytes(c, more));
+  w.finish();
+}
+
+// Into memory (serialize_checkpoint).
+class StringOut {
+ public:
+  explicit StringOut(std::size_t reserve) { s_.reserve(reserve); }
+  void append(const char* p, std::size_t n) { s_.append(p, n); }
+  std::size_t size() const noexcept { return s_.size(); }
+  std::string take() { return std::move(s_); }
+
+ private:
+  std::string s_;
+};
+
+// Into a file through a 1 MiB buffer (the records are many small fields); larger
+// pieces (a tensor's chunk) go straight through.
+class FileOut {
+ public:
+  explicit FileOut(const std::string& path) : file_(path, false) { buf_.reserve(kBuffer); }
+  void append(const char* p, std::size_t n) {
+    size_ += n;
+    if (buf_.size() + n > kBuffer) flush();
+    if (n >= kBuffer) return file_.write(p, n);
+    buf_.append(p, n);
+  }
+  std::size_t size() const noexcept { return size_; }
+  void commit() {
+    flush();
+    file_.commit();
+  }
+
+ private:
+  void flush() {
+    if (!buf_.empty()) file_.write(buf_);
+    buf_.clear();
+  }
+  static constexpr std::size_t kBuffer = 1 << 20;
+  detail::OutputFile file_;
+  std::string buf_;
+  std::size_t size_ = 0;
 };
 
 // Reads the payload; every length is checked against what is left before use.
@@ -149,40 +258,9 @@ std::uint32_t Checkpoint::epochs_done() const {
 }
 
 std::string serialize_checkpoint(const Checkpoint& c) {
-  Writer w;
-  w.bytes().append(kMagic, sizeof kMagic);
-  w.put(kCheckpointVersion);
-  w.put(std::uint32_t{0});
-  w.put(std::uint64_t{0});  // payload size, filled in below
-  w.put(static_cast<std::uint32_t>(c.config.size()));
-  for (auto& [k, v] : c.config) {
-    w.str(k);
-    w.str(v);
-  }
-  for (std::uint64_t v : {c.data.rows, c.data.cols, c.data.nnz, c.data.hash}) w.put(v);
-  w.put(c.restarts);
-  w.put(c.train_seconds);
-  w.put(static_cast<std::uint32_t>(c.workers.size()));
-  for (auto& s : c.workers) {
-    w.put(s.epochs_done);
-    w.put(s.epoch);
-    w.put(s.position);
-    w.put(s.samples);
-    w.put(s.loss);
-    w.put(static_cast<std::uint32_t>(s.epoch_loss.size()));
-    for (double l : s.epoch_loss) w.put(l);
-  }
-  w.put(static_cast<std::uint32_t>(c.tensors.size()));
-  for (auto& t : c.tensors) {
-    w.str(t.name);
-    w.floats(t.values);
-  }
-  std::string& out = w.bytes();
-  const std::uint64_t payload = out.size() - kHeaderBytes;
-  std::memcpy(out.data() + 16, &payload, sizeof payload);
-  const std::uint32_t sum = crc(0, out.data(), out.size());
-  w.put(sum);
-  return std::move(out);
+  StringOut out(kHeaderBytes + payload_bytes(c, {}) + 4);
+  emit(c, {}, out);
+  return out.take();
 }
 
 Checkpoint parse_checkpoint(std::string_view b, const std::string& name) {
@@ -251,8 +329,13 @@ Checkpoint read_checkpoint(const std::string& path) {
   return parse_checkpoint(content.text(), path);
 }
 
-void write_checkpoint(const Checkpoint& c, const std::string& path) {
-  write_file_atomically(path, serialize_checkpoint(c));
+void write_checkpoint(const Checkpoint& c, const std::string& path) { write_checkpoint(c, {}, path); }
+
+void write_checkpoint(const Checkpoint& c, std::span<const TensorSource> tensors,
+                      const std::string& path) {
+  FileOut out(path);  // an exception before commit() removes the temporary
+  emit(c, tensors, out);
+  out.commit();
 }
 
 std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainConfig& c) {

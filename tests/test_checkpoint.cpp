@@ -78,6 +78,33 @@ TEST_CASE("a checkpoint round-trips through bytes and through a file") {
   CHECK(!std::filesystem::exists(dir.file("ck.bin.tmp." + std::to_string(getpid()))));
 }
 
+TEST_CASE("tensors read from where they live, chunk by chunk, write the same file as copies") {
+  const Checkpoint c = sample();
+  // One tensor longer than a chunk, read in pieces; the others as copies before it.
+  std::vector<float> big(kCheckpointChunkFloats + 3);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 1000) - 0.5f;
+  std::vector<std::pair<std::size_t, std::size_t>> reads;
+  const TensorSource source{"param:big", big.size(), [&](std::size_t begin, std::size_t n, float* out) {
+                              reads.emplace_back(begin, n);
+                              std::copy_n(big.data() + begin, n, out);
+                            }};
+  test::TempDir dir;
+  write_checkpoint(c, std::span(&source, 1), dir.file("ck.bin"));
+  Checkpoint whole = c;
+  whole.tensors.push_back({"param:big", big});
+  CHECK(test::read_text(dir.file("ck.bin")) == serialize_checkpoint(whole));
+  CHECK(reads == std::vector<std::pair<std::size_t, std::size_t>>{{0, kCheckpointChunkFloats},
+                                                                  {kCheckpointChunkFloats, 3}});
+  // A read that throws (a non-finite weight) leaves the previous file and no temporary.
+  const TensorSource failing{"param:w", 4, [](std::size_t, std::size_t, float*) {
+                               throw Error("weight w[2] = nan");
+                             }};
+  CHECK_THROWS_WITH_AS(write_checkpoint(c, std::span(&failing, 1), dir.file("ck.bin")),
+                       "weight w[2] = nan", Error);
+  CHECK(read_checkpoint(dir.file("ck.bin")) == whole);
+  CHECK(test::entries_in(dir.path()) == 1);
+}
+
 TEST_CASE("empty tensors and no options round-trip (found by fuzz_checkpoint under UBSan)") {
   Checkpoint c = sample();
   c.config.clear();

@@ -3,7 +3,7 @@
 // count, and what the run was: its configuration and a fingerprint of its training
 // data, so that a resume with other data or options is refused with the difference.
 //
-// File format (version 1, little-endian): magic "HWCKPT01", u32 version, u32 zero,
+// File format (version 2, little-endian): magic "HWCKPT01", u32 version, u32 zero,
 // u64 payload size, the payload, then a CRC-32 (zlib) of every byte before it. The
 // RNG state is not stored: each worker's shuffle of epoch e is drawn from a stream
 // derived from (seed, rank, e), so a position in the epoch is enough to recompute it.
@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -71,6 +73,22 @@ Checkpoint parse_checkpoint(std::string_view bytes, const std::string& name);
 Checkpoint read_checkpoint(const std::string& path);
 // Atomic; a full disk is a ResourceError and leaves the previous file intact.
 void write_checkpoint(const Checkpoint& c, const std::string& path);
+
+// A tensor read from where it lives while its checkpoint is written, a chunk at a
+// time: read(begin, n, out) puts its values [begin, begin + n) in out (and may
+// throw, which leaves the previous file intact). A run's weights go to the file
+// straight from the arena: the end of a run needs no copy of them.
+struct TensorSource {
+  std::string name;  // as NamedTensor::name
+  std::size_t size = 0;
+  std::function<void(std::size_t begin, std::size_t n, float* out)> read;
+};
+// Values a TensorSource is read in at most (4 MiB): all that the writer holds.
+inline constexpr std::size_t kCheckpointChunkFloats = std::size_t{1} << 20;
+// `c` with `tensors` after c.tensors, written as write_checkpoint(c) would write a
+// checkpoint holding them all.
+void write_checkpoint(const Checkpoint& c, std::span<const TensorSource> tensors,
+                      const std::string& path);
 
 // The options that must match for a resume to make sense (all but --epochs and
 // the output paths), as "--option" -> value.

@@ -133,6 +133,11 @@ struct TrainConfig {
   std::string checkpoint;     // write checkpoints to this file (at the end, when stopped,
   double checkpoint_every = 0;  // and every this many seconds; 0: only then)
   std::string resume;         // continue from this checkpoint
+  // Copy the final weights (and AdaGrad's state) into TrainResult::parameters and
+  // optimizer_state: one more copy of the weights at the end of the run, beside the
+  // arena's. A program that keeps them only in the checkpoint (the CLI) turns it
+  // off; the checkpoint is written from the arena either way.
+  bool result_parameters = true;
   // Install SIGINT/SIGTERM handlers in this process for the run (the CLI asks): the
   // first signal stops the workers after their batch and train() returns with the
   // weights at the stop (TrainResult::signal); a second exits at once. Off, the
@@ -213,8 +218,10 @@ struct TrainResult {
   unsigned lock_recoveries = 0;      // lock mode: mutex recovered from a dead owner
   bool huge_pages = false;           // the arena got huge pages (config.huge_pages honoured)
   std::vector<Progress> history;
-  std::map<std::string, std::vector<float>> parameters;  // final weights, by tensor name
-  std::map<std::string, std::vector<float>> optimizer_state;  // AdaGrad: accumulators, by tensor
+  // Final weights and AdaGrad's accumulators, by tensor name (empty when
+  // TrainConfig::result_parameters is off).
+  std::map<std::string, std::vector<float>> parameters;
+  std::map<std::string, std::vector<float>> optimizer_state;
   std::size_t classes = 0;
   unsigned restarts = 0;             // crashed workers respawned
   unsigned device_warps = 0;         // --device cuda: warps a worker process ran (resolved)

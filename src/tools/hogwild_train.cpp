@@ -465,6 +465,7 @@ int run(int argc, char** argv) {
                                                   app.count("--node-rank") > 0);
   cfg.mode = hogwild::parse_mode(o.mode);
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
+  cfg.result_parameters = false;  // the weights go to the checkpoint only: no copy at the end
   cfg.partition = hogwild::parse_partition(o.partition);
   cfg.worker_start = hogwild::parse_worker_start(o.worker_start);
   cfg.device = hogwild::parse_device(o.device);

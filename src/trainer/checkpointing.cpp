@@ -36,7 +36,8 @@ std::vector<Run::SavedTensor> Run::saved_tensors() const {
   return out;
 }
 
-Checkpoint Run::capture(double train_seconds, unsigned restarts) const {
+void Run::write_checkpoint(const std::string& path, double train_seconds,
+                           unsigned restarts) const {
   Checkpoint c;
   c.config = config_fingerprint(cfg);
   c.data = data_fingerprint();
@@ -44,26 +45,25 @@ Checkpoint Run::capture(double train_seconds, unsigned restarts) const {
   c.train_seconds = train_seconds;
   // Records first, then the weights: the weights may hold updates of rows after
   // the recorded positions, which a resume trains again (Hogwild tolerates that).
+  std::uint64_t samples = 0;
   for (unsigned w = 0; w < workers; ++w) {
     const auto [begin, end] = partition(w);
     c.workers.push_back(read_record(progress[w], epoch_loss.data() + w * cfg.epochs, end - begin));
+    samples += c.workers.back().samples;
   }
-  for (const auto& s : saved_tensors()) {
-    NamedTensor t{s.name, std::vector<float>(s.size)};
-    read_values(s.space, s.dtype, s.data, 0, s.size, t.values.data());
-    c.tensors.push_back(std::move(t));
-  }
-  for (auto& t : c.tensors) {
-    const std::size_t bad = first_non_finite(t.values.data(), t.values.size());
-    if (bad == t.values.size()) continue;
-    std::uint64_t samples = 0;
-    for (auto& w : c.workers) samples += w.samples;
-    throw divergence(cfg, fmt::format("{}[{}] = {}", t.name.substr(t.name.find(':') + 1), bad,
-                                      t.values[bad]),
-                     static_cast<double>(samples) / static_cast<double>(train.rows()) + 1e-9,
-                     samples);
-  }
-  return c;
+  std::vector<TensorSource> tensors;
+  for (const auto& s : saved_tensors())
+    tensors.push_back({s.name, s.size, [this, s, samples](std::size_t begin, std::size_t n, float* out) {
+                         read_values(s.space, s.dtype, s.data, begin, n, out);
+                         const std::size_t bad = first_non_finite(out, n);
+                         if (bad == n) return;
+                         throw divergence(
+                             cfg, fmt::format("{}[{}] = {}", s.name.substr(s.name.find(':') + 1),
+                                              begin + bad, out[bad]),
+                             static_cast<double>(samples) / static_cast<double>(train.rows()) + 1e-9,
+                             samples);
+                       }});
+  hogwild::write_checkpoint(c, tensors, path);
 }
 
 unsigned Run::restore(const Checkpoint& c, const std::string& path) {

@@ -260,12 +260,14 @@ struct Run {
   std::uint64_t samples() const;
   unsigned min_epochs() const;
 
-  // The arena's tensors (parameters and any optimiser state) and every worker's
-  // record, read while workers may run: a Hogwild-consistent picture (see
-  // docs/RELIABILITY.md). Throws the divergence error instead of returning
-  // non-finite weights, so a good checkpoint is never replaced by a bad one.
-  // `restarts`: the parent's count of respawned workers so far.
-  Checkpoint capture(double train_seconds, unsigned restarts) const;
+  // Writes the checkpoint at `path`: every worker's record, then the arena's
+  // tensors (parameters and any optimiser state) read from the arena as the file
+  // is written, a chunk at a time (no copy of the weights), while workers may run:
+  // a Hogwild-consistent picture (see docs/RELIABILITY.md). Throws the divergence
+  // error at a non-finite weight, leaving the previous file, so a good checkpoint
+  // is never replaced by a bad one. `restarts`: the parent's count of respawned
+  // workers so far.
+  void write_checkpoint(const std::string& path, double train_seconds, unsigned restarts) const;
   // Before any worker starts: puts a checkpoint's tensors and records in place;
   // returns the checkpoint's count of restarts.
   unsigned restore(const Checkpoint& c, const std::string& path);

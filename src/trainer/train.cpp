@@ -463,11 +463,12 @@ class Supervisor {
   }
 
   void write_checkpoint_now() {
-    write_checkpoint(run_.capture(resumed_seconds_ + seconds_since(t0_) - paused_, restarts_), cfg_.checkpoint);
+    run_.write_checkpoint(cfg_.checkpoint, resumed_seconds_ + seconds_since(t0_) - paused_, restarts_);
     last_checkpoint_ = Clock::now();
   }
 
   TrainResult finish() {
+    live_copy_.reset();  // the evaluations' copy of the weights: not held to the end
     double elapsed = seconds_since(t0_) - paused_;
     if (run_.mode.parallel() && !g_signal) {  // the last worker's finish, not when the parent noticed
       std::int64_t last = 0;
@@ -551,15 +552,17 @@ class Supervisor {
       r.conflicts = detail::summarize_conflicts(run_.arena.block("conflicts").data(),
                                                 run_.workers, run_.params);
     r.huge_pages = run_.arena.huge_pages();
-    for (const auto& t : run_.params.tensors()) {  // the workers are gone
-      auto copy = [&](std::vector<float>& dst, const float* src, Dtype type) {
-        dst.resize(t.size);
-        read_values(t.space, type, src, 0, t.size, dst.data());
-      };
-      copy(r.parameters[t.name], t.data, t.dtype);
-      if (t.state) copy(r.optimizer_state[t.name], t.state, Dtype::f32);
-    }
-    if (!cfg_.checkpoint.empty()) write_checkpoint_now();  // workers are gone: exact
+    // The workers are gone: exact. Written from the arena, before the result's copy.
+    if (!cfg_.checkpoint.empty()) write_checkpoint_now();
+    if (cfg_.result_parameters)
+      for (const auto& t : run_.params.tensors()) {
+        auto copy = [&](std::vector<float>& dst, const float* src, Dtype type) {
+          dst.resize(t.size);
+          read_values(t.space, type, src, 0, t.size, dst.data());
+        };
+        copy(r.parameters[t.name], t.data, t.dtype);
+        if (t.state) copy(r.optimizer_state[t.name], t.state, Dtype::f32);
+      }
     return r;
   }
 

@@ -84,6 +84,7 @@ json config_json(const TrainConfig& c) {
       {"checkpoint", c.checkpoint},
       {"checkpoint_every", c.checkpoint_every},
       {"resume", c.resume},
+      {"result_parameters", c.result_parameters},
       {"handle_signals", c.handle_signals},
       {"worker_start", static_cast<int>(c.worker_start)},
       {"device", static_cast<int>(c.device)},
@@ -148,6 +149,7 @@ TrainConfig config_of(const json& j) {
   j.at("checkpoint").get_to(c.checkpoint);
   j.at("checkpoint_every").get_to(c.checkpoint_every);
   j.at("resume").get_to(c.resume);
+  j.at("result_parameters").get_to(c.result_parameters);
   j.at("handle_signals").get_to(c.handle_signals);
   c.worker_start = static_cast<WorkerStart>(j.at("worker_start").get<int>());
   c.device = static_cast<Device>(j.at("device").get<int>());
