@@ -173,6 +173,13 @@ std::vector<WorkerExit> ProcessGroup::reap() {
   return out;
 }
 
+std::vector<pid_t> ProcessGroup::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& c : children_)
+    if (!c.done) out.push_back(c.pid);
+  return out;
+}
+
 void ProcessGroup::kill_all(int sig) noexcept {
   for (auto& c : children_)
     if (!c.done) kill(c.pid, sig);
@@ -438,17 +445,31 @@ static std::uint64_t read_kib_field(const char* path, const char* field) {
 }
 
 std::uint64_t self_pss_bytes() { return read_kib_field("/proc/self/smaps_rollup", "Pss:"); }
-std::uint64_t self_private_bytes() {
-  // One pass: the kernel walks every mapping (every data page) for each read.
-  std::ifstream f("/proc/self/smaps_rollup");
-  std::string line;
-  std::uint64_t kib = 0;
-  while (std::getline(f, line))
-    if (line.rfind("Private_Clean:", 0) == 0 || line.rfind("Private_Dirty:", 0) == 0)
-      kib += std::stoull(line.substr(14));
-  return kib * 1024;
-}
 std::uint64_t self_peak_rss_bytes() { return read_kib_field("/proc/self/status", "VmHWM:"); }
+
+static std::string proc_file(pid_t pid, const char* name) {
+  return pid ? fmt::format("/proc/{}/{}", pid, name) : fmt::format("/proc/self/{}", name);
+}
+
+MemoryShare memory_share(pid_t pid) {
+  // One pass: the kernel walks every mapping's page tables for each read.
+  std::ifstream f(proc_file(pid, "smaps_rollup"));
+  MemoryShare m;
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Pss_Anon:", 0) == 0) m.anon = std::stoull(line.substr(9)) * 1024, m.ok = true;
+    if (line.rfind("Pss_Shmem:", 0) == 0) m.shmem = std::stoull(line.substr(10)) * 1024;
+  }
+  return m;
+}
+
+std::uint64_t mem_available_bytes() { return read_kib_field("/proc/meminfo", "MemAvailable:"); }
+std::uint64_t address_space_bytes(pid_t pid) {
+  return read_kib_field(proc_file(pid, "status").c_str(), "VmSize:");
+}
+std::uint64_t anon_bytes(pid_t pid) {
+  return read_kib_field(proc_file(pid, "status").c_str(), "RssAnon:");
+}
 
 }  // namespace hogwild::detail
 

@@ -89,6 +89,8 @@ class ProcessGroup {
   // Reaps workers that have ended, without blocking.
   std::vector<WorkerExit> reap();
   std::size_t running() const noexcept { return running_; }
+  // The pids of the workers still running (not yet reaped).
+  std::vector<pid_t> pids() const;
   void kill_all(int sig) noexcept;
   // Reaps every worker, blocking.
   void wait_all() noexcept;
@@ -137,11 +139,24 @@ std::int32_t launcher() noexcept;
 void check_memory(std::uint64_t shared_bytes, std::uint64_t private_bytes,
                   std::uint64_t replica_bytes = 0, unsigned workers = 0);
 
+// A process's share of the anonymous and shared-memory pages it maps (Pss_Anon and
+// Pss_Shmem of /proc/PID/smaps_rollup; 0 for `pid` 0: this process): summed over
+// processes at one moment, every page counts once. Page cache (the program's files,
+// a mapped input) is left out. ok = false when the process is gone.
+struct MemoryShare {
+  std::uint64_t anon = 0, shmem = 0;
+  bool ok = false;
+  std::uint64_t bytes() const noexcept { return anon + shmem; }
+};
+MemoryShare memory_share(pid_t pid = 0);
+// Bytes of /proc/meminfo's MemAvailable (0 if unknown), and of a process's VmSize
+// and RssAnon (/proc/PID/status; `pid` 0: this process).
+std::uint64_t mem_available_bytes();
+std::uint64_t address_space_bytes(pid_t pid = 0);
+std::uint64_t anon_bytes(pid_t pid = 0);
+
 // Proportional set size of this process (/proc/self/smaps_rollup), 0 if unknown.
 std::uint64_t self_pss_bytes();
-// Bytes mapped by this process alone (Private_Clean + Private_Dirty of
-// /proc/self/smaps_rollup): what a forked worker adds to its parent's footprint.
-std::uint64_t self_private_bytes();
 // Peak resident set size of this process (VmHWM).
 std::uint64_t self_peak_rss_bytes();
 

@@ -214,7 +214,10 @@ struct TrainResult {
   double nnz_per_second = 0;
   Evaluation test{};        // final weights on the test set
   double train_loss = 0;    // last epoch's mean progressive loss
-  std::uint64_t peak_rss_bytes = 0;  // whole process tree, shared pages counted once
+  // The whole process tree's peak from the start of training, measured: its
+  // processes' anonymous and shared-memory pages, shared ones once (the parent
+  // samples them, src/trainer/memory_meter.hpp).
+  std::uint64_t peak_rss_bytes = 0;
   unsigned lock_recoveries = 0;      // lock mode: mutex recovered from a dead owner
   bool huge_pages = false;           // the arena got huge pages (config.huge_pages honoured)
   std::vector<Progress> history;

@@ -265,6 +265,12 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
       } else {
         reserve(fd, size, "/dev/shm");
         region = std::make_shared<bip::mapped_region>(shm, bip::read_write);
+        // Mapped whole in its creator (a run's parent), whose page tables then name
+        // every page the arena holds: a run's memory, summed over its processes'
+        // shares of the pages they map, counts the pages no process has touched yet
+        // (a sparse model's untrained weights, unused snapshots) as the allocation
+        // they are. (Linux before 5.14 ignores the advice: they are left out.)
+        (void)madvise(region->get_address(), size, MADV_POPULATE_WRITE);
       }
     } else {
       a.file_backed_ = true;

@@ -27,9 +27,8 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint32_t> epoch{0};        // the epoch `position` refers to
   std::atomic<std::uint64_t> position{0};     // rows of that epoch's order done
   std::atomic<double> loss{0};                // summed loss of those rows
-  std::atomic<std::uint64_t> pss_bytes{0};    // proportional set size at exit
   std::atomic<std::int64_t> finish_ns{0};     // steady clock when the worker finished
-  std::atomic<std::uint64_t> private_bytes{0};  // pages only this worker maps, at exit
+  std::atomic<std::uint64_t> exit_memory{0};  // its share of anonymous pages at exit
   std::atomic<std::uint64_t> merges{0};       // its replica's merges, at exit
   std::atomic<std::uint64_t> merge_every{0};  // its replica's F at exit (--merge-every auto)
   std::atomic<std::uint64_t> node_syncs{0};     // hogwild across nodes: worker 0's syncs,

@@ -721,8 +721,7 @@ int Run::work(unsigned rank) {
     local.ps->finish(cfg.step_size.at_epoch_lr(cfg.step_size.epoch_start(cfg.epochs - 1),
                                                p.samples.load() * world()));
   p.finish_ns.store(now_ns(), std::memory_order_relaxed);
-  p.pss_bytes.store(self_pss_bytes(), std::memory_order_relaxed);
-  p.private_bytes.store(self_private_bytes(), std::memory_order_relaxed);
+  p.exit_memory.store(memory_share().anon, std::memory_order_relaxed);  // the parent's peak
   if (local.node_sync) {
     p.node_syncs.store(local.node_sync->syncs(), std::memory_order_relaxed);
     p.node_sync_others.store(static_cast<std::uint64_t>(local.node_sync->others()),

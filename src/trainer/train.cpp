@@ -31,6 +31,7 @@
 #include "hogwild/param_snapshot.hpp"
 #include "process.hpp"
 #include "trainer/live_meter.hpp"
+#include "trainer/memory_meter.hpp"
 #include "trainer/run.hpp"
 #include "trainer/worker_start.hpp"
 
@@ -131,6 +132,7 @@ class Supervisor {
     base_samples_ = run_.samples();
     result_.classes = run_.classes;
     result_.resumed_epochs = evaluated_;
+    meter_.sample({});  // the parent, its arena and rows
   }
 
   TrainResult go() {
@@ -145,15 +147,15 @@ class Supervisor {
   void serial() {
     for (unsigned e = run_.progress[0].epochs_done.load(); e < cfg_.epochs; ++e) {
       {
-        std::optional<std::jthread> ticker;  // the only poll while the parent trains
-        if (live_)
-          ticker.emplace([this, paused = paused_](std::stop_token stop) { tick(stop, paused); });
+        // The only poll while the parent trains: the live display and the memory.
+        std::jthread ticker([this, paused = paused_](std::stop_token stop) { tick(stop, paused); });
         run_.run_epoch(0, e);
       }  // joined: the live callback has returned before the epoch's report
       if (g_signal) return;
       const auto pause_start = Clock::now();
       evaluated_ = e + 1;
       report(e + 1, true);
+      meter_.sample({});  // after the epoch's evaluation
       checkpoint_if_due();
       paused_ += seconds_since(pause_start);
     }
@@ -183,7 +185,10 @@ class Supervisor {
     for (unsigned r = 0; r < run_.workers + run_.servers; ++r) spawn(r);
     double next_timed = cfg_.eval_every;
     for (;;) {
+      std::uint64_t gone = 0;  // what workers that ended held at their exit
       for (const auto& exit : group.reap()) {
+        if (exit.rank < run_.workers)
+          gone += run_.progress[exit.rank].exit_memory.exchange(0, std::memory_order_relaxed);
         if (exit.ok() || g_signal) continue;
         // A parameter server on one machine: its shard and rings are in the arena,
         // so a replacement takes over where it stopped (finishing the record it
@@ -246,6 +251,7 @@ class Supervisor {
         spawn(exit.rank);
         report(fraction(), false);  // a metrics line records the restart
       }
+      if (gone || meter_.due()) meter_.sample(group.pids(), gone);
       if (g_signal) return stop(group);
       if (watch_stalls) check_stalls(group, watch);
       unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
@@ -318,8 +324,10 @@ class Supervisor {
     std::condition_variable_any cv;  // only to wait for the stop request
     std::unique_lock lock(m);
     while (!cv.wait_for(lock, stop, std::chrono::milliseconds(50), [] { return false; }) &&
-           !stop.stop_requested())
-      live_.tick(seconds_since(t0_) - paused);
+           !stop.stop_requested()) {
+      if (live_) live_.tick(seconds_since(t0_) - paused);
+      if (meter_.due()) meter_.sample({});  // the epoch's order and buffers
+    }
   }
 
   // SIGINT/SIGTERM: the stop flag is set; workers publish their place and exit 0
@@ -497,12 +505,6 @@ class Supervisor {
       r.train_loss = r.history.back().train_loss;
     }
     r.lock_recoveries = run_.control->mutex.recoveries();
-    // The parent maps everything the workers share (data, arena) and each worker adds
-    // its private pages. (Summing PSS taken at different exits counted shared pages
-    // several times over: a page's share grows as its other mappers exit.)
-    std::uint64_t tree = detail::self_peak_rss_bytes();
-    for (auto& p : run_.progress) tree += p.private_bytes.load(std::memory_order_relaxed);
-    r.peak_rss_bytes = tree;
     for (const auto& p : run_.progress) {
       r.node_syncs += p.node_syncs.load(std::memory_order_relaxed);
       r.node_sync_seconds += static_cast<double>(p.node_sync_ns.load(std::memory_order_relaxed)) * 1e-9;
@@ -563,11 +565,14 @@ class Supervisor {
         copy(r.parameters[t.name], t.data, t.dtype);
         if (t.state) copy(r.optimizer_state[t.name], t.state, Dtype::f32);
       }
+    meter_.sample({});  // the workers are gone; the result's copy made
+    r.peak_rss_bytes = meter_.peak();
     return r;
   }
 
   detail::Run& run_;
   detail::LiveMeter live_;
+  detail::TreeMeter meter_;  // the process tree's peak memory
   std::optional<ParamSnapshot> live_copy_;
   const TrainConfig& cfg_;
   const ProgressCallback& on_progress_;

@@ -1,0 +1,21 @@
+#include "trainer/memory_meter.hpp"
+
+#include <algorithm>
+
+#include "process.hpp"
+
+namespace hogwild::detail {
+
+void TreeMeter::sample(std::span<const pid_t> pids, std::uint64_t gone) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t tree = gone + memory_share().bytes();
+  if (const ForkServer* server = ForkServer::get()) tree += memory_share(server->pid()).bytes();
+  for (const pid_t pid : pids) tree += memory_share(pid).bytes();  // a pid just gone adds 0
+  peak_ = std::max(peak_, tree);
+  const auto cost = std::chrono::steady_clock::now() - t0;
+  next_ = std::chrono::steady_clock::now() +
+          std::clamp<std::chrono::steady_clock::duration>(
+              40 * cost, std::chrono::milliseconds(250), std::chrono::seconds(5));
+}
+
+}  // namespace hogwild::detail

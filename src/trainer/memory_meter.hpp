@@ -1,0 +1,34 @@
+// The peak memory of a run's process tree, measured by its parent: the sum over the
+// parent, its workers (and parameter servers) and the fork server of each one's
+// share of the anonymous and shared-memory pages it maps (memory_share, so every
+// page counts once: the arena and the rows once, each worker's private pages), at
+// moments the parent samples; each worker's own sample at its exit stands in for
+// it at the first sample after. Page cache (the program, a mapped input) is left
+// out, and so is what loading the data held before the run began.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+
+namespace hogwild::detail {
+
+class TreeMeter {
+ public:
+  // Samples this process, the fork server (if any) and `pids` now, plus `gone`: what
+  // processes that ended since the last sample held at their exit.
+  void sample(std::span<const pid_t> pids, std::uint64_t gone = 0);
+  // Whether the next periodic sample is due: each reads every process's page
+  // tables (about 10 ms a GB), so they come at most every few hundred ms, and
+  // further apart the more they cost.
+  bool due() const noexcept { return std::chrono::steady_clock::now() >= next_; }
+  std::uint64_t peak() const noexcept { return peak_; }
+
+ private:
+  std::uint64_t peak_ = 0;
+  std::chrono::steady_clock::time_point next_{};
+};
+
+}  // namespace hogwild::detail
