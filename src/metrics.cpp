@@ -181,6 +181,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"test_loss", num(r.test.loss)},
       {"test_accuracy", num(r.test.accuracy)},
       {"peak_rss_bytes", r.peak_rss_bytes},
+      {"memory_estimate_bytes", r.memory_estimate.total},
+      {"memory_estimate_worst_bytes", r.memory_estimate.worst},
       {"merges", r.merges},
       {"node_syncs", r.node_syncs},
       {"node_sync_seconds", r.node_sync_seconds},
@@ -196,6 +198,11 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"checkpoint", c.checkpoint.empty() ? nlohmann::json() : nlohmann::json(c.checkpoint)},
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
+  j["memory_estimate_address_space_bytes"] = {{"parent", r.memory_estimate.parent_address_space},
+                                               {"worker", r.memory_estimate.worker_address_space}};
+  auto& parts = j["memory_estimate_parts"] = nlohmann::json::array();
+  for (const auto& p : r.memory_estimate.parts)
+    parts.push_back({{"what", p.what}, {"bytes", p.bytes}, {"possible", p.possible}});
   if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
   if (c.mode == Mode::ps) {
     const auto& p = r.ps;

@@ -472,36 +472,3 @@ std::uint64_t anon_bytes(pid_t pid) {
 }
 
 }  // namespace hogwild::detail
-
-namespace hogwild::detail {
-
-static std::string mib(std::uint64_t bytes) {
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
-}
-
-void check_memory(std::uint64_t shared_bytes, std::uint64_t private_bytes,
-                  std::uint64_t replica_bytes, unsigned workers) {
-  const std::uint64_t replicas = replica_bytes * workers;
-  const std::uint64_t need = shared_bytes + private_bytes + replicas;
-  const std::string what = fmt::format(
-      "the model needs {} of memory ({} shared parameter arena, {} private copy for "
-      "evaluation{})", mib(need), mib(shared_bytes), mib(private_bytes),
-      replicas ? fmt::format(", {} for {} workers' replicas (--merge-every)", mib(replicas), workers)
-               : std::string());
-  const std::uint64_t avail = read_kib_field("/proc/meminfo", "MemAvailable:");
-  if (avail != 0 && need > avail)
-    throw ResourceError(fmt::format("{} but only {} is available; use a smaller model (fewer "
-                                    "features or classes) or a machine with more memory",
-                                    what, mib(avail)));
-  rlimit as{};
-  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
-    const std::uint64_t used = read_kib_field("/proc/self/status", "VmSize:");
-    const std::uint64_t left = as.rlim_cur > used ? as.rlim_cur - used : 0;
-    if (shared_bytes + std::max(private_bytes, replica_bytes) > left)
-      throw ResourceError(fmt::format("{} but the address-space limit (ulimit -v) leaves only {}; "
-                                      "raise the limit or use a smaller model",
-                                      what, mib(left)));
-  }
-}
-
-}  // namespace hogwild::detail

@@ -131,14 +131,6 @@ bool orphaned(std::int32_t parent) noexcept;
 // In a worker, the process that forked it (the run's parent, or the fork server);
 // 0 in any other process.
 std::int32_t launcher() noexcept;
-// Throws ResourceError when `shared_bytes` (the arena's pages) plus `private_bytes`
-// (the parent's evaluation copy) plus `workers` times `replica_bytes` (each
-// worker's replica, --merge-every) do not fit in the memory available (MemAvailable
-// in /proc/meminfo), or when one process's part does not fit in the address-space
-// limit (RLIMIT_AS, ulimit -v) left to this process.
-void check_memory(std::uint64_t shared_bytes, std::uint64_t private_bytes,
-                  std::uint64_t replica_bytes = 0, unsigned workers = 0);
-
 // A process's share of the anonymous and shared-memory pages it maps (Pss_Anon and
 // Pss_Shmem of /proc/PID/smaps_rollup; 0 for `pid` 0: this process): summed over
 // processes at one moment, every page counts once. Page cache (the program's files,

@@ -42,6 +42,11 @@ class Model {
   // batch's first row (prefetch_params) while this batch computes.
   virtual bool prefetches_params() const noexcept { return false; }
   virtual void prefetch_params(const ParamSet&, RowView) const noexcept {}
+  // Bytes one worker's model holds for its steps beside the parameters (buffers
+  // sized by the batch and the model: activations, and with `live`, weights that
+  // other workers write meanwhile, a private copy of them), for the run's memory
+  // estimate (memory_estimate.hpp). A model that holds little may leave it 0.
+  virtual std::size_t step_bytes(std::size_t /*batch*/, bool /*live*/) const { return 0; }
   // Per-worker hooks around each epoch's batches, called in the worker process (so
   // a model's members are private to it there): `rows` are the worker's rows of
   // the epoch, in order. end_epoch runs also when the epoch was cut short.

@@ -13,6 +13,7 @@
 #include "hogwild/dataset.hpp"
 #include "hogwild/device.hpp"
 #include "hogwild/fork_server.hpp"
+#include "hogwild/memory_estimate.hpp"
 #include "hogwild/mode.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/model_options.hpp"
@@ -216,8 +217,10 @@ struct TrainResult {
   double train_loss = 0;    // last epoch's mean progressive loss
   // The whole process tree's peak from the start of training, measured: its
   // processes' anonymous and shared-memory pages, shared ones once (the parent
-  // samples them, src/trainer/memory_meter.hpp).
+  // samples them, src/trainer/memory_meter.hpp); and what was estimated of it before
+  // the first epoch.
   std::uint64_t peak_rss_bytes = 0;
+  MemoryEstimate memory_estimate;
   unsigned lock_recoveries = 0;      // lock mode: mutex recovered from a dead owner
   bool huge_pages = false;           // the arena got huge pages (config.huge_pages honoured)
   std::vector<Progress> history;
@@ -289,6 +292,10 @@ struct LiveProgress {
 // parent runs beside the epoch's loop (joined before the epoch's evaluation).
 using LiveCallback = std::function<void(const LiveProgress&)>;
 
+// Called once in the parent, before any worker starts and after the memory check
+// passed, with the estimate of the run's peak memory (memory_estimate.hpp).
+using StartCallback = std::function<void(const MemoryEstimate&)>;
+
 // Trains `config.model` (from the registry) on `train`; `test` may be null.
 // Failures throw (error.hpp): a worker that crashed more than max_restarts times
 // (WorkerError), divergence (Error naming epoch and step; no checkpoint is written
@@ -296,10 +303,11 @@ using LiveCallback = std::function<void(const LiveProgress&)>;
 // disk or too little memory (ResourceError). SIGINT/SIGTERM do not throw: see
 // TrainResult::signal.
 TrainResult train(const TrainConfig& config, const Dataset& train, const Dataset* test,
-                  const ProgressCallback& on_progress = {}, const LiveCallback& on_live = {});
+                  const ProgressCallback& on_progress = {}, const LiveCallback& on_live = {},
+                  const StartCallback& on_start = {});
 // Same with a model object the caller built (a user-defined model).
 TrainResult train(const TrainConfig& config, Model& model, const Dataset& train,
                   const Dataset* test, const ProgressCallback& on_progress = {},
-                  const LiveCallback& on_live = {});
+                  const LiveCallback& on_live = {}, const StartCallback& on_start = {});
 
 }  // namespace hogwild

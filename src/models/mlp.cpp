@@ -432,6 +432,21 @@ void MlpModel::predict(const ParamSet& p, RowView x, float target, double& loss,
   correct = ok == 1;
 }
 
+std::size_t MlpModel::step_bytes(std::size_t batch, bool live) const {
+  std::size_t units = 0, weights = 0, largest = 0;
+  for (std::size_t l = 0; l < layers(); ++l) {
+    units += widths_[l] + widths_[l + 1];  // act[l + 1] and delta, act[0]
+    weights += widths_[l] * widths_[l + 1];
+    largest = std::max(largest, widths_[l] * widths_[l + 1]);
+  }
+  const bool bf16 = options_.matmul == MatmulPrecision::bf16;
+  // act and delta_, scaled_ (the widest layer), and the weights' copies: fp32 where
+  // other workers write them, bf16 always with bf16 products; grad_ for a live W.
+  std::size_t floats = batch * units + batch * *std::max_element(widths_.begin(), widths_.end());
+  if (live) floats += weights + largest;
+  return floats * sizeof(float) + (bf16 ? (weights + batch * units) * sizeof(std::uint16_t) : 0);
+}
+
 Evaluation MlpModel::evaluate(const ParamSet& params, const Dataset& data,
                               const float* targets) const {
   Evaluation e;

@@ -576,7 +576,12 @@ int run(int argc, char** argv) {
         }
       },
       live.active() ? [&](const hogwild::LiveProgress& p) { live.update(p); }
-                    : hogwild::LiveCallback());
+                    : hogwild::LiveCallback(),
+      [&](const hogwild::MemoryEstimate& m) {
+        if (o.quiet) return;
+        fmt::print(o.human, "memory at the peak, estimated: {}\n", m.describe());
+        std::fflush(o.human);
+      });
   live.clear();
   if (cfg.huge_pages && !result.huge_pages &&
       hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true}).ok)
@@ -598,7 +603,8 @@ int run(int argc, char** argv) {
     line += fmt::format(", test accuracy {:.4f}", result.test.accuracy);
   if (std::isfinite(result.test.loss)) line += fmt::format(", test loss {:.4f}", result.test.loss);
   if (std::isfinite(result.test.rmse)) line += fmt::format(", test rmse {:.4f}", result.test.rmse);
-  line += fmt::format(", peak memory {}", mib(result.peak_rss_bytes));
+  line += fmt::format(", peak memory {} (estimated {})", mib(result.peak_rss_bytes),
+                      mib(result.memory_estimate.total));
   if (cfg.mode == hogwild::Mode::ps) {
     auto per_server = [](const std::vector<std::uint64_t>& v) {
       std::string s;

@@ -19,6 +19,7 @@
 
 #include "comm/gloo.hpp"
 #include "comm/shm.hpp"
+#include "trainer/memory_plan.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/labels.hpp"
 #include "hogwild/model_registry.hpp"
@@ -152,7 +153,7 @@ void Run::map_hot_window(std::size_t bytes) {
 }
 
 Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
-         std::optional<Arena> attached, int device_fd)
+         std::optional<Arena> attached, int device_fd, std::uint64_t other_rows)
     : cfg(c), mode(mode_def(c.mode)), model(m), train(tr), test(te) {
   const LabelMap labels = LabelMap::fit(model.label_kind(), train, model.name());
   train_targets = labels.targets(train);
@@ -236,11 +237,10 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
         throw Error(fmt::format("the arena handed to this worker has no block '{}' of {} bytes: it "
                                 "was made for another configuration", b.name, b.bytes));
   } else {
-    // The arena's pages plus one private copy for evaluations and checkpoints, and
-    // with --merge-every each worker's replica (its copy and its base).
-    // (validate() admits merge_every in modes hogwild and atomic only.)
-    check_memory(cfg.shm_dir.empty() ? Arena::required_bytes(blocks) : 0, floats * sizeof(float),
-                 cfg.merge_every ? 2 * floats * sizeof(float) : 0, workers);
+    // Everything the run will hold at its peak, in every process, before any of it.
+    const MemoryPlan plan = plan_memory(*this, Arena::required_bytes(blocks), window_bytes, other_rows);
+    check_memory(plan);
+    memory = plan.estimate;
     arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
   }
   control = in_arena<Control>(arena.block("control").data(), 1, attach);

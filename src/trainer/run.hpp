@@ -18,6 +18,7 @@
 #include "hogwild/arena.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/labels.hpp"
+#include "hogwild/memory_estimate.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
 #include "hogwild/robust_mutex.hpp"
@@ -215,8 +216,14 @@ struct Run {
   // The parent's run: makes the arena and initialises it. With `attached` (a worker
   // started from a description, worker_start.hpp): the arena the parent made, and
   // `device_fd`, the device arena's descriptor where it has one.
+  // `other_rows`: the bytes of rows the caller holds beside `tr` and `te` (their
+  // sources, when these are copies), for the memory estimate.
   Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
-      std::optional<Arena> attached = std::nullopt, int device_fd = -1);
+      std::optional<Arena> attached = std::nullopt, int device_fd = -1,
+      std::uint64_t other_rows = 0);
+  // The parent's estimate of the run's peak memory, checked before the arena was
+  // made (trainer/memory_plan.hpp).
+  MemoryEstimate memory;
   static constexpr std::size_t kPage = 4096;
   void map_hot_window(std::size_t bytes);
 

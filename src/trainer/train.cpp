@@ -270,6 +270,7 @@ class Supervisor {
       live_.tick(seconds_since(t0_));
       sleep_ms(10);
     }
+    workers_gone_ = true;  // the live weights hold still: evaluated where they are
     for (const unsigned done = run_.min_epochs(); evaluated_ < done;)
       report(++evaluated_, true);  // a parameter server's last epoch
     if (evaluated_ < cfg_.epochs)
@@ -410,9 +411,9 @@ class Supervisor {
     if (slot) {
       counts = run_.counts_of(*slot);
       weights = &run_.slot_params[(evaluated_ - 1) % 2];
-    } else if (run_.mode.parallel() && run_.test) {
+    } else if (run_.mode.parallel() && run_.test && !workers_gone_) {
       counts = run_.capture([&] { weights = &copy_of_live(); });
-    } else {  // serial (the parent is the worker) or nothing to evaluate: the counters now
+    } else {  // serial (the parent is the worker), no worker left, or nothing to evaluate
       counts = run_.capture([] {});
     }
     p.time = counts.time - paused_;  // serial: evaluation pauses are not training
@@ -436,7 +437,7 @@ class Supervisor {
     const bool bad_train = end_of_epoch && !std::isfinite(p.train_loss);
     const bool bad_test = p.test.rows > 0 && !std::isfinite(p.test.loss);
     if (bad_train || bad_test) {
-      if (weights == &run_.params && run_.mode.parallel())  // live: copy first
+      if (weights == &run_.params && run_.mode.parallel() && !workers_gone_)  // live: copy first
         weights = &copy_of_live();
       const auto bad = detail::find_non_finite(*weights);
       throw detail::divergence(
@@ -567,12 +568,14 @@ class Supervisor {
       }
     meter_.sample({});  // the workers are gone; the result's copy made
     r.peak_rss_bytes = meter_.peak();
+    r.memory_estimate = run_.memory;
     return r;
   }
 
   detail::Run& run_;
   detail::LiveMeter live_;
   detail::TreeMeter meter_;  // the process tree's peak memory
+  bool workers_gone_ = false;  // every worker (and server) has ended
   std::optional<ParamSnapshot> live_copy_;
   const TrainConfig& cfg_;
   const ProgressCallback& on_progress_;
@@ -734,15 +737,16 @@ void TrainConfig::validate() const {
 }
 
 TrainResult train(const TrainConfig& config, const Dataset& train_set, const Dataset* test,
-                  const ProgressCallback& on_progress, const LiveCallback& on_live) {
+                  const ProgressCallback& on_progress, const LiveCallback& on_live,
+                  const StartCallback& on_start) {
   config.validate();
   auto model = make_model(config.model, config.model_options);
-  return train(config, *model, train_set, test, on_progress, on_live);
+  return train(config, *model, train_set, test, on_progress, on_live, on_start);
 }
 
 TrainResult train(const TrainConfig& given, Model& model, const Dataset& train_bytes,
                   const Dataset* test_bytes, const ProgressCallback& on_progress,
-                  const LiveCallback& on_live) {
+                  const LiveCallback& on_live, const StartCallback& on_start) {
   given.validate();
   TrainConfig cfg = given;  // with --device-warps resolved
   // Byte rows (dense_u8) go only to a model that reads them; the others get the
@@ -758,6 +762,10 @@ TrainResult train(const TrainConfig& given, Model& model, const Dataset& train_b
     test_rows = bytes ? aligned : aligned.widened();
   }
   const Dataset* test = test_rows ? &*test_rows : nullptr;
+  // The caller's sets stay in memory beside copies of them (the memory estimate).
+  std::uint64_t other_rows = 0;
+  if (train_set.labels().data() != train_bytes.labels().data()) other_rows += train_bytes.bytes();
+  if (test && test->labels().data() != test_bytes->labels().data()) other_rows += test_bytes->bytes();
   if (train_set.rows() == 0) throw ConfigError(train_set.source() + " has no rows");
   if (is_parallel(cfg.mode) && cfg.workers > train_set.rows())
     throw ConfigError(fmt::format("--workers {} is more than the {} training rows", cfg.workers,
@@ -794,7 +802,8 @@ TrainResult train(const TrainConfig& given, Model& model, const Dataset& train_b
     resume = read_checkpoint(cfg.resume);
     check_resumable(*resume, cfg, train_set, cfg.resume);
   }
-  detail::Run run(cfg, model, train_set, test);
+  detail::Run run(cfg, model, train_set, test, std::nullopt, -1, other_rows);
+  if (on_start) on_start(run.memory);
   const unsigned restarts = resume ? run.restore(*resume, cfg.resume) : 0;
   // The workers of a synchronous mode step together: from a checkpoint taken while
   // they ran, all start where the one furthest behind was.

@@ -26,6 +26,10 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
   bool touched(std::size_t tensor, const Batch& b,
                std::vector<std::uint32_t>& keys) const override;
 
+  // The batch's probabilities and their scaled copy (step()).
+  std::size_t step_bytes(std::size_t batch, bool) const override {
+    return 2 * batch * classes_ * sizeof(float);
+  }
   std::size_t classes() const noexcept { return classes_; }
   std::size_t stride() const noexcept { return stride_; }
   const ModelOptions& options() const noexcept { return options_; }
