@@ -9,6 +9,9 @@
 #include <cstring>
 
 #include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "hogwild/checkpoint.hpp"
@@ -30,6 +33,19 @@ test::RunResult train_cli(std::vector<std::string> args, const std::vector<std::
   argv.insert(argv.end(), args.begin(), args.end());
   return test::run(argv, 120);
 }
+
+// Rating triples whose highest user id is `users` (MF's P then has users x 10 rows),
+// most users without a rating: a large model from a small file.
+std::string ratings_file(const test::TempDir& dir, std::size_t users, std::size_t ratings) {
+  const std::string path = dir.file("ratings.tsv");
+  std::ofstream f(path);
+  for (std::size_t i = 0; i < ratings; ++i)
+    f << 1 + (i * 7919) % users << '\t' << 1 + i % 500 << '\t' << 1 + i % 5 << '\n';
+  f << users << "\t1\t3\n";
+  return path;
+}
+
+nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(test::read_text(path)); }
 
 }  // namespace
 
@@ -57,6 +73,92 @@ TEST_CASE("an address-space limit (ulimit -v) too small for the model is a clear
   INFO(r.out);
   CHECK(r.exit_code == 4);
   CHECK(r.out.find("address-space limit (ulimit -v)") != std::string::npos);
+}
+
+TEST_CASE("a run that cannot fit in its address-space limit is refused before the first epoch, naming the parts" * doctest::test_suite("address_space")) {
+  if (kSanitized) {
+    test::skip("sanitizers need an unlimited address space");
+    return;
+  }
+  test::TempDir dir;
+  const std::string train = ratings_file(dir, 4000000, 20000);  // 160 MB of factors
+  const std::vector<std::string> args{"--train", train, "--model", "mf", "--mode", "serial",
+                                      "--epochs", "1", "--checkpoint", dir.file("ck.bin"),
+                                      "--summary", dir.file("s.json")};
+  auto fits = train_cli(args);
+  REQUIRE(fits.exit_code == 0);
+  const auto parent = read_json(dir.file("s.json"))["memory_estimate_address_space_bytes"]["parent"]
+                          .get<std::uint64_t>();
+  std::filesystem::remove(dir.file("ck.bin"));
+  std::filesystem::remove(dir.file("s.json"));
+  // 100 MB short of what the parent would map: refused at the check, exit 4.
+  auto r = train_cli(args, {"/usr/bin/prlimit", "--as=" + std::to_string(parent - 100000000), "--"});
+  INFO(r.out);
+  CHECK(r.exit_code == 4);
+  CHECK(r.out.find("the parent would map") != std::string::npos);
+  CHECK(r.out.find("address-space limit (ulimit -v)") != std::string::npos);
+  CHECK(r.out.find("parameter arena (weights)") != std::string::npos);
+  CHECK(r.out.find("epoch   1/") == std::string::npos);  // before the first
+  CHECK_FALSE(std::filesystem::exists(dir.file("ck.bin")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("s.json")));
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("a run that fits its address-space limit tightly ends, writing its checkpoint and summary" * doctest::test_suite("address_space")) {
+  if (kSanitized) {
+    test::skip("sanitizers need an unlimited address space");
+    return;
+  }
+  // The issue's case scaled down: MF with millions of users, serial, a checkpoint.
+  // The end of the run used to copy the weights three more times (the result, the
+  // checkpoint's capture, its bytes), which this limit leaves no room for.
+  test::TempDir dir;
+  const std::string train = ratings_file(dir, 4000000, 20000);
+  const std::vector<std::string> args{"--train", train, "--model", "mf", "--mode", "serial",
+                                      "--epochs", "2", "--checkpoint", dir.file("ck.bin"),
+                                      "--summary", dir.file("s.json")};
+  REQUIRE(train_cli(args).exit_code == 0);
+  const auto s = read_json(dir.file("s.json"));
+  const auto parent = s["memory_estimate_address_space_bytes"]["parent"].get<std::uint64_t>();
+  const std::uint64_t weights = std::filesystem::file_size(dir.file("ck.bin"));
+  std::filesystem::remove(dir.file("ck.bin"));
+  std::filesystem::remove(dir.file("s.json"));
+  auto r = train_cli(args, {"/usr/bin/prlimit", "--as=" + std::to_string(parent + weights / 2), "--"});
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("done: ") != std::string::npos);
+  REQUIRE(std::filesystem::exists(dir.file("ck.bin")));
+  CHECK(read_checkpoint(dir.file("ck.bin")).epochs_done() == 2);
+  CHECK(read_json(dir.file("s.json"))["samples"] == 2 * 20001);
+}
+
+TEST_CASE("the reported peak holds the arena and every worker's own memory") {
+  if (test::skip_cli_under_tsan()) return;
+  // An MLP under hogwild: each worker keeps a private copy of the weights that the
+  // others write (W) and the largest layer's product (2048 x 2048); the arena holds
+  // the weights and two evaluation snapshots. A peak measured in the parent alone,
+  // or missing the workers' private pages, falls short of their sum.
+  test::TempDir dir;
+  std::string rows;
+  for (int i = 0; i < 256; ++i) {
+    rows += std::to_string(i % 10);
+    for (int j = 1; j <= 64; ++j) rows += fmt::format(" {}:{}", j, ((i * 31 + j * 17) % 97) / 97.0);
+    rows += "\n";
+  }
+  test::write_text(dir.file("dense.svm"), rows);
+  auto r = train_cli({"--train", dir.file("dense.svm"), "--test", dir.file("dense.svm"), "--model",
+                      "mlp", "--hidden", "2048,2048", "--mode", "hogwild", "--workers", "2",
+                      "--batch", "32", "--epochs", "1", "--summary", dir.file("s.json"), "-q"});
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  const std::uint64_t W = (64 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10) * sizeof(float);
+  const std::uint64_t layer = 2048 * 2048 * sizeof(float);
+  const auto s = read_json(dir.file("s.json"));
+  const auto peak = s["peak_rss_bytes"].get<std::uint64_t>();
+  CHECK(peak >= 3 * W + 2 * (W + layer));
+  // And the estimate made before the first epoch is within 20 % of it.
+  const auto estimate = s["memory_estimate_bytes"].get<std::uint64_t>();
+  CHECK(static_cast<double>(estimate) == doctest::Approx(static_cast<double>(peak)).epsilon(0.2));
 }
 
 TEST_CASE("a full disk while writing a checkpoint stops the run with exit 4; the old one is intact" * doctest::test_suite("tmpfs")) {
