@@ -49,8 +49,9 @@ namespace {
 
 // What a forked process adds of its own before it allocates anything: the pages of
 // its stack and of the heap it writes (copied from its parent's on first write),
-// measured on workers that hold nothing else (a few MiB).
-constexpr std::uint64_t kProcessBytes = 4 << 20;
+// measured on workers that hold nothing else (softmax on 40k features, 1 to 8
+// workers: 0.2 MiB each).
+constexpr std::uint64_t kProcessBytes = 512 << 10;
 // A thread's address space: its stack (8 MiB) and the malloc arena glibc reserves
 // for it (64 MiB), which RLIMIT_AS counts though it is mostly never touched.
 constexpr std::uint64_t kThreadAddressSpace = 72 << 20;
@@ -137,8 +138,11 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
   std::string own_what = "its process " + mib(kProcessBytes);
   for (const auto& [bytes, what] : {std::pair{order, "rows' order"}, std::pair{step, "batch buffers"},
                                     std::pair{mode_own, mode_what.c_str()}})
-    if (bytes) own_what += fmt::format(", {} {}", what, mib(bytes));
-  if (workers) add(fmt::format("{} workers' own (each: {})", workers, own_what), workers * worker_own);
+    if (bytes >= (64 << 10)) own_what += fmt::format(", {} {}", what, mib(bytes));
+  if (workers)
+    add(workers == 1 ? "1 worker's own (" + own_what + ")"
+                     : fmt::format("{} workers' own (each: {})", workers, own_what),
+        workers * worker_own);
   if (!mode.parallel()) {
     std::uint64_t own = order + run.model.step_bytes(cfg.batch, false);
     if (mode.threaded())  // dp: a model, its buffers and a gradient for every thread
