@@ -135,12 +135,14 @@ TEST_CASE("a run that fits its address-space limit tightly ends, writing its che
 TEST_CASE("the reported peak holds the arena and every worker's own memory") {
   if (test::skip_cli_under_tsan()) return;
   // An MLP under hogwild: each worker keeps a private copy of the weights that the
-  // others write (W) and the largest layer's product (2048 x 2048); the arena holds
-  // the weights and two evaluation snapshots. A peak measured in the parent alone,
-  // or missing the workers' private pages, falls short of their sum.
+  // others write (W) and the largest layer's product (2048 x 2048) from its first
+  // batch to its exit; the arena holds the weights and two evaluation snapshots. A
+  // peak measured in the parent alone, or missing the workers' private pages, falls
+  // short of their sum. (Each worker trains 32 batches, so that both hold theirs at
+  // once: with 4, a worker started late under load began after the other ended.)
   test::TempDir dir;
   std::string rows;
-  for (int i = 0; i < 256; ++i) {
+  for (int i = 0; i < 1024; ++i) {
     rows += std::to_string(i % 10);
     for (int j = 1; j <= 64; ++j) rows += fmt::format(" {}:{}", j, ((i * 31 + j * 17) % 97) / 97.0);
     rows += "\n";
@@ -148,7 +150,7 @@ TEST_CASE("the reported peak holds the arena and every worker's own memory") {
   test::write_text(dir.file("dense.svm"), rows);
   auto r = train_cli({"--train", dir.file("dense.svm"), "--test", dir.file("dense.svm"), "--model",
                       "mlp", "--hidden", "2048,2048", "--mode", "hogwild", "--workers", "2",
-                      "--batch", "32", "--epochs", "1", "--summary", dir.file("s.json"), "-q"});
+                      "--batch", "32", "--epochs", "2", "--summary", dir.file("s.json"), "-q"});
   INFO(r.out);
   REQUIRE(r.exit_code == 0);
   const std::uint64_t W = (64 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10) * sizeof(float);

@@ -6,11 +6,12 @@
 
 namespace hogwild::detail {
 
-void TreeMeter::sample(std::span<const pid_t> pids, std::uint64_t gone) {
+void TreeMeter::sample(std::span<const Process> processes, std::uint64_t gone) {
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t tree = gone + memory_share().bytes();
   if (const ForkServer* server = ForkServer::get()) tree += memory_share(server->pid()).bytes();
-  for (const pid_t pid : pids) tree += memory_share(pid).bytes();  // a pid just gone adds 0
+  for (const auto& p : processes)  // an exiting process may read as less, a reaped one as 0
+    tree += std::max(memory_share(p.pid).bytes(), p.exit_sample);
   peak_ = std::max(peak_, tree);
   const auto cost = std::chrono::steady_clock::now() - t0;
   next_ = std::chrono::steady_clock::now() +

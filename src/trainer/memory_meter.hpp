@@ -17,9 +17,15 @@ namespace hogwild::detail {
 
 class TreeMeter {
  public:
-  // Samples this process, the fork server (if any) and `pids` now, plus `gone`: what
-  // processes that ended since the last sample held at their exit.
-  void sample(std::span<const pid_t> pids, std::uint64_t gone = 0);
+  struct Process {
+    pid_t pid;
+    // What it said it held as it finished (0: not yet): it counts at least that,
+    // however much of its memory its exit has already given back.
+    std::uint64_t exit_sample = 0;
+  };
+  // Samples this process, the fork server (if any) and `processes` now, plus `gone`:
+  // what processes that ended since the last sample held at their exit.
+  void sample(std::span<const Process> processes, std::uint64_t gone = 0);
   // Whether the next periodic sample is due: each reads every process's page
   // tables (about 10 ms a GB), so they come at most every few hundred ms, and
   // further apart the more they cost.

@@ -251,7 +251,7 @@ class Supervisor {
         spawn(exit.rank);
         report(fraction(), false);  // a metrics line records the restart
       }
-      if (gone || meter_.due()) meter_.sample(group.pids(), gone);
+      if (gone || meter_.due()) meter_.sample(processes(group), gone);
       if (g_signal) return stop(group);
       if (watch_stalls) check_stalls(group, watch);
       unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
@@ -275,6 +275,20 @@ class Supervisor {
       report(++evaluated_, true);  // a parameter server's last epoch
     if (evaluated_ < cfg_.epochs)
       throw WorkerError(fmt::format("workers ended after {} of {} epochs", evaluated_, cfg_.epochs));
+  }
+
+  // The running workers and servers, for the memory meter: a worker that has
+  // finished says what it held as it did.
+  std::vector<detail::TreeMeter::Process> processes(const detail::ProcessGroup& group) const {
+    std::vector<detail::TreeMeter::Process> out;
+    for (const pid_t pid : group.pids()) {
+      std::uint64_t exit_sample = 0;
+      for (const auto& p : run_.progress)
+        if (p.pid.load(std::memory_order_relaxed) == pid)
+          exit_sample = p.exit_memory.load(std::memory_order_relaxed);
+      out.push_back({pid, exit_sample});
+    }
+    return out;
   }
 
   // A synchronous mode's worker failed: the others stop at their next collective
