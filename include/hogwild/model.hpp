@@ -42,11 +42,16 @@ class Model {
   // batch's first row (prefetch_params) while this batch computes.
   virtual bool prefetches_params() const noexcept { return false; }
   virtual void prefetch_params(const ParamSet&, RowView) const noexcept {}
-  // Bytes one worker's model holds for its steps beside the parameters (buffers
-  // sized by the batch and the model: activations, and with `live`, weights that
-  // other workers write meanwhile, a private copy of them), for the run's memory
-  // estimate (memory_estimate.hpp). A model that holds little may leave it 0.
-  virtual std::size_t step_bytes(std::size_t /*batch*/, bool /*live*/) const { return 0; }
+  // What one worker's model holds for its steps beside the parameters, for the run's
+  // memory estimate and its address-space check (memory_estimate.hpp): `resident`,
+  // the buffers it keeps, sized by the batch and the model (activations, and with
+  // `live`, weights that other workers write meanwhile, a private copy of them);
+  // `mapped`, the address space its steps may map at once (a library's transient
+  // buffers too, at least `resident`). A model that holds little may leave both 0.
+  struct StepMemory {
+    std::size_t resident = 0, mapped = 0;
+  };
+  virtual StepMemory step_memory(std::size_t /*batch*/, bool /*live*/) const { return {}; }
   // Per-worker hooks around each epoch's batches, called in the worker process (so
   // a model's members are private to it there): `rows` are the worker's rows of
   // the epoch, in order. end_epoch runs also when the epoch was cut short.

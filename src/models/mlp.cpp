@@ -432,7 +432,7 @@ void MlpModel::predict(const ParamSet& p, RowView x, float target, double& loss,
   correct = ok == 1;
 }
 
-std::size_t MlpModel::step_bytes(std::size_t batch, bool live) const {
+Model::StepMemory MlpModel::step_memory(std::size_t batch, bool live) const {
   std::size_t units = 0, weights = 0, largest = 0;
   for (std::size_t l = 0; l < layers(); ++l) {
     units += widths_[l] + widths_[l + 1];  // act[l + 1] and delta, act[0]
@@ -445,10 +445,15 @@ std::size_t MlpModel::step_bytes(std::size_t batch, bool live) const {
   std::size_t floats = batch * units + batch * *std::max_element(widths_.begin(), widths_.end());
   if (live) floats += weights + largest;
   // oneDNN's in each process that runs the products: its generated kernels, its
-  // primitives and its OpenMP threads (measured: 4.2 MiB a worker on 2 cores).
-  constexpr std::size_t kLibraryBytes = std::size_t{9} << 19;
-  return floats * sizeof(float) + (bf16 ? (weights + batch * units) * sizeof(std::uint16_t) : 0) +
-         kLibraryBytes;
+  // primitives and its OpenMP threads (measured: 4.2 MiB a worker on 2 cores); and
+  // mapped while a product runs, its packed operands (a worker's peak address space
+  // exceeded the rest by 13, 18 and 25 to 37 MiB with 1024-, 2048- and 4096-unit
+  // layers).
+  constexpr std::size_t kLibraryBytes = std::size_t{9} << 19, kLibraryMapped = std::size_t{16} << 20;
+  const std::size_t resident =
+      floats * sizeof(float) + (bf16 ? (weights + batch * units) * sizeof(std::uint16_t) : 0) +
+      kLibraryBytes;
+  return {resident, resident + kLibraryMapped + largest * sizeof(float) / 2};
 }
 
 Evaluation MlpModel::evaluate(const ParamSet& params, const Dataset& data,

@@ -55,6 +55,10 @@ constexpr std::uint64_t kProcessBytes = 512 << 10;
 // A thread's address space: its stack (8 MiB) and the malloc arena glibc reserves
 // for it (64 MiB), which RLIMIT_AS counts though it is mostly never touched.
 constexpr std::uint64_t kThreadAddressSpace = 72 << 20;
+// What a process maps beyond what it is known to allocate: heap growth, the small
+// buffers of its libraries and of its mode (a parameter server's replica mapped 7.6
+// MiB more than its weights and pushes).
+constexpr std::uint64_t kSlackAddressSpace = 16 << 20;
 // The checkpoint writer's buffer beside its chunk (src/checkpoint.cpp).
 constexpr std::uint64_t kCheckpointBuffer = 1 << 20;
 
@@ -122,7 +126,8 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
       {"the checkpoint writer's buffer", checkpoint}};
   // Each worker's own: its rows' order, its steps' buffers, and what its mode keeps.
   const std::uint64_t order = share * sizeof(std::uint32_t);
-  const std::uint64_t step = run.model.step_bytes(cfg.batch, live);
+  const Model::StepMemory steps = run.model.step_memory(cfg.batch, live);
+  const std::uint64_t step = steps.resident;
   std::uint64_t mode_own = 0;
   std::string mode_what;
   if (cfg.merge_every && mode.replicas()) {
@@ -144,10 +149,11 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
                      : fmt::format("{} workers' own (each: {})", workers, own_what),
         workers * worker_own);
   if (!mode.parallel()) {
-    std::uint64_t own = order + run.model.step_bytes(cfg.batch, false);
+    std::uint64_t own = order + run.model.step_memory(cfg.batch, false).resident;
     if (mode.threaded())  // dp: a model, its buffers and a gradient for every thread
-      own += cfg.workers * (run.model.step_bytes(cfg.batch / std::max(1u, cfg.workers), false) +
-                            floats_bytes(padded));
+      own += cfg.workers *
+             (run.model.step_memory(cfg.batch / std::max(1u, cfg.workers), false).resident +
+              floats_bytes(padded));
     parent_adds.push_back({"the training step's order and buffers", own});
   }
   for (const auto& p : parent_adds) add(p.what, p.bytes, false, p.possible);
@@ -165,8 +171,14 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
   // Address spaces: what each process maps now (the rows, the program, its threads'
   // reservations) and what it will map.
   const std::uint64_t now = address_space_bytes();
-  plan.parent_space = {{"mapped now", now}, {arena_what, arena}};
+  plan.parent_space = {{"mapped now", now}, {arena_what, arena}, {"heap growth", kSlackAddressSpace}};
   for (const auto& p : parent_adds) plan.parent_space.push_back(p);
+  // What a library maps while a step or an evaluation runs (the parent trains in
+  // serial mode, and evaluates with the model's products).
+  const Model::StepMemory parent_steps = run.model.step_memory(cfg.batch, false);
+  if (!mode.parallel() || run.test)
+    plan.parent_space.push_back({"its products' transient mappings",
+                                 parent_steps.mapped - std::min(parent_steps.mapped, parent_steps.resident)});
   // Threads it starts: dp's, or serial's display ticker.
   const unsigned threads = mode.threaded() ? cfg.workers : mode.parallel() ? 0 : 1;
   plan.parent_space.push_back({fmt::format("{} thread(s)' stack and malloc arena", threads),
@@ -178,8 +190,13 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
       from = address_space_bytes(server->pid()) + rows_all;
       from_what = "the fork server's mappings and the rows";
     }
-    plan.worker_space = {{from_what, from}, {arena_what, arena}, {"its own: " + own_what, worker_own}};
+    plan.worker_space = {{from_what, from},
+                         {arena_what, arena},
+                         {"its own: " + own_what, worker_own},
+                         {"heap growth", kSlackAddressSpace}};
     if (window) plan.worker_space.push_back({"its hot window", window});
+    plan.worker_space.push_back({"its products' transient mappings",
+                                 steps.mapped - std::min(steps.mapped, steps.resident)});
   }
   auto sum = [](const std::vector<MemoryPart>& v) {
     std::uint64_t n = 0;

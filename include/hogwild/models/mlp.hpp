@@ -34,8 +34,8 @@ class MlpModel : public ModelBase<MlpModel> {
   bool touched(std::size_t tensor, const Batch& b,
                std::vector<std::uint32_t>& keys) const override;
   // The batch's activations and deltas, and with live weights each layer's private
-  // copy and the largest layer's product (step()).
-  std::size_t step_bytes(std::size_t batch, bool live) const override;
+  // copy and the largest layer's product (step()); oneDNN's own besides.
+  StepMemory step_memory(std::size_t batch, bool live) const override;
   // Batched forward passes (one row at a time would be a matrix-vector product).
   Evaluation evaluate(const ParamSet& params, const Dataset& data,
                       const float* targets) const override;

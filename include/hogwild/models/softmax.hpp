@@ -27,8 +27,9 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
                std::vector<std::uint32_t>& keys) const override;
 
   // The batch's probabilities and their scaled copy (step()).
-  std::size_t step_bytes(std::size_t batch, bool) const override {
-    return 2 * batch * classes_ * sizeof(float);
+  StepMemory step_memory(std::size_t batch, bool) const override {
+    const std::size_t bytes = 2 * batch * classes_ * sizeof(float);
+    return {bytes, bytes};
   }
   std::size_t classes() const noexcept { return classes_; }
   std::size_t stride() const noexcept { return stride_; }
