@@ -7,7 +7,7 @@ set -euo pipefail
 packages=("$@")
 [ $# -gt 0 ] || packages=(
   meson ninja-build pkg-config g++
-  clang libclang-rt-14-dev util-linux
+  clang libclang-rt-14-dev util-linux iproute2
   libboost1.81-dev libtbb-dev doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libdnnl-dev
   libgloo-dev libhiredis-dev redis-server

@@ -203,6 +203,10 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
   auto& parts = j["memory_estimate_parts"] = nlohmann::json::array();
   for (const auto& p : r.memory_estimate.parts)
     parts.push_back({{"what", p.what}, {"bytes", p.bytes}, {"possible", p.possible}});
+  if (c.nodes > 1) {
+    j["join_seconds"] = r.join_seconds;
+    j["iface"] = r.iface;
+  }
   if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
   if (c.mode == Mode::ps) {
     const auto& p = r.ps;

@@ -94,6 +94,12 @@ struct TrainConfig {
   std::string rendezvous;
   std::string iface;
   std::string run_id;
+  // Several nodes: how long each node's parent waits for the others to join before
+  // any worker starts (a node may start that much later than the first; torchrun's
+  // rendezvous default). Nodes started with other options or data are refused as
+  // soon as they meet. Without `iface`, the nodes talk over the interface whose
+  // network reaches the others (loopback on one machine).
+  double join_timeout = 300;
   // Hogwild across nodes (modes hogwild, atomic, lock with nodes > 1): worker 0 of
   // each node adds the other nodes' changes to its node's weights every sync_every
   // of its examples, or about every sync_seconds (one of the two is 0), and at each
@@ -210,6 +216,10 @@ unsigned device_warps_for(const TrainConfig& config, const Dataset& train_set, b
 
 struct TrainResult {
   double train_seconds = 0;
+  // Several nodes: seconds this node waited for the others to join (not training
+  // time: train_seconds and samples_per_second leave it out).
+  double join_seconds = 0;
+  std::string iface;  // several nodes: the interface they talked over ("": loopback)
   std::uint64_t samples = 0;
   double samples_per_second = 0;
   double nnz_per_second = 0;
@@ -295,6 +305,12 @@ using LiveCallback = std::function<void(const LiveProgress&)>;
 // Called once in the parent, before any worker starts and after the memory check
 // passed, with the estimate of the run's peak memory (memory_estimate.hpp).
 using StartCallback = std::function<void(const MemoryEstimate&)>;
+
+// Several nodes (config.nodes > 1): says this node's failure (`why`) to the nodes
+// waiting to join it, which then stop at once instead of at --join-timeout. train()
+// does so itself; a program that fails before calling it (its data, its options)
+// calls this. Never throws; takes about a second (the others look every 20 ms).
+void tell_nodes_failed(const TrainConfig& config, const std::string& why) noexcept;
 
 // Trains `config.model` (from the registry) on `train`; `test` may be null.
 // Failures throw (error.hpp): a worker that crashed more than max_restarts times

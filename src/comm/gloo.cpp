@@ -23,6 +23,7 @@
 #include <optional>
 #include <thread>
 
+#include "comm/interfaces.hpp"
 #include "hogwild/error.hpp"
 
 namespace hogwild {
@@ -736,6 +737,193 @@ bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size) {
     return true;
   } catch (const std::exception&) {
     return false;
+  }
+}
+
+}  // namespace hogwild
+
+// --- The nodes' join ---------------------------------------------------------
+
+namespace hogwild {
+namespace {
+
+// A join key's value: OWNER, MACHINE, HOSTNAME, ADDRESSES, STATE (ready or failed),
+// one a line, then the text (or the failure's message) to the end.
+struct JoinValue {
+  std::string owner, machine, hostname, addresses, state, text;
+};
+
+std::string join_key(unsigned node) { return fmt::format("hogwild/node/{}", node); }
+// Set by a node refused a --node-rank that a live node holds, for that node to stop too.
+std::string clash_key(unsigned node) { return fmt::format("hogwild/clash/{}", node); }
+
+std::vector<char> encode(const JoinValue& v) {
+  return detail::bytes(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", v.owner, v.machine, v.hostname,
+                                   v.addresses, v.state, v.text));
+}
+
+JoinValue decode(const std::string& s) {
+  JoinValue v;
+  std::string* fields[] = {&v.owner, &v.machine, &v.hostname, &v.addresses, &v.state};
+  std::size_t begin = 0;
+  for (std::string* f : fields) {
+    const auto end = std::min(s.find('\n', begin), s.size());
+    *f = s.substr(begin, end - begin);
+    begin = std::min(end + 1, s.size());
+  }
+  v.text = s.substr(begin);
+  return v;
+}
+
+// The pid of an owner "PID.START".
+pid_t owner_pid(const std::string& owner) {
+  pid_t pid = 0;
+  std::from_chars(owner.data(), owner.data() + owner.size(), pid);
+  return pid;
+}
+
+// The first line of `a` and `b` that differs, as "name=a" and "name=b".
+std::pair<std::string, std::string> first_difference(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    const auto ea = std::min(a.find('\n', i), a.size()), eb = std::min(b.find('\n', j), b.size());
+    std::string la = a.substr(i, ea - i), lb = b.substr(j, eb - j);
+    if (la != lb) return {la.empty() ? "(nothing)" : la, lb.empty() ? "(nothing)" : lb};
+    i = ea + 1;
+    j = eb + 1;
+  }
+  return {};
+}
+
+std::string own_hostname() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+}  // namespace
+
+std::vector<JoinedNode> gloo_join_nodes(const GlooOptions& options, unsigned node, unsigned nodes,
+                                        const std::string& text,
+                                        const std::atomic<std::int32_t>* stop) {
+  const detail::Where where = detail::parse_rendezvous(options.rendezvous);
+  detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
+                         std::chrono::milliseconds(std::min<std::int64_t>(options.timeout.count(), 10000)));
+  const JoinValue mine{options.owner,
+                       detail::machine_identity(),
+                       own_hostname(),
+                       detail::format_addresses(detail::local_interfaces()),
+                       "ready",
+                       text};
+  const std::string key = join_key(node);
+  try {
+    if (!store.claim(key, encode(mine))) {
+      // Taken: by a run of this node that was killed (on this machine, its process
+      // gone), which this one replaces, or by a live node.
+      const auto found = store.find(key);
+      const JoinValue other = decode(found.value_or(""));
+      const pid_t pid = owner_pid(other.owner);
+      const bool dead = other.machine == mine.machine && pid > 0 && ::kill(pid, 0) != 0 &&
+                        errno == ESRCH;
+      bool taken = true;
+      if (!found || dead) {  // gone meanwhile, or a killed run's: take it
+        if (found) store.erase(key);
+        taken = !store.claim(key, encode(mine));
+      }
+      if (taken) {
+        // Both stop: the holder hears of it through the clash key.
+        store.set(clash_key(node), detail::bytes(fmt::format("host {}, pid {}", mine.hostname,
+                                                             owner_pid(mine.owner))));
+        throw ConfigError(fmt::format(
+            "--node-rank {}: node {} of run '{}' is taken by a running node (host {}, pid {}): "
+            "two nodes were given the same --node-rank (give each node its own), or that run "
+            "is still going", node, node, options.run_id, other.hostname, pid));
+      }
+    }
+    store.erase(clash_key(node));  // a killed run's
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(fmt::format("node {}: joining run '{}' through '{}' failed: {}", node,
+                                options.run_id, options.rendezvous,
+                                detail::without_location(e.what())));
+  }
+  std::vector<std::optional<JoinValue>> seen(nodes);
+  seen[node] = mine;
+  const auto deadline = detail::Clock::now() + options.timeout;
+  for (;;) {
+    if (stop && stop->load(std::memory_order_relaxed)) return {};
+    if (const auto clash = store.find(clash_key(node)))
+      throw ConfigError(fmt::format(
+          "--node-rank {}: another node ({}) was started with --node-rank {} too: two nodes were "
+          "given the same --node-rank; give each node its own", node, *clash, node));
+    std::size_t missing = 0;
+    for (unsigned r = 0; r < nodes; ++r) {
+      if (seen[r]) continue;
+      const auto found = store.find(join_key(r));
+      if (!found) {
+        ++missing;
+        continue;
+      }
+      JoinValue v = decode(*found);
+      if (v.state == "failed")
+        throw ConfigError(fmt::format("node {} (host {}) failed: {}", r, v.hostname, v.text));
+      if (v.text != text) {
+        const auto [theirs, ours] = first_difference(v.text, text);
+        const std::string why = fmt::format(
+            "node {} (host {}) was started with {}, node {} (host {}) with {}: start every node "
+            "with the same options and data, and its own --node-rank",
+            r, v.hostname, theirs, node, mine.hostname, ours);
+        gloo_join_failed(options, node, why);
+        throw ConfigError(why);
+      }
+      seen[r] = std::move(v);
+    }
+    if (missing == 0) break;
+    if (detail::Clock::now() >= deadline) {
+      std::vector<unsigned> absent;
+      for (unsigned r = 0; r < nodes; ++r)
+        if (!seen[r]) absent.push_back(r);
+      throw CommError(fmt::format(
+          "node(s) {} did not join run '{}' through '{}' within {} s (--join-timeout)",
+          fmt::join(absent, ", "), options.run_id, options.rendezvous,
+          std::chrono::duration_cast<std::chrono::seconds>(options.timeout).count()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<JoinedNode> out;
+  for (auto& v : seen) out.push_back({v->hostname, v->machine, v->addresses});
+  return out;
+}
+
+void gloo_join_failed(const GlooOptions& options, unsigned node, const std::string& why) noexcept {
+  try {
+    const detail::Where where = detail::parse_rendezvous(options.rendezvous);
+    detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
+                           std::chrono::milliseconds(3000));
+    const auto found = store.find(join_key(node));
+    // Another live node's key stays as it is (this one never held it).
+    if (found && decode(*found).owner != options.owner) return;
+    store.set(join_key(node), encode({options.owner, detail::machine_identity(), own_hostname(),
+                                      "", "failed", why}));
+  } catch (...) {
+  }
+}
+
+void gloo_leave_join(const GlooOptions& options, unsigned node, unsigned nodes) noexcept {
+  try {
+    const detail::Where where = detail::parse_rendezvous(options.rendezvous);
+    detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
+                           std::chrono::milliseconds(3000));
+    const auto found = store.find(join_key(node));
+    if (!found || decode(*found).owner != options.owner) return;  // not ours
+    // Every node's keys (a killed node's too), ours last: the join is over for all.
+    for (unsigned k = 1; k <= nodes; ++k) {
+      const unsigned r = (node + k) % nodes;
+      store.erase(clash_key(r));
+      store.erase(join_key(r));
+    }
+  } catch (...) {
   }
 }
 

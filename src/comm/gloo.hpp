@@ -91,6 +91,33 @@ void gloo_exchange_nccl_id(const GlooOptions& options, unsigned rank, char (&id)
                            const std::function<void(char (&)[128])>& make,
                            const std::atomic<std::int32_t>* stop);
 
+// One node as it joined (gloo_join_nodes): what it said about itself.
+struct JoinedNode {
+  std::string hostname;
+  std::string machine;    // machine_identity(): equal on one machine
+  std::string addresses;  // format_addresses(local_interfaces())
+};
+
+// The nodes of a run meet, in each node's parent before it starts any worker: each
+// publishes `text` (what every node must agree on: options, data) and who it is
+// under options.run_id's join keys, then waits for every node's, up to
+// options.timeout (--join-timeout: a node may start that much later than the first).
+// Returns every node's JoinedNode (this one's included) once all have joined; an
+// empty vector when *stop became non-zero while waiting. Throws ConfigError (exit 2)
+// at once when a node's text differs (naming the first line that does), when a node
+// said it failed (gloo_join_failed: its message), or when a live node holds this
+// --node-rank; CommError when nodes are still missing at the timeout, naming them.
+// A key left by a killed run of this node, on this machine, is taken over.
+std::vector<JoinedNode> gloo_join_nodes(const GlooOptions& options, unsigned node, unsigned nodes,
+                                        const std::string& text,
+                                        const std::atomic<std::int32_t>* stop);
+// This node failed (before, while or after joining): its join key says so, with
+// `why`, for the nodes waiting to join it. Never throws.
+void gloo_join_failed(const GlooOptions& options, unsigned node, const std::string& why) noexcept;
+// Once the join is over for every node (the run ends, or this node failed a second
+// ago): erases every node's join keys, if this node's is its owner's. Never throws.
+void gloo_leave_join(const GlooOptions& options, unsigned node, unsigned nodes) noexcept;
+
 namespace detail {
 
 class KeyStore;

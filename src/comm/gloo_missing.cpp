@@ -24,6 +24,15 @@ void gloo_exchange_nccl_id(const GlooOptions&, unsigned, char (&)[128],
 
 bool gloo_built() noexcept { return false; }
 
+std::vector<JoinedNode> gloo_join_nodes(const GlooOptions&, unsigned, unsigned, const std::string&,
+                                        const std::atomic<std::int32_t>*) {
+  missing();
+}
+
+void gloo_join_failed(const GlooOptions&, unsigned, const std::string&) noexcept {}
+
+void gloo_leave_join(const GlooOptions&, unsigned, unsigned) noexcept {}
+
 bool gloo_run_id_used(const GlooOptions&, unsigned) { return false; }
 
 bool gloo_erase_run(const GlooOptions&, unsigned, unsigned) { return true; }

@@ -347,6 +347,10 @@ int run(int argc, char** argv) {
                  "--mode ddp: seconds a worker waits for the others in a collective before it "
                  "fails, naming them")
       ->capture_default_str()->option_text("S");
+  app.add_option("--join-timeout", cfg.join_timeout,
+                 "Several nodes: seconds a node waits for the others to join before any worker "
+                 "starts (a node may start that much later); nodes that differ are refused at once")
+      ->capture_default_str()->option_text("S");
   app.add_option("--worker-start", o.worker_start,
                  "How workers start: fork (copies of this process: the fastest start) or "
                  "fork-server (forked by the clean process this program forks first thing, "
@@ -539,10 +543,22 @@ int run(int argc, char** argv) {
   // The linear models step per non-zero: sparse rows serve them to a higher density.
   const double dense_at =
       model->feature_indexed() ? hogwild::kDenseDensityLinear : hogwild::kDenseDensity;
-  hogwild::Dataset train = load(o.train, o.train_labels, o, storage, dense_at, "train", hot_k);
+  // A node whose data fails to load tells the nodes waiting to join it.
+  auto told = [&](auto&& load_it) {
+    try {
+      return load_it();
+    } catch (const std::exception& e) {
+      hogwild::tell_nodes_failed(cfg, e.what());
+      throw;
+    }
+  };
+  hogwild::Dataset train =
+      told([&] { return load(o.train, o.train_labels, o, storage, dense_at, "train", hot_k); });
   std::optional<hogwild::Dataset> test;
   if (!o.test.empty())
-    test = load(o.test, o.test_labels, o, storage, dense_at, "test ", hot_k, &train);
+    test = told([&] {
+      return load(o.test, o.test_labels, o, storage, dense_at, "test ", hot_k, &train);
+    });
   if (!o.quiet)
     fmt::print(o.human, "model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
                cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),

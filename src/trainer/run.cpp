@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "comm/gloo.hpp"
+#include "comm/interfaces.hpp"
 #include "comm/shm.hpp"
 #include "trainer/memory_plan.hpp"
 #include "hogwild/checkpoint.hpp"
@@ -80,6 +81,42 @@ std::size_t padded(std::size_t floats) { return (floats + 15) / 16 * 16; }
 template <class T>
 T* in_arena(std::byte* at, std::size_t n, bool attached) {
   return attached ? std::launder(reinterpret_cast<T*>(at)) : new (at) T[n];
+}
+
+}  // namespace
+
+namespace {
+
+// Where group `rank` of generation `generation` meets across nodes: the store, the
+// run id, the tag (what every process of every node computes alike).
+GlooOptions group_options(const TrainConfig& cfg, unsigned rank, std::uint32_t generation) {
+  GlooOptions o;
+  o.rendezvous = cfg.rendezvous;
+  o.run_id = fmt::format("{}-{}", cfg.run_id.empty() ? "hogwild" : cfg.run_id, generation);
+  o.node = fmt::format("node {}", cfg.node_rank);
+  o.tag = fmt::format("slice-{}", rank);
+  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.comm_timeout * 1000));
+  return o;
+}
+
+// The nodes' join keys of generation `generation`, owned by this parent.
+GlooOptions join_options_of(const TrainConfig& cfg, std::uint32_t generation, pid_t parent) {
+  GlooOptions o = group_options(cfg, 0, generation);
+  o.tag = "join";
+  o.owner = fmt::format("{}.join", parent);
+  o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.join_timeout * 1000));
+  return o;
+}
+
+// Several nodes, no --run-id: the run's generation is the first whose first group
+// (worker 0's, or with a parameter server server 0's: rank `first_rank`) not every
+// node joined before (earlier runs through the same store used the ones before, and
+// every node skips the same ones).
+std::uint32_t first_free_generation(const TrainConfig& cfg, unsigned first_rank) {
+  std::uint32_t g = 0;
+  if (cfg.run_id.empty())
+    while (gloo_run_id_used(group_options(cfg, first_rank, g), cfg.nodes)) ++g;
+  return g;
 }
 
 }  // namespace
@@ -280,10 +317,8 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   // --node-rank finds its key taken: exit 2). The store is opened and
   // closed here, before any fork.
   // (The first group: worker 0's, or with a parameter server server 0's.)
-  if (!attach && cfg.nodes > 1 && cfg.run_id.empty())
-    while (gloo_run_id_used(across_options(mode.parameter_server() ? workers : 0,
-                                           control->generation), cfg.nodes))
-      ++control->generation;
+  if (!attach && cfg.nodes > 1)
+    control->generation = first_free_generation(cfg, mode.parameter_server() ? workers : 0);
   if (!attach && cfg.nodes > 1) {
     across_keys.run = this;
     across_keys.first_generation = control->generation;
@@ -345,6 +380,7 @@ Run::AcrossKeys::~AcrossKeys() {
   // second (GlooCommunicator::origin) before they exit.
   if (std::uncaught_exceptions() > 0)
     std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(1)));
+  gloo_leave_join(run->join_options(), run->cfg.node_rank, run->cfg.nodes);
   for (std::uint32_t g = first_generation; g <= run->control->generation; ++g) {
     for (unsigned r = 0; r < run->workers + run->servers; ++r)
       if (!gloo_erase_run(run->across_options(r, g), run->cfg.node_rank, run->cfg.nodes))
@@ -369,15 +405,11 @@ std::unique_ptr<Communicator> Run::make_communicator(unsigned rank) const {
                                            &control->stop);
 }
 
+
 GlooOptions Run::across_options(unsigned rank, std::uint32_t generation) const {
-  GlooOptions o;
-  o.rendezvous = cfg.rendezvous;
-  o.run_id = fmt::format("{}-{}", cfg.run_id.empty() ? "hogwild" : cfg.run_id, generation);
-  o.iface = cfg.iface;
-  o.node = fmt::format("node {}", cfg.node_rank);
+  GlooOptions o = group_options(cfg, rank, generation);
+  o.iface = control->iface[0] ? std::string(control->iface) : cfg.iface;
   o.owner = fmt::format("{}.{}", control->parent, control->start_ns);
-  o.tag = fmt::format("slice-{}", rank);
-  o.timeout = comm_timeout();
   return o;
 }
 
@@ -406,6 +438,49 @@ void Run::check_join(Communicator& across) const {
           "{:08x}): start every node with the same options and data, and its own --node-rank",
           static_cast<unsigned>(other.value), other.index, all[0].index));
 }
+
+GlooOptions Run::join_options() const {
+  return join_options_of(cfg, across_keys.first_generation, control->parent);
+}
+
+bool Run::join_nodes() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto nodes = gloo_join_nodes(join_options(), cfg.node_rank, cfg.nodes, join_text(),
+                                     &control->stop);
+  join_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (nodes.empty()) return false;
+  // The interface: the one given; none on one machine (loopback); else the one
+  // whose network reaches every other machine.
+  std::string iface = cfg.iface;
+  const JoinedNode& me = nodes[cfg.node_rank];
+  std::vector<std::vector<InterfaceAddress>> peers;
+  std::string elsewhere;
+  for (unsigned r = 0; r < nodes.size(); ++r)
+    if (nodes[r].machine != me.machine) {
+      peers.push_back(parse_addresses(nodes[r].addresses));
+      elsewhere += fmt::format("{}node {} (host {}: {})", elsewhere.empty() ? "" : ", ", r,
+                               nodes[r].hostname,
+                               nodes[r].addresses.empty() ? "no address" : nodes[r].addresses);
+    }
+  if (iface.empty() && !peers.empty()) {
+    iface = interface_toward(parse_addresses(me.addresses), peers);
+    if (iface.empty()) {
+      const std::string why = fmt::format(
+          "node {} (host {}: {}) has no network interface on a network with {}: pass --iface "
+          "(the interface the machines reach each other on) on every node",
+          cfg.node_rank, me.hostname, me.addresses.empty() ? "no address" : me.addresses,
+          elsewhere);
+      gloo_join_failed(join_options(), cfg.node_rank, why);
+      throw ConfigError(why);
+    }
+  }
+  if (iface.size() >= sizeof control->iface)
+    throw ConfigError(fmt::format("--iface {}: an interface name is at most {} characters", iface,
+                                  sizeof control->iface - 1));
+  std::memcpy(control->iface, iface.c_str(), iface.size() + 1);
+  return true;
+}
+
 
 void Run::capture_start() {
   if (arena.has("conflicts")) record_conflict_start(arena.block("conflicts").data(), params);
@@ -787,3 +862,23 @@ unsigned Run::min_epochs() const {
 }
 
 }  // namespace hogwild::detail
+
+namespace hogwild {
+
+void tell_nodes_failed(const TrainConfig& cfg, const std::string& why) noexcept {
+  if (cfg.nodes <= 1 || cfg.rendezvous.empty() || !gloo_built()) return;
+  try {
+    const bool ps = detail::mode_def(cfg.mode).parameter_server();
+    const unsigned workers = detail::mode_def(cfg.mode).parallel() ? cfg.workers : 1;
+    const GlooOptions o = detail::join_options_of(
+        cfg, detail::first_free_generation(cfg, ps ? workers : 0), ::getpid());
+    gloo_join_failed(o, cfg.node_rank, why);
+    // The nodes waiting to join this one look every 20 ms; a later run must not
+    // find this failure.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    gloo_leave_join(o, cfg.node_rank, cfg.nodes);
+  } catch (...) {
+  }
+}
+
+}  // namespace hogwild

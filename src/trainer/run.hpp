@@ -51,6 +51,9 @@ struct Control {
   // --comm gloo the directory of their FileStore rendezvous.
   std::uint32_t generation = 0;
   char rendezvous[256] = {};
+  // Several nodes: the interface their workers talk over (--iface, or the one the
+  // join chose; empty: loopback, all nodes on one machine).
+  char iface[64] = {};
   // What the first worker that stopped on bad input (exit 2: options the other
   // nodes do not share, a rank taken, ...) said, for the parent's error: claimed
   // (1), then written (2).
@@ -182,6 +185,13 @@ struct Run {
   // Meets the other nodes' workers of this local rank: the first collective of a
   // group compares join_text's fingerprint (ConfigError naming a node that differs).
   void check_join(Communicator& across) const;
+  // Several nodes, in the parent before any worker starts: the nodes meet
+  // (gloo_join_nodes, up to cfg.join_timeout), refusing any that differs, and the
+  // interface the workers talk over is chosen (control->iface). False when a stop
+  // came while waiting. The seconds it waited: join_seconds.
+  bool join_nodes();
+  double join_seconds = 0;
+  GlooOptions join_options() const;
   ParamSet params;  // the live tensors, in store->space()
   // --telemetry: each worker's staleness histograms (the arena's "staleness" block).
   std::span<StalenessRecord> staleness;

@@ -723,6 +723,9 @@ void TrainConfig::validate() const {
   if (!(comm_timeout > 0) || !std::isfinite(comm_timeout) || comm_timeout > 86400)
     throw ConfigError(fmt::format(
         "--comm-timeout must be more than 0 and at most 86400 seconds, got {}", comm_timeout));
+  if (!(join_timeout > 0) || !std::isfinite(join_timeout) || join_timeout > 86400)
+    throw ConfigError(fmt::format(
+        "--join-timeout must be more than 0 and at most 86400 seconds, got {}", join_timeout));
   if (max_restarts > 1000) throw ConfigError("--max-restarts must be at most 1000");
   if (!(stall_timeout >= 0) || stall_timeout > 86400)
     throw ConfigError(fmt::format(
@@ -758,10 +761,39 @@ TrainResult train(const TrainConfig& config, const Dataset& train_set, const Dat
   return train(config, *model, train_set, test, on_progress, on_live, on_start);
 }
 
+namespace {
+
+// train(), once the caller's configuration is known valid; *joined is set once the
+// nodes' join begins (it tells the other nodes of its own failures).
+TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& train_bytes,
+                       const Dataset* test_bytes, const ProgressCallback& on_progress,
+                       const LiveCallback& on_live, const StartCallback& on_start, bool* joined);
+
+}  // namespace
+
 TrainResult train(const TrainConfig& given, Model& model, const Dataset& train_bytes,
                   const Dataset* test_bytes, const ProgressCallback& on_progress,
                   const LiveCallback& on_live, const StartCallback& on_start) {
   given.validate();
+  // Several nodes: one that fails before the join (its data, a refused resume, an
+  // arena that does not fit) tells the nodes waiting to join it, which stop at once.
+  bool joined = false;
+  try {
+    return train_here(given, model, train_bytes, test_bytes, on_progress, on_live, on_start,
+                      &joined);
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!joined) tell_nodes_failed(given, e.what());
+    throw;
+  }
+}
+
+namespace {
+
+TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& train_bytes,
+                       const Dataset* test_bytes, const ProgressCallback& on_progress,
+                       const LiveCallback& on_live, const StartCallback& on_start, bool* joined) {
   TrainConfig cfg = given;  // with --device-warps resolved
   // Byte rows (dense_u8) go only to a model that reads them; the others get the
   // sets as floats, one shared copy each. The test set follows the training set's
@@ -826,10 +858,18 @@ TrainResult train(const TrainConfig& given, Model& model, const Dataset& train_b
   g_signal = 0;
   std::optional<SignalScope> signals;
   if (cfg.handle_signals) signals.emplace(&run.control->stop);
+  // Several nodes meet before any worker starts: a late one joins, one that differs
+  // is refused at once, and the wait is not training time.
+  *joined = true;
+  if (cfg.nodes > 1 && !run.join_nodes()) throw Interrupted(g_signal ? g_signal : SIGINT);
   TrainResult result =
       Supervisor(run, on_progress, on_live, resume ? resume->train_seconds : 0, restarts).go();
+  result.join_seconds = run.join_seconds;
+  result.iface = run.control->iface;
   result.device_warps = cfg.device == Device::cuda ? cfg.device_warps : 0;
   return result;
 }
+
+}  // namespace
 
 }  // namespace hogwild
