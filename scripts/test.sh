@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test suite: the release build,
-# then the whole suite under ASan+UBSan, then the shared-memory, trainer and
-# checkpoint tests under TSan, then each libFuzzer target for about 30 seconds.
+# then the whole suite but the install check and the benches under ASan+UBSan, then
+# the shared-memory, trainer and checkpoint tests under TSan, then each libFuzzer
+# target for about 30 seconds.
 # Ends with the line "N passed, N failed, N skipped"; exit 0 only when all pass.
 # HOGWILD_SKIP_SANITIZERS=1 skips the sanitizer stages, HOGWILD_SKIP_FUZZ=1 the fuzzers,
 # HOGWILD_FUZZ_SECONDS=N changes the time per target.
@@ -30,7 +31,7 @@ run_suite() {  # build-dir setup-args... -- test-args...   ($targets: what to bu
 }
 
 # The build outputs (paths relative to the build folder $1) that the tests named
-# after it run.
+# after it run (scripts/test-targets.py).
 test_targets() {
   python3 scripts/test-targets.py "$@"
 }
@@ -38,13 +39,21 @@ test_targets() {
 targets=()
 run_suite build -- 
 if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
-  run_suite build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true -- --no-suite install
+  # ASan+UBSan: every test but the install check and the benches (measurement
+  # tools, whose smoke runs the release stage has run), and only what those run built.
+  if [ ! -f build-asan/build.ninja ]; then
+    meson setup build-asan -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dwerror=true >/dev/null || status=1
+  fi
+  mapfile -t targets < <(test_targets build-asan --exclude-suites install,bench)
+  run_suite build-asan -- --no-suite install --no-suite bench
+  targets=()
   # TSan: the shared-memory, trainer and checkpoint tests, and only what they need
   # built (their programs and what those depend on; the tools, benches and examples
   # are not compiled a third time).
   tsan_tests=(arena device_arena device_run mlp_steps comm ring ps ps_gloo ddp models labels
               optimizer trainer restart checkpoint replica hot_coordinates byte_rows
-              epoch_order progress_line metrics)
+              epoch_order metrics)
   if [ ! -f build-tsan/build.ninja ]; then
     meson setup build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
       -Dwerror=true >/dev/null || status=1
