@@ -158,9 +158,12 @@ TEST_CASE("the reported peak holds the arena and every worker's own memory") {
   const auto s = read_json(dir.file("s.json"));
   const auto peak = s["peak_rss_bytes"].get<std::uint64_t>();
   CHECK(peak >= 3 * W + 2 * (W + layer));
-  // And the estimate made before the first epoch is within 20 % of it.
+  // And the estimate made before the first epoch is within 20 % of it: where memory
+  // is the program's own (under ASan, its shadow, redzones and quarantine add 36 % here).
+#if !defined(__SANITIZE_ADDRESS__)
   const auto estimate = s["memory_estimate_bytes"].get<std::uint64_t>();
   CHECK(static_cast<double>(estimate) == doctest::Approx(static_cast<double>(peak)).epsilon(0.2));
+#endif
 }
 
 TEST_CASE("a full disk while writing a checkpoint stops the run with exit 4; the old one is intact" * doctest::test_suite("tmpfs")) {
