@@ -12,6 +12,8 @@
 #include <chrono>
 #include <filesystem>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "comm/gloo.hpp"
 #include "comm/interfaces.hpp"
@@ -96,43 +98,32 @@ TEST_CASE("interfaces: the one on a network with every other machine") {
   CHECK(detail::parse_addresses("x;eth0 300.1.1.1/24;eth0 1.2.3.4/33;eth0 1.2.3.4/8").size() == 1);
 }
 
-TEST_CASE("two hosts: ddp without --iface talks over the interface that reaches the other host, "
-          "to the same weights on both; the keys are erased") {
-  auto hosts = two_hosts();
-  if (!hosts) return;
-  test::TempDir dir;
-  std::filesystem::create_directory(dir.file("rdv"));
-  auto [train, test_file] = test::problem_files(dir, 3000, 300);
-  Node a = start_node(*hosts, 0, dir, train, test_file);
-  Node b = start_node(*hosts, 1, dir, train, test_file);
-  a.wait();
-  b.wait();
-  INFO(a.out << "\n---\n" << b.out);
-  REQUIRE(a.code == 0);
-  REQUIRE(b.code == 0);
-  const auto s0 = summary(dir, 0), s1 = summary(dir, 1);
-  CHECK(s0["iface"] == hosts->iface(0));
-  CHECK(s1["iface"] == hosts->iface(1));
-  // The same weights: the same test loss, to the last bit of a double.
-  CHECK(s0["test_loss"].get<double>() == s1["test_loss"].get<double>());
-  CHECK(test::entries_in(dir.file("rdv")) == 0);
-}
-
-TEST_CASE("two cloned hosts with one hostname and no --iface: not loopback, the shared network") {
-  auto hosts = two_hosts({"clone", "clone"});
-  if (!hosts) return;
-  test::TempDir dir;
-  std::filesystem::create_directory(dir.file("rdv"));
-  auto [train, test_file] = test::problem_files(dir, 2000, 200);
-  Node a = start_node(*hosts, 0, dir, train, test_file);
-  Node b = start_node(*hosts, 1, dir, train, test_file);
-  a.wait();
-  b.wait();
-  INFO(a.out << "\n---\n" << b.out);
-  REQUIRE(a.code == 0);
-  REQUIRE(b.code == 0);
-  CHECK(summary(dir, 0)["iface"] == hosts->iface(0));
-  CHECK(summary(dir, 0)["test_loss"].get<double>() == summary(dir, 1)["test_loss"].get<double>());
+TEST_CASE("two hosts, with their own hostnames or cloned with one: ddp without --iface talks over "
+          "the interface that reaches the other host, never loopback, to the same weights on "
+          "both; the keys are erased") {
+  for (const auto& [names, rows, features] :
+       {std::tuple{std::vector<std::string>{"node0", "node1"}, 3000, 300},
+        std::tuple{std::vector<std::string>{"clone", "clone"}, 2000, 200}}) {
+    CAPTURE(names[1]);
+    auto hosts = two_hosts(names);
+    if (!hosts) return;
+    test::TempDir dir;
+    std::filesystem::create_directory(dir.file("rdv"));
+    auto [train, test_file] = test::problem_files(dir, rows, features);
+    Node a = start_node(*hosts, 0, dir, train, test_file);
+    Node b = start_node(*hosts, 1, dir, train, test_file);
+    a.wait();
+    b.wait();
+    INFO(a.out << "\n---\n" << b.out);
+    REQUIRE(a.code == 0);
+    REQUIRE(b.code == 0);
+    const auto s0 = summary(dir, 0), s1 = summary(dir, 1);
+    CHECK(s0["iface"] == hosts->iface(0));
+    CHECK(s1["iface"] == hosts->iface(1));
+    // The same weights: the same test loss, to the last bit of a double.
+    CHECK(s0["test_loss"].get<double>() == s1["test_loss"].get<double>());
+    CHECK(test::entries_in(dir.file("rdv")) == 0);
+  }
 }
 
 TEST_CASE("two hosts: a node started late joins; the wait is not training time") {

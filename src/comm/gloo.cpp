@@ -264,6 +264,12 @@ class KeyStore final : public gloo::rendezvous::Store {
   KeyOps* ops_ = nullptr;  // backend_, as KeyOps
 };
 
+// The store of run options.run_id, tag options.tag, its waits bounded by `timeout`.
+KeyStore open_store(const GlooOptions& options, milliseconds timeout) {
+  return KeyStore(options.rendezvous, parse_rendezvous(options.rendezvous),
+                  options.run_id + "/" + options.tag, timeout);
+}
+
 namespace {
 
 // The TCP device: its listening address is on `iface`, loopback when none is given.
@@ -665,9 +671,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options,
 bool gloo_built() noexcept { return true; }
 
 bool gloo_run_id_used(const GlooOptions& options, unsigned size) {
-  const detail::Where where = detail::parse_rendezvous(options.rendezvous);
-  detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
-                         options.timeout);
+  detail::KeyStore store = detail::open_store(options, options.timeout);
   for (unsigned r = 0; r < size; ++r)
     if (!store.has(detail::member_key(r))) return false;
   return true;
@@ -676,9 +680,7 @@ bool gloo_run_id_used(const GlooOptions& options, unsigned size) {
 void gloo_exchange_nccl_id(const GlooOptions& options, unsigned rank, char (&id)[128],
                            const std::function<void(char (&)[128])>& make,
                            const std::atomic<std::int32_t>* stop) {
-  const detail::Where where = detail::parse_rendezvous(options.rendezvous);
-  detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
-                         options.timeout);
+  detail::KeyStore store = detail::open_store(options, options.timeout);
   if (rank == 0) {
     try {
       make(id);
@@ -715,9 +717,7 @@ void gloo_exchange_nccl_id(const GlooOptions& options, unsigned rank, char (&id)
 
 bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size) {
   try {
-    const detail::Where where = detail::parse_rendezvous(options.rendezvous);
-    detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
-                           options.timeout);
+    detail::KeyStore store = detail::open_store(options, options.timeout);
     const auto member = store.find(detail::member_key(rank));
     if (!member || detail::member_lines(*member)[2] != options.owner)
       return true;  // not ours: another run's rank (or ours never joined)
@@ -806,9 +806,9 @@ std::string own_hostname() {
 std::vector<JoinedNode> gloo_join_nodes(const GlooOptions& options, unsigned node, unsigned nodes,
                                         const std::string& text,
                                         const std::atomic<std::int32_t>* stop) {
-  const detail::Where where = detail::parse_rendezvous(options.rendezvous);
-  detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
-                         std::chrono::milliseconds(std::min<std::int64_t>(options.timeout.count(), 10000)));
+  // Each store command waits at most 10 s; the join's wait is the loop's below.
+  detail::KeyStore store =
+      detail::open_store(options, std::min(options.timeout, std::chrono::milliseconds(10000)));
   const JoinValue mine{options.owner,
                        detail::machine_identity(),
                        own_hostname(),
@@ -898,9 +898,7 @@ std::vector<JoinedNode> gloo_join_nodes(const GlooOptions& options, unsigned nod
 
 void gloo_join_failed(const GlooOptions& options, unsigned node, const std::string& why) noexcept {
   try {
-    const detail::Where where = detail::parse_rendezvous(options.rendezvous);
-    detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
-                           std::chrono::milliseconds(3000));
+    detail::KeyStore store = detail::open_store(options, std::chrono::milliseconds(3000));
     const auto found = store.find(join_key(node));
     // Another live node's key stays as it is (this one never held it).
     if (found && decode(*found).owner != options.owner) return;
@@ -912,9 +910,7 @@ void gloo_join_failed(const GlooOptions& options, unsigned node, const std::stri
 
 void gloo_leave_join(const GlooOptions& options, unsigned node, unsigned nodes) noexcept {
   try {
-    const detail::Where where = detail::parse_rendezvous(options.rendezvous);
-    detail::KeyStore store(options.rendezvous, where, options.run_id + "/" + options.tag,
-                           std::chrono::milliseconds(3000));
+    detail::KeyStore store = detail::open_store(options, std::chrono::milliseconds(3000));
     const auto found = store.find(join_key(node));
     if (!found || decode(*found).owner != options.owner) return;  // not ours
     // Every node's keys (a killed node's too), ours last: the join is over for all.
