@@ -239,3 +239,33 @@ TEST_CASE("two hosts: two nodes given one --node-rank: the second is told it is 
   CHECK(a.out.find("another node (host node1, pid ") != std::string::npos);
   CHECK(test::entries_in(dir.file("rdv")) == 0);
 }
+
+TEST_CASE("two hosts: a cut link ends the run on both within the timeout, naming the peer and its address") {
+  auto hosts = two_hosts();
+  if (!hosts) return;
+  test::TempDir dir;
+  std::filesystem::create_directory(dir.file("rdv"));
+  auto [train, test_file] = test::problem_files(dir, 2000, 200);
+  const std::vector<std::string> run{"--epochs", "100000", "--comm-timeout", "3"};
+  Node a = start_node(*hosts, 0, dir, train, test_file, run);
+  Node b = start_node(*hosts, 1, dir, train, test_file, run);
+  // Both train (a line per epoch), then the cable between them is cut.
+  const auto t0 = Clock::now();
+  while (test::read_text(a.b.out_path).find("/100000") == std::string::npos &&
+         seconds_since(t0) < 60)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  hosts->set_link(1, false);
+  const auto cut = Clock::now();
+  a.wait(60);
+  const double a_after = seconds_since(cut);
+  b.wait(60);
+  const double b_after = seconds_since(cut);
+  INFO(a.out << "\n---\n" << b.out);
+  CHECK(a.code == kExitWorkerFailed);
+  CHECK(b.code == kExitWorkerFailed);
+  CHECK(a_after < 3 + 4);
+  CHECK(b_after < 3 + 4);
+  CHECK(a.out.find(fmt::format("node 1 (host node1, {})", hosts->address(1))) != std::string::npos);
+  CHECK(b.out.find(fmt::format("node 0 (host node0, {})", hosts->address(0))) != std::string::npos);
+  CHECK(test::entries_in(dir.file("rdv")) == 0);
+}

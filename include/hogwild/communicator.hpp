@@ -30,6 +30,14 @@ class CommError : public Error {
   explicit CommError(const std::string& what) : Error(what, kExitWorkerFailed) {}
 };
 
+// A peer on another machine did not answer within the timeout, or could not be
+// connected to, over the network: a cut link, a node that is down or stuck. A
+// restart of the group would wait for it again, so the run ends (exit 3).
+class PeerUnreachable : public CommError {
+ public:
+  using CommError::CommError;
+};
+
 enum class Reduce : std::uint8_t { sum, mean };
 
 // One coordinate of a sparse gradient.

@@ -176,9 +176,9 @@ std::string report_key(std::string_view kind, unsigned rank) {
   return fmt::format("hogwild/{}/{}", kind, rank);
 }
 
-// A member key's value, "HOST\nNODE\nOWNER": its three lines (missing ones empty).
-std::array<std::string, 3> member_lines(const std::string& text) {
-  std::array<std::string, 3> lines;
+// A member key's value, "HOST\nNODE\nOWNER\nADDRESS": its four lines (missing ones empty).
+std::array<std::string, 4> member_lines(const std::string& text) {
+  std::array<std::string, 4> lines;
   std::size_t begin = 0;
   for (auto& line : lines) {
     if (begin > text.size()) break;
@@ -187,6 +187,15 @@ std::array<std::string, 3> member_lines(const std::string& text) {
     begin = end + 1;
   }
   return lines;
+}
+
+// Gloo's words for a peer that did not answer in time or could not be reached over
+// the network (not one that closed its connections: that peer's process ended).
+bool network_failure(const std::string& what) {
+  for (const char* words : {"Timed out", "Connect timeout", "Network is unreachable",
+                            "No route to host", "Connection timed out", "Host is unreachable"})
+    if (what.find(words) != std::string::npos) return true;
+  return false;
 }
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
@@ -313,11 +322,12 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, un
     store_ = std::make_unique<KeyStore>(options.rendezvous, where, prefix, timeout_);
     device_ = make_device(options.iface);
     ignore_sigpipe();
-    // Every rank says who it is (host, node, owner), then waits for the others.
+    // Every rank says who it is (host, node, owner, address), then waits for the others.
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    if (!store_->claim(member_key(rank), bytes(std::string(host) + "\n" + options.node + "\n" +
-                                               options.owner)))
+    if (!store_->claim(member_key(rank),
+                       bytes(fmt::format("{}\n{}\n{}\n{}", host, options.node, options.owner,
+                                         interface_address(options.iface)))))
       throw ConfigError(fmt::format(
           "run id '{}'{} was already used with rendezvous '{}': give each run its own (or two "
           "nodes were given the same --node-rank)",
@@ -335,22 +345,24 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, un
                                   describe(rank), fmt::join(missing, ", "), options.run_id,
                                   options.rendezvous, timeout_.count()));
     }
-    std::vector<std::string> hosts(size);
+    hosts_.resize(size);
+    addresses_.resize(size);
     for (unsigned r = 0; r < size; ++r) {
       const auto value = store_->get(member_key(r));
       const std::string text(value.begin(), value.end());
       const auto lines = member_lines(text);
-      hosts[r] = lines[0];
+      hosts_[r] = lines[0];
       nodes_[r] = lines[1];
+      addresses_[r] = lines[3];
     }
     if (options.iface.empty())
       for (unsigned r = 0; r < size; ++r)
-        if (hosts[r] != hosts[rank])
+        if (hosts_[r] != hosts_[rank])
           throw ConfigError(fmt::format(
               "Gloo: {} runs on {} and {} on {}, but no network interface was given: pass "
               "--iface (the interface the machines reach each other on) on every node; without "
               "it the ranks listen on loopback only",
-              describe(rank), hosts[rank], describe(r), hosts[r]));
+              describe(rank), hosts_[rank], describe(r), hosts_[r]));
 
     auto context = std::make_shared<gloo::rendezvous::Context>(static_cast<int>(rank),
                                                                static_cast<int>(size));
@@ -360,8 +372,18 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, un
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    const std::string what = without_location(e.what());
+    const auto remote = addresses_.empty() ? std::vector<unsigned>{} : remote_ranks();
+    if (!remote.empty() && network_failure(what)) {
+      std::vector<std::string> peers;
+      for (unsigned r : remote) peers.push_back(locate(r));
+      throw PeerUnreachable(fmt::format(
+          "{}: cannot connect to {} within {} ms (--comm-timeout): {} (the link between the "
+          "nodes is down, or that node is)", describe(rank), fmt::join(peers, ", "),
+          timeout_.count(), what));
+    }
     throw CommError(fmt::format("{}: connecting to the other ranks of run '{}' failed: {}",
-                                describe(rank), options.run_id, without_location(e.what())));
+                                describe(rank), options.run_id, what));
   }
 }
 
@@ -372,12 +394,30 @@ std::string GlooCommunicator::describe(unsigned rank) const {
                               : fmt::format("rank {} ({})", rank, nodes_[rank]);
 }
 
+std::string GlooCommunicator::locate(unsigned rank) const {
+  return fmt::format("{} (host {}, {})", nodes_[rank].empty() ? fmt::format("rank {}", rank) : nodes_[rank],
+                     hosts_[rank], addresses_[rank].empty() ? "no address" : addresses_[rank]);
+}
+
+std::vector<unsigned> GlooCommunicator::remote_ranks() const {
+  std::vector<unsigned> out;
+  for (unsigned r = 0; r < size_; ++r)
+    if (addresses_[r] != addresses_[rank_] && !addresses_[r].starts_with("127."))
+      out.push_back(r);
+  return out;
+}
+
+void GlooCommunicator::throw_broken(const char* name) const {
+  const auto what = fmt::format("{}: {} failed: {}", describe(rank_), name, broken_);
+  if (unreachable_) throw PeerUnreachable(what);
+  throw CommError(what);
+}
+
 template <class Fn>
 void GlooCommunicator::collective(const char* name, Fn&& fn) {
   {
     std::lock_guard lock(mutex_);
-    if (!broken_.empty())
-      throw CommError(fmt::format("{}: {} failed: {}", describe(rank_), name, broken_));
+    if (!broken_.empty()) throw_broken(name);
   }
   try {
     fn();
@@ -398,7 +438,7 @@ void GlooCommunicator::fail(const char* name, const std::string& what) {
     close_pairs();
     broken_ = origin(what);
   }
-  throw CommError(fmt::format("{}: {} failed: {}", describe(rank_), name, broken_));
+  throw_broken(name);
 }
 
 std::string GlooCommunicator::origin(const std::string& what) {
@@ -418,6 +458,26 @@ std::string GlooCommunicator::origin(const std::string& what) {
     std::erase_if(silent, [&](unsigned r) { return store_->find(report_key("seen", r)).has_value(); });
     if (silent.empty() || Clock::now() >= deadline) break;
     std::this_thread::sleep_for(milliseconds(10));
+  }
+  // A timeout or a failed connection to ranks on other machines: the ranks there
+  // that did not report are down or out of reach; those that did are running, and
+  // timed out too, so the link between is down (a restart would wait again).
+  const auto remote = remote_ranks();
+  if (network_failure(what) && !remote.empty()) {
+    std::vector<unsigned> quiet;
+    for (unsigned r : remote)
+      if (std::find(silent.begin(), silent.end(), r) != silent.end()) quiet.push_back(r);
+    unreachable_ = true;
+    std::vector<std::string> peers;
+    for (unsigned r : quiet.empty() ? remote : quiet) peers.push_back(locate(r));
+    return fmt::format(
+        "no answer from {} within {} ms (--comm-timeout), {} ({} saw: {})", fmt::join(peers, ", "),
+        timeout_.count(),
+        quiet.empty() ? "which is running and timed out too: the link between the nodes is down"
+                      : fmt::format("which did not report within {} ms either: the link between "
+                                    "the nodes is down, or that node is down or stuck",
+                                    grace.count()),
+        describe(rank_), without_location(what));
   }
   if (silent.empty()) return fmt::format("{} saw: {}", describe(rank_), without_location(what));
   std::vector<std::string> names;

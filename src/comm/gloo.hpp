@@ -154,7 +154,14 @@ class GlooCommunicator final : public Communicator {
   [[noreturn]] void fail(const char* name, const std::string& what);
   // Where the failure began: the rank that aborted, else the ranks that do not
   // report it, else what this rank saw.
+  // Sets unreachable_ where `what` is a timeout or a failed connection and the
+  // ranks that did not answer are on other machines (PeerUnreachable).
   std::string origin(const std::string& what);
+  // The ranks on another machine than this rank's (addresses that differ).
+  std::vector<unsigned> remote_ranks() const;
+  // "node 1 (host b, 10.0.0.2)": a rank's node, host and address.
+  std::string locate(unsigned rank) const;
+  [[noreturn]] void throw_broken(const char* name) const;
   void close_pairs() noexcept;
   // A message slot (Gloo's tag of a message stream) of its own for each of our
   // collectives.
@@ -163,11 +170,13 @@ class GlooCommunicator final : public Communicator {
 
   unsigned rank_, size_;
   std::vector<std::string> nodes_;  // each rank's node name
+  std::vector<std::string> hosts_, addresses_;  // each rank's hostname and IPv4 address
   std::unique_ptr<KeyStore> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::mutex mutex_;   // broken_ and the store (abort() may come from another thread)
   std::string broken_;  // why the collectives throw, once one failed
+  bool unreachable_ = false;  // ... because a peer on another machine did not answer
   std::uint64_t collectives_ = 0;  // of ours, so far
 };
 

@@ -38,6 +38,15 @@ std::string machine_identity() {
   return fmt::format("{}/{}", boot, have_ns ? ns.st_ino : 0);
 }
 
+std::string interface_address(const std::string& iface) {
+  if (iface.empty() || iface == "lo") return "127.0.0.1";
+  for (const auto& a : local_interfaces())
+    if (a.iface == iface)
+      return fmt::format("{}.{}.{}.{}", a.address >> 24, (a.address >> 16) & 255,
+                         (a.address >> 8) & 255, a.address & 255);
+  return "";
+}
+
 std::string format_addresses(const std::vector<InterfaceAddress>& addresses) {
   std::string s;
   for (const auto& a : addresses)

@@ -21,6 +21,10 @@ struct InterfaceAddress {
 // This machine's interfaces that are up and carry an IPv4 address, loopback left out.
 std::vector<InterfaceAddress> local_interfaces();
 
+// The first IPv4 address of `iface`, dotted ("10.0.0.1"); 127.0.0.1 for loopback ("" or
+// "lo"); "" where it has none.
+std::string interface_address(const std::string& iface);
+
 // What tells two machines apart: the kernel's boot id and the network namespace.
 // Equal for processes that share loopback.
 std::string machine_identity();

@@ -392,7 +392,11 @@ Run::AcrossKeys::~AcrossKeys() {
 }
 
 std::unique_ptr<Communicator> Run::make_communicator(unsigned rank) const {
-  const auto timeout = comm_timeout();
+  // Across nodes a local collective may wait on a rank that is in one with the other
+  // nodes, which fails after the timeout and up to a second's wait for its peers'
+  // reports (Gloo's): the local wait is longer, so that the failure across nodes,
+  // which names the peer, is the one reported.
+  const auto timeout = comm_timeout() + std::chrono::milliseconds(cfg.nodes > 1 ? 2000 : 0);
   if (cfg.comm == "gloo") {
     GlooOptions o;
     o.rendezvous = std::string("file:") + control->rendezvous;
@@ -781,12 +785,17 @@ int Run::work(unsigned rank) {
     try {
       run_epoch(rank, e);
     } catch (const Error& error) {
-      std::uint32_t none = 0;
-      if (error.exit_code() == kExitBadInput &&
-          control->bad_input_state.compare_exchange_strong(none, 1, std::memory_order_relaxed)) {
-        std::snprintf(control->bad_input, sizeof control->bad_input, "%s", error.what());
-        control->bad_input_state.store(2, std::memory_order_release);
-      }
+      auto record = [&](std::atomic<std::uint32_t>& state, char* text, std::size_t size) {
+        std::uint32_t none = 0;
+        if (state.compare_exchange_strong(none, 1, std::memory_order_relaxed)) {
+          std::snprintf(text, size, "%s", error.what());
+          state.store(2, std::memory_order_release);
+        }
+      };
+      if (error.exit_code() == kExitBadInput)
+        record(control->bad_input_state, control->bad_input, sizeof control->bad_input);
+      if (dynamic_cast<const PeerUnreachable*>(&error))
+        record(control->unreachable_state, control->unreachable, sizeof control->unreachable);
       throw;
     }
   }

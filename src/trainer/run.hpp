@@ -59,6 +59,10 @@ struct Control {
   // (1), then written (2).
   std::atomic<std::uint32_t> bad_input_state{0};
   char bad_input[512] = {};
+  // Likewise the first worker that lost a peer on another machine (PeerUnreachable:
+  // a cut link, a node down): the group is not restarted, as it would wait again.
+  std::atomic<std::uint32_t> unreachable_state{0};
+  char unreachable[768] = {};
 };
 
 // What a copy of the weights holds, read around the copy (WorkerProgress): per

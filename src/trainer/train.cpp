@@ -207,6 +207,7 @@ class Supervisor {
           run_.control->stop.store(1, std::memory_order_relaxed);
           group.kill_all(SIGKILL);
           group.wait_all();
+          throw_if_unreachable();
           throw WorkerError(fmt::format(
               "parameter server {} (pid {}) {}; {}", exit.rank - run_.workers, exit.pid,
               exit.describe(),
@@ -291,6 +292,14 @@ class Supervisor {
     return out;
   }
 
+  // A worker lost a peer on another machine (a cut link, a node down): the run ends
+  // with what it said, as a new group would wait for that peer again.
+  void throw_if_unreachable() const {
+    if (run_.control->unreachable_state.load(std::memory_order_acquire) == 2)
+      throw WorkerError(fmt::format("{}; no restart was tried, as a new group would wait for it "
+                                    "again", run_.control->unreachable));
+  }
+
   // A synchronous mode's worker failed: the others stop at their next collective
   // (the stop flag), and the whole group starts again from the place every worker
   // had reached (torchelastic's restart of the job): the weights are those of the
@@ -305,6 +314,7 @@ class Supervisor {
     }
     group.kill_all(SIGKILL);
     group.wait_all();
+    throw_if_unreachable();
     if (WIFEXITED(failed.status) && WEXITSTATUS(failed.status) == kExitBadInput) {
       const bool said = run_.control->bad_input_state.load(std::memory_order_acquire) == 2;
       throw Error(fmt::format("worker {} stopped on bad input or options{}; nothing was restarted",
