@@ -83,6 +83,7 @@ void MetricsWriter::write(const Progress& p) {
       {"restarts", p.restarts},
   };
   if (std::isfinite(p.test.rmse)) j["test_rmse"] = p.test.rmse;
+  if (p.restart) j["restart"] = true;
   if (p.lag.samples > 0) {
     j["lag"] = quantiles_json(p.lag);
     j["overlap"] = quantiles_json(p.overlap);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <regex>
 
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
@@ -124,6 +125,10 @@ TEST_CASE("hogwild_train: a worker SIGKILLed at 50% is respawned; accuracy withi
   const auto summary = test::read_text(dir.file("s.json"));
   CHECK(summary.find("\"restarts\": 1") != std::string::npos);
   CHECK(test::read_text(dir.file("m.jsonl")).find("\"restarts\":1") != std::string::npos);
+  // The restart is said, and recorded in --metrics; it prints no progress line (a
+  // fraction of an epoch, at a rate that counts the respawn): every line is an epoch's.
+  CHECK(test::read_text(dir.file("m.jsonl")).find("\"restart\":true") != std::string::npos);
+  CHECK_FALSE(std::regex_search(out, std::regex("\nepoch +[0-9]+\\.[0-9]{2} ")));
   const double a = accuracy_in(out), b = accuracy_in(undisturbed.out);
   MESSAGE("accuracy after a restart " << a << ", undisturbed " << b);
   CHECK(b > 0.8);

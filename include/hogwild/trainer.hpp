@@ -193,6 +193,8 @@ struct Progress {
   double reported_time = 0;  // seconds of training when the evaluation was done: how far
                              // the parent is behind the workers is reported_time - time
   bool end_of_epoch = true;
+  bool restart = false;      // the weights a restart starts from, not progress: the CLI
+                             // prints no line for it (its message says so), --metrics has one
   unsigned restarts = 0;     // workers respawned so far
   // --telemetry: the staleness measured so far (all epochs), run-wide.
   Quantiles lag, overlap;

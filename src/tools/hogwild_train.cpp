@@ -586,7 +586,7 @@ int run(int argc, char** argv) {
       [&](const hogwild::Progress& p) {
         live.clear();
         if (metrics) metrics->write(p);
-        if (!o.quiet) {
+        if (!o.quiet && !p.restart) {
           fmt::print(o.human, "{}\n", hogwild::format_progress(p, cfg.epochs));
           std::fflush(o.human);
         }

@@ -200,7 +200,7 @@ class Supervisor {
                        exit.rank - run_.workers, exit.pid, exit.describe().c_str(), restarts_,
                        cfg_.max_restarts);
           spawn(exit.rank);
-          report(fraction(), false);
+          report(fraction(), false, true);
           continue;
         }
         if (exit.rank >= run_.workers) {  // a parameter server: its shard is gone
@@ -222,7 +222,7 @@ class Supervisor {
         if (run_.mode.synchronous() || (cfg_.nodes > 1 && !run_.mode.parameter_server())) {
           restart_all(group, exit);
           for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
-          report(fraction(), false);
+          report(fraction(), false, true);
           break;  // the old workers' exits are history
         }
         if (restarts_ >= cfg_.max_restarts) {
@@ -250,7 +250,7 @@ class Supervisor {
                      static_cast<unsigned long long>(p.position.load()), restarts_,
                      cfg_.max_restarts);
         spawn(exit.rank);
-        report(fraction(), false);  // a metrics line records the restart
+        report(fraction(), false, true);  // a metrics line records the restart
       }
       if (gone || meter_.due()) meter_.sample(processes(group), gone);
       if (g_signal) return stop(group);
@@ -419,9 +419,10 @@ class Supervisor {
 
   // Evaluates the epoch's snapshot (end_of_epoch, when a worker took one) or a
   // copy of the live weights, stamped with what that copy holds (Progress).
-  void report(double epoch, bool end_of_epoch) {
+  void report(double epoch, bool end_of_epoch, bool restart = false) {
     Progress p;
     p.epoch = epoch;
+    p.restart = restart;
     p.restarts = restarts_;
     if (!run_.staleness.empty()) {
       const auto s = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
