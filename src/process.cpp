@@ -180,6 +180,13 @@ std::vector<pid_t> ProcessGroup::pids() const {
   return out;
 }
 
+std::vector<std::pair<unsigned, pid_t>> ProcessGroup::running_workers() const {
+  std::vector<std::pair<unsigned, pid_t>> out;
+  for (const auto& c : children_)
+    if (!c.done) out.emplace_back(c.rank, c.pid);
+  return out;
+}
+
 void ProcessGroup::kill_all(int sig) noexcept {
   for (auto& c : children_)
     if (!c.done) kill(c.pid, sig);

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace hogwild::detail {
@@ -91,6 +92,8 @@ class ProcessGroup {
   std::size_t running() const noexcept { return running_; }
   // The pids of the workers still running (not yet reaped).
   std::vector<pid_t> pids() const;
+  // The ranks and pids of the workers still running.
+  std::vector<std::pair<unsigned, pid_t>> running_workers() const;
   void kill_all(int sig) noexcept;
   // Reaps every worker, blocking.
   void wait_all() noexcept;

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <regex>
 
@@ -164,6 +165,31 @@ TEST_CASE("hogwild_train: a stopped worker is a stall: said, killed and respawne
     if (!restarts) CHECK(out.find("--max-restarts 0, so the run stopped") != std::string::npos);
     CHECK(test::all_gone_within(workers, 5));
   }
+}
+
+TEST_CASE("hogwild_train --mode ddp: a stopped worker is the one named, within the timeout" *
+          doctest::test_suite("cli")) {
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  auto [train_file, test_file] = test::problem_files(dir, 20000);
+  auto bg = test::start_train({"--train", train_file, "--mode", "ddp", "--workers", "2", "--epochs",
+                               "100000", "--comm-timeout", "2", "--max-restarts", "0", "-q"},
+                              dir);
+  auto workers = test::wait_for_workers(bg.pid, 2);
+  REQUIRE(workers.size() == 2);
+  kill(workers[1], SIGSTOP);  // its partner waits for it in the gradient's all-reduce
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(test::wait_exit(bg.pid, 60) == kExitWorkerFailed);
+  const double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto out = test::read_text(bg.out_path);
+  INFO(out);
+  // The last line blames the stopped worker, not the healthy one that timed out
+  // waiting for it; the run does not wait for the stop flag to reach a stopped process.
+  CHECK(out.find(fmt::format("error: worker 1 (pid {}) did not reach a collective that worker 0 "
+                             "waited 2 s for", workers[1])) != std::string::npos);
+  CHECK(out.find("it is stopped, traced or stuck") != std::string::npos);
+  CHECK(after < 2 + 3);
+  CHECK(test::all_gone_within(workers, 5));
 }
 
 TEST_CASE("a respawned worker's finish of an epoch is counted once") {

@@ -27,7 +27,11 @@ namespace hogwild {
 // passed. Exit status 3, as a dead worker.
 class CommError : public Error {
  public:
-  explicit CommError(const std::string& what) : Error(what, kExitWorkerFailed) {}
+  explicit CommError(const std::string& what, std::vector<unsigned> waited_for = {})
+      : Error(what, kExitWorkerFailed), waited_for(std::move(waited_for)) {}
+  // The ranks of the group that a collective waited for until the timeout, where the
+  // backend knows them (shared memory): gone, or stopped, traced or stuck.
+  std::vector<unsigned> waited_for;
 };
 
 // A peer on another machine did not answer within the timeout, or could not be

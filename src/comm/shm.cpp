@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <new>
 
 #include "hogwild/error.hpp"
@@ -108,17 +109,19 @@ void ShmCommunicator::fail(std::uint32_t target) const {
   if (const std::uint32_t a = header_->aborted.load(std::memory_order_acquire))
     throw CommError(fmt::format("rank {} of {} stopped: rank {} aborted the collectives: {}",
                                 rank_, size_, a - 1, header_->why));
-  std::string missing;
+  std::vector<unsigned> late;
   for (unsigned r = 0; r < size_; ++r)
     if (static_cast<std::int32_t>(target - header_->arrived[r].round.load(
                                               std::memory_order_relaxed)) > 0)
-      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+      late.push_back(r);
+  const std::string missing = fmt::format("{}", fmt::join(late, ", "));
   if (stop_ && stop_->load(std::memory_order_relaxed))
     throw CommError(fmt::format("rank {} of {} stopped: the run stopped while it waited for "
                                 "rank {}", rank_, size_, missing));
   throw CommError(fmt::format("rank {} of {} waited {} ms for rank {} to reach the same "
                               "collective (shm); it is gone or stuck",
-                              rank_, size_, timeout_.count(), missing));
+                              rank_, size_, timeout_.count(), missing),
+                  std::move(late));
 }
 
 // Arrivals are counted for all barriers together: the last of the size ranks

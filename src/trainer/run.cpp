@@ -796,6 +796,12 @@ int Run::work(unsigned rank) {
         record(control->bad_input_state, control->bad_input, sizeof control->bad_input);
       if (dynamic_cast<const PeerUnreachable*>(&error))
         record(control->unreachable_state, control->unreachable, sizeof control->unreachable);
+      const auto* comm = dynamic_cast<const CommError*>(&error);
+      std::int32_t none = -1;
+      if (comm && !comm->waited_for.empty() && comm->waited_for.front() < workers &&
+          control->waited_for.compare_exchange_strong(
+              none, static_cast<std::int32_t>(comm->waited_for.front()), std::memory_order_relaxed))
+        control->waiter.store(static_cast<std::int32_t>(rank), std::memory_order_release);
       throw;
     }
   }

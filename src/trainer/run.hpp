@@ -63,6 +63,11 @@ struct Control {
   // a cut link, a node down): the group is not restarted, as it would wait again.
   std::atomic<std::uint32_t> unreachable_state{0};
   char unreachable[768] = {};
+  // The first worker that a collective of this node's waited for until the timeout
+  // (CommError::waited_for), and the worker that waited; -1: none. The parent blames
+  // it, not the worker that timed out.
+  std::atomic<std::int32_t> waited_for{-1};
+  std::atomic<std::int32_t> waiter{-1};
 };
 
 // What a copy of the weights holds, read around the copy (WorkerProgress): per

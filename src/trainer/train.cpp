@@ -306,15 +306,36 @@ class Supervisor {
   // last step, and at most the mini-batches since the last published place are
   // trained again. With no restart left, the run fails naming the worker.
   void restart_all(detail::ProcessGroup& group, const detail::WorkerExit& failed) {
-    run_.control->stop.store(1, std::memory_order_relaxed);
+    auto& control = *run_.control;
+    control.stop.store(1, std::memory_order_relaxed);
+    // A worker that another waited for until the timeout, alone still running when
+    // the rest have stopped: stopped, traced or stuck, the stop flag does not reach it.
+    pid_t late_pid = 0;
+    auto only_the_late_one = [&] {
+      const std::int32_t late = control.waited_for.load(std::memory_order_relaxed);
+      const auto running = group.running_workers();
+      if (late < 0 || running.size() != 1 || running[0].first != static_cast<unsigned>(late))
+        return false;
+      late_pid = running[0].second;
+      return true;
+    };
     const auto give_up = Clock::now() + std::chrono::duration<double>(cfg_.comm_timeout + 5);
-    while (group.running() > 0 && Clock::now() < give_up) {
+    bool stuck = false;
+    while (group.running() > 0 && Clock::now() < give_up && !(stuck = only_the_late_one())) {
       group.reap();
       if (group.running() > 0) sleep_ms(5);
     }
     group.kill_all(SIGKILL);
     group.wait_all();
     throw_if_unreachable();
+    // The worker to name: the one another waited for in vain, not the one that waited.
+    std::string what = fmt::format("worker {} (pid {}) {}", failed.rank, failed.pid, failed.describe());
+    if (const std::int32_t late = control.waited_for.exchange(-1, std::memory_order_relaxed); stuck) {
+      what = fmt::format("worker {} (pid {}) did not reach a collective that worker {} waited {} s "
+                         "for (--comm-timeout), and did not stop with the others: it is stopped, traced or stuck", late,
+                         late_pid,
+                         control.waiter.exchange(-1, std::memory_order_relaxed), cfg_.comm_timeout);
+    }
     if (WIFEXITED(failed.status) && WEXITSTATUS(failed.status) == kExitBadInput) {
       const bool said = run_.control->bad_input_state.load(std::memory_order_acquire) == 2;
       throw Error(fmt::format("worker {} stopped on bad input or options{}; nothing was restarted",
@@ -324,21 +345,19 @@ class Supervisor {
                   kExitBadInput);
     }
     if (!run_.mode.synchronous())  // a node's lone respawn cannot rejoin the other nodes
-      throw WorkerError(fmt::format("worker {} (pid {}) {}; hogwild across nodes does not "
-                                    "replace a worker, so this node stopped", failed.rank,
-                                    failed.pid, failed.describe()));
+      throw WorkerError(fmt::format("{}; hogwild across nodes does not replace a worker, so this "
+                                    "node stopped", what));
     if (restarts_ >= cfg_.max_restarts)
       throw WorkerError(fmt::format(
-          "worker {} (pid {}) {}; --mode {} steps all workers together, so every worker "
-          "stopped{}", failed.rank, failed.pid, failed.describe(), to_string(cfg_.mode),
+          "{}; --mode {} steps all workers together, so every worker stopped{}", what,
+          to_string(cfg_.mode),
           cfg_.max_restarts ? fmt::format(" (giving up after {} restart(s), --max-restarts {})",
                                           restarts_, cfg_.max_restarts)
                             : std::string()));
     ++restarts_;
     const auto [epoch, position] = run_.align_workers();
-    std::fprintf(stderr, "hogwild: worker %u (pid %d) %s; restarting all %u workers at epoch %u, "
-                 "row %llu of each (restart %u of at most %u)\n", failed.rank, failed.pid,
-                 failed.describe().c_str(), run_.workers, epoch + 1,
+    std::fprintf(stderr, "hogwild: %s; restarting all %u workers at epoch %u, row %llu of each "
+                 "(restart %u of at most %u)\n", what.c_str(), run_.workers, epoch + 1,
                  static_cast<unsigned long long>(position), restarts_, cfg_.max_restarts);
     run_.control->stop.store(0, std::memory_order_relaxed);
   }
