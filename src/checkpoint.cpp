@@ -46,7 +46,20 @@ class Writer {
   explicit Writer(Out& out) : out_(out) {}
   void raw(const void* p, std::size_t n) {
     crc_ = crc(crc_, p, n);
+    section_crc_ = crc(section_crc_, p, n);
     out_.append(static_cast<const char*>(p), n);
+  }
+  // A section: its length, its `bytes` (what is written until end_section), and the
+  // CRC-32 of both, so that a reader can check it before reading what it holds.
+  void begin_section(std::uint64_t bytes) {
+    section_crc_ = 0;
+    put(bytes);
+    section_end_ = out_.size() + bytes;
+  }
+  void end_section() {
+    HOGWILD_ENFORCE_EQ(out_.size(), section_end_);
+    const std::uint32_t sum = section_crc_;  // raw() goes on updating section_crc_
+    put(sum);
   }
   template <class T>
   void put(const T& v) {
@@ -63,17 +76,34 @@ class Writer {
 
  private:
   Out& out_;
-  std::uint32_t crc_ = 0;
+  std::uint32_t crc_ = 0, section_crc_ = 0;
+  std::size_t section_end_ = 0;
 };
 
-std::uint64_t payload_bytes(const Checkpoint& c, std::span<const TensorSource> more) {
+// The payload's sections (version 3): each is its length (8 bytes), its bytes and
+// the CRC-32 of both (4), so that a flipped bit is found in the section it is in.
+constexpr std::uint64_t kSectionFrame = 8 + 4;
+
+std::uint64_t options_bytes(const Checkpoint& c) {
   std::uint64_t n = 4;
   for (auto& [k, v] : c.config) n += 8 + k.size() + v.size();
-  n += 4 * 8 + 4 + 8 + 4;
+  return n;
+}
+
+std::uint64_t state_bytes(const Checkpoint& c) {
+  std::uint64_t n = 4 * 8 + 4 + 8 + 4;
   for (auto& s : c.workers) n += 4 + 4 + 8 + 8 + 8 + 4 + 8 * s.epoch_loss.size();
-  n += 4;
-  for (auto& t : c.tensors) n += 4 + t.name.size() + 8 + 4 * t.values.size();
-  for (auto& t : more) n += 4 + t.name.size() + 8 + 4 * std::uint64_t{t.size};
+  return n + 4;  // the tensor count
+}
+
+std::uint64_t tensor_bytes(const std::string& name, std::uint64_t values) {
+  return 4 + name.size() + 8 + 4 * values;
+}
+
+std::uint64_t payload_bytes(const Checkpoint& c, std::span<const TensorSource> more) {
+  std::uint64_t n = 2 * kSectionFrame + options_bytes(c) + state_bytes(c);
+  for (auto& t : c.tensors) n += kSectionFrame + tensor_bytes(t.name, t.values.size());
+  for (auto& t : more) n += kSectionFrame + tensor_bytes(t.name, t.size);
   return n;
 }
 
@@ -85,11 +115,14 @@ void emit(const Checkpoint& c, std::span<const TensorSource> more, Out& out) {
   w.put(std::uint32_t{0});
   w.put(payload_bytes(c, more));
   const std::size_t written_before = out.size();
+  w.begin_section(options_bytes(c));
   w.put(static_cast<std::uint32_t>(c.config.size()));
   for (auto& [k, v] : c.config) {
     w.str(k);
     w.str(v);
   }
+  w.end_section();
+  w.begin_section(state_bytes(c));
   for (std::uint64_t v : {c.data.rows, c.data.cols, c.data.nnz, c.data.hash}) w.put(v);
   w.put(c.restarts);
   w.put(c.train_seconds);
@@ -104,13 +137,17 @@ void emit(const Checkpoint& c, std::span<const TensorSource> more, Out& out) {
     for (double l : s.epoch_loss) w.put(l);
   }
   w.put(static_cast<std::uint32_t>(c.tensors.size() + more.size()));
+  w.end_section();
   for (auto& t : c.tensors) {
+    w.begin_section(tensor_bytes(t.name, t.values.size()));
     w.str(t.name);
     w.put(static_cast<std::uint64_t>(t.values.size()));
     w.raw(t.values.data(), t.values.size() * sizeof(float));
+    w.end_section();
   }
   std::vector<float> chunk;
   for (auto& t : more) {
+    w.begin_section(tensor_bytes(t.name, t.size));
     w.str(t.name);
     w.put(static_cast<std::uint64_t>(t.size));
     chunk.resize(std::min(t.size, kCheckpointChunkFloats));
@@ -119,6 +156,7 @@ void emit(const Checkpoint& c, std::span<const TensorSource> more, Out& out) {
       t.read(at, n, chunk.data());
       w.raw(chunk.data(), n * sizeof(float));
     }
+    w.end_section();
   }
   HOGWILD_ENFORCE_EQ(out.size() - written_before, payload_bytes(c, more));
   w.finish();
@@ -167,7 +205,8 @@ class FileOut {
 // Reads the payload; every length is checked against what is left before use.
 class Reader {
  public:
-  Reader(std::string_view b, const std::string& name) : b_(b), name_(name) {}
+  Reader(std::string_view b, const std::string& name, std::string section = {})
+      : b_(b), name_(name), section_(std::move(section)) {}
   template <class T>
   T get(const char* what) {
     need(sizeof(T), what);
@@ -201,7 +240,9 @@ class Reader {
     return n;
   }
   std::size_t left() const { return b_.size() - at_; }
-  DataError fail(const std::string& what) const { return DataError(name_, 0, what); }
+  DataError fail(const std::string& what) const {
+    return DataError(name_, 0, section_.empty() ? what : fmt::format("the {} section: {}", section_, what));
+  }
 
  private:
   void need(std::size_t n, const char* what) const {
@@ -209,8 +250,62 @@ class Reader {
   }
   std::string_view b_;
   const std::string& name_;
+  std::string section_;  // where it reads, for messages ("" in a version 2 file)
   std::size_t at_ = 0;
 };
+
+void read_options(Reader& r, Checkpoint& c) {
+  const auto nconfig = r.count("option count", 8, 1024);
+  for (std::uint32_t i = 0; i < nconfig; ++i) {
+    std::string k = r.str("option name");
+    c.config.emplace_back(std::move(k), r.str("option value"));
+  }
+}
+
+void read_state(Reader& r, Checkpoint& c) {
+  c.data.rows = r.get<std::uint64_t>("data fingerprint");
+  c.data.cols = r.get<std::uint64_t>("data fingerprint");
+  c.data.nnz = r.get<std::uint64_t>("data fingerprint");
+  c.data.hash = r.get<std::uint64_t>("data fingerprint");
+  c.restarts = r.get<std::uint32_t>("restart count");
+  c.train_seconds = r.get<double>("training time");
+  const auto nworkers = r.count("worker count", 36, kMaxWorkers);
+  if (nworkers == 0) throw r.fail("no workers");
+  for (std::uint32_t i = 0; i < nworkers; ++i) {
+    WorkerState s;
+    s.epochs_done = r.get<std::uint32_t>("worker state");
+    s.epoch = r.get<std::uint32_t>("worker state");
+    s.position = r.get<std::uint64_t>("worker state");
+    s.samples = r.get<std::uint64_t>("worker state");
+    s.loss = r.get<double>("worker state");
+    const auto nloss = r.count("epoch loss count", sizeof(double), 1000000);
+    for (std::uint32_t e = 0; e < nloss; ++e) s.epoch_loss.push_back(r.get<double>("epoch loss"));
+    c.workers.push_back(s);
+  }
+}
+
+void read_tensor(Reader& r, Checkpoint& c) {
+  NamedTensor t;
+  t.name = r.str("tensor name");
+  t.values = r.floats("tensor values");
+  c.tensors.push_back(std::move(t));
+}
+
+// A section's name for messages: "options", "training state", "tensor 2 ('W1')"
+// (its name where the bytes hold a printable one).
+std::string section_label(std::size_t k, std::string_view bytes) {
+  if (k == 0) return "options";
+  if (k == 1) return "training state";
+  std::string label = fmt::format("tensor {}", k - 1);
+  std::uint32_t n = 0;
+  if (bytes.size() >= 4) std::memcpy(&n, bytes.data(), 4);
+  if (bytes.size() >= 4 && n > 0 && n <= 64 && n <= bytes.size() - 4) {
+    const std::string_view name = bytes.substr(4, n);
+    if (std::all_of(name.begin(), name.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; }))
+      label += fmt::format(" ('{}')", name);
+  }
+  return label;
+}
 
 template <class T>
 std::uint32_t crc_of(std::uint32_t c, std::span<const T> s, std::size_t max_bytes, bool tail) {
@@ -274,8 +369,8 @@ Checkpoint parse_checkpoint(std::string_view b, const std::string& name) {
   std::memcpy(&version, b.data() + 8, sizeof version);
   std::memcpy(&reserved, b.data() + 12, sizeof reserved);
   std::memcpy(&payload, b.data() + 16, sizeof payload);
-  if (version != kCheckpointVersion)
-    throw fail(fmt::format("checkpoint format version {}, this build reads {}", version,
+  if (version != kCheckpointVersion && version != 2)
+    throw fail(fmt::format("checkpoint format version {}, this build reads 2 and {}", version,
                            kCheckpointVersion));
   if (reserved != 0)
     throw fail(fmt::format("reserved header field is {:#x}, not 0 (written by a newer build?)",
@@ -285,42 +380,66 @@ Checkpoint parse_checkpoint(std::string_view b, const std::string& name) {
                            "(truncated or padded)", payload, b.size() - kHeaderBytes - 4));
   std::uint32_t stored;
   std::memcpy(&stored, b.data() + b.size() - 4, sizeof stored);
-  if (stored != crc(0, b.data(), b.size() - 4)) throw fail("checksum mismatch (corrupt file)");
-
-  Reader r(b.substr(kHeaderBytes, payload), name);
+  const bool whole = stored == crc(0, b.data(), b.size() - 4);
   Checkpoint c;
-  const auto nconfig = r.count("option count", 8, 1024);
-  for (std::uint32_t i = 0; i < nconfig; ++i) {
-    std::string k = r.str("option name");
-    c.config.emplace_back(std::move(k), r.str("option value"));
+  if (version == 2) {  // one checksum for the whole file
+    if (!whole) throw fail("checksum mismatch (corrupt file)");
+    Reader r(b.substr(kHeaderBytes, payload), name);
+    read_options(r, c);
+    read_state(r, c);
+    const auto ntensors = r.count("tensor count", 12, 1024);
+    for (std::uint32_t i = 0; i < ntensors; ++i) read_tensor(r, c);
+    if (r.left() != 0) throw fail(fmt::format("{} unexpected bytes after the tensors", r.left()));
+    return c;
   }
-  c.data.rows = r.get<std::uint64_t>("data fingerprint");
-  c.data.cols = r.get<std::uint64_t>("data fingerprint");
-  c.data.nnz = r.get<std::uint64_t>("data fingerprint");
-  c.data.hash = r.get<std::uint64_t>("data fingerprint");
-  c.restarts = r.get<std::uint32_t>("restart count");
-  c.train_seconds = r.get<double>("training time");
-  const auto nworkers = r.count("worker count", 36, kMaxWorkers);
-  if (nworkers == 0) throw r.fail("no workers");
-  for (std::uint32_t i = 0; i < nworkers; ++i) {
-    WorkerState s;
-    s.epochs_done = r.get<std::uint32_t>("worker state");
-    s.epoch = r.get<std::uint32_t>("worker state");
-    s.position = r.get<std::uint64_t>("worker state");
-    s.samples = r.get<std::uint64_t>("worker state");
-    s.loss = r.get<double>("worker state");
-    const auto nloss = r.count("epoch loss count", sizeof(double), 1000000);
-    for (std::uint32_t e = 0; e < nloss; ++e) s.epoch_loss.push_back(r.get<double>("epoch loss"));
-    c.workers.push_back(s);
+  // Each section against its own checksum before anything in it is read: a flipped
+  // bit is named where it is.
+  std::vector<std::pair<std::string_view, std::string>> sections;  // bytes, label
+  std::string_view rest = b.substr(kHeaderBytes, payload);
+  std::uint64_t at = kHeaderBytes;
+  while (!rest.empty()) {
+    const std::size_t k = sections.size();
+    std::uint64_t length = 0;
+    if (rest.size() >= 8) std::memcpy(&length, rest.data(), 8);
+    if (rest.size() < kSectionFrame || length > rest.size() - kSectionFrame)
+      throw fail(fmt::format("the {} section at byte {} declares {} bytes, more than the {} "
+                             "left (corrupt or truncated file)", section_label(k, {}), at, length,
+                             rest.size() < kSectionFrame ? 0 : rest.size() - kSectionFrame));
+    const std::string_view bytes = rest.substr(8, length);
+    std::uint32_t sum;
+    std::memcpy(&sum, rest.data() + 8 + length, 4);
+    std::string label = section_label(k, bytes);
+    if (sum != crc(0, rest.data(), 8 + length))
+      throw fail(fmt::format("checksum mismatch in the {} section (bytes {} to {}): corrupt file",
+                             label, at, at + kSectionFrame + length));
+    sections.emplace_back(bytes, std::move(label));
+    rest.remove_prefix(kSectionFrame + length);
+    at += kSectionFrame + length;
   }
-  const auto ntensors = r.count("tensor count", 12, 1024);
-  for (std::uint32_t i = 0; i < ntensors; ++i) {
-    NamedTensor t;
-    t.name = r.str("tensor name");
-    t.values = r.floats("tensor values");
-    c.tensors.push_back(std::move(t));
+  if (!whole)  // every section and the header check out: the file's own checksum does not
+    throw fail("checksum mismatch in the file's checksum (its last 4 bytes): corrupt file");
+  if (sections.size() < 2) throw fail("no training state section");
+  auto reader = [&](std::size_t k) { return Reader(sections[k].first, name, sections[k].second); };
+  auto done = [&](const Reader& r, std::size_t k) {
+    if (r.left() != 0)
+      throw fail(fmt::format("{} unexpected bytes at the end of the {} section", r.left(),
+                             sections[k].second));
+  };
+  Reader options = reader(0);
+  read_options(options, c);
+  done(options, 0);
+  Reader state = reader(1);
+  read_state(state, c);
+  const auto ntensors = state.get<std::uint32_t>("tensor count");
+  done(state, 1);
+  if (ntensors != sections.size() - 2)
+    throw fail(fmt::format("the training state section counts {} tensors, the file holds {}",
+                           ntensors, sections.size() - 2));
+  for (std::size_t k = 2; k < sections.size(); ++k) {
+    Reader r = reader(k);
+    read_tensor(r, c);
+    done(r, k);
   }
-  if (r.left() != 0) throw fail(fmt::format("{} unexpected bytes after the tensors", r.left()));
   return c;
 }
 

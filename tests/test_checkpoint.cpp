@@ -21,6 +21,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/trainer.hpp"
 #include "ridge.hpp"
+#include "fuzz/reseal.hpp"
 #include "support.hpp"
 #include "trainer/run.hpp"
 
@@ -49,11 +50,7 @@ std::string error_of(std::string_view bytes) {
 }
 
 // Recomputes the trailing CRC after a deliberate edit, so the parser gets past it.
-void reseal(std::string& b) {
-  const auto n = static_cast<uInt>(b.size() - 4);
-  const auto sum = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(b.data()), n));
-  std::memcpy(b.data() + b.size() - 4, &sum, 4);
-}
+void reseal(std::string& b) { test::reseal_checkpoint(b); }
 
 TrainConfig serial_config(unsigned epochs) {
   TrainConfig c;
@@ -122,26 +119,40 @@ TEST_CASE("malformed checkpoints are refused with what is wrong, never a crash")
   // Every truncation is an error, none reads past the end.
   for (std::size_t n = 0; n < good.size(); ++n) CHECK_FALSE(error_of(good.substr(0, n)).empty());
   std::string b = good;
-  b[8] = 3;  // version 3
-  CHECK(error_of(b).find("format version 3, this build reads 2") != std::string::npos);
+  b[8] = 4;  // version 4
+  CHECK(error_of(b).find("format version 4, this build reads 2 and 3") != std::string::npos);
   b[8] = 1;  // a version 1 checkpoint: its fingerprint hashed only the data's edges
-  CHECK(error_of(b).find("format version 1, this build reads 2") != std::string::npos);
+  CHECK(error_of(b).find("format version 1, this build reads 2 and 3") != std::string::npos);
   b = good;
   b[12] = 0x2e;  // the reserved word (found by fuzz_checkpoint: it parsed, then re-serialized differently)
   reseal(b);
   CHECK(error_of(b).find("reserved header field is 0x2e") != std::string::npos);
+  // A flipped bit is named by the section it is in (each has its checksum), the
+  // file's own checksum last.
+  const std::size_t options_at = 24, tensor_at = good.find("param:w") - 4 - 8;
+  for (const auto& [at, section] :
+       {std::pair{options_at + 8 + 6, std::string("the options section (bytes 24 to ")},
+        std::pair{good.find("param:w") + 12, std::string("the tensor 1 ('param:w') section (bytes ") +
+                                                 std::to_string(tensor_at) + " to "},
+        std::pair{good.size() - 2, std::string("the file's checksum (its last 4 bytes)")}}) {
+    CAPTURE(at);
+    b = good;
+    b[at] ^= 0x40;
+    CHECK(error_of(b).find("checksum mismatch in " + section) != std::string::npos);
+  }
   b = good;
-  b[b.size() / 2] ^= 0x40;
-  CHECK(error_of(b).find("checksum mismatch") != std::string::npos);
+  b[options_at + 7] ^= 0x01;  // the options section's length
+  CHECK(error_of(b).find("the options section at byte 24 declares") != std::string::npos);
   b = good + "x";
   CHECK(error_of(b).find("truncated or padded") != std::string::npos);
   // A hostile count inside a correctly sealed file: refused before allocating.
   b = good;
-  const std::size_t count_at = 8 + 4 + 4 + 8;  // the option count, first in the payload
+  const std::size_t count_at = 8 + 4 + 4 + 8 + 8;  // the option count, first in the options section
   const std::uint32_t huge = 0xffffffffu;
   std::memcpy(b.data() + count_at, &huge, 4);
   reseal(b);
-  CHECK(error_of(b).find("option count 4294967295 is impossible") != std::string::npos);
+  CHECK(error_of(b).find("the options section: option count 4294967295 is impossible") !=
+        std::string::npos);
   b = good;
   const auto at = b.find("param:w") + 7;  // the tensor's u64 value count follows its name
   const std::uint64_t many = 1ull << 60;

@@ -111,7 +111,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a cache with a flipped bit", "{T} --train {dir}/flipped.cache", 2,
        "the labels section does not match its checksum"},
       {"a checkpoint with a flipped bit", "{T} --train {train} --epochs 2 --resume {dir}/flipped.ck",
-       2, "checksum mismatch"},
+       2, "checksum mismatch in the tensor 2 ('param:b') section (bytes "},
       {"a data file as the checkpoint", "{T} --train {train} --resume {train}", 2,
        "not a hogwild checkpoint"},
       {"a refused resume keeps the metrics",

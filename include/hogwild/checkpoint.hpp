@@ -64,7 +64,9 @@ struct Checkpoint {
   bool operator==(const Checkpoint&) const = default;
 };
 
-inline constexpr std::uint32_t kCheckpointVersion = 2;  // 2: the fingerprint hashes every row
+// 2: the fingerprint hashes every row; 3: each section (options, training state,
+// each tensor) carries its length and checksum. Version 2 files are still read.
+inline constexpr std::uint32_t kCheckpointVersion = 3;
 
 std::string serialize_checkpoint(const Checkpoint& c);
 // Validates magic, version, size and checksum before reading, and every count

@@ -1,7 +1,5 @@
-// libFuzzer target: the checkpoint reader. The CRC is checked first, so a second
-// pass re-seals the input's checksum to let the fuzzer reach the payload parser.
-#include <zlib.h>
-
+// libFuzzer target: the checkpoint reader. The CRCs are checked first, so a second
+// pass re-seals the input's checksums to let the fuzzer reach the payload parser.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +7,7 @@
 
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
+#include "reseal.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
@@ -20,9 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const hogwild::Error&) {
     }
     if (bytes.size() < 4) break;
-    const auto n = static_cast<uInt>(bytes.size() - 4);
-    const auto sum = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(bytes.data()), n));
-    std::memcpy(bytes.data() + n, &sum, 4);
+    hogwild::test::reseal_checkpoint(bytes);
   }
   return 0;
 }
