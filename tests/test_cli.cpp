@@ -299,6 +299,50 @@ TEST_CASE("inputs from a pipe: --train - reads standard input, a FIFO is read to
   CHECK(r.out.find("standard input:1: expected \"index:value\"") != std::string::npos);
 }
 
+TEST_CASE("IDX images and labels from pipes: read to their end, the same run as from files") {
+  test::TempDir dir;
+  // 300 4x4 images in two classes a softmax can tell apart (bright or dark), big-endian headers.
+  const std::size_t n = 300;
+  std::string images = {0, 0, 8, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 4};
+  std::string labels = {0, 0, 8, 1, 0, 0, 0, 0};
+  images[6] = labels[6] = static_cast<char>(n >> 8);
+  images[7] = labels[7] = static_cast<char>(n & 255);
+  for (std::size_t i = 0; i < n; ++i) {
+    labels += static_cast<char>(i % 2);
+    for (int p = 0; p < 16; ++p) images += static_cast<char>(i % 2 ? 200 + (i * 7 + p) % 50 : (i * 5 + p) % 50);
+  }
+  test::write_text(dir.file("img.idx"), images);
+  test::write_text(dir.file("lab.idx"), labels);
+  const std::string common =
+      R"(--model softmax --epochs 2 --test "$0/img.idx" --test-labels "$0/lab.idx" -q)";
+  auto sh = [&](const std::string& line) {
+    return test::run({"/bin/bash", "-c", line, dir.path(), test::hogwild_train_path()});
+  };
+  const auto on_files = sh(R"(exec "$1" --train "$0/img.idx" --train-labels "$0/lab.idx" )" + common);
+  REQUIRE(on_files.exit_code == 0);
+  const std::string accuracy = on_files.out.substr(on_files.out.find("test accuracy"), 20);
+  CHECK(accuracy.find("accuracy 1.0000") != std::string::npos);
+  // Labels from standard input or <(...) were "too short for an IDX header (0 bytes)".
+  for (const std::string& line :
+       {R"(cat "$0/lab.idx" | exec "$1" --train "$0/img.idx" --train-labels - )" + common,
+        R"(exec "$1" --train "$0/img.idx" --train-labels <(cat "$0/lab.idx") )" + common,
+        R"(exec "$1" --train <(cat "$0/img.idx") --train-labels <(gzip -c "$0/lab.idx") )" + common,
+        R"(cat "$0/img.idx" | exec "$1" --train - --train-labels "$0/lab.idx" )" + common}) {
+    CAPTURE(line);
+    const auto r = sh(line);
+    INFO(r.out);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find(accuracy) != std::string::npos);
+  }
+  // One standard input cannot be both; labels cut short are named where they came from.
+  auto r = sh("cat \"$0/img.idx\" | exec \"$1\" --train - --train-labels - " + common);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("standard input cannot hold both the IDX images and their labels") != std::string::npos);
+  r = sh("head -c 100 \"$0/lab.idx\" | exec \"$1\" --train \"$0/img.idx\" --train-labels - " + common);
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("standard input: truncated: the header declares 300 labels") != std::string::npos);
+}
+
 TEST_CASE("--metrics: a failed run leaves the file as it was, a resumed run appends; - puts JSON alone on stdout") {
   test::TempDir dir;
   auto [train, test_file] = problem_files(dir, 400);

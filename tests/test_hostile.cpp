@@ -55,6 +55,10 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("keep.json"), "{\"an earlier run\": true}\n");
   test::write_text(dir.file("keep.jsonl"), "{\"epoch\": 1}\n{\"epoch\": 2}\n{\"epoch\": 3}\n");
   std::filesystem::create_directory(dir.file("a_folder"));
+  // Two 2x2 IDX images and their labels (big-endian headers).
+  test::write_text(dir.file("img.idx"), std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x02"
+                                                    "\x01\x02\x03\x04\x05\x06\x07\x08", 24));
+  test::write_text(dir.file("lab.idx"), std::string("\0\0\x08\x01\0\0\0\x02\x01\x00", 10));
   REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q",
                      "--checkpoint", dir.file("ck.bin")}).exit_code == 0);
   REQUIRE(test::run({test::hogwild_data_path(), "convert", train, "--out", dir.file("c.cache")})
@@ -110,6 +114,12 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "a labels file is only used with IDX images"},
       {"a cache with a flipped bit", "{T} --train {dir}/flipped.cache", 2,
        "the labels section does not match its checksum"},
+      {"IDX images and labels both on standard input",
+       "cat {dir}/img.idx | {T} --train - --train-labels - --model softmax", 2,
+       "standard input cannot hold both the IDX images and their labels"},
+      {"IDX labels cut short on standard input",
+       "head -c 9 {dir}/lab.idx | {T} --train {dir}/img.idx --train-labels - --model softmax", 2,
+       "standard input: truncated: the header declares 2 labels"},
       {"a checkpoint with a flipped bit", "{T} --train {train} --epochs 2 --resume {dir}/flipped.ck",
        2, "checksum mismatch in the tensor 2 ('param:b') section (bytes "},
       {"a data file as the checkpoint", "{T} --train {train} --resume {train}", 2,

@@ -33,6 +33,9 @@ Dataset read_idx(const std::string& images_path, const std::string& labels_path 
 std::string idx_labels_path_for(const std::string& images_path);
 // Same, from the (uncompressed) bytes of both files; `name` is used in messages.
 Dataset parse_idx(std::string_view images, std::string_view labels, const std::string& name);
+// The same, the labels named `labels_name` in messages (a file, "standard input").
+Dataset parse_idx(std::string_view images, std::string_view labels, const std::string& name,
+                  const std::string& labels_name);
 
 // Rating triples for matrix factorization, one per line: "user item rating
 // [timestamp]" separated by a tab, spaces, a comma or "::" (MovieLens u.data,

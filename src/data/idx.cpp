@@ -161,4 +161,9 @@ Dataset parse_idx(std::string_view images, std::string_view labels, const std::s
   return build(images, labels, name, name + " (labels)");
 }
 
+Dataset parse_idx(std::string_view images, std::string_view labels, const std::string& name,
+                  const std::string& labels_name) {
+  return build(images, labels, name, labels_name);
+}
+
 }  // namespace hogwild

@@ -97,6 +97,14 @@ std::string read_stream(const std::string& path, const std::string& name) {
   return detail::is_gzip(bytes) ? detail::inflate_gzip(bytes, name) : bytes;
 }
 
+std::string stream_name(const std::string& path) { return path == "-" ? "standard input" : path; }
+
+// An IDX labels file's bytes: from a file (gzip'ed or not), or read to the end from
+// a stream (`-`, a FIFO, <(...)), which cannot be mapped.
+std::string read_labels(const std::string& path) {
+  return is_stream(path) ? read_stream(path, stream_name(path)) : read_file_maybe_gz(path);
+}
+
 Dataset load_stream(const std::string& path, const std::string& labels_path,
                     const LoadOptions& options) {
   const std::string name = path == "-" ? "standard input" : path;
@@ -110,7 +118,10 @@ Dataset load_stream(const std::string& path, const std::string& labels_path,
       if (labels_path.empty())  // a file's are found beside it; a stream has no "beside"
         throw ConfigError("the IDX images from " + name +
                           " need their labels file: give it with --train-labels or --test-labels");
-      return parse_idx(bytes, read_file_maybe_gz(labels_path), name);
+      if (path == "-" && labels_path == "-")
+        throw ConfigError("standard input cannot hold both the IDX images and their labels: give "
+                          "one of them as a file (or <(...))");
+      return parse_idx(bytes, read_labels(labels_path), name, stream_name(labels_path));
     case FileFormat::ratings:
       if (!labels_path.empty())
         throw ConfigError("a labels file is only used with IDX images; " + name +
@@ -151,7 +162,11 @@ Dataset load_as_stored(const std::string& path, const std::string& labels_path,
       if (!labels_path.empty())
         throw ConfigError("a labels file is only used with IDX images, not with the cache " + path);
       return open_cache(path);
-    case FileFormat::idx: return read_idx(path, labels_path);
+    case FileFormat::idx:
+      if (!labels_path.empty() && is_stream(labels_path))  // read to its end, not mapped
+        return parse_idx(detail::FileContent::read(path).text(), read_labels(labels_path), path,
+                         stream_name(labels_path));
+      return read_idx(path, labels_path);
     case FileFormat::ratings:
       if (!labels_path.empty())
         throw ConfigError("a labels file is only used with IDX images; " + path +
