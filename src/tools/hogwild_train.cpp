@@ -570,6 +570,7 @@ int run(int argc, char** argv) {
     const unsigned all = warps * hogwild::workers_used(cfg.mode, cfg.workers);
     fmt::print(o.human, "device: {} warp(s) a worker process, {} Hogwild! updater(s) in all{}\n", warps,
                all, cfg.device_warps ? "" : " (--device-warps auto)");
+    cfg.device_warps = warps;  // resolved once: train() would count the hottest coordinate again
   }
   std::fflush(o.human);
 

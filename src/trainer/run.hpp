@@ -68,6 +68,10 @@ struct Control {
   // it, not the worker that timed out.
   std::atomic<std::int32_t> waited_for{-1};
   std::atomic<std::int32_t> waiter{-1};
+  // The training set's fingerprint, made once by the parent for every worker (a
+  // fork server's workers do not inherit the parent's memory): ready when 1.
+  DataFingerprint fingerprint;
+  std::atomic<std::uint32_t> fingerprint_ready{0};
 };
 
 // What a copy of the weights holds, read around the copy (WorkerProgress): per
@@ -117,12 +121,21 @@ struct Run {
   const Dataset& train;
   const Dataset* test;
   std::vector<float> train_targets, test_targets;
-  // The training set's fingerprint (every row hashed), made at its first use. The
-  // parent makes it before forking when the workers need it (the node check), so
-  // that forked workers inherit it; a fork server's worker makes its own.
+  // The training set's fingerprint (every row hashed), made at its first use, or
+  // taken from the control block where the parent published it (publish_fingerprint,
+  // before any worker starts, when the workers need it: the node check).
   const DataFingerprint& data_fingerprint() const {
-    std::call_once(fingerprint_once_, [this] { fingerprint_ = DataFingerprint::of(train); });
+    std::call_once(fingerprint_once_, [this] {
+      if (control && control->fingerprint_ready.load(std::memory_order_acquire))
+        fingerprint_ = control->fingerprint;
+      else
+        fingerprint_ = DataFingerprint::of(train);
+    });
     return fingerprint_;
+  }
+  void publish_fingerprint() {
+    control->fingerprint = data_fingerprint();
+    control->fingerprint_ready.store(1, std::memory_order_release);
   }
   mutable std::once_flag fingerprint_once_;
   mutable DataFingerprint fingerprint_;

@@ -181,7 +181,7 @@ class Supervisor {
                                   : group.spawn(r, [&run, r] { return run.work(r); });
       watch[r] = {run_.progress[r].samples.load(std::memory_order_relaxed), Clock::now(), pid};
     };
-    if (cfg_.nodes > 1) (void)run_.data_fingerprint();  // each worker's node check uses it
+    if (cfg_.nodes > 1) run_.publish_fingerprint();  // each worker's node check uses it
     for (unsigned r = 0; r < run_.workers + run_.servers; ++r) spawn(r);
     double next_timed = cfg_.eval_every;
     for (;;) {
