@@ -495,7 +495,10 @@ TEST_CASE("ddp on two nodes: a worker that dies restarts both nodes' groups, and
     INFO(r.message);
     REQUIRE(r.code == 0);
     CHECK(r.restarts == 1);
-    CHECK(r.seconds < 30);
+    // A restart costs at most the group's stop (--comm-timeout + 5 s) and the new
+    // group's meeting (--comm-timeout): 4.6 s in all alone, 36 s once with the whole
+    // suite beside it on 2 cores.
+    CHECK(r.seconds < 10 + 5 + 10 + 20);
   }
   CHECK(std::memcmp(reports[0].weights, reports[1].weights, reports[0].count * sizeof(float)) == 0);
   CHECK(test::entries_in(store.path()) == 0);  // both groups' keys
