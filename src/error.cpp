@@ -1,6 +1,10 @@
 #include "hogwild/error.hpp"
 
+#include <cerrno>
+
 namespace hogwild {
+
+bool is_out_of_space(int err) noexcept { return err == ENOSPC || err == EFBIG || err == EDQUOT; }
 
 std::string DataError::located(const std::string& file, std::size_t line, const std::string& what) {
   std::ostringstream os;

@@ -250,6 +250,4 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   out.commit();
 }
 
-bool is_out_of_space(int err) noexcept { return err == ENOSPC || err == EFBIG || err == EDQUOT; }
-
 }  // namespace hogwild

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "hogwild/row_view.hpp"
+
 namespace hogwild {
 
 // One contiguous read-only (once sealed) memory mapping.
@@ -44,24 +46,6 @@ class MappedBuffer {
 
 enum class Layout : std::uint8_t { sparse = 0, dense = 1, ratings = 2, dense_u8 = 3 };
 const char* to_string(Layout layout) noexcept;
-
-// A dense_u8 value is its byte times this (the same float as byte / 255.0f for every
-// byte, so widened rows and byte rows hold equal values).
-inline float byte_value(std::uint8_t b) noexcept { return static_cast<float>(b) / 255.0f; }
-
-// A row as the models see it. index == nullptr means a dense row of nnz values:
-// floats in `value`, or, for a dense_u8 set, bytes in `bytes` (value == nullptr).
-// Only models that say so (Model::reads_byte_rows) are handed byte rows; the
-// trainer widens the set to floats for the others.
-struct RowView {
-  const std::uint32_t* index;
-  const float* value;
-  std::uint32_t nnz;
-  const std::uint8_t* bytes = nullptr;
-  bool dense() const noexcept { return index == nullptr; }
-  // Value j of the row's nnz (the j-th non-zero of a sparse row), whatever its storage.
-  float at(std::uint32_t j) const noexcept { return bytes ? byte_value(bytes[j]) : value[j]; }
-};
 
 class Dataset {
  public:

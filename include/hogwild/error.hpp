@@ -84,6 +84,10 @@ class Interrupted : public Error {
   int signal_;
 };
 
+// ENOSPC, EFBIG or EDQUOT: the disk (or the file-size limit) is full, which an
+// output's writer reports as a ResourceError (exit 4).
+bool is_out_of_space(int err) noexcept;
+
 namespace detail {
 [[noreturn]] void enforce_fail(const char* cond, const char* file, int line, const std::string& detail);
 

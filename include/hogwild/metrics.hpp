@@ -52,8 +52,6 @@ std::string summary_json(const TrainConfig& config, const TrainResult& result,
 // ResourceError; either way the temporary is removed and the previous file is left
 // as it was.
 void write_file_atomically(const std::string& path, const std::string& text);
-// ENOSPC, EFBIG or EDQUOT: the disk (or the file-size limit) is full.
-bool is_out_of_space(int err) noexcept;
 
 namespace detail {
 // Async-signal-safe: unlinks the temporary write_file_atomically is writing, if any.

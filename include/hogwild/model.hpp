@@ -91,7 +91,7 @@ class Model {
   }
   // True when tensor 0 holds one weight per feature and the step touches it only at
   // the row's feature indices (w + index), every other tensor being small: hot
-  // coordinates (--hot-k, hot_coordinates.hpp) then work by renumbering the hot
+  // coordinates (--hot-k, src/trainer/hot_window.hpp) then work by renumbering the hot
   // features of the rows, without the model's knowledge. The linear models say so.
   virtual bool feature_indexed() const noexcept { return false; }
 };

@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hogwild/dataset.hpp"
+#include "hogwild/row_view.hpp"
 #include "hogwild/param_set.hpp"
 #include "hogwild/update_policy.hpp"
 

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <random>
 
+#include "data/degrees.hpp"
 #include "hogwild/update_policy.hpp"
-#include "trainer/hot_window.hpp"
-#include "trainer/progress.hpp"
+#include "memory/single_writer.hpp"
 
 namespace hogwild::detail {
 namespace {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "memory/single_writer.hpp"
+
 namespace hogwild {
 
 // Per-worker counters, each on its own cache lines (no false sharing between
@@ -39,20 +41,6 @@ struct alignas(128) WorkerProgress {
 };
 
 namespace detail {
-// A plain field in the arena that one process writes and others read while it
-// runs (--telemetry's histograms, --conflicts' slots): the writer adds with a
-// relaxed load and store (no read-modify-write: nobody else writes), readers load
-// it relaxed.
-template <class T>
-void owner_add(T& field, std::type_identity_t<T> value) noexcept {
-  std::atomic_ref<T> f(field);
-  f.store(f.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
-}
-template <class T>
-T relaxed_read(const T& field) noexcept {
-  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
-}
-
 // std::atomic_thread_fence, but a compiler barrier under ThreadSanitizer: it does
 // not model fences (GCC refuses them with -fsanitize=thread), and every access
 // these fences order is atomic, so it has no race to report either way.

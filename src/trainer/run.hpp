@@ -155,7 +155,7 @@ struct Run {
   // replica merges its own worker's ranges.)
   std::vector<Ranges> trained_ranges;
   // --hot-k (parallel modes): the hot features, the training rows with each hot
-  // feature renumbered to its slot in the window past w's end (hot_coordinates.hpp),
+  // feature renumbered to its slot in the window past w's end (trainer/hot_window.hpp),
   // and the window (mapped private in the parent before any fork).
   std::vector<std::uint32_t> hot;
   std::optional<Dataset> hot_train;
