@@ -17,7 +17,6 @@
 #include "data/file_io.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
-#include "hogwild/metrics.hpp"
 
 namespace hogwild {
 
