@@ -43,6 +43,17 @@ std::unique_ptr<test::Hosts> two_hosts(const std::vector<std::string>& names = {
   return hosts;
 }
 
+// A job's files: a folder with the rendezvous directory the nodes share ("rdv")
+// and a generated problem of `rows` rows and `features` features.
+struct Job {
+  Job(std::size_t rows, std::size_t features) {
+    std::filesystem::create_directory(dir.file("rdv"));
+    std::tie(train, test_file) = test::problem_files(dir, rows, features);
+  }
+  test::TempDir dir;
+  std::string train, test_file;
+};
+
 struct Node {
   explicit Node(test::Background started) : b(std::move(started)) {}
   test::Background b;
@@ -107,9 +118,8 @@ TEST_CASE("two hosts, with their own hostnames or cloned with one: ddp without -
     CAPTURE(names[1]);
     auto hosts = two_hosts(names);
     if (!hosts) return;
-    test::TempDir dir;
-    std::filesystem::create_directory(dir.file("rdv"));
-    auto [train, test_file] = test::problem_files(dir, rows, features);
+    Job job(rows, features);
+    const auto& [dir, train, test_file] = job;
     Node a = start_node(*hosts, 0, dir, train, test_file);
     Node b = start_node(*hosts, 1, dir, train, test_file);
     a.wait();
@@ -129,9 +139,8 @@ TEST_CASE("two hosts, with their own hostnames or cloned with one: ddp without -
 TEST_CASE("two hosts: a node started late joins; the wait is not training time") {
   auto hosts = two_hosts();
   if (!hosts) return;
-  test::TempDir dir;
-  std::filesystem::create_directory(dir.file("rdv"));
-  auto [train, test_file] = test::problem_files(dir, 2000, 200);
+  Job job(2000, 200);
+  const auto& [dir, train, test_file] = job;
   // Later than --comm-timeout (5 s): the join waits --join-timeout (default 300 s).
   Node a = start_node(*hosts, 0, dir, train, test_file);
   std::this_thread::sleep_for(std::chrono::seconds(7));
@@ -152,9 +161,8 @@ TEST_CASE("two hosts: a node started late joins; the wait is not training time")
 TEST_CASE("two hosts: a node later than --join-timeout: the first fails, naming it") {
   auto hosts = two_hosts();
   if (!hosts) return;
-  test::TempDir dir;
-  std::filesystem::create_directory(dir.file("rdv"));
-  auto [train, test_file] = test::problem_files(dir, 1000, 100);
+  Job job(1000, 100);
+  const auto& [dir, train, test_file] = job;
   Node a = start_node(*hosts, 0, dir, train, test_file, {"--join-timeout", "2"});
   a.wait(60);
   INFO(a.out);
@@ -169,9 +177,8 @@ TEST_CASE("two hosts: nodes started with other options or --nodes are refused wi
           "naming the difference") {
   auto hosts = two_hosts();
   if (!hosts) return;
-  test::TempDir dir;
-  std::filesystem::create_directory(dir.file("rdv"));
-  auto [train, test_file] = test::problem_files(dir, 1000, 100);
+  Job job(1000, 100);
+  const auto& [dir, train, test_file] = job;
   for (const auto& [option, value, other] :
        {std::tuple{"--nodes", "3", "--nodes=2"}, std::tuple{"--lr", "0.3", "--lr=0.1"}}) {
     CAPTURE(option);
@@ -194,9 +201,8 @@ TEST_CASE("two hosts: nodes started with other options or --nodes are refused wi
 TEST_CASE("two hosts: a node that fails on its configuration tells the other, which stops at once") {
   auto hosts = two_hosts();
   if (!hosts) return;
-  test::TempDir dir;
-  std::filesystem::create_directory(dir.file("rdv"));
-  auto [train, test_file] = test::problem_files(dir, 1000, 100);
+  Job job(1000, 100);
+  const auto& [dir, train, test_file] = job;
   // Node 1 resumes from a checkpoint of another model: refused after it loads.
   const auto other = test::run_train({"--train", train, "--model", "hinge", "--epochs", "1",
                                       "--checkpoint", dir.file("other.ck"), "-q"});
@@ -217,9 +223,8 @@ TEST_CASE("two hosts: a node that fails on its configuration tells the other, wh
 TEST_CASE("two hosts: two nodes given one --node-rank: the second is told it is taken, the first stops too") {
   auto hosts = two_hosts();
   if (!hosts) return;
-  test::TempDir dir;
-  std::filesystem::create_directory(dir.file("rdv"));
-  auto [train, test_file] = test::problem_files(dir, 1000, 100);
+  Job job(1000, 100);
+  const auto& [dir, train, test_file] = job;
   Node a = start_node(*hosts, 0, dir, train, test_file, {"--join-timeout", "10"});
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   std::vector<std::string> argv{test::hogwild_train_path(), "--train", train, "--mode", "ddp",
@@ -243,9 +248,8 @@ TEST_CASE("two hosts: two nodes given one --node-rank: the second is told it is 
 TEST_CASE("two hosts: a cut link ends the run on both within the timeout, naming the peer and its address") {
   auto hosts = two_hosts();
   if (!hosts) return;
-  test::TempDir dir;
-  std::filesystem::create_directory(dir.file("rdv"));
-  auto [train, test_file] = test::problem_files(dir, 2000, 200);
+  Job job(2000, 200);
+  const auto& [dir, train, test_file] = job;
   const std::vector<std::string> run{"--epochs", "100000", "--comm-timeout", "3"};
   Node a = start_node(*hosts, 0, dir, train, test_file, run);
   Node b = start_node(*hosts, 1, dir, train, test_file, run);
