@@ -330,12 +330,12 @@ class Supervisor {
     throw_if_unreachable();
     // The worker to name: the one another waited for in vain, not the one that waited.
     std::string what = fmt::format("worker {} (pid {}) {}", failed.rank, failed.pid, failed.describe());
-    if (const std::int32_t late = control.waited_for.exchange(-1, std::memory_order_relaxed); stuck) {
+    const std::int32_t late = control.waited_for.exchange(-1, std::memory_order_relaxed);
+    const std::int32_t waiter = control.waiter.exchange(-1, std::memory_order_relaxed);
+    if (stuck)
       what = fmt::format("worker {} (pid {}) did not reach a collective that worker {} waited {} s "
-                         "for (--comm-timeout), and did not stop with the others: it is stopped, traced or stuck", late,
-                         late_pid,
-                         control.waiter.exchange(-1, std::memory_order_relaxed), cfg_.comm_timeout);
-    }
+                         "for (--comm-timeout), and did not stop with the others: it is stopped, "
+                         "traced or stuck", late, late_pid, waiter, cfg_.comm_timeout);
     if (WIFEXITED(failed.status) && WEXITSTATUS(failed.status) == kExitBadInput) {
       const bool said = run_.control->bad_input_state.load(std::memory_order_acquire) == 2;
       throw Error(fmt::format("worker {} stopped on bad input or options{}; nothing was restarted",
