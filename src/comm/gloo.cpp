@@ -375,11 +375,9 @@ GlooCommunicator::GlooCommunicator(const GlooOptions& options, unsigned rank, un
     const std::string what = without_location(e.what());
     const auto remote = addresses_.empty() ? std::vector<unsigned>{} : remote_ranks();
     if (!remote.empty() && network_failure(what)) {
-      std::vector<std::string> peers;
-      for (unsigned r : remote) peers.push_back(locate(r));
       throw PeerUnreachable(fmt::format(
           "{}: cannot connect to {} within {} ms (--comm-timeout): {} (the link between the "
-          "nodes is down, or that node is)", describe(rank), fmt::join(peers, ", "),
+          "nodes is down, or that node is)", describe(rank), locate(remote),
           timeout_.count(), what));
     }
     throw CommError(fmt::format("{}: connecting to the other ranks of run '{}' failed: {}",
@@ -397,6 +395,12 @@ std::string GlooCommunicator::describe(unsigned rank) const {
 std::string GlooCommunicator::locate(unsigned rank) const {
   return fmt::format("{} (host {}, {})", nodes_[rank].empty() ? fmt::format("rank {}", rank) : nodes_[rank],
                      hosts_[rank], addresses_[rank].empty() ? "no address" : addresses_[rank]);
+}
+
+std::string GlooCommunicator::locate(const std::vector<unsigned>& ranks) const {
+  std::vector<std::string> each;
+  for (unsigned r : ranks) each.push_back(locate(r));
+  return fmt::format("{}", fmt::join(each, ", "));
 }
 
 std::vector<unsigned> GlooCommunicator::remote_ranks() const {
@@ -468,10 +472,9 @@ std::string GlooCommunicator::origin(const std::string& what) {
     for (unsigned r : remote)
       if (std::find(silent.begin(), silent.end(), r) != silent.end()) quiet.push_back(r);
     unreachable_ = true;
-    std::vector<std::string> peers;
-    for (unsigned r : quiet.empty() ? remote : quiet) peers.push_back(locate(r));
     return fmt::format(
-        "no answer from {} within {} ms (--comm-timeout), {} ({} saw: {})", fmt::join(peers, ", "),
+        "no answer from {} within {} ms (--comm-timeout), {} ({} saw: {})",
+        locate(quiet.empty() ? remote : quiet),
         timeout_.count(),
         quiet.empty() ? "which is running and timed out too: the link between the nodes is down"
                       : fmt::format("which did not report within {} ms either: the link between "

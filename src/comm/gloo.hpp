@@ -161,6 +161,7 @@ class GlooCommunicator final : public Communicator {
   std::vector<unsigned> remote_ranks() const;
   // "node 1 (host b, 10.0.0.2)": a rank's node, host and address.
   std::string locate(unsigned rank) const;
+  std::string locate(const std::vector<unsigned>& ranks) const;  // each, ", "-separated
   [[noreturn]] void throw_broken(const char* name) const;
   void close_pairs() noexcept;
   // A message slot (Gloo's tag of a message stream) of its own for each of our
