@@ -132,13 +132,18 @@ void ShmCommunicator::fail(std::uint32_t target) const {
 void ShmCommunicator::barrier() {
   const std::uint64_t passed = round_ + 1;
   const auto target = static_cast<std::uint32_t>(passed);
-  header_->arrived[rank_].round.store(target, std::memory_order_relaxed);
+  // A rank's mark of its arrival (what fail() reads to name the late ones) follows
+  // its count, and the last one's follows the round it advanced: a rank stopped
+  // between the two is then named. Marked first, a rank stopped before counting was
+  // named by nobody ("waited for rank  to reach").
   if (header_->arrivals.fetch_add(1, std::memory_order_acq_rel) + 1 == passed * size_) {
     // seq_cst store, then load: a sleeper counted after this load has yet to enter
     // FUTEX_WAIT, which then finds the round changed and returns at once.
     header_->round.store(target, std::memory_order_seq_cst);
+    header_->arrived[rank_].round.store(target, std::memory_order_relaxed);
     if (header_->sleepers.load(std::memory_order_seq_cst)) futex_wake_all(&header_->round);
   } else {
+    header_->arrived[rank_].round.store(target, std::memory_order_relaxed);
     const auto deadline = Clock::now() + timeout_;
     long nap = 20000;
     for (int spin = 0;; ++spin) {
