@@ -319,9 +319,16 @@ class Supervisor {
       late_pid = running[0].second;
       return true;
     };
-    const auto give_up = Clock::now() + std::chrono::duration<double>(cfg_.comm_timeout + 5);
+    const auto start = Clock::now();
+    const auto give_up = start + std::chrono::duration<double>(cfg_.comm_timeout + 5);
+    // Across nodes the late one may be in a collective with the other nodes, begun
+    // after the wait for it was: that one times out by itself (and says which peer
+    // it lost) within the timeout and the second its peers' reports take.
+    const auto its_own =
+        start + std::chrono::duration<double>(cfg_.nodes > 1 ? cfg_.comm_timeout + 2 : 0);
     bool stuck = false;
-    while (group.running() > 0 && Clock::now() < give_up && !(stuck = only_the_late_one())) {
+    while (group.running() > 0 && Clock::now() < give_up &&
+           !(stuck = Clock::now() >= its_own && only_the_late_one())) {
       group.reap();
       if (group.running() > 0) sleep_ms(5);
     }
