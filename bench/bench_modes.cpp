@@ -2,7 +2,7 @@
 // (sparse logistic regression, power-law feature popularity), with 1 and 2
 // workers, as ratios to serial measured in the same run. Repetitions are
 // interleaved (A B C ... A B C) and each cell is a median, because the machines are
-// shared and noisy (../shared/BENCHMARKING.md).
+// shared and noisy (docs/PERFORMANCE.md).
 //
 //   build/bench/bench_modes                      # 200k x 50k, ~75 nnz/row, 3 reps
 //   build/bench/bench_modes --rows 50000 --reps 1 --json out.json

@@ -10,7 +10,7 @@ bench/suite_ddp.py):
   results.csv    the same runs, one row each, without the curves
   *.png          speedup against workers; test loss against wall time
 
-Rules it keeps (../shared/BENCHMARKING.md): every configuration is repeated
+Rules it keeps (docs/PERFORMANCE.md): every configuration is repeated
 --reps times, repetitions are interleaved (A B C A B C), every figure is a
 median, and every ratio is taken between runs of the same repetition (the
 median of those per-repetition ratios), never across separate invocations.

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "hogwild/error.hpp"
-#include "hogwild/param_snapshot.hpp"
+#include "memory/param_snapshot.hpp"
 #include "hogwild/update_policy.hpp"
 #include "memory/half.hpp"
 

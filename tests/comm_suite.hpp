@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 
 namespace comm_test {
 

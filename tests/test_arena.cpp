@@ -16,7 +16,7 @@
 
 #include "hogwild/arena.hpp"
 #include "hogwild/error.hpp"
-#include "hogwild/robust_mutex.hpp"
+#include "memory/robust_mutex.hpp"
 #include "hogwild/update_policy.hpp"
 #include "process.hpp"
 #include "support.hpp"

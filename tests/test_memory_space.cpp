@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "hogwild/error.hpp"
-#include "hogwild/param_snapshot.hpp"
+#include "memory/param_snapshot.hpp"
 #include "trainer/run.hpp"
 #include "memory/device_arena.hpp"
 #include "memory/half.hpp"

@@ -11,7 +11,7 @@
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/models/mf.hpp"
-#include "hogwild/param_snapshot.hpp"
+#include "memory/param_snapshot.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"

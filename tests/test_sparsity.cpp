@@ -1,6 +1,6 @@
 // hogwild_data stats: the Hogwild! statistics against hand-computed hypergraphs,
 // against brute force on generated data, against SpamAssassin's figures measured
-// by hand (../shared/SCIENCE.md section 1.4), and the CLI.
+// by hand (the figures are in the test), and the CLI.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>

@@ -1,8 +1,8 @@
 // --telemetry: the staleness histograms' buckets and quantiles, and the measured
 // lag and overlap against what the definitions give for workers whose updates
-// take the same time (../shared/SCIENCE.md 2.1: back-to-back updates of equal
-// length, P workers: lag about P - 1, overlap about 2 (P - 1)), lock mode's 0,
-// and the summary's and metrics' fields.
+// take the same time (back-to-back updates of equal length, P workers: lag about
+// P - 1, overlap about 2 (P - 1)), lock mode's 0, and the summary's and metrics'
+// fields.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>

@@ -11,7 +11,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/model_base.hpp"
-#include "hogwild/param_snapshot.hpp"
+#include "memory/param_snapshot.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
 #include "ridge.hpp"

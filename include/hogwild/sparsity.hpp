@@ -1,7 +1,8 @@
 // How parallelisable a data set is for a model: the Hogwild! paper's statistics of
 // the hypergraph whose edges are the updates (a row, or a rating) and whose nodes
 // are the coordinates each update reads and writes (Niu, Recht, Re, Wright 2011;
-// ../shared/SCIENCE.md section 1), and what the convergence theories make of them.
+// docs/EXPERIMENTS.md, "How parallelisable is this data?"), and what the
+// convergence theories make of them.
 //
 //   Omega = max_e |e|             the largest update, in coordinates
 //   Delta = max_v d_v / m         the busiest coordinate's share of the m updates

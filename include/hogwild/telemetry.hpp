@@ -1,7 +1,7 @@
-// What --telemetry measures in a run (../shared/SCIENCE.md section 2): the
-// staleness of the workers' updates. For a sampled update of worker p, with S_q and
-// F_q the examples worker q had finished when p's update started and when it
-// ended, and A_q those q had started by the end:
+// What --telemetry measures in a run (docs/EXPERIMENTS.md, "How stale were the
+// reads?"): the staleness of the workers' updates. For a sampled update of worker
+// p, with S_q and F_q the examples worker q had finished when p's update started
+// and when it ended, and A_q those q had started by the end:
 //   lag     = sum_{q != p} (F_q - S_q)   updates by others that finished while it ran
 //                                        (Niu et al.'s tau, "after write" order)
 //   overlap = sum_{q != p} (A_q - S_q)   updates by others that ran at the same time

@@ -12,6 +12,7 @@
 
 #include "hogwild/dataset.hpp"
 #include "hogwild/device.hpp"
+#include "hogwild/error.hpp"
 #include "hogwild/fork_server.hpp"
 #include "hogwild/memory_estimate.hpp"
 #include "hogwild/mode.hpp"

@@ -232,23 +232,9 @@ struct LockUpdate : HogwildUpdate {
 };
 
 namespace detail {
-// --conflicts (src/science/conflicts.cpp): the coordinates of the weights this
-// process samples. A bit per float of [begin, end) marks a sampled coordinate;
-// measured_add records its writes. Set in a worker before its first step, once.
-struct ConflictSample {
-  const float* begin = nullptr;
-  const float* end = nullptr;
-  const std::uint64_t* bits = nullptr;
-  bool atomic = false;  // atomic mode: every add is a read-modify-write that cannot lose
-};
-inline ConflictSample g_conflict_sample;
+// --conflicts: one coordinate's write, out of line in the library (the instrument's
+// sample and counters are its own; src/science/conflicts.cpp).
 void measured_add(float* p, float d) noexcept;
-inline bool sampled(const float* p) noexcept {
-  const ConflictSample& c = g_conflict_sample;
-  if (p < c.begin || p >= c.end) return false;
-  const auto i = static_cast<std::size_t>(p - c.begin);
-  return (c.bits[i >> 6] >> (i & 63)) & 1;
-}
 }  // namespace detail
 
 // --conflicts: hogwild's (or under a lock, serial's) non-atomic read-modify-write,
@@ -261,13 +247,7 @@ struct MeasuredUpdate : VectorReads {
   static constexpr bool shared_memory = true;
   static constexpr bool plain_adds = false;
   static float read(const float* p) noexcept { return detail::relaxed_load(p); }
-  static void add(float* p, float d) noexcept {
-    if (detail::sampled(p)) return detail::measured_add(p, d);
-    if (detail::g_conflict_sample.atomic)
-      std::atomic_ref<float>(*p).fetch_add(d, std::memory_order_relaxed);
-    else
-      detail::relaxed_store(p, detail::relaxed_load(p) + d);
-  }
+  static void add(float* p, float d) noexcept { detail::measured_add(p, d); }
   static void axpy(float* dst, float a, const float* x, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) add(dst + i, a * x[i]);
   }

@@ -1,5 +1,5 @@
 // What every Communicator backend shares.
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 
 #include <fmt/format.h>
 

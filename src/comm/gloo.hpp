@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 
 namespace gloo {
 class Context;

@@ -26,7 +26,7 @@
 #include <memory>
 #include <string>
 
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 
 namespace hogwild::detail {
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <span>
 
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 
 namespace hogwild::detail {
 

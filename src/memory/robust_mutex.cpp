@@ -1,4 +1,4 @@
-#include "hogwild/robust_mutex.hpp"
+#include "memory/robust_mutex.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -24,12 +24,28 @@ const ConflictSlot* slots_of(const std::byte* block, unsigned worker) {
 }
 
 // This process's lookup from a sampled coordinate's address to its slot, and the
-// bits g_conflict_sample points at.
+// bits g_sample points at.
 struct Lookup {
   std::vector<std::uint64_t> bits;
   std::vector<std::pair<const float*, ConflictSlot*>> slots;  // sorted by address
 };
 Lookup g_lookup;
+
+// The coordinates of the weights this process samples: a bit per float of
+// [begin, end) marks a sampled one. Set in a worker before its first step, once.
+struct Sample {
+  const float* begin = nullptr;
+  const float* end = nullptr;
+  const std::uint64_t* bits = nullptr;
+  bool atomic = false;  // atomic mode: every add is a read-modify-write that cannot lose
+};
+Sample g_sample;
+
+bool sampled(const float* p) noexcept {
+  if (p < g_sample.begin || p >= g_sample.end) return false;
+  const auto i = static_cast<std::size_t>(p - g_sample.begin);
+  return (g_sample.bits[i >> 6] >> (i & 63)) & 1;
+}
 
 }  // namespace
 
@@ -97,18 +113,27 @@ void start_conflict_sampling(std::byte* block, unsigned worker, const ParamSet& 
     g_lookup.slots.emplace_back(p, slots + c);
   }
   std::sort(g_lookup.slots.begin(), g_lookup.slots.end());
-  g_conflict_sample = {begin, end, g_lookup.bits.data(), atomic};
+  g_sample = {begin, end, g_lookup.bits.data(), atomic};
 }
 
-// A sampled coordinate's write: hogwild's load and store with a compare-and-swap
-// between them, so that a write landing inside is seen; hogwild then stores what it
-// computed anyway (the other write is lost, as it would be), atomic retries.
+// Every write of a measured run (MeasuredUpdate): hogwild's (or under a lock,
+// serial's) relaxed load and store, or atomic mode's fetch_add; for a sampled
+// coordinate, the load and store with a compare-and-swap between them, so that a
+// write landing inside is seen; hogwild then stores what it computed anyway (the
+// other write is lost, as it would be), atomic retries.
 void measured_add(float* p, float d) noexcept {
   std::atomic_ref<float> w(*p);
+  if (!sampled(p)) {
+    if (g_sample.atomic)
+      w.fetch_add(d, std::memory_order_relaxed);
+    else
+      w.store(w.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+    return;
+  }
   const float read = w.load(std::memory_order_relaxed);
   float seen = read;
   std::uint64_t conflicts = 0;
-  if (g_conflict_sample.atomic) {
+  if (g_sample.atomic) {
     while (!w.compare_exchange_strong(seen, seen + d, std::memory_order_relaxed)) ++conflicts;
   } else if (!w.compare_exchange_strong(seen, read + d, std::memory_order_relaxed)) {
     ++conflicts;

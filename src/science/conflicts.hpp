@@ -1,7 +1,7 @@
 // --conflicts (hogwild/telemetry.hpp says what it measures): the sampled
 // coordinates, chosen by the parent and kept in the arena with their values at the
 // start, and each worker's counters for them, written by that worker alone. The
-// steps run with MeasuredUpdate (update_policy.hpp), whose sampled writes come to
+// steps run with MeasuredUpdate (update_policy.hpp), whose writes come to
 // measured_add here. Private to the trainer.
 #pragma once
 
@@ -47,7 +47,7 @@ void choose_conflict_sample(std::byte* block, const std::vector<TensorSpec>& spe
                             std::uint64_t seed);
 // The parent, once the weights hold their starting values (after a restore).
 void record_conflict_start(std::byte* block, const ParamSet& params);
-// A worker, before its first step: its process's sample (g_conflict_sample) and
+// A worker, before its first step: its process's sample (which measured_add reads) and
 // the slots it writes.
 void start_conflict_sampling(std::byte* block, unsigned worker, const ParamSet& params, bool atomic);
 // The parent, after the workers: the figures.

@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "comm/nccl.hpp"
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "hogwild/device.hpp"
 #include "trainer/device_steps.hpp"
 #include "trainer/tensor_store.hpp"

@@ -13,7 +13,7 @@
 
 #include <cstddef>
 
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "trainer/device_steps.hpp"
 
 namespace hogwild::detail {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hogwild/batch.hpp"
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/param_set.hpp"
 

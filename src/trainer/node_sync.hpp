@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "hogwild/param_set.hpp"
 
 namespace hogwild::detail {

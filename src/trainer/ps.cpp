@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "hogwild/error.hpp"
 #include "trainer/run.hpp"  // now_ns
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "comm/ring.hpp"
-#include "hogwild/communicator.hpp"
+#include "comm/communicator.hpp"
 #include "hogwild/batch.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/optimizer.hpp"

@@ -24,7 +24,7 @@
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/labels.hpp"
 #include "hogwild/model_registry.hpp"
-#include "hogwild/param_snapshot.hpp"
+#include "memory/param_snapshot.hpp"
 #include "trainer/device_backend.hpp"
 #include "trainer/ps.hpp"
 #include "science/conflicts.hpp"

@@ -12,7 +12,7 @@
 
 #include "hogwild/model.hpp"
 #include "hogwild/optimizer.hpp"
-#include "hogwild/robust_mutex.hpp"
+#include "memory/robust_mutex.hpp"
 #include "hogwild/step_size.hpp"
 #include "trainer/data_parallel.hpp"
 #include "trainer/device_steps.hpp"

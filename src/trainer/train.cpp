@@ -28,7 +28,7 @@
 #include "trainer/device_backend.hpp"
 #include "trainer/ps.hpp"
 #include "hogwild/metrics.hpp"
-#include "hogwild/param_snapshot.hpp"
+#include "memory/param_snapshot.hpp"
 #include "process.hpp"
 #include "trainer/live_meter.hpp"
 #include "trainer/memory_meter.hpp"
