@@ -1,7 +1,7 @@
 // A training mode, named: how the workers share the parameters (docs/MODES.md).
-// serial, hogwild, atomic, lock, ddp, dp and ps are built in; each is one file under src/modes/
-// plus one line in src/modes/registry.cpp, and the trainer asks the mode (not a
-// switch) what it needs: so a new mode touches no other code.
+// serial, hogwild, atomic, lock, ddp, dp and ps are built in; each is its own code
+// under src/modes/ plus one line in HOGWILD_BUILTIN_MODES below, and the trainer
+// asks the mode what it needs (src/modes/mode_def.hpp).
 #pragma once
 
 #include <cstdint>
@@ -9,12 +9,31 @@
 #include <string_view>
 #include <vector>
 
+// The built-in modes, in their registry order: the one list of them. Each is
+// `const detail::ModeDef& <name>_mode()`, defined in its own file under src/modes/.
+#define HOGWILD_BUILTIN_MODES(X) \
+  X(serial)                      \
+  X(hogwild)                     \
+  X(atomic)                      \
+  X(lock)                        \
+  X(ddp)                         \
+  X(dp)                          \
+  X(ps)
+
 namespace hogwild {
+
+namespace detail {
+#define HOGWILD_MODE_ID_(name) name,
+enum class BuiltinMode : std::uint8_t { HOGWILD_BUILTIN_MODES(HOGWILD_MODE_ID_) };
+#undef HOGWILD_MODE_ID_
+}  // namespace detail
 
 class Mode {
  public:
-  // The built-in modes (their registry order).
-  static const Mode serial, hogwild, atomic, lock, ddp, dp, ps;
+  // The built-in modes: Mode::serial, Mode::hogwild, ...
+#define HOGWILD_MODE_DECLARE_(name) static const Mode name;
+  HOGWILD_BUILTIN_MODES(HOGWILD_MODE_DECLARE_)
+#undef HOGWILD_MODE_DECLARE_
 
   constexpr Mode() = default;  // hogwild
   // The mode registered at index `id` (mode_names() order); parse_mode finds it by name.
@@ -23,16 +42,13 @@ class Mode {
   friend constexpr bool operator==(Mode, Mode) = default;
 
  private:
-  std::uint8_t id_ = 1;
+  std::uint8_t id_ = static_cast<std::uint8_t>(detail::BuiltinMode::hogwild);
 };
 
-inline constexpr Mode Mode::serial{0};
-inline constexpr Mode Mode::hogwild{1};
-inline constexpr Mode Mode::atomic{2};
-inline constexpr Mode Mode::lock{3};
-inline constexpr Mode Mode::ddp{4};
-inline constexpr Mode Mode::dp{5};
-inline constexpr Mode Mode::ps{6};
+#define HOGWILD_MODE_DEFINE_(name) \
+  inline constexpr Mode Mode::name{static_cast<std::uint8_t>(detail::BuiltinMode::name)};
+HOGWILD_BUILTIN_MODES(HOGWILD_MODE_DEFINE_)
+#undef HOGWILD_MODE_DEFINE_
 
 std::string_view to_string(Mode m) noexcept;
 // Throws ConfigError naming the valid modes.

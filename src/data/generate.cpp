@@ -1,8 +1,8 @@
 // Synthetic sparse data with the two properties that decide how Hogwild scales:
 // power-law feature popularity (a few hot coordinates touched by most rows) and a
-// learnable but noisy label. The random stream is our own (splitmix64 seeding
-// xoshiro256**, no std:: distributions, whose algorithms differ between standard
-// libraries), so a seed names the same dataset everywhere. Popularities and the
+// learnable but noisy label. The random stream is our own (hogwild::Rng:
+// splitmix64 seeding xoshiro256**; no std:: distributions, whose algorithms differ
+// between standard libraries), so a seed names the same dataset everywhere. Popularities and the
 // logistic link go through libm (pow, exp); a last-ulp difference there could only
 // matter when a uniform draw lands within one ulp of a boundary.
 #include <algorithm>
@@ -14,49 +14,24 @@
 #include "data/file_io.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/rng.hpp"
 
 namespace hogwild {
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t& x) {
-  std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+// The two draws of this generator's stream, kept as the data sets it has written
+// were drawn: an index as floor(uniform * n) (Rng::below is Lemire's, another
+// stream), and a normal as Irwin-Hall's sum of 12 uniforms minus 6 (mean 0,
+// variance 1, close enough for hidden weights, and no libm call).
+std::size_t scaled_below(Rng& rng, std::size_t n) {
+  return static_cast<std::size_t>(rng.uniform() * static_cast<double>(n));
 }
-
-class Rng {  // xoshiro256** (Blackman and Vigna)
- public:
-  explicit Rng(std::uint64_t seed) {
-    for (auto& word : s_) word = splitmix64(seed);
-  }
-  std::uint64_t next() {
-    const std::uint64_t result = rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
-    return result;
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::size_t below(std::size_t n) {
-    return static_cast<std::size_t>(uniform() * static_cast<double>(n));
-  }
-  // Irwin-Hall: the sum of 12 uniforms minus 6 has mean 0 and variance 1, close
-  // enough to a normal for hidden weights, and needs no libm call.
-  double normal() {
-    double s = -6.0;
-    for (int i = 0; i < 12; ++i) s += uniform();
-    return s;
-  }
-
- private:
-  static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  std::uint64_t s_[4];
-};
+double irwin_hall_normal(Rng& rng) {
+  double s = -6.0;
+  for (int i = 0; i < 12; ++i) s += rng.uniform();
+  return s;
+}
 
 void validate(const GenerateOptions& o) {
   if (o.rows == 0) throw ConfigError("generate: rows must be at least 1");
@@ -85,7 +60,8 @@ class FeatureSampler {
     double total = 0;
     for (std::size_t r = 0; r < o.features; ++r) cdf_[r] = total += weight(r);
     std::iota(perm_.begin(), perm_.end(), std::uint32_t{0});
-    for (std::size_t i = o.features; i > 1; --i) std::swap(perm_[i - 1], perm_[rng.below(i)]);
+    for (std::size_t i = o.features; i > 1; --i)
+      std::swap(perm_[i - 1], perm_[scaled_below(rng, i)]);
   }
 
   // Fills `out` with k distinct ranks' features, sorted ascending.
@@ -138,7 +114,7 @@ Dataset generate_sparse(const GenerateOptions& o) {
   Rng rng(o.seed);
   FeatureSampler sampler(o, rng);
   std::vector<double> w(o.features);  // the hidden model
-  for (double& x : w) x = rng.normal();
+  for (double& x : w) x = irwin_hall_normal(rng);
 
   const float value = static_cast<float>(1.0 / std::sqrt(static_cast<double>(o.nnz_per_row)));
   std::vector<float> labels(o.rows), values(o.rows * o.nnz_per_row, value);

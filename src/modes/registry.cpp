@@ -1,33 +1,25 @@
-// The modes, one line each, in Mode id order (Mode::serial is 0, ...). A mode is
-// one file in this directory defining `const ModeDef& <name>_mode()`.
+// The registry of modes: HOGWILD_BUILTIN_MODES (hogwild/mode.hpp) in its order, so
+// that Mode::serial is index 0, ...
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "hogwild/error.hpp"
+#include "hogwild/mode.hpp"
 #include "modes/mode_def.hpp"
-
-#define HOGWILD_MODES(X) \
-  X(serial)              \
-  X(hogwild)             \
-  X(atomic)              \
-  X(lock)                \
-  X(ddp)                 \
-  X(dp)                  \
-  X(ps)
 
 namespace hogwild {
 
 namespace detail {
 #define HOGWILD_DECLARE_MODE_(name) const ModeDef& name##_mode();
-HOGWILD_MODES(HOGWILD_DECLARE_MODE_)
+HOGWILD_BUILTIN_MODES(HOGWILD_DECLARE_MODE_)
 #undef HOGWILD_DECLARE_MODE_
 
 namespace {
 const std::vector<const ModeDef*>& modes() {
 #define HOGWILD_LIST_MODE_(name) &name##_mode(),
-  static const std::vector<const ModeDef*> all{HOGWILD_MODES(HOGWILD_LIST_MODE_)};
+  static const std::vector<const ModeDef*> all{HOGWILD_BUILTIN_MODES(HOGWILD_LIST_MODE_)};
 #undef HOGWILD_LIST_MODE_
   return all;
 }
