@@ -1,6 +1,8 @@
 // What the trainer asks of a mode (include/hogwild/mode.hpp names it). A mode is
-// one file here defining a ModeDef, plus one line in registry.cpp; the trainer
-// reads these answers instead of testing which mode it runs.
+// one file here defining a ModeDef, plus one line in HOGWILD_BUILTIN_MODES
+// (mode.hpp); the trainer reads these answers instead of testing which mode it
+// runs, and what the mode does around the steps is its epoch part
+// (trainer/epoch_part.hpp).
 #pragma once
 
 #include <cstdint>

@@ -21,7 +21,7 @@
 
 namespace hogwild::detail {
 
-class DataParallel {
+class DataParallel final : public EpochPart {
  public:
   // models: one configured model per thread. sparse: as GradientSync's.
   DataParallel(std::vector<std::unique_ptr<Model>> models, const ParamSet& shared,
@@ -31,10 +31,15 @@ class DataParallel {
   DataParallel& operator=(const DataParallel&) = delete;
 
   unsigned threads() const noexcept { return static_cast<unsigned>(models_.size()); }
-  // One mini-batch's step; returns its summed loss.
-  double train_batch(StepKind kind, const Batch& b, float lr);
-  void begin_epoch(std::span<const std::uint32_t> rows);
+  // One mini-batch's step; returns its summed loss. The step loop's step, in place
+  // of the model's.
+  double train_batch(StepKind kind, const Batch& b, float lr) override;
+  void begin_epoch(std::span<const std::uint32_t> rows) override;
   void end_epoch();
+
+  // Its part of the step loop: the mini-batch's step is its threads'.
+  bool takes_steps() const noexcept override { return true; }
+  void end_epoch(float, const EpochPlace&, bool) override { end_epoch(); }
 
  private:
   std::vector<std::unique_ptr<Model>> models_;

@@ -16,6 +16,7 @@
 #include "comm/communicator.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/param_set.hpp"
+#include "trainer/epoch_part.hpp"
 
 namespace hogwild::detail {
 
@@ -44,7 +45,7 @@ class FlatGradient {
   std::vector<std::size_t> offset_;
 };
 
-class GradientSync {
+class GradientSync final : public EpochPart {
  public:
   // PyTorch's defaults: the first bucket 1 MiB, the others 25 MiB.
   static constexpr std::size_t kFirstBucketBytes = std::size_t{1} << 20;
@@ -78,6 +79,18 @@ class GradientSync {
   // (each worker its slices), before the first step.
   void broadcast_weights();
   std::size_t steps() const noexcept { return steps_; }
+
+  // Its part of the step loop: the steps fill this worker's buffers, and every
+  // `accumulate` mini-batches (and at an epoch's end with some pending) the workers
+  // step together.
+  const ParamSet* trained() const noexcept override { return &params(); }
+  bool after_step(const Batch& b, float lr, const EpochPlace& place) override {
+    return !due(b) || place.collective([&] { step(lr); });
+  }
+  // Every worker has the same count of rows, so all of them get here.
+  void end_epoch(float lr, const EpochPlace& place, bool whole) override {
+    if (whole && pending()) place.collective([&] { step(lr); });
+  }
 
  private:
   // Applies flat coordinates [begin, end) of the buffer, divided by the workers.

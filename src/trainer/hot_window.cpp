@@ -14,8 +14,9 @@ std::size_t HotWindow::window_floats(const std::vector<TensorSpec>& specs, std::
 }
 
 HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
-                     std::size_t flush_every, bool atomic)
-    : shared_(shared), window_(window), every_(flush_every ? flush_every : 1), atomic_(atomic) {
+                     std::size_t flush_every, bool atomic, RobustMutex* lock)
+    : shared_(shared), window_(window), every_(flush_every ? flush_every : 1), atomic_(atomic),
+      lock_(lock) {
   for (std::uint32_t j : hot) targets_.push_back(shared.data(0) + j);
   std::vector<ParamSet::Tensor> t{shared.tensors()[0]};
   float* next = window + hot.size();

@@ -22,18 +22,21 @@
 #include "data/degrees.hpp"
 #include "hogwild/dataset.hpp"
 #include "hogwild/param_set.hpp"
+#include "memory/robust_mutex.hpp"
+#include "trainer/epoch_part.hpp"
 
 namespace hogwild {
 
-class HotWindow {
+class HotWindow final : public detail::EpochPart {
  public:
   // shared: the live parameters; tensor 0 is indexed by feature (Model::feature_indexed).
   // hot[r]: the feature whose worker copy is window[r]; window[hot.size() ...] holds
   // the worker's copy of tensors 1, 2, ... in order (window_floats() in all). Loads the
   // copies from the shared weights (relaxed). atomic: a flush adds with fetch_add
-  // (mode atomic), else with a relaxed load and store.
+  // (mode atomic), else with a relaxed load and store. lock: the mode's lock, held
+  // around each flush in the step loop as around every other update (or null).
   HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
-            std::size_t flush_every, bool atomic);
+            std::size_t flush_every, bool atomic, RobustMutex* lock = nullptr);
   HotWindow(const HotWindow&) = delete;
   HotWindow& operator=(const HotWindow&) = delete;
 
@@ -48,6 +51,24 @@ class HotWindow {
   void flush() noexcept;
   std::uint64_t flushes() const noexcept { return flushes_; }
 
+  // Its part of the step loop: the steps train the window, flushed every
+  // flush_every examples and at the epoch's end, the place published then (as a
+  // replica's).
+  const ParamSet* trained() const noexcept override { return &params(); }
+  bool writes_later() const noexcept override { return true; }
+  bool after_batch(const Batch& b, float, const detail::EpochPlace& place) override {
+    if (due(b.size)) {
+      place.open();
+      locked_flush();
+      place.publish();
+    }
+    return true;
+  }
+  void end_epoch(float, const detail::EpochPlace& place, bool) override {
+    place.open();
+    locked_flush();
+  }
+
  private:
   ParamSet shared_, local_;
   std::vector<float*> targets_;  // the shared coordinate of each window slot
@@ -56,6 +77,13 @@ class HotWindow {
   std::size_t every_, pending_ = 0;
   bool atomic_;
   std::uint64_t flushes_ = 0;
+  RobustMutex* lock_;
+
+  void locked_flush() {
+    if (!lock_) return flush();
+    RobustLock guard(*lock_);
+    flush();
+  }
 };
 
 }  // namespace hogwild

@@ -12,10 +12,10 @@ NodeSync::NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& l
       interval_(every_seconds > 0 ? kFirstInterval : std::max<std::size_t>(every_examples, 1)),
       last_(Clock::now()) {
   for (const auto& t : base.tensors()) base_.emplace_back(t.data, t.data + t.size);
-  begin_epoch();
+  resume_at();
 }
 
-void NodeSync::begin_epoch(std::size_t position) noexcept {
+void NodeSync::resume_at(std::size_t position) noexcept {
   position_ = position;
   next_ = next_after(position);
 }

@@ -27,10 +27,11 @@
 
 #include "comm/communicator.hpp"
 #include "hogwild/param_set.hpp"
+#include "trainer/epoch_part.hpp"
 
 namespace hogwild::detail {
 
-class NodeSync {
+class NodeSync final : public EpochPart {
  public:
   static constexpr std::size_t kFirstInterval = 1000;
 
@@ -41,7 +42,7 @@ class NodeSync {
   NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& leaders,
            std::size_t every_examples, double every_seconds, std::size_t limit);
   // At the start of each epoch (or of its rest, resumed at `position`).
-  void begin_epoch(std::size_t position = 0) noexcept;
+  void resume_at(std::size_t position = 0) noexcept;
   // After each mini-batch of the leader: true when a sync is due now.
   bool due(std::size_t examples) noexcept;
   void sync();
@@ -50,6 +51,12 @@ class NodeSync {
   // workers per node, what this node saw late (each up to one interval).
   double others() const noexcept { return others_; }
   double seconds() const noexcept { return seconds_; }
+
+  // Its part of the leader's step loop: a sync when due (the epoch's last, once the
+  // node's other workers are done too, is Run::run_epoch's).
+  bool after_batch(const Batch& b, float, const EpochPlace& place) override {
+    return !due(b.size) || place.collective([&] { sync(); });
+  }
 
  private:
   using Clock = std::chrono::steady_clock;

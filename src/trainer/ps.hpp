@@ -31,6 +31,7 @@
 #include "hogwild/model.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/param_set.hpp"
+#include "trainer/epoch_part.hpp"
 
 namespace hogwild::detail {
 
@@ -134,7 +135,7 @@ struct PsOptions {
 };
 
 // A replica's side.
-class PsClient {
+class PsClient final : public EpochPart {
  public:
   // `shared`: the arena's weights (and state); `stop`: the run's stop flag.
   PsClient(const ParamSet& shared, PsRegion region, unsigned rank, PsOptions options,
@@ -154,6 +155,22 @@ class PsClient {
   void fetch(bool all = true);
   // Pushes made by this process.
   std::uint64_t pushes() const noexcept { return pushes_; }
+
+  // Its part of the step loop: the steps train the private copy, and the replica's
+  // place is published at its pushes: a crash loses the updates it had not pushed,
+  // and a respawned replica trains those rows again.
+  const ParamSet* trained() const noexcept override { return &params(); }
+  bool writes_later() const noexcept override { return true; }
+  bool after_batch(const Batch& b, float lr, const EpochPlace& place) override {
+    const std::uint64_t before = pushes_;
+    if (!after_batch(b, lr)) return false;
+    if (pushes_ != before) {
+      place.open();
+      place.publish();
+    }
+    return true;
+  }
+  void end_epoch(float lr, const EpochPlace&, bool) override { flush(lr); }
 
  private:
   bool push(float lr);

@@ -18,10 +18,11 @@
 #include <vector>
 
 #include "hogwild/param_set.hpp"
+#include "trainer/epoch_part.hpp"
 
 namespace hogwild {
 
-class Replica {
+class Replica final : public detail::EpochPart {
  public:
   // A private copy of `shared` (relaxed loads). ranges[t] are the coordinates of
   // tensor t that a merge visits (Model::trained_ranges; missing or empty: all of
@@ -56,6 +57,24 @@ class Replica {
   std::uint64_t merges() const noexcept { return merges_; }
   // Examples between merges now (with kAuto: the latest choice).
   std::size_t every() const noexcept { return every_; }
+
+  // Its part of the step loop: the steps train the copy, and the worker's place is
+  // published only once its rows are merged: what a crash loses is the copy, and a
+  // respawned worker then retrains exactly the rows whose updates were in it.
+  const ParamSet* trained() const noexcept override { return &params(); }
+  bool writes_later() const noexcept override { return true; }
+  bool after_batch(const Batch& b, float, const detail::EpochPlace& place) override {
+    if (due(b.size)) {
+      place.open();
+      merge();
+      place.publish();
+    }
+    return true;
+  }
+  void end_epoch(float, const detail::EpochPlace& place, bool) override {
+    place.open();
+    merge();  // also when the epoch was cut short
+  }
 
  private:
   ParamSet shared_, local_;

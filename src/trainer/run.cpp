@@ -83,6 +83,12 @@ T* in_arena(std::byte* at, std::size_t n, bool attached) {
   return attached ? std::launder(reinterpret_cast<T*>(at)) : new (at) T[n];
 }
 
+// A worker's part of the step loop, if it has it.
+template <class T>
+EpochPart* as_part(std::optional<T>& part) {
+  return part ? &*part : nullptr;
+}
+
 }  // namespace
 
 namespace {
@@ -627,9 +633,8 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.parent = launcher();  // 0 in serial mode: the parent is the worker
   if (hot_window) {
     if (!local.hot)
-      local.hot.emplace(params, hot, hot_window, cfg.hot_flush,
-                        mode.atomic_merges());
-    task.hot = &*local.hot;
+      local.hot.emplace(params, hot, hot_window, cfg.hot_flush, mode.atomic_merges(),
+                        task.mutex);
   }
   if (cfg.merge_every) {
     if (!local.replica) {  // merging only what this worker's own rows can change: its slice,
@@ -641,7 +646,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
         mine.push_back(model.trained_ranges(t, train, begin, end));
       local.replica.emplace(params, std::move(mine), cfg.merge_every, mode.atomic_merges());
     }
-    task.replica = &*local.replica;
   }
   if (mode.threaded()) {
     if (!local.dp) {
@@ -653,7 +657,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.dp.emplace(std::move(models), params, cfg.optimizer,
                        model.feature_indexed() && train.layout() == Layout::sparse);
     }
-    task.dp = &*local.dp;
   }
   if (cfg.device == Device::cuda) {
     if (!local.device)
@@ -702,7 +705,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
         local.sync->broadcast_weights();
       }
     }
-    task.sync = &*local.sync;
   }
   if (cfg.nodes > 1 && !mode.synchronous() && !mode.parameter_server() && rank == 0) {
     if (!local.node_sync) {
@@ -711,8 +713,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.node_sync.emplace(params, node_base, *local.across, cfg.sync_every, cfg.sync_seconds,
                               train.rows() / world());  // the smallest share
     }
-    local.node_sync->begin_epoch(p.position.load(std::memory_order_relaxed));
-    task.node_sync = &*local.node_sync;
+    local.node_sync->resume_at(p.position.load(std::memory_order_relaxed));
   }
   if (cfg.conflicts) {  // every write one at a time, the sampled ones watched
     if (!local.conflicts_started) {
@@ -730,7 +731,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
                        &control->stop);
     else
       local.ps->fetch();  // every epoch starts from the servers' whole weights
-    task.ps = &*local.ps;
   }
   task.delay_ns = cfg.grad_delay_ns;
   if (cfg.straggler_worker >= 0 && global_rank(rank) == static_cast<unsigned>(cfg.straggler_worker))
@@ -742,11 +742,18 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.probe.emplace(progress, rank, staleness[rank], cfg.telemetry_every, cfg.seed);
     task.probe = &*local.probe;
   }
+  // The parts, in the order they act after each batch.
+  EpochPart* parts[6];
+  std::size_t count = 0;
+  for (EpochPart* part : {as_part(local.sync), as_part(local.dp), as_part(local.replica),
+                          as_part(local.ps), as_part(local.node_sync), as_part(local.hot)})
+    if (part) parts[count++] = part;
+  task.parts = std::span<EpochPart* const>(parts, count);
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
       p.position.load(std::memory_order_relaxed) < rows.size())
     return;  // epoch cut short
-  if (task.node_sync) {
+  if (local.node_sync) {
     // Once this node's other workers are done with the epoch too, the leaders sync
     // once more: after the last epoch every node then holds the same weights.
     for (unsigned w = 1; w < workers && !stopping(); ++w)
@@ -754,7 +761,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
         ::usleep(500);
     try {
       if (stopping()) return;
-      task.node_sync->sync();
+      local.node_sync->sync();
     } catch (const CommError&) {
       if (stopping()) return;  // the run stopped while the others were gone
       throw;

@@ -18,26 +18,6 @@ decltype(auto) locked(RobustMutex* mutex, F&& f) {
   return f();
 }
 
-// The run was stopped, or this worker got SIGTERM: the epoch ends after its batch.
-bool interrupted(const EpochTask& t) noexcept {
-  return (t.stop && t.stop->load(std::memory_order_relaxed)) ||
-         (t.terminated && t.terminated->load(std::memory_order_relaxed));
-}
-
-// Runs a collective; false when the run stopped (or this worker got SIGTERM)
-// while it waited for the others, which is then how the epoch ends here too. Any
-// other failure (a dead peer, the timeout) propagates: the worker fails.
-template <class F>
-bool stopped_in(const EpochTask& t, F&& collective) {
-  try {
-    collective();
-    return true;
-  } catch (const CommError&) {
-    if (interrupted(t)) return false;
-    throw;
-  }
-}
-
 // Busy work (not a sleep: the core is taken, as a longer gradient would take it).
 void busy_until(std::chrono::steady_clock::time_point end) noexcept {
   while (std::chrono::steady_clock::now() < end) {
@@ -51,10 +31,6 @@ std::uint64_t nonzeros(const Batch& b) noexcept {
   return n;
 }
 
-bool synced_step(GradientSync& sync, const EpochTask& t, float lr) {
-  return stopped_in(t, [&] { sync.step(lr); });
-}
-
 // --device cuda: a kernel launch per chunk of rows, each example's update written
 // straight to the shared device weights; the place is published after each chunk
 // (a crash retrains at most the chunk in flight, as the CPU's 64 mini-batches).
@@ -66,18 +42,19 @@ double train_epoch_device(const EpochTask& t) {
   std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
   const double epoch_lr = t.step_size.epoch_start(t.epoch);
   DeviceGradientSync* sync = t.device_sync;
+  const EpochPlace flags{t.progress, t.stop, t.terminated};
   const std::size_t chunk = sync ? std::max<std::size_t>(t.batch, 1) : t.device->chunk();
   t.device->begin_epoch(t.rows);
   std::size_t begin = std::min(t.start, n);
   while (begin < n) {
-    if (interrupted(t)) break;
+    if (flags.interrupted()) break;
     if (orphaned(t.parent)) break;
     const std::size_t size = std::min(chunk, n - begin);
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (t.progress) begin_writes(*t.progress, seen + size);
     if (sync) {
       loss += sync->gradient(begin, size, lr);
-      if (sync->due() && !stopped_in(t, [&] { sync->step(lr); })) break;
+      if (sync->due() && !flags.collective([&] { sync->step(lr); })) break;
     } else {
       loss += t.device->train(begin, size, lr);
     }
@@ -91,7 +68,7 @@ double train_epoch_device(const EpochTask& t) {
   // The epoch's last mini-batches (fewer than --accumulate): every rank has the same
   // count of rows, so all of them get here.
   if (sync && sync->pending() && begin >= n)
-    stopped_in(t, [&] { sync->step(t.step_size.at_epoch_lr(epoch_lr, seen * t.workers)); });
+    flags.collective([&] { sync->step(t.step_size.at_epoch_lr(epoch_lr, seen * t.workers)); });
   return loss;
 }
 
@@ -100,21 +77,28 @@ double train_epoch_device(const EpochTask& t) {
 double train_epoch(Model& model, const EpochTask& t) {
   model.check_rows(*t.data);
   if (t.device) return train_epoch_device(t);
-  double loss = t.start_loss;
   const std::size_t n = t.rows.size();
   const std::size_t batch = t.batch ? t.batch : 1;
   std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
+  std::size_t begin = std::min(t.start, n);  // a restarted worker resumes mid-epoch
+  double loss = t.start_loss;
+  // The place as the parts see it (kept in locals here: a plain run has no parts).
+  const EpochPlace flags{t.progress, t.stop, t.terminated};
+  auto place = [&] { return EpochPlace{t.progress, t.stop, t.terminated, seen, begin, loss}; };
   const double epoch_lr = t.step_size.epoch_start(t.epoch);
+  const ParamSet* trained = &t.params;
+  EpochPart* stepper = nullptr;
+  bool later = false;
+  for (EpochPart* part : t.parts) {
+    if (const ParamSet* own = part->trained()) trained = own;
+    if (part->takes_steps()) stepper = part;
+    later = later || part->writes_later();
+  }
   model.begin_epoch(t.rows);
-  if (t.dp) t.dp->begin_epoch(t.rows);
-  const ParamSet& trained = t.sync      ? t.sync->params()
-                            : t.ps      ? t.ps->params()
-                            : t.replica ? t.replica->params()
-                            : t.hot     ? t.hot->params()
-                                        : t.params;
+  for (EpochPart* part : t.parts) part->begin_epoch(t.rows);
   // Straight to the shared weights: the step's writes are bracketed (WorkerProgress);
-  // a private replica or window is bracketed at its merge.
-  const bool shared = t.progress && !t.replica && !t.hot && !t.ps;
+  // a private replica or window is bracketed by its part when it writes them.
+  const bool shared = t.progress && !later;
   // A pipeline over the next rows: offsets, then the row's data, then (for a model
   // whose rows name scattered parameter rows, like MF's two factor rows) the
   // parameters it will touch, each stage one batch after the one it needs. (The
@@ -122,9 +106,8 @@ double train_epoch(Model& model, const EpochTask& t) {
   // starts on the row right away; MF gained 53 % with it.)
   const bool params = model.prefetches_params();
   const std::size_t ahead = params ? 2 : 1;  // how far ahead the row's data is
-  std::size_t begin = std::min(t.start, n);  // a restarted worker resumes mid-epoch
   for (std::size_t k = 0; begin < n; ++k) {
-    if (interrupted(t)) break;
+    if (flags.interrupted()) break;
     const std::size_t size = std::min(batch, n - begin);
     const Batch b{t.data, t.targets, t.rows.data() + begin, size};
     if (params && begin + (ahead + 1) * size < n)
@@ -132,13 +115,13 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (begin + ahead * size < n) prefetch_row(*t.data, t.rows[begin + ahead * size]);
     if (batch > 1 && begin + ahead * size + 1 < n)
       prefetch_row(*t.data, t.rows[begin + ahead * size + 1]);
-    if (params && begin + size < n) model.prefetch_params(trained, t.data->row(t.rows[begin + size]));
+    if (params && begin + size < n) model.prefetch_params(*trained, t.data->row(t.rows[begin + size]));
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
-    if (t.dp) {
-      loss += t.dp->train_batch(t.kind, b, lr);
+    if (stepper) {
+      loss += stepper->train_batch(t.kind, b, lr);
     } else if (!t.probe && !t.delay_ns && t.slowdown == 1) {
-      loss += locked(t.mutex, [&] { return model.train_batch(t.kind, b, trained, lr); });
+      loss += locked(t.mutex, [&] { return model.train_batch(t.kind, b, *trained, lr); });
     } else {
       // --telemetry: the update's reads begin inside the lock, and it counts as
       // finished there too (lock mode's lag is then 0, as it is). The injected
@@ -149,7 +132,7 @@ double train_epoch(Model& model, const EpochTask& t) {
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         if (measured) t.probe->start();
         if (t.delay_ns) busy_until(t0 + std::chrono::nanoseconds(t.delay_ns * size));
-        const double l = model.train_batch(t.kind, b, trained, lr);
+        const double l = model.train_batch(t.kind, b, *trained, lr);
         if (t.slowdown > 1)
           busy_until(t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(
                               (std::chrono::steady_clock::now() - t0) * t.slowdown));
@@ -158,50 +141,22 @@ double train_epoch(Model& model, const EpochTask& t) {
         return l;
       });
     }
-    if (t.sync && t.sync->due(b) && !synced_step(*t.sync, t, lr)) break;
+    bool go_on = true;
+    for (EpochPart* part : t.parts) go_on = go_on && part->after_step(b, lr, place());
+    if (!go_on) break;  // the batch does not count: its update was not made
     seen += size;
     begin += size;
     if (shared) t.progress->samples.store(seen, std::memory_order_release);
-    // With a replica or hot coordinates, the position is published only once its
-    // rows are merged or flushed: what a crash loses is the private copy, and a
-    // respawned worker then retrains exactly the rows whose updates were in it.
-    if (t.replica && t.replica->due(size)) {
-      if (t.progress) begin_writes(*t.progress, seen);
-      t.replica->merge();
-      if (t.progress) publish_record(*t.progress, seen, begin, loss);
-    }
-    // A replica's place is published at its pushes: a crash loses the updates it had
-    // not pushed, and a respawned replica trains those rows again.
-    if (t.ps) {
-      const std::uint64_t pushes = t.ps->pushes();
-      if (!t.ps->after_batch(b, lr)) break;
-      if (t.progress && t.ps->pushes() != pushes) {
-        begin_writes(*t.progress, seen);
-        publish_record(*t.progress, seen, begin, loss);
-      }
-    }
-    if (t.node_sync && t.node_sync->due(size) && !stopped_in(t, [&] { t.node_sync->sync(); }))
-      break;
-    if (t.hot && t.hot->due(size)) {
-      if (t.progress) begin_writes(*t.progress, seen);
-      locked(t.mutex, [&] { t.hot->flush(); });  // under lock, as every other update
-      if (t.progress) publish_record(*t.progress, seen, begin, loss);
-    }
+    for (EpochPart* part : t.parts) go_on = go_on && part->after_batch(b, lr, place());
+    if (!go_on) break;
     if ((k & 63) == 63) {
       if (shared) publish_record(*t.progress, seen, begin, loss);
       if (orphaned(t.parent)) break;
     }
   }
-  // The epoch's last mini-batches (fewer than --accumulate) are combined too: every
-  // worker has the same count of rows, so all of them get here.
-  if (t.sync && t.sync->pending() && begin >= n)
-    synced_step(*t.sync, t, t.step_size.at_epoch_lr(epoch_lr, seen * t.workers));
-  if (t.ps) t.ps->flush(t.step_size.at_epoch_lr(epoch_lr, seen * t.workers));
-  if ((t.replica || t.hot) && t.progress) begin_writes(*t.progress, seen);
-  if (t.replica) t.replica->merge();  // also when the epoch was cut short
-  if (t.hot) locked(t.mutex, [&] { t.hot->flush(); });
+  const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
+  for (EpochPart* part : t.parts) part->end_epoch(lr, place(), begin >= n);
   model.end_epoch();
-  if (t.dp) t.dp->end_epoch();
   if (t.progress) publish_record(*t.progress, seen, begin, loss);
   return loss;
 }

@@ -1,9 +1,10 @@
 // The worker's step loop: one epoch of mini-batches over the worker's rows. It owns
-// everything around the model's step: the step size, the prefetch pipeline, the
-// mode's lock, the replica's merges, the hot window's flushes and the synchronous
-// modes' gradient steps, the bracket of
-// the progress record around every write to the shared weights, and the stop,
-// SIGTERM and parent-alive checks. The model only steps (Model::train_batch).
+// everything around the model's step that every mode shares: the step size, the
+// prefetch pipeline, the mode's lock, the bracket of the progress record around
+// every write to the shared weights, the instruments (--telemetry, --grad-delay-ns,
+// --straggler), and the stop, SIGTERM and parent-alive checks. What a mode adds
+// comes through its parts (trainer/epoch_part.hpp); the model only steps
+// (Model::train_batch).
 #pragma once
 
 #include <atomic>
@@ -14,15 +15,10 @@
 #include "hogwild/optimizer.hpp"
 #include "memory/robust_mutex.hpp"
 #include "hogwild/step_size.hpp"
-#include "trainer/data_parallel.hpp"
 #include "trainer/device_steps.hpp"
 #include "trainer/device_sync.hpp"
-#include "trainer/ps.hpp"
-#include "trainer/gradient_sync.hpp"
-#include "trainer/hot_window.hpp"
-#include "trainer/node_sync.hpp"
+#include "trainer/epoch_part.hpp"
 #include "trainer/progress.hpp"
-#include "trainer/replica.hpp"
 #include "trainer/staleness.hpp"
 
 namespace hogwild::detail {
@@ -44,23 +40,10 @@ struct EpochTask {
   const std::atomic<std::int32_t>* stop = nullptr;  // set by the parent to stop early
   const std::atomic<std::int32_t>* terminated = nullptr;  // this worker got SIGTERM
   std::int32_t parent = 0;  // a worker's parent pid: the loop ends when it is gone
-  // --merge-every: the worker's private copy. The step then trains it, and `params`
-  // is the shared set it is merged into every `every` examples and at the epoch's end.
-  Replica* replica = nullptr;
-  // --hot-k: the worker's copies of the hot coordinates. The step then trains
-  // hot->params() (over `data`, whose rows the parent renumbered), flushed every
-  // hot_flush examples and at the epoch's end.
-  HotWindow* hot = nullptr;
-  // A synchronous mode (ddp): the step trains sync->params() (the shared weights
-  // with this worker's gradient buffers), and every `accumulate` mini-batches the
-  // workers combine their gradients and update the weights together.
-  GradientSync* sync = nullptr;
-  // --mode dp: each mini-batch is split among this process's threads, each with a
-  // model of its own, and applied once (`model` is then not stepped).
-  DataParallel* dp = nullptr;
-  // Hogwild across nodes, worker 0: exchanges with the other nodes every
-  // sync_every of its examples (and, in Run::run_epoch, at the epoch's end).
-  NodeSync* node_sync = nullptr;
+  // What the mode, and its options, do around the steps (trainer/epoch_part.hpp),
+  // in the order they do it: ddp's gradient sync, dp's threads, a replica's merges,
+  // ps's pushes, the node sync, the hot window's flushes. None: plain hogwild.
+  std::span<EpochPart* const> parts;
   // --telemetry: measures a sample of the steps' staleness (they write `params`).
   StalenessProbe* probe = nullptr;
   // Controlled experiments: busy work per example inside each update, and this
@@ -74,9 +57,6 @@ struct EpochTask {
   // --device cuda --mode ddp: the device's steps compute each mini-batch's gradient,
   // which the ranks sum and apply every `accumulate` mini-batches.
   DeviceGradientSync* device_sync = nullptr;
-  // --mode ps: the step trains the replica's private copy (ps->params()); after each
-  // mini-batch the replica pushes and fetches when due, and pushes at the epoch's end.
-  PsClient* ps = nullptr;
 };
 
 // Trains t.rows[t.start, end) with `model`; returns the summed training loss of

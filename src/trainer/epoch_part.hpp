@@ -1,0 +1,94 @@
+// What a mode, or an option of one, does around the model's steps in a worker's
+// step loop (trainer/step_loop.hpp): the loop's one seam. The loop calls the parts
+// it is given, in their order, before, between and after the mini-batches; it never
+// asks which they are. A plain hogwild run has none.
+//
+// The parts: ddp's gradient sync (trainer/gradient_sync.hpp), dp's threads
+// (data_parallel.hpp), ps's replica (ps.hpp), and hogwild's replica (replica.hpp),
+// hot window (hot_window.hpp) and node sync (node_sync.hpp).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "comm/communicator.hpp"
+#include "hogwild/batch.hpp"
+#include "hogwild/model.hpp"
+#include "hogwild/param_set.hpp"
+#include "trainer/progress.hpp"
+
+namespace hogwild::detail {
+
+// The worker's place in its epoch as the loop advances it, and the brackets of its
+// progress record (trainer/progress.hpp) that a part writing the shared weights from
+// a private copy puts around that write.
+struct EpochPlace {
+  WorkerProgress* progress = nullptr;               // null: serial, nothing published
+  const std::atomic<std::int32_t>* stop = nullptr;  // the run's stop flag
+  const std::atomic<std::int32_t>* terminated = nullptr;  // this worker got SIGTERM
+  std::uint64_t seen = 0;    // examples trained, this epoch's and the earlier ones'
+  std::size_t position = 0;  // rows of this epoch's order done
+  double loss = 0;           // their summed loss
+
+  // The run was stopped, or this worker got SIGTERM: the epoch ends after its batch.
+  bool interrupted() const noexcept {
+    return (stop && stop->load(std::memory_order_relaxed)) ||
+           (terminated && terminated->load(std::memory_order_relaxed));
+  }
+  // Before a write of the updates of `seen` examples to the shared weights.
+  void open() const noexcept {
+    if (progress) begin_writes(*progress, seen);
+  }
+  // After it: what a respawned worker resumes from.
+  void publish() const noexcept {
+    if (progress) publish_record(*progress, seen, position, loss);
+  }
+  // Runs a collective; false when the run stopped (or this worker got SIGTERM)
+  // while it waited for the others, which is then how the epoch ends here too. Any
+  // other failure (a dead peer, the timeout) propagates: the worker fails.
+  template <class F>
+  bool collective(F&& f) const {
+    try {
+      f();
+      return true;
+    } catch (const CommError&) {
+      if (interrupted()) return false;
+      throw;
+    }
+  }
+};
+
+class EpochPart {
+ public:
+  virtual ~EpochPart() = default;
+  // What the model's steps train instead of the shared weights (a private copy, or
+  // the shared weights with this worker's gradient buffers); null: the shared ones.
+  // At most one part of a loop has one.
+  virtual const ParamSet* trained() const noexcept { return nullptr; }
+  // The steps write a private copy that this part writes to the shared weights (and
+  // publishes the place when it does): the loop then brackets no step.
+  virtual bool writes_later() const noexcept { return false; }
+  // The model's step is this part's (dp: split among threads); at most one part.
+  virtual bool takes_steps() const noexcept { return false; }
+  virtual double train_batch(StepKind, const Batch&, float /*lr*/) { return 0; }
+  // After the model's begin_epoch (rows: this worker's, in the epoch's order).
+  virtual void begin_epoch(std::span<const std::uint32_t> /*rows*/) {}
+  // Right after the model's step on `b` at `lr`, before the batch counts (ddp: the
+  // gradients combined with the other workers'). False: the run stopped while this
+  // part waited for them; the epoch ends without the batch, whose update was not made.
+  virtual bool after_step(const Batch& /*b*/, float /*lr*/, const EpochPlace& /*place*/) {
+    return true;
+  }
+  // After each mini-batch `b` trained at `lr`, with `place` counting it. False: the
+  // run stopped while this part waited for the other workers; the epoch ends.
+  virtual bool after_batch(const Batch& /*b*/, float /*lr*/, const EpochPlace& /*place*/) {
+    return true;
+  }
+  // The epoch's end, also one cut short (`whole` false): what is pending reaches the
+  // shared weights. The loop publishes the place after every part's end.
+  virtual void end_epoch(float /*lr*/, const EpochPlace& /*place*/, bool /*whole*/) {}
+};
+
+}  // namespace hogwild::detail
