@@ -9,6 +9,7 @@
 // a checkpoint written from it and resumed. The kernels themselves are tested on a
 // GPU (test_cuda.cpp).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -649,5 +650,19 @@ TEST_CASE("--device cuda --mode ddp wants a GPU per rank and NCCL's sums") {
   c.batch = 4;
   CHECK_THROWS_WITH_AS(train(c, train_set, &test_set), doctest::Contains("--batch above 1"),
                        ConfigError);
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("--device cuda refuses a mode that states no device access, naming those that do") {
+  stand_in();
+  auto [train_set, test_set] = test::generated_problem(400, 100, 50, 5, 0.05, 7);
+  for (Mode m : {Mode::dp, Mode::ps}) {
+    CAPTURE(to_string(m));
+    TrainConfig c = device_config(m, 2);
+    const std::string said = fmt::format("--device cuda runs --mode serial, hogwild, atomic, lock "
+                                         "or ddp, not {}", to_string(m));
+    CHECK_THROWS_WITH_AS(train(c, train_set, &test_set), doctest::Contains(said.c_str()),
+                         ConfigError);
+  }
   CHECK(test::our_shm_entries().empty());
 }

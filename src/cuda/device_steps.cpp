@@ -17,6 +17,7 @@
 #include "hogwild/models/mlp.hpp"
 #include "hogwild/models/softmax.hpp"
 #include "memory/device_arena.hpp"
+#include "modes/mode_def.hpp"
 #include "trainer/device_steps.hpp"
 #include "trainer/tensor_store.hpp"
 
@@ -24,18 +25,18 @@ namespace hogwild::detail {
 
 namespace {
 
+// What the mode states (check_device_run refused a mode that states none).
 DeviceAccess access_of(Mode m) {
-  if (m == Mode::serial) return DeviceAccess::serial;
-  if (m == Mode::atomic) return DeviceAccess::atomic;
-  if (m == Mode::lock) return DeviceAccess::lock;
-  return DeviceAccess::hogwild;
+  const auto access = device_access(m);
+  HOGWILD_ENFORCE(access.has_value(), "--device cuda with a mode that has no device access");
+  return *access;
 }
 
 class CudaSteps final : public DeviceSteps {
  public:
   CudaSteps(const TrainConfig& cfg, const Model& model, const Dataset& data, const float* targets,
             const ParamSet& arena_params, int* lock, const StoredRows* rows, unsigned rank)
-      : ddp_(cfg.mode == Mode::ddp), loss_(1) {
+      : ddp_(access_of(cfg.mode) == DeviceAccess::gradient), loss_(1) {
     HOGWILD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     // ddp: rank 0 trains the arena's tensors, the others a replica on their own GPU,
     // with their own copy of the rows (the arena is on GPU 0).
@@ -59,7 +60,7 @@ class CudaSteps final : public DeviceSteps {
       chunk_.rows = {offsets_.get(), index_.get(), value_.get(), pixels_.get(), data.cols(),
                      target_.get()};
     }
-    chunk_.access = ddp_ ? DeviceAccess::gradient : access_of(cfg.mode);
+    chunk_.access = access_of(cfg.mode);
     chunk_.warps = cfg.device_warps;
     chunk_.adagrad = adagrad_ = cfg.optimizer == Optimizer::adagrad;
     chunk_.lock = lock;
@@ -276,7 +277,7 @@ std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig& cfg, const Mod
                                                const Dataset& data, const float* targets,
                                                const ParamSet& params, int* lock,
                                                const StoredRows* rows, unsigned rank) {
-  const bool ddp = cfg.mode == Mode::ddp;
+  const bool ddp = access_of(cfg.mode) == DeviceAccess::gradient;
   cuda_init(ddp ? fmt::format("ddp's rank {}", rank) : "a worker's steps",
             ddp ? static_cast<int>(rank) : 0);
   return std::make_unique<CudaSteps>(cfg, model, data, targets, params, lock, rows, rank);

@@ -11,6 +11,7 @@ class Atomic final : public ModeDef {
   std::string_view name() const override { return "atomic"; }
   std::string_view summary() const override { return "atomic add per coordinate"; }
   std::uint8_t access() const override { return access_index<AtomicUpdate>(); }
+  std::optional<DeviceAccess> device_access() const override { return DeviceAccess::atomic; }
   bool replicas() const override { return true; }
   bool atomic_merges() const override { return true; }
 };

@@ -19,6 +19,7 @@ class Ddp final : public ModeDef {
     return "synchronous data parallel: gradients averaged every step";
   }
   std::uint8_t access() const override { return access_index<GradientCapture>(); }
+  std::optional<DeviceAccess> device_access() const override { return DeviceAccess::gradient; }
   bool synchronous() const override { return true; }
 };
 }  // namespace

@@ -11,6 +11,7 @@ class Hogwild final : public ModeDef {
   std::string_view name() const override { return "hogwild"; }
   std::string_view summary() const override { return "lock-free"; }
   std::uint8_t access() const override { return access_index<HogwildUpdate>(); }
+  std::optional<DeviceAccess> device_access() const override { return DeviceAccess::hogwild; }
   bool replicas() const override { return true; }
 };
 }  // namespace

@@ -11,6 +11,7 @@ class Lock final : public ModeDef {
   std::string_view name() const override { return "lock"; }
   std::string_view summary() const override { return "one mutex around each mini-batch"; }
   std::uint8_t access() const override { return access_index<LockUpdate>(); }
+  std::optional<DeviceAccess> device_access() const override { return DeviceAccess::lock; }
   bool locks_batches() const override { return true; }
 };
 }  // namespace

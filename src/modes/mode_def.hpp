@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "cuda/device_access.hpp"
 #include "hogwild/memory_space.hpp"
 #include "hogwild/mode.hpp"
 
@@ -48,6 +51,9 @@ class ModeDef {
   // Where its parameters live (trainer/tensor_store.hpp): the CPU modes train the
   // shared arena; a GPU mode would name device memory.
   virtual MemorySpace space() const { return MemorySpace::host_shared; }
+  // How its steps write the weights under --device cuda; none: the mode does not
+  // run on a GPU (--device cuda refuses it, naming those that do).
+  virtual std::optional<DeviceAccess> device_access() const { return std::nullopt; }
 };
 
 // The registered mode `m` (registry.cpp).
@@ -55,6 +61,9 @@ const ModeDef& mode_def(Mode m);
 // The names of the registered modes for which (def.*has)() is true, joined for a
 // message: "hogwild or atomic".
 std::string mode_names_where(bool (ModeDef::*has)() const);
+std::string mode_names_where(const std::function<bool(const ModeDef&)>& has);
+// The device access of mode `m` under --device cuda (none: it does not run there).
+std::optional<DeviceAccess> device_access(Mode m);
 // "a, b or c".
 std::string join_or(const std::vector<std::string>& names);
 

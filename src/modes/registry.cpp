@@ -32,12 +32,18 @@ std::string join_or(const std::vector<std::string>& names) {
   return s;
 }
 
-std::string mode_names_where(bool (ModeDef::*has)() const) {
+std::string mode_names_where(const std::function<bool(const ModeDef&)>& has) {
   std::vector<std::string> names;
   for (const auto* m : modes())
-    if ((m->*has)()) names.emplace_back(m->name());
+    if (has(*m)) names.emplace_back(m->name());
   return join_or(names);
 }
+
+std::string mode_names_where(bool (ModeDef::*has)() const) {
+  return mode_names_where([has](const ModeDef& m) { return (m.*has)(); });
+}
+
+std::optional<DeviceAccess> device_access(Mode m) { return mode_def(m).device_access(); }
 
 const ModeDef& mode_def(Mode m) {
   const auto& all = modes();

@@ -10,6 +10,7 @@ class Serial final : public ModeDef {
   std::string_view name() const override { return "serial"; }
   std::string_view summary() const override { return "one process, the reference"; }
   std::uint8_t access() const override { return access_index<SerialUpdate>(); }
+  std::optional<DeviceAccess> device_access() const override { return DeviceAccess::serial; }
   bool parallel() const override { return false; }
 };
 }  // namespace

@@ -10,6 +10,7 @@
 #include "hogwild/models/mf.hpp"
 #include "hogwild/models/mlp.hpp"
 #include "hogwild/models/softmax.hpp"
+#include "modes/mode_def.hpp"
 #include "trainer/device_steps.hpp"
 
 namespace hogwild {
@@ -45,9 +46,12 @@ double hottest_fraction(const Dataset& data) {
 }  // namespace
 
 unsigned device_warps_for(const TrainConfig& c, const Dataset& train_set, bool bias) {
-  if (c.mode == Mode::serial || c.mode == Mode::lock) return 1;
+  using detail::DeviceAccess;
+  const auto access = detail::device_access(c.mode);
+  if (access == DeviceAccess::serial || access == DeviceAccess::lock) return 1;
   if (c.device_warps != 0) return c.device_warps;
-  const double hottest = bias && c.mode == Mode::atomic ? 1.0 : hottest_fraction(train_set);
+  // Atomic adds to the bias, which every example writes, serialise on it.
+  const double hottest = bias && access == DeviceAccess::atomic ? 1.0 : hottest_fraction(train_set);
   const unsigned processes = std::max(1u, workers_used(c.mode, c.workers));
   const double all = std::clamp(std::floor(kDeviceWritersPerCoordinate / hottest),
                                 static_cast<double>(kDeviceWarpsMin),
@@ -69,35 +73,39 @@ void check_device_run(const TrainConfig& cfg, const Model& model) {
   if (mlp && mlp->options().matmul != MatmulPrecision::fp32)
     throw ConfigError("--device cuda multiplies the MLP's matrices in fp32 (cuBLAS SGEMM): "
                       "leave out --matmul bf16");
-  if (cfg.mode != Mode::serial && cfg.mode != Mode::hogwild && cfg.mode != Mode::atomic &&
-      cfg.mode != Mode::lock && cfg.mode != Mode::ddp)
-    throw ConfigError(fmt::format("--device cuda runs --mode serial, hogwild, atomic, lock or ddp, "
-                                  "not {}", to_string(cfg.mode)));
+  const auto access = device_access(cfg.mode);
+  if (!access)
+    throw ConfigError(fmt::format(
+        "--device cuda runs --mode {}, not {}",
+        mode_names_where([](const ModeDef& m) { return m.device_access().has_value(); }),
+        to_string(cfg.mode)));
+  // The gradient path (ddp): the ranks step together, summing their gradients.
+  const bool gradient = access == DeviceAccess::gradient;
   const auto refuse = [](const char* option) {
     throw ConfigError(fmt::format("{} does not apply to --device cuda: a warp per example "
                                   "updates the shared weights on the device", option));
   };
   // ddp's mini-batch is the gradient a rank computes before the ranks sum theirs;
   // the MLP's is the rows of one step's products.
-  if (cfg.batch != 1 && cfg.mode != Mode::ddp && !mlp) refuse("--batch above 1");
+  if (cfg.batch != 1 && !gradient && !mlp) refuse("--batch above 1");
   if (cfg.device_streams > 1) {
     if (!mlp)
       throw ConfigError(fmt::format("--device-streams applies to the MLP: {}'s launches fill the "
                                     "device with warps, each a Hogwild! worker, already",
                                     model.name()));
-    if (cfg.mode == Mode::serial || cfg.mode == Mode::ddp)
+    if (access == DeviceAccess::serial || gradient)
       throw ConfigError(fmt::format("--device-streams {} makes Hogwild! workers inside a process: "
                                     "--mode {} has one step at a time", cfg.device_streams,
                                     to_string(cfg.mode)));
   }
-  if (cfg.mode == Mode::ddp && cfg.comm != "shm")
+  if (gradient && cfg.comm != "shm")
     throw ConfigError(fmt::format("--comm {} does not apply to --device cuda: ddp on GPUs sums "
                                   "its gradients with NCCL", cfg.comm));
   if (cfg.merge_every) refuse("--merge-every");
   if (cfg.hot_k) refuse("--hot-k");
   if (cfg.telemetry) refuse("--telemetry");
   if (cfg.conflicts) refuse("--conflicts");
-  if (cfg.nodes > 1 && cfg.mode != Mode::ddp) refuse("--nodes outside --mode ddp");
+  if (cfg.nodes > 1 && !gradient) refuse("--nodes outside --mode ddp");
   if (cfg.grad_delay_ns) refuse("--grad-delay-ns");
   if (cfg.straggler_worker >= 0) refuse("--straggler");
 }

@@ -876,7 +876,8 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
     detail::check_device_run(cfg, model);
     const CudaStatus gpu = detail::device_backend().status();
     if (!gpu.ok) throw ConfigError("no CUDA device: " + gpu.message);
-    if (cfg.mode == Mode::ddp) detail::check_nccl_ranks(cfg.workers, gpu.devices);
+    if (detail::device_access(cfg.mode) == detail::DeviceAccess::gradient)
+      detail::check_nccl_ranks(cfg.workers, gpu.devices);
     cfg.device_warps =
         device_warps_for(cfg, train_set, cfg.model_options.bias && model.name() != "mf");
   }
