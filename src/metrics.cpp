@@ -14,6 +14,7 @@
 
 #include "data/file_io.hpp"
 #include "hogwild/error.hpp"
+#include "modes/mode_def.hpp"
 
 namespace hogwild {
 
@@ -209,27 +210,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
     j["iface"] = r.iface;
   }
   if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
-  if (c.mode == Mode::ps) {
-    const auto& p = r.ps;
-    j["ps"] = {{"servers", c.servers},
-               {"push_every", c.push_every},
-               {"fetch_every", c.fetch_every},
-               {"staleness_bound", c.staleness < 0 ? nlohmann::json() : nlohmann::json(c.staleness)},
-               {"key_ranges", c.hashed_keys ? "hashed" : "contiguous"},
-               {"pushes", p.pushes},
-               {"fetches", p.fetches},
-               {"bytes_pushed", p.bytes},
-               {"staleness_at_push_mean", p.mean_push_staleness},
-               {"staleness_at_push_max", p.max_push_staleness},
-               {"staleness_at_fetch_mean", p.mean_staleness},
-               {"staleness_at_fetch_max", p.max_staleness},
-               {"push_seconds", p.push_seconds},
-               {"server_records", p.server_records},
-               {"server_keys", p.server_keys},
-               {"lost_examples", p.lost_examples},
-               {"rounds", p.rounds},
-               {"network_bytes", p.network_bytes}};
-  }
+  detail::mode_def(c.mode).summarize(c, r, j);
   if (r.conflicts.measured) {
     nlohmann::json coords = nlohmann::json::array();
     for (const auto& x : r.conflicts.coordinates)
@@ -242,6 +223,29 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
                       {"lost_mass_max", r.conflicts.lost_mass_max}, {"coordinates", coords}};
   }
   return j.dump(2) + "\n";
+}
+
+std::string format_mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+std::string result_line(const TrainConfig& c, const TrainResult& r) {
+  std::string line = fmt::format("{}: {} samples in {:.2f}s ({:.0f} samples/s)",
+                                 r.signal == SIGINT    ? "interrupted (SIGINT)"
+                                 : r.signal == SIGTERM ? "terminated (SIGTERM)"
+                                                       : "done",
+                                 r.samples, r.train_seconds, r.samples_per_second);
+  if (std::isfinite(r.test.accuracy)) line += fmt::format(", test accuracy {:.4f}", r.test.accuracy);
+  if (std::isfinite(r.test.loss)) line += fmt::format(", test loss {:.4f}", r.test.loss);
+  if (std::isfinite(r.test.rmse)) line += fmt::format(", test rmse {:.4f}", r.test.rmse);
+  line += fmt::format(", peak memory {} (estimated {})", format_mib(r.peak_rss_bytes),
+                      format_mib(r.memory_estimate.total));
+  line += detail::mode_def(c.mode).result_text(c, r);
+  if (c.merge_every == TrainConfig::kMergeAuto && r.merges)
+    line += fmt::format(", {} merges, every {:.0f} examples at the end", r.merges, r.merge_every);
+  if (r.restarts) line += fmt::format(", {} worker restart(s)", r.restarts);
+  if (!c.checkpoint.empty()) line += ", checkpoint " + c.checkpoint;
+  return line;
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

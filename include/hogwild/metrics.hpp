@@ -45,6 +45,12 @@ std::string format_duration(double seconds);
 // The summary object (see docs/CLI.md for the fields).
 std::string summary_json(const TrainConfig& config, const TrainResult& result,
                          const std::string& train_path, const std::string& test_path);
+// The run's result in one line, as hogwild_train ends: "done: N samples in 1.23s
+// (... samples/s), test accuracy ..., peak memory ... (estimated ...)" and what the
+// mode and the options add.
+std::string result_line(const TrainConfig& config, const TrainResult& result);
+// "12.3 MiB".
+std::string format_mib(std::uint64_t bytes);
 // Writes `text` to `path` through the one output writer (src/data/file_io.hpp's
 // OutputFile): a file atomically (temporary file, fsync, rename, fsync of the
 // folder), through its links, which stay; `-`, /dev/stdout and other descriptors

@@ -5,6 +5,8 @@
 // (trainer/epoch_part.hpp).
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "cuda/device_access.hpp"
 #include "hogwild/memory_space.hpp"
 #include "hogwild/mode.hpp"
+#include "hogwild/trainer.hpp"
 
 namespace hogwild::detail {
 
@@ -54,6 +57,10 @@ class ModeDef {
   // How its steps write the weights under --device cuda; none: the mode does not
   // run on a GPU (--device cuda refuses it, naming those that do).
   virtual std::optional<DeviceAccess> device_access() const { return std::nullopt; }
+  // Its part of the run's summary: what it adds to the JSON (summary_json), and to
+  // the line the CLI ends with (result_line: ", ..."). Nothing by default.
+  virtual void summarize(const TrainConfig&, const TrainResult&, nlohmann::json&) const {}
+  virtual std::string result_text(const TrainConfig&, const TrainResult&) const { return {}; }
 };
 
 // The registered mode `m` (registry.cpp).

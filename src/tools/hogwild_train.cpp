@@ -25,6 +25,7 @@
 #include "hogwild/metrics.hpp"
 #include "hogwild/trainer.hpp"
 #include "data/file_io.hpp"
+#include "modes/mode_def.hpp"
 #include "file_roles.hpp"
 #include "options.hpp"
 #include "progress_line.hpp"
@@ -56,10 +57,6 @@ struct Options {
   bool quiet = false;
   bool cleanup = false;
 };
-
-std::string mib(std::uint64_t bytes) {
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
-}
 
 // "256,128" -> {256, 128}; anything else (empty, a zero, a sign, a space) is a ConfigError.
 std::vector<std::size_t> parse_widths(const std::string& text) {
@@ -515,12 +512,12 @@ int run(int argc, char** argv) {
       fmt::print(stderr, "hogwild_train: warning: {} applies to --model {} only; --model {} ignores it\n",
                  option, owner, cfg.model);
   const unsigned cores = std::thread::hardware_concurrency();
-  if (cores && cfg.workers > cores && cfg.mode == hogwild::Mode::dp)
-    fmt::print(stderr, "hogwild_train: warning: {} dp threads on {} cores; they will share cores\n",
-               cfg.workers, cores);
-  else if (hogwild::is_parallel(cfg.mode) && cores && cfg.workers > cores)
-    fmt::print(stderr, "hogwild_train: warning: {} workers on {} cores; they will share cores\n",
-               cfg.workers, cores);
+  // A mode that forks workers, or (dp) one whose process runs threads.
+  if (cores && hogwild::workers_used(cfg.mode, cfg.workers) > cores)
+    fmt::print(stderr, "hogwild_train: warning: {} {} on {} cores; they will share cores\n",
+               cfg.workers,
+               hogwild::is_parallel(cfg.mode) ? std::string("workers") : o.mode + " threads",
+               cores);
 
   if (cfg.huge_pages) {
     const auto hp = hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true});
@@ -564,7 +561,7 @@ int run(int argc, char** argv) {
                cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   if (!o.quiet && cfg.device == hogwild::Device::cuda && cfg.model != "mlp" &&
-      cfg.mode != hogwild::Mode::ddp) {
+      hogwild::detail::device_access(cfg.mode) != hogwild::detail::DeviceAccess::gradient) {
     const unsigned warps =
         hogwild::device_warps_for(cfg, train, cfg.model_options.bias && cfg.model != "mf");
     const unsigned all = warps * hogwild::workers_used(cfg.mode, cfg.workers);
@@ -610,44 +607,7 @@ int run(int argc, char** argv) {
     summary["node_rank_from"] = nodes_from.node_rank;
     hogwild::write_file_atomically(o.summary, summary.dump(2) + "\n");
   }
-  std::string line = fmt::format("{}: {} samples in {:.2f}s ({:.0f} samples/s)",
-                                 result.signal == SIGINT    ? "interrupted (SIGINT)"
-                                 : result.signal == SIGTERM ? "terminated (SIGTERM)"
-                                                            : "done",
-                                 result.samples,
-                                 result.train_seconds, result.samples_per_second);
-  if (std::isfinite(result.test.accuracy))
-    line += fmt::format(", test accuracy {:.4f}", result.test.accuracy);
-  if (std::isfinite(result.test.loss)) line += fmt::format(", test loss {:.4f}", result.test.loss);
-  if (std::isfinite(result.test.rmse)) line += fmt::format(", test rmse {:.4f}", result.test.rmse);
-  line += fmt::format(", peak memory {} (estimated {})", mib(result.peak_rss_bytes),
-                      mib(result.memory_estimate.total));
-  if (cfg.mode == hogwild::Mode::ps) {
-    auto per_server = [](const std::vector<std::uint64_t>& v) {
-      std::string s;
-      for (auto n : v) {
-        if (!s.empty()) s += '/';
-        s += std::to_string(n);
-      }
-      return s;
-    };
-    line += fmt::format(", ps: {} pushes ({}), staleness at push mean {:.2f} max {}, at fetch "
-                        "mean {:.2f} max {}, {} coordinates in {} records a server",
-                        result.ps.pushes, mib(result.ps.bytes), result.ps.mean_push_staleness,
-                        result.ps.max_push_staleness, result.ps.mean_staleness,
-                        result.ps.max_staleness, per_server(result.ps.server_keys),
-                        per_server(result.ps.server_records));
-    if (result.ps.rounds)
-      line += fmt::format(", {} server rounds ({} to other nodes)", result.ps.rounds,
-                          mib(result.ps.network_bytes));
-    if (result.ps.lost_examples)
-      line += fmt::format(", {} examples' updates lost with dead replicas", result.ps.lost_examples);
-  }
-  if (cfg.merge_every == hogwild::TrainConfig::kMergeAuto && result.merges)
-    line += fmt::format(", {} merges, every {:.0f} examples at the end", result.merges,
-                        result.merge_every);
-  if (result.restarts) line += fmt::format(", {} worker restart(s)", result.restarts);
-  if (!cfg.checkpoint.empty()) line += ", checkpoint " + cfg.checkpoint;
+  const std::string line = hogwild::result_line(cfg, result);
   fmt::print(o.human, "{}\n", line);
   if (const auto& s = result.staleness; s.every > 0)
     fmt::print(o.human, "staleness: lag p50 {}, p90 {}, p99 {}, max {} (mean {:.2f}); overlap p50 {}, p99 {}, "
