@@ -35,7 +35,7 @@
 #include "modes/mode_def.hpp"
 #include "support.hpp"
 #include "trainer/device_backend.hpp"
-#include "trainer/gradient_sync.hpp"
+#include "modes/ddp/gradient_sync.hpp"
 
 using namespace hogwild;
 using namespace hogwild::detail;

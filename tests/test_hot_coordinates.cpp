@@ -11,7 +11,7 @@
 
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
-#include "trainer/hot_window.hpp"
+#include "modes/hogwild/hot_window.hpp"
 #include "hogwild/trainer.hpp"
 #include "probe.hpp"
 #include "support.hpp"

@@ -1,4 +1,4 @@
-// --mode ps, the parameter server (trainer/ps.hpp): exact sums of integer-valued
+// --mode ps, the parameter server (modes/ps/ps.hpp): exact sums of integer-valued
 // updates from 4 replica processes through 2 server processes, on one machine and on
 // two nodes (servers meeting through Gloo); the staleness bound never exceeded (from
 // the replicas' clocks); convergence beside serial; two process trees as two nodes on
@@ -26,7 +26,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
-#include "trainer/ps.hpp"
+#include "modes/ps/ps.hpp"
 
 using namespace hogwild;
 using namespace hogwild::detail;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hogwild/error.hpp"
-#include "trainer/replica.hpp"
+#include "modes/hogwild/replica.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"

@@ -82,7 +82,7 @@ class Model {
   // Appends to `keys` the coordinates of tensor `tensor` that training on `batch`
   // may change (any order, repeats allowed), and returns true; false when the model
   // does not say for this tensor and batch. A parameter server's replica pushes and
-  // fetches only the listed keys (trainer/ps.hpp); where a model says nothing, it
+  // fetches only the listed keys (modes/ps/ps.hpp); where a model says nothing, it
   // scans the whole tensor at each push. The list must hold every coordinate the
   // step changes.
   virtual bool touched(std::size_t /*tensor*/, const Batch& /*batch*/,
@@ -91,7 +91,7 @@ class Model {
   }
   // True when tensor 0 holds one weight per feature and the step touches it only at
   // the row's feature indices (w + index), every other tensor being small: hot
-  // coordinates (--hot-k, src/trainer/hot_window.hpp) then work by renumbering the hot
+  // coordinates (--hot-k, src/modes/hogwild/hot_window.hpp) then work by renumbering the hot
   // features of the rows, without the model's knowledge. The linear models say so.
   virtual bool feature_indexed() const noexcept { return false; }
 };

@@ -59,7 +59,7 @@ struct TrainConfig {
   // shared weights every hot_flush examples and at the end of each epoch
   // (HOGWILD++/DimmWitted-style replication of the coordinates every example
   // touches, whose cache lines otherwise bounce between cores;
-  // src/trainer/hot_window.hpp). 0: off.
+  // src/modes/hogwild/hot_window.hpp). 0: off.
   std::size_t hot_k = 0;
   std::size_t hot_flush = 256;
   // --mode ps (a parameter server, Downpour): `servers` server processes each own a
@@ -104,7 +104,7 @@ struct TrainConfig {
   // Hogwild across nodes (modes hogwild, atomic, lock with nodes > 1): worker 0 of
   // each node adds the other nodes' changes to its node's weights every sync_every
   // of its examples, or about every sync_seconds (one of the two is 0), and at each
-  // epoch's end (trainer/node_sync.hpp).
+  // epoch's end (modes/hogwild/node_sync.hpp).
   std::size_t sync_every = 0;
   double sync_seconds = 0;
   // Measure the staleness of the workers' updates (hogwild/telemetry.hpp), 1 in

@@ -224,7 +224,7 @@ struct AtomicUpdate : VectorReads {
 };
 
 // Lock: the trainer holds one robust interprocess mutex around the read, gradient
-// and update of each mini-batch ("locking updates", src/modes/lock.cpp). Inside the
+// and update of each mini-batch ("locking updates", src/modes/lock/mode.cpp). Inside the
 // lock no other worker writes, so dense reads are plain; the parent's evaluator may
 // read, so writes stay those of hogwild.
 struct LockUpdate : HogwildUpdate {

@@ -1,5 +1,5 @@
 // How often each feature occurs in a data set's rows, and the most frequent ones:
-// what --hot-k keeps private to each worker (trainer/hot_window.hpp) and what
+// what --hot-k keeps private to each worker (modes/hogwild/hot_window.hpp) and what
 // --conflicts watches (science/conflicts.hpp).
 #pragma once
 

@@ -1,5 +1,5 @@
-// What the trainer asks of a mode (include/hogwild/mode.hpp names it). A mode is
-// one file here defining a ModeDef, plus one line in HOGWILD_BUILTIN_MODES
+// What the trainer asks of a mode (include/hogwild/mode.hpp names it). A mode is a
+// folder here whose mode.cpp defines a ModeDef, plus one line in HOGWILD_BUILTIN_MODES
 // (mode.hpp); the trainer reads these answers instead of testing which mode it
 // runs, and what the mode does around the steps is its epoch part
 // (trainer/epoch_part.hpp).
@@ -40,15 +40,15 @@ class ModeDef {
   virtual bool replicas() const { return false; }
   virtual bool atomic_merges() const { return false; }
   // The workers step together: each step's gradients are combined over all of them
-  // through a Communicator (trainer/gradient_sync.hpp) before one update. Every
+  // through a Communicator (modes/ddp/gradient_sync.hpp) before one update. Every
   // worker then sees every step's rows in the same count, a worker that dies stops
   // the run (a lone respawn would be out of step), and no merge or hot window
   // applies.
   virtual bool synchronous() const { return false; }
   // One process (not parallel()) whose mini-batches are split among `workers`
-  // threads, each with a model of its own made by name (trainer/data_parallel.hpp).
+  // threads, each with a model of its own made by name (modes/dp/data_parallel.hpp).
   virtual bool threaded() const { return false; }
-  // A parameter server (trainer/ps.hpp): the workers are replicas of private
+  // A parameter server (modes/ps/ps.hpp): the workers are replicas of private
   // weights pushing to --servers server processes, which own the arena's weights.
   virtual bool parameter_server() const { return false; }
   // Where its parameters live (trainer/tensor_store.hpp): the CPU modes train the

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "trainer/gradient_sync.hpp"
+#include "modes/ddp/gradient_sync.hpp"
 
 namespace hogwild::detail {
 

@@ -3,7 +3,7 @@
 // it is given, in their order, before, between and after the mini-batches; it never
 // asks which they are. A plain hogwild run has none.
 //
-// The parts: ddp's gradient sync (trainer/gradient_sync.hpp), dp's threads
+// The parts: ddp's gradient sync (modes/ddp/gradient_sync.hpp), dp's threads
 // (data_parallel.hpp), ps's replica (ps.hpp), and hogwild's replica (replica.hpp),
 // hot window (hot_window.hpp) and node sync (node_sync.hpp).
 #pragma once

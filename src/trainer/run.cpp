@@ -26,7 +26,7 @@
 #include "hogwild/model_registry.hpp"
 #include "memory/param_snapshot.hpp"
 #include "trainer/device_backend.hpp"
-#include "trainer/ps.hpp"
+#include "modes/ps/ps.hpp"
 #include "science/conflicts.hpp"
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"

@@ -26,16 +26,16 @@
 #include "modes/mode_def.hpp"
 #include "comm/gloo.hpp"
 #include "comm/communicator.hpp"
-#include "trainer/data_parallel.hpp"
-#include "trainer/gradient_sync.hpp"
-#include "trainer/node_sync.hpp"
+#include "modes/dp/data_parallel.hpp"
+#include "modes/ddp/gradient_sync.hpp"
+#include "modes/hogwild/node_sync.hpp"
 #include "trainer/staleness.hpp"
-#include "trainer/hot_window.hpp"
+#include "modes/hogwild/hot_window.hpp"
 #include "trainer/progress.hpp"
-#include "trainer/replica.hpp"
+#include "modes/hogwild/replica.hpp"
 #include "trainer/device_steps.hpp"
 #include "trainer/device_sync.hpp"
-#include "trainer/ps.hpp"
+#include "modes/ps/ps.hpp"
 #include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
@@ -155,7 +155,7 @@ struct Run {
   // replica merges its own worker's ranges.)
   std::vector<Ranges> trained_ranges;
   // --hot-k (parallel modes): the hot features, the training rows with each hot
-  // feature renumbered to its slot in the window past w's end (trainer/hot_window.hpp),
+  // feature renumbered to its slot in the window past w's end (modes/hogwild/hot_window.hpp),
   // and the window (mapped private in the parent before any fork).
   std::vector<std::uint32_t> hot;
   std::optional<Dataset> hot_train;

@@ -26,7 +26,7 @@
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
 #include "trainer/device_backend.hpp"
-#include "trainer/ps.hpp"
+#include "modes/ps/ps.hpp"
 #include "hogwild/metrics.hpp"
 #include "memory/param_snapshot.hpp"
 #include "process.hpp"

@@ -1,4 +1,4 @@
-#include "trainer/data_parallel.hpp"
+#include "modes/dp/data_parallel.hpp"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>

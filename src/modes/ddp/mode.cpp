@@ -3,7 +3,7 @@
 // over the workers by the Communicator, and the averaged update is applied once:
 // the workers' replicas are the one copy in the arena, which every worker reads
 // between steps and of which each updates its own slice (the reduce-scatter's
-// "in place" form; trainer/gradient_sync.hpp). The workers step in lockstep, so a
+// "in place" form; modes/ddp/gradient_sync.hpp). The workers step in lockstep, so a
 // dead one stops the run instead of being respawned alone.
 #include "hogwild/gradient.hpp"
 #include "hogwild/model_base.hpp"

@@ -17,7 +17,7 @@
 #include <tbb/task_arena.h>
 
 #include "hogwild/model.hpp"
-#include "trainer/gradient_sync.hpp"
+#include "modes/ddp/gradient_sync.hpp"
 
 namespace hogwild::detail {
 

@@ -1,4 +1,4 @@
-#include "trainer/node_sync.hpp"
+#include "modes/hogwild/node_sync.hpp"
 
 #include <algorithm>
 #include <atomic>

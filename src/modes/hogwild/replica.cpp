@@ -1,4 +1,4 @@
-#include "trainer/replica.hpp"
+#include "modes/hogwild/replica.hpp"
 
 #include <algorithm>
 #include <chrono>

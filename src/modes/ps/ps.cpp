@@ -1,4 +1,4 @@
-#include "trainer/ps.hpp"
+#include "modes/ps/ps.hpp"
 
 #include <sched.h>
 #include <time.h>

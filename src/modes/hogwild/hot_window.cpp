@@ -1,4 +1,4 @@
-#include "trainer/hot_window.hpp"
+#include "modes/hogwild/hot_window.hpp"
 
 #include <algorithm>
 #include <numeric>

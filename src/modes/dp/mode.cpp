@@ -3,7 +3,7 @@
 // thread computes the loss and gradient of its shard with a model of its own
 // (GradientCapture into its own buffer: nothing is gathered onto one thread but
 // the gradients), the gradients are summed in thread order and applied once
-// (trainer/data_parallel.hpp). Nothing is forked, so no thread is ever inherited.
+// (modes/dp/data_parallel.hpp). Nothing is forked, so no thread is ever inherited.
 #include "hogwild/gradient.hpp"
 #include "hogwild/model_base.hpp"
 #include "modes/mode_def.hpp"

@@ -2,7 +2,7 @@
 // a model replica training a private copy of the weights (GradientCapture), pushing
 // its accumulated updates to --servers server processes, each the one writer of its
 // shard of the arena's weights, and fetching fresh weights every so often
-// (trainer/ps.hpp). Replicas are respawned as hogwild's workers are; a server is not.
+// (modes/ps/ps.hpp). Replicas are respawned as hogwild's workers are; a server is not.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "trainer/gradient_sync.hpp"
+#include "modes/ddp/gradient_sync.hpp"
 
 #include <algorithm>
 
