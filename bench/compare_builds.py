@@ -16,11 +16,12 @@ below 0.95 whose band lies wholly below 1 is flagged.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
+
+from bench_memory import cpu_name
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -38,17 +39,6 @@ CONFIGS = [
     ("dp x2 b32", ["--mode", "dp", "--workers", "2", "--batch", "32"]),
     ("ps x2", ["--mode", "ps", "--workers", "2"]),
 ]
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def train(build, data, args, work):

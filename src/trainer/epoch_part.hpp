@@ -91,4 +91,30 @@ class EpochPart {
   virtual void end_epoch(float /*lr*/, const EpochPlace& /*place*/, bool /*whole*/) {}
 };
 
+// A part whose steps train a private copy that it writes to the shared weights when
+// due and at the epoch's end (a replica's merge, a hot window's flush), publishing
+// the worker's place then: what a crash loses is the copy, and a respawned worker
+// retrains exactly the rows whose updates were in it.
+class PrivateCopyPart : public EpochPart {
+ public:
+  bool writes_later() const noexcept final { return true; }
+  bool after_batch(const Batch& b, float, const EpochPlace& place) final {
+    if (copy_due(b.size)) {
+      place.open();
+      write_back();
+      place.publish();
+    }
+    return true;
+  }
+  void end_epoch(float, const EpochPlace& place, bool) final {  // also one cut short
+    place.open();
+    write_back();
+  }
+
+ protected:
+  // Counts `examples` more trained on the copy; true when a write-back is due.
+  virtual bool copy_due(std::size_t examples) = 0;
+  virtual void write_back() = 0;
+};
+
 }  // namespace hogwild::detail

@@ -27,7 +27,7 @@
 
 namespace hogwild {
 
-class HotWindow final : public detail::EpochPart {
+class HotWindow final : public detail::PrivateCopyPart {
  public:
   // shared: the live parameters; tensor 0 is indexed by feature (Model::feature_indexed).
   // hot[r]: the feature whose worker copy is window[r]; window[hot.size() ...] holds
@@ -52,22 +52,13 @@ class HotWindow final : public detail::EpochPart {
   std::uint64_t flushes() const noexcept { return flushes_; }
 
   // Its part of the step loop: the steps train the window, flushed every
-  // flush_every examples and at the epoch's end, the place published then (as a
-  // replica's).
+  // flush_every examples and at the epoch's end, the place published then
+  // (PrivateCopyPart), under the mode's lock where it has one.
   const ParamSet* trained() const noexcept override { return &params(); }
-  bool writes_later() const noexcept override { return true; }
-  bool after_batch(const Batch& b, float, const detail::EpochPlace& place) override {
-    if (due(b.size)) {
-      place.open();
-      locked_flush();
-      place.publish();
-    }
-    return true;
-  }
-  void end_epoch(float, const detail::EpochPlace& place, bool) override {
-    place.open();
-    locked_flush();
-  }
+
+ protected:
+  bool copy_due(std::size_t examples) override { return due(examples); }
+  void write_back() override { locked_flush(); }
 
  private:
   ParamSet shared_, local_;

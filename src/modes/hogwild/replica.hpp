@@ -22,7 +22,7 @@
 
 namespace hogwild {
 
-class Replica final : public detail::EpochPart {
+class Replica final : public detail::PrivateCopyPart {
  public:
   // A private copy of `shared` (relaxed loads). ranges[t] are the coordinates of
   // tensor t that a merge visits (Model::trained_ranges; missing or empty: all of
@@ -58,23 +58,13 @@ class Replica final : public detail::EpochPart {
   // Examples between merges now (with kAuto: the latest choice).
   std::size_t every() const noexcept { return every_; }
 
-  // Its part of the step loop: the steps train the copy, and the worker's place is
-  // published only once its rows are merged: what a crash loses is the copy, and a
-  // respawned worker then retrains exactly the rows whose updates were in it.
+  // Its part of the step loop: the steps train the copy, merged when due and at
+  // the epoch's end, the worker's place published then (PrivateCopyPart).
   const ParamSet* trained() const noexcept override { return &params(); }
-  bool writes_later() const noexcept override { return true; }
-  bool after_batch(const Batch& b, float, const detail::EpochPlace& place) override {
-    if (due(b.size)) {
-      place.open();
-      merge();
-      place.publish();
-    }
-    return true;
-  }
-  void end_epoch(float, const detail::EpochPlace& place, bool) override {
-    place.open();
-    merge();  // also when the epoch was cut short
-  }
+
+ protected:
+  bool copy_due(std::size_t examples) override { return due(examples); }
+  void write_back() override { merge(); }
 
  private:
   ParamSet shared_, local_;
