@@ -122,14 +122,14 @@ void start_conflict_sampling(std::byte* block, unsigned worker, const ParamSet& 
 // write landing inside is seen; hogwild then stores what it computed anyway (the
 // other write is lost, as it would be), atomic retries.
 void measured_add(float* p, float d) noexcept {
-  std::atomic_ref<float> w(*p);
   if (!sampled(p)) {
     if (g_sample.atomic)
-      w.fetch_add(d, std::memory_order_relaxed);
+      std::atomic_ref<float>(*p).fetch_add(d, std::memory_order_relaxed);
     else
-      w.store(w.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+      relaxed_store(p, relaxed_load(p) + d);  // hogwild's own write (update_policy.hpp)
     return;
   }
+  std::atomic_ref<float> w(*p);
   const float read = w.load(std::memory_order_relaxed);
   float seen = read;
   std::uint64_t conflicts = 0;
