@@ -197,6 +197,7 @@ nlohmann::json context_memory() {
 
 struct KernelFigure {
   double updates_per_s = 0, bytes_per_update = 0;
+  double mean_loss = 0;  // the timed epoch's, each example's loss before its update
 };
 
 // One epoch (after one to warm up) of `model` over `data` in this process, in `mode`.
@@ -205,7 +206,8 @@ struct KernelFigure {
 // (cudaMalloc), as each worker uploading its partition would have it.
 KernelFigure time_kernel(const std::string& model_name, ModelOptions options, const Dataset& data,
                          double bytes_per_row, Mode mode = Mode::hogwild,
-                         bool shared_rows = false, unsigned warps = 0) {
+                         bool shared_rows = false, unsigned warps = 0, float lr = 0.01f,
+                         int epochs = 1) {
   auto model = make_model(model_name, options);
   const LabelMap labels = LabelMap::fit(model->label_kind(), data, model->name());
   const std::vector<float> targets = labels.targets(data);
@@ -229,13 +231,16 @@ KernelFigure time_kernel(const std::string& model_name, ModelOptions options, co
   std::vector<std::uint32_t> order(data.rows());
   std::iota(order.begin(), order.end(), 0u);
   steps->begin_epoch(order);
-  for (std::size_t b = 0; b < order.size(); b += steps->chunk())
-    steps->train(b, std::min(steps->chunk(), order.size() - b), 0.01f);
+  for (int e = 0; e < epochs; ++e)  // the first to warm up
+    for (std::size_t b = 0; b < order.size(); b += steps->chunk())
+      steps->train(b, std::min(steps->chunk(), order.size() - b), lr);
+  double loss = 0;
   const auto t0 = Clock::now();
   for (std::size_t b = 0; b < order.size(); b += steps->chunk())
-    steps->train(b, std::min(steps->chunk(), order.size() - b), 0.01f);
+    loss += steps->train(b, std::min(steps->chunk(), order.size() - b), lr);
   const double s = seconds_since(t0);
-  return {static_cast<double>(order.size()) / s, bytes_per_row};
+  return {static_cast<double>(order.size()) / s, bytes_per_row,
+          loss / static_cast<double>(order.size())};
 }
 
 }  // namespace
@@ -321,6 +326,44 @@ int main(int argc, char** argv) {
         fmt::print("sparse LR (hogwild), {} warps: {:.3g} updates/s ({:.3f}x every resident warp)\n",
                    w, kw.updates_per_s, kw.updates_per_s / k.updates_per_s);
       }
+      // Hogwild's stores: the value read for the margin, stepped (the default), against
+      // each weight read again before its store. Interleaved, 3 repetitions each:
+      // updates/s with every resident warp, and at lr 0.5 the mean training loss of
+      // the 4th epoch (each example's loss before its update), the price in lost
+      // updates if any.
+      for (int rep = 0; rep < 3; ++rep)
+        for (bool reread : {false, true}) {
+          set_hogwild_reread(reread);
+          const auto kr = time_kernel("logistic", {}, d, bytes);
+          const auto kl = time_kernel("logistic", {}, d, bytes, Mode::hogwild, false, 0, 0.5f, 3);
+          const std::string key = reread ? "reread" : "once";
+          out["sparse_lr"][key]["updates_per_s"].push_back(kr.updates_per_s);
+          out["sparse_lr"][key]["mean_loss_lr_0.5_epoch_4"].push_back(kl.mean_loss);
+          fmt::print("sparse LR (hogwild, {}): {:.3g} updates/s; lr 0.5, 4th epoch's mean loss "
+                     "{:.4f}\n", reread ? "each weight read again before its store"
+                                        : "stores from the margin's reads", kr.updates_per_s,
+                     kl.mean_loss);
+        }
+      // The same on the tests' problem (20,000 rows, 2,000 features, 20 non-zeros;
+      // docs/GPU.md's warps table) at the warps a process where lost updates begin to
+      // cost: the 5th epoch's mean loss at lr 0.5, interleaved, 3 repetitions.
+      GenerateOptions small;
+      small.rows = 20000;
+      small.features = 2000;
+      small.nnz_per_row = 20;
+      small.seed = 7;
+      const Dataset sd = generate_sparse(small);
+      for (unsigned w : {8u, 64u, 256u, 1024u})
+        for (int rep = 0; rep < 3; ++rep)
+          for (bool reread : {false, true}) {
+            set_hogwild_reread(reread);
+            const auto kl = time_kernel("logistic", {}, sd, bytes, Mode::hogwild, false, w, 0.5f, 4);
+            out["sparse_lr_small"][std::to_string(w)][reread ? "reread" : "once"].push_back(
+                kl.mean_loss);
+            fmt::print("sparse LR 20k x 2k (hogwild, {} warps, {}): lr 0.5, 5th epoch's mean "
+                       "loss {:.4f}\n", w, reread ? "read again" : "once", kl.mean_loss);
+          }
+      set_hogwild_reread(false);
       GenerateOptions fewer = g;  // one warp (serial) or one at a time (lock): fewer rows
       fewer.rows = std::min<std::size_t>(g.rows, 20000);
       const Dataset few = generate_sparse(fewer);

@@ -169,4 +169,11 @@ struct LaunchShape {
 };
 LaunchShape launch_shape(const DeviceChunk& chunk);
 
+// bench_gpu's comparison: whether hogwild's linear kernel reads each weight again
+// just before its store (true: the kernel before 2026-11-27) or stores the value it
+// read for the margin, stepped (false, the default). Not for the trainer: one
+// process-wide switch.
+void set_hogwild_reread(bool on);
+bool hogwild_reread();
+
 }  // namespace hogwild::detail

@@ -28,6 +28,13 @@ unsigned resident_blocks(unsigned threads) {
 
 }  // namespace
 
+namespace {
+bool reread = false;
+}  // namespace
+
+void set_hogwild_reread(bool on) { reread = on; }
+bool hogwild_reread() { return reread; }
+
 LaunchShape launch_shape(const DeviceChunk& chunk) {
   if (chunk.access == DeviceAccess::serial) return {1, 32};
   constexpr unsigned kThreads = 256;  // 8 warps a block

@@ -93,6 +93,41 @@ __device__ inline void descend(W* w, float* state, float* grad, bool adagrad, fl
   add<A>(w, -lr * g / (sqrtf(load<A>(state)) + 1e-7f));
 }
 
+// Hogwild's step of a weight from the value `seen` this lane read of it earlier:
+// SGD or AdaGrad as descend's, the weight stored as seen stepped, not read again
+// (the kernels' "once": one round trip to L2 a weight instead of two; relaxed
+// device-scope loads are not cached in L1). THE INTENDED RACE, as add's: an update
+// another warp made since the read is lost. (MF's kernel does not take it: there,
+// on an H200, it cost test RMSE for no speed: docs/GPU.md.)
+__device__ inline void step_from(float* w, float seen, float* state, bool adagrad, float g,
+                                 float lr) {
+  float step = lr * g;
+  if (adagrad) {
+    add<DeviceAccess::hogwild>(state, g * g);
+    step /= sqrtf(load<DeviceAccess::hogwild>(state)) + 1e-7f;
+  }
+  cuda::atomic_ref<float, cuda::thread_scope_device>(*w).store(seen - step,
+                                                                cuda::memory_order_relaxed);
+}
+
+// Slot t of a lane's few kept values, in registers (every index a constant once
+// unrolled: a runtime index would put the array in local memory).
+template <unsigned N>
+__device__ inline void keep(float (&k)[N], unsigned t, float v) {
+#pragma unroll
+  for (unsigned i = 0; i < N; ++i)
+    if (t == i) k[i] = v;
+}
+
+template <unsigned N>
+__device__ inline float kept_at(const float (&k)[N], unsigned t) {
+  float v = 0;
+#pragma unroll
+  for (unsigned i = 0; i < N; ++i)
+    if (t == i) v = k[i];
+  return v;
+}
+
 // Lock mode: lane 0 takes the lock for its warp (acquire) and gives it back
 // (release); the warp's lanes meet before and after.
 __device__ inline void lock_warp(int* lock) {
