@@ -19,7 +19,7 @@ rm -rf "$kit" gpu-kit.tar.xz
 mkdir -p "$kit/bin" "$kit/lib"
 cp build/src/hogwild_train build/src/hogwild_data build/tests/test_cuda \
    build/tests/test_device_arena build/tests/test_memory_space build/bench/bench_gpu \
-   build/examples/gpu_trainer "$kit/bin/"
+   build/examples/gpu_trainer build/bench/bench_prepare build/bench/bench_contention "$kit/bin/"
 for lib in $(LD_LIBRARY_PATH="$PWD/build/src" ldd "$kit"/bin/* | awk '/=> \//{print $3}' | sort -u); do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;  # the machine's own
@@ -28,6 +28,7 @@ for lib in $(LD_LIBRARY_PATH="$PWD/build/src" ldd "$kit"/bin/* | awk '/=> \//{pr
 done
 cp scripts/gpu-run.sh "$kit/run.sh"
 cp scripts/gpu-summary.py "$kit/summary.py"
+cp bench/cpu_scaling.py bench/bench_memory.py "$kit/"
 # Fashion-MNIST (30 MB), where this machine has it: the softmax and MLP runs.
 fashion=/usr/share/datasets/fashion-mnist
 if [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then

@@ -6,8 +6,10 @@
 #   scripts/gpu-lease.sh PART:SECONDS...
 # PART: tests (test_cuda's two training cases side by side, then its other cases, the
 # arena tests and the example, one at a time: the memory checks want the device to
-# themselves), sweep (accuracy and examples/s against --device-warps), or one of
-# gpu-kit/run.sh's parts (bench, runs).
+# themselves), sweep (accuracy and examples/s against --device-warps), cpu (the
+# machine's cores: bench_contention's yardstick, then bench/cpu_scaling.py's
+# hogwild scaling on the RCV1-like set), or one of gpu-kit/run.sh's parts (bench,
+# runs).
 set -uo pipefail
 out=${OUT:-/tmp/gpu-out}
 mkdir -p "$out"
@@ -64,12 +66,24 @@ sweep() {
   rm -rf "$d"
 }
 
+# The cores, not the GPU: the contention yardstick (core 0 against every other
+# core), then hogwild's scaling against the ceiling.
+cpu() {
+  "$kit/bin/bench_contention" --json "$res/contention.json" > "$res/contention.md" 2>&1
+  echo "bench_contention: exit $?" >> "$res/status.txt"
+  python3 "$kit/cpu_scaling.py" --bin "$kit/bin" --prepare "$kit/bin/bench_prepare" \
+    --workers 1,2,4,8,16 --reps 2 --out /tmp/scaling > "$res/scaling.txt" 2>&1
+  echo "cpu_scaling: exit $?" >> "$res/status.txt"
+  cp /tmp/scaling/scaling.md /tmp/scaling/scaling.json "$res/" 2>/dev/null
+}
+
 for part in "$@"; do
   name=${part%%:*} limit=${part##*:}
   s=$(date +%s)
   case $name in
     tests) tests "$limit"; rc=done ;;
     sweep) export -f sweep; export kit res; timeout -k 5 "$limit" bash -c sweep; rc=$? ;;
+    cpu) export -f cpu; export kit res; timeout -k 5 "$limit" bash -c cpu; rc=$? ;;
     *) timeout -k 5 "$limit" "$kit/run.sh" "$res" "$name"; rc=$? ;;
   esac
   echo "== part $name: $rc after $(( $(date +%s) - s )) s" | tee -a "$res/status.txt"
@@ -79,4 +93,4 @@ command -v python3 > /dev/null && python3 "$kit/summary.py" "$res" > "$res/summa
 cp "$res/status.txt" "$out/" 2>/dev/null
 cp "$res/summary.md" "$out/" 2>/dev/null
 tar czf "$out/res.tar.gz" --exclude=data --exclude=sweep-data --exclude="mps-*" -C /tmp gpu-res
-cat "$res/status.txt" "$res/sweep.txt" 2>/dev/null
+cat "$res/status.txt" "$res/sweep.txt" "$res/contention.md" "$res/scaling.md" 2>/dev/null
