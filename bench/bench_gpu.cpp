@@ -35,7 +35,8 @@
 #include "hogwild/models/mf.hpp"
 #include "memory/device_arena.hpp"
 #include "process.hpp"
-#include "trainer/device_steps.hpp"
+#include "device/device_steps.hpp"
+#include "modes/mode_def.hpp"
 #include "trainer/run.hpp"
 #include "trainer/tensor_store.hpp"
 
@@ -226,7 +227,7 @@ KernelFigure time_kernel(const std::string& model_name, ModelOptions options, co
   // 0: every warp the device holds resident (the kernel's throughput); lock and
   // serial run one warp a process, as the trainer runs them.
   cfg.device_warps = mode == Mode::lock || mode == Mode::serial ? 1 : warps;
-  auto steps = make_device_steps(cfg, *model, data, targets.data(), params, store->device_lock(),
+  auto steps = make_device_steps(cfg, *device_access(mode), *model, data, targets.data(), params, store->device_lock(),
                                  store->rows());
   std::vector<std::uint32_t> order(data.rows());
   std::iota(order.begin(), order.end(), 0u);

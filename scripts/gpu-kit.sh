@@ -19,7 +19,7 @@ rm -rf "$kit" gpu-kit.tar.xz
 mkdir -p "$kit/bin" "$kit/lib"
 cp build/src/hogwild_train build/src/hogwild_data build/tests/test_cuda \
    build/tests/test_device_arena build/tests/test_memory_space build/bench/bench_gpu \
-   build/examples/gpu_trainer build/bench/bench_prepare build/bench/bench_contention "$kit/bin/"
+   build/examples/gpu_trainer build/examples/gpu_kernel build/bench/bench_prepare build/bench/bench_contention "$kit/bin/"
 for lib in $(LD_LIBRARY_PATH="$PWD/build/src" ldd "$kit"/bin/* | awk '/=> \//{print $3}' | sort -u); do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;  # the machine's own

@@ -4,9 +4,9 @@
 # neither), then run each PART within its seconds, and pack what came out into $OUT
 # (at most 8 files come back: res.tar.gz, status.txt, summary.md).
 #   scripts/gpu-lease.sh PART:SECONDS...
-# PART: tests (test_cuda's two training cases side by side, then its other cases, the
-# arena tests and the example, one at a time: the memory checks want the device to
-# themselves), sweep (accuracy and examples/s against --device-warps), cpu (the
+# PART: tests (test_cuda's two training cases side by side with its other cases, those
+# one at a time, 90 s each, then the arena tests and the examples, one at a time:
+# the memory checks want the device to themselves), sweep (accuracy and examples/s against --device-warps), cpu (the
 # machine's cores: bench_contention's yardstick, then bench/cpu_scaling.py's
 # hogwild scaling on the RCV1-like set), or one of gpu-kit/run.sh's parts (bench,
 # runs).
@@ -33,9 +33,16 @@ tests() {
   local a=$!
   timeout -k 5 "$1" "$kit/bin/test_cuda" -tc='--mode ddp on the GPU*' > "$res/test_cuda_ddp.txt" 2>&1 &
   local b=$!
-  timeout -k 5 "$1" "$kit/bin/test_cuda" -tce="$heavy" > "$res/test_cuda_rest.txt" 2>&1
-  echo "test_cuda (other cases): exit $?" >> "$res/status.txt"
-  for t in test_device_arena test_memory_space gpu_trainer; do
+  # The other cases one at a time, each within its own share, so that one that
+  # hangs is named (a killed test_cuda loses what it had not flushed).
+  local name rc
+  "$kit/bin/test_cuda" -ltc -tce="$heavy" 2>/dev/null | sed -n '/^=====/,/^=====/p' | grep -v '^=====' |
+    while IFS= read -r name; do
+      timeout -k 5 90 "$kit/bin/test_cuda" -tc="${name//,/\\,}" >> "$res/test_cuda_rest.txt" 2>&1
+      rc=$?
+      echo "test_cuda \"$name\": exit $rc" >> "$res/status.txt"
+    done
+  for t in test_device_arena test_memory_space gpu_trainer gpu_kernel; do
     timeout -k 5 60 "$kit/bin/$t" > "$res/$t.txt" 2>&1
     echo "$t: exit $?" >> "$res/status.txt"
   done

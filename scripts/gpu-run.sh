@@ -23,7 +23,7 @@ failed=0
 # Whether a CUDA device is here: nvidia-smi lists one, and test_cuda and bench_gpu do not skip.
 nvidia-smi -L > /dev/null 2>&1 && gpu=1 || gpu=0
 if [[ $parts == *,tests,* ]]; then
-  for t in test_device_arena test_memory_space test_cuda gpu_trainer; do
+  for t in test_device_arena test_memory_space test_cuda gpu_trainer gpu_kernel; do
     "$kit/bin/$t" > "$out/$t.txt" 2>&1
     rc=$?
     echo "$t: exit $rc$([ $rc = 77 ] && echo ' (skipped: no GPU)')" | tee -a "$out/status.txt"

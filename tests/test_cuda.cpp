@@ -29,7 +29,7 @@
 #include "memory/cuda_guard.hpp"
 #include "comm/nccl.hpp"
 #include "memory/device_arena.hpp"
-#include "trainer/device_steps.hpp"
+#include "device/device_steps.hpp"
 #include "process.hpp"
 #include "ridge.hpp"
 #include "support.hpp"
@@ -277,8 +277,8 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
   // Every built-in model; a model of the program's own has no kernel.
   const test::Ridge<> ridge;
   CHECK_THROWS_WITH_AS(check_device_run(c, ridge),
-                       doctest::Contains("trains the models logistic, hinge, squared, softmax, "
-                                         "mf and mlp, not ridge"),
+                       doctest::Contains("trains the models hinge, logistic, mf, mlp, softmax, "
+                                         "squared, not ridge"),
                        ConfigError);
   // The MLP's mini-batch is its products' rows; they are fp32 (cuBLAS SGEMM).
   ModelOptions o;

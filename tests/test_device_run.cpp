@@ -25,6 +25,7 @@
 #include "comm/gloo.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/data_io.hpp"
+#include "hogwild/device_kernel.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/fork_server.hpp"
 #include "hogwild/memory_space.hpp"
@@ -33,8 +34,9 @@
 #include "memory/device_arena.hpp"
 #include "memory/half.hpp"
 #include "modes/mode_def.hpp"
+#include "ridge.hpp"
 #include "support.hpp"
-#include "trainer/device_backend.hpp"
+#include "device/device_backend.hpp"
 #include "modes/ddp/gradient_sync.hpp"
 
 using namespace hogwild;
@@ -209,7 +211,7 @@ class HostStandIn final : public DeviceBackend {
   // Two "GPUs": ddp runs two ranks at most.
   CudaStatus status() const override { return {true, 2, "host stand-in"}; }
   std::shared_ptr<DeviceMemory> memory(CudaIpc) const override { return host_standin_memory(); }
-  std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
+  std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, DeviceAccess, const Model& model,
                                      const Dataset& data, const float* targets,
                                      const ParamSet& params, int* lock,
                                      const StoredRows* rows, unsigned rank) const override {
@@ -240,6 +242,8 @@ void stand_in() {
     rank_digest(0).steps.store(0);
     row_mismatches().store(0);
     half_workers().store(0);
+    // A model of the program's own, made by name in the workers.
+    register_model("ridge", [](const ModelOptions&) { return std::make_unique<test::Ridge<>>(); });
     start_fork_server();
     return true;
   }();
@@ -664,5 +668,53 @@ TEST_CASE("--device cuda refuses a mode that states no device access, naming tho
     CHECK_THROWS_WITH_AS(train(c, train_set, &test_set), doctest::Contains(said.c_str()),
                          ConfigError);
   }
+  CHECK(test::our_shm_entries().empty());
+}
+
+TEST_CASE("a model of the program's own trains on the device path once it registers a kernel "
+          "under its name, and the kernel's check is asked first") {
+  stand_in();
+  auto [train_set, test_set] = test::generated_problem(4000, 1000, 500, 20, 0.05, 7);
+  TrainConfig cpu = test::sgd_config(Mode::hogwild, 2);
+  cpu.model = "ridge";
+  cpu.step_size.lr0 = 0.02f;
+  test::Ridge<> ridge;
+  const TrainResult on_cpu = train(cpu, ridge, train_set, &test_set);
+  TrainConfig c = device_config(Mode::hogwild, 2);
+  c.model = "ridge";
+  c.step_size = cpu.step_size;
+  // No kernel yet: the models that have one are named, and how to add one.
+  CHECK_THROWS_WITH_AS(train(c, ridge, train_set, &test_set),
+                       doctest::Contains("--device cuda trains the models hinge, logistic, mf, "
+                                         "mlp, softmax, squared, not ridge"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(train(c, ridge, train_set, &test_set),
+                       doctest::Contains("register_device_kernel"), ConfigError);
+  std::atomic<int> checked{0};
+  register_device_kernel(
+      "ridge", {.check = [&](const TrainConfig& cfg, const Model& m, DeviceAccess access) {
+                  ++checked;
+                  CHECK(m.name() == "ridge");
+                  CHECK(access == DeviceAccess::hogwild);
+                  if (cfg.epochs > 50) throw ConfigError("ridge's kernel: at most 50 epochs");
+                },
+                // The stand-in backend trains with the CPU's step and never makes it.
+                .make = [](const DeviceKernelSetup&) -> std::unique_ptr<DeviceKernel> {
+                  throw ConfigError("the stand-in backend makes no kernel");
+                }});
+  const auto models = device_kernel_models();
+  CHECK(std::find(models.begin(), models.end(), "ridge") != models.end());
+  TrainConfig long_run = c;
+  long_run.epochs = 60;
+  CHECK_THROWS_WITH_AS(train(long_run, ridge, train_set, &test_set),
+                       "ridge's kernel: at most 50 epochs", ConfigError);
+  CHECK(checked.load() == 1);
+  chunks().store(0);
+  const TrainResult r = train(c, ridge, train_set, &test_set);
+  CHECK(checked.load() == 2);
+  CHECK(chunks().load() == 64);  // the device path: 8 epochs of 4000 rows in chunks of 500
+  CHECK(r.samples == 8 * train_set.rows());
+  MESSAGE("ridge test loss: device path " << r.test.loss << ", CPU " << on_cpu.test.loss);
+  CHECK(r.test.loss < on_cpu.test.loss * 1.05 + 1e-3);
   CHECK(test::our_shm_entries().empty());
 }

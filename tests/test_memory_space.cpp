@@ -18,7 +18,7 @@
 #include "memory/half.hpp"
 #include "process.hpp"
 #include "support.hpp"
-#include "trainer/device_steps.hpp"
+#include "device/device_steps.hpp"
 #include "trainer/tensor_store.hpp"
 
 using namespace hogwild;

@@ -1,4 +1,4 @@
-// The MLP's mini-batch sequence on a device (trainer/mlp_steps.hpp), run on host
+// The MLP's mini-batch sequence on a device (device/mlp_steps.hpp), run on host
 // primitives that do what the GPU's kernels and cuBLAS do (column-major SGEMM, the
 // modes' steps one thread at a time): the sequence itself — which products, in
 // which orientation, with which scale, in which order against the steps — is the
@@ -15,7 +15,7 @@
 #include "hogwild/models/mlp.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/update_policy.hpp"
-#include "trainer/mlp_steps.hpp"
+#include "device/mlp_steps.hpp"
 
 using namespace hogwild;
 using namespace hogwild::detail;

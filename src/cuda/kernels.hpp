@@ -9,33 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/device_access.hpp"
+#include "device/mlp_steps.hpp"  // DenseDescent, BiasDescent
+#include "hogwild/device_kernel.hpp"
 
 namespace hogwild::detail {
-
-// Rows on the device and their targets: CSR (sparse and rating layouts: offsets
-// set), dense floats (value, cols a row) or dense bytes (pixels, value = byte / 255).
-struct DeviceRows {
-  const std::uint64_t* offsets = nullptr;
-  const std::uint32_t* index = nullptr;
-  const float* value = nullptr;
-  const std::uint8_t* pixels = nullptr;
-  std::uint64_t cols = 0;
-  const float* target = nullptr;
-};
-
-struct DeviceChunk {
-  DeviceRows rows;
-  const std::uint32_t* order = nullptr;  // the epoch's order of rows, on the device
-  std::size_t begin = 0, count = 0;
-  float lr = 0;
-  DeviceAccess access = DeviceAccess::hogwild;
-  bool adagrad = false;
-  int* lock = nullptr;          // lock mode: a zeroed int in the device arena
-  double* loss_sum = nullptr;   // the chunk's losses are added here
-  void* stream = nullptr;       // a cudaStream_t
-  unsigned warps = 0;           // concurrent warps (TrainConfig::device_warps; 0 = resident)
-};
 
 enum class DeviceLinearLoss : std::uint8_t { logistic, hinge, squared };
 
@@ -93,7 +70,7 @@ struct SoftmaxKernelArgs {
 };
 void launch_softmax(const SoftmaxKernelArgs& a);
 
-// The MLP's pieces between its products (cuBLAS's; cuda/mlp_steps.cpp). Matrices
+// The MLP's pieces between its products (cuBLAS's; device/mlp_steps.cpp). Matrices
 // are column-major: a layer's activations or deltas are units x batch (leading
 // dimension units), W_l (out x in, row-major, MlpModel's layout) is in x out.
 //
@@ -114,28 +91,9 @@ void launch_relu_mask(float* D, const float* A, std::size_t n, void* stream);
 // dst[i] = src[i], read with the mode's access (a private copy of live weights).
 void launch_snapshot(DeviceAccess access, float* dst, const float* src, std::size_t n,
                      void* stream);
-// A dense block's step, with the mode's access: g = scale * G[i] + l2 * w[i], then
-// descend (or, with gradient access, add g to grad[i]).
-struct DenseDescent {
-  float* w = nullptr;
-  float* state = nullptr;  // AdaGrad's, or null
-  float* grad = nullptr;   // gradient access: the ddp buffer
-  const float* G = nullptr;
-  std::size_t n = 0;
-  float scale = 1, l2 = 0, lr = 0;
-  bool adagrad = false;
-};
+// A dense block's step, with the mode's access (DenseDescent, device/mlp_steps.hpp).
 void launch_dense_descent(DeviceAccess access, const DenseDescent& d, void* stream);
-// A bias's step: g_j = scale * sum over the B columns of D's row j (D: out x B).
-struct BiasDescent {
-  float* b = nullptr;
-  float* state = nullptr;
-  float* grad = nullptr;
-  const float* D = nullptr;
-  std::size_t out = 0, B = 0;
-  float scale = 1, lr = 0;
-  bool adagrad = false;
-};
+// A bias's step (BiasDescent, device/mlp_steps.hpp).
 void launch_bias_descent(DeviceAccess access, const BiasDescent& d, void* stream);
 // Lock mode around a whole mini-batch's launches: a one-thread kernel that spins
 // until it holds the device arena's lock (acquire), or gives it back (release).

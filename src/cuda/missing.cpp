@@ -6,7 +6,8 @@
 #include "hogwild/device.hpp"
 #include "hogwild/error.hpp"
 #include "memory/device_arena.hpp"
-#include "trainer/device_steps.hpp"
+#include "device/device_steps.hpp"
+#include "device/kernel_registry.hpp"
 
 namespace {
 [[noreturn]] void no_device() {
@@ -27,8 +28,27 @@ std::size_t hogwild::detail::device_free_bytes() { return 0; }
 void hogwild::detail::device_synchronize() {}
 
 std::unique_ptr<hogwild::detail::DeviceSteps> hogwild::detail::make_device_steps(
-    const TrainConfig&, const Model&, const Dataset&, const float*, const ParamSet&, int*,
-    const StoredRows*, unsigned) {
+    const TrainConfig&, DeviceAccess, const Model&, const Dataset&, const float*,
+    const ParamSet&, int*, const StoredRows*, unsigned) {
+  no_device();
+}
+
+std::unique_ptr<hogwild::DeviceKernel> hogwild::detail::make_linear_kernel(
+    const DeviceKernelSetup&) {
+  no_device();
+}
+
+std::unique_ptr<hogwild::DeviceKernel> hogwild::detail::make_mf_kernel(const DeviceKernelSetup&) {
+  no_device();
+}
+
+std::unique_ptr<hogwild::DeviceKernel> hogwild::detail::make_softmax_kernel(
+    const DeviceKernelSetup&) {
+  no_device();
+}
+
+std::unique_ptr<hogwild::DeviceKernel> hogwild::detail::make_mlp_kernel(
+    const DeviceKernelSetup&) {
   no_device();
 }
 

@@ -1,4 +1,4 @@
-// The MLP's primitives on the GPU (trainer/mlp_steps.hpp): cuBLAS SGEMM (fp32) on
+// The MLP's primitives on the GPU (device/mlp_steps.hpp): cuBLAS SGEMM (fp32) on
 // the worker's stream for the products, the kernels of mlp.cu for the rest, and
 // scratch in cudaMalloc'd arrays.
 #pragma once
@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "cuda/device_array.hpp"
-#include "trainer/mlp_steps.hpp"
+#include "cuda/kernels.hpp"
+#include "device/mlp_steps.hpp"
 
 typedef struct cublasContext* cublasHandle_t;
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "cuda/device_access.hpp"
+#include "hogwild/device_kernel.hpp"
 #include "hogwild/memory_space.hpp"
 #include "hogwild/mode.hpp"
 #include "hogwild/trainer.hpp"

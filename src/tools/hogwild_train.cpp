@@ -561,7 +561,7 @@ int run(int argc, char** argv) {
                cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   if (!o.quiet && cfg.device == hogwild::Device::cuda && cfg.model != "mlp" &&
-      hogwild::detail::device_access(cfg.mode) != hogwild::detail::DeviceAccess::gradient) {
+      hogwild::detail::device_access(cfg.mode) != hogwild::DeviceAccess::gradient) {
     const unsigned warps =
         hogwild::device_warps_for(cfg, train, cfg.model_options.bias && cfg.model != "mf");
     const unsigned all = warps * hogwild::workers_used(cfg.mode, cfg.workers);

@@ -14,7 +14,7 @@
 #include <cstddef>
 
 #include "comm/communicator.hpp"
-#include "trainer/device_steps.hpp"
+#include "device/device_steps.hpp"
 
 namespace hogwild::detail {
 

@@ -25,7 +25,7 @@
 #include "hogwild/labels.hpp"
 #include "hogwild/model_registry.hpp"
 #include "memory/param_snapshot.hpp"
-#include "trainer/device_backend.hpp"
+#include "device/device_backend.hpp"
 #include "modes/ps/ps.hpp"
 #include "science/conflicts.hpp"
 #include "process.hpp"
@@ -660,8 +660,9 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   }
   if (cfg.device == Device::cuda) {
     if (!local.device)
-      local.device = device_backend().steps(cfg, model, train, train_targets.data(), params,
-                                            store->device_lock(), store->rows(), rank);
+      local.device = device_backend().steps(cfg, *mode.device_access(), model, train,
+                                            train_targets.data(), params, store->device_lock(),
+                                            store->rows(), rank);
     task.device = local.device.get();
   }
   if (mode.synchronous() && cfg.device == Device::cuda) {

@@ -33,7 +33,7 @@
 #include "modes/hogwild/hot_window.hpp"
 #include "trainer/progress.hpp"
 #include "modes/hogwild/replica.hpp"
-#include "trainer/device_steps.hpp"
+#include "device/device_steps.hpp"
 #include "trainer/device_sync.hpp"
 #include "modes/ps/ps.hpp"
 #include "trainer/tensor_store.hpp"

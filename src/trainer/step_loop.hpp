@@ -15,7 +15,7 @@
 #include "hogwild/optimizer.hpp"
 #include "memory/robust_mutex.hpp"
 #include "hogwild/step_size.hpp"
-#include "trainer/device_steps.hpp"
+#include "device/device_steps.hpp"
 #include "trainer/device_sync.hpp"
 #include "trainer/epoch_part.hpp"
 #include "trainer/progress.hpp"

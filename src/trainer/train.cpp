@@ -25,7 +25,8 @@
 #include "science/conflicts.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
-#include "trainer/device_backend.hpp"
+#include "device/device_backend.hpp"
+#include "device/kernel_registry.hpp"
 #include "modes/ps/ps.hpp"
 #include "hogwild/metrics.hpp"
 #include "memory/param_snapshot.hpp"
@@ -876,10 +877,12 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
     detail::check_device_run(cfg, model);
     const CudaStatus gpu = detail::device_backend().status();
     if (!gpu.ok) throw ConfigError("no CUDA device: " + gpu.message);
-    if (detail::device_access(cfg.mode) == detail::DeviceAccess::gradient)
+    if (detail::device_access(cfg.mode) == DeviceAccess::gradient)
       detail::check_nccl_ranks(cfg.workers, gpu.devices);
     cfg.device_warps =
-        device_warps_for(cfg, train_set, cfg.model_options.bias && model.name() != "mf");
+        device_warps_for(cfg, train_set,
+                         cfg.model_options.bias &&
+                             detail::device_kernel_def(model.name()).bias_in_every_example);
   }
   std::optional<Checkpoint> resume;
   if (!cfg.resume.empty()) {

@@ -1,4 +1,4 @@
-#include "trainer/mlp_steps.hpp"
+#include "device/mlp_steps.hpp"
 
 #include <algorithm>
 

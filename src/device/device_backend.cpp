@@ -1,4 +1,4 @@
-#include "trainer/device_backend.hpp"
+#include "device/device_backend.hpp"
 
 #include <atomic>
 
@@ -14,11 +14,11 @@ class CudaBackend final : public DeviceBackend {
   std::shared_ptr<DeviceMemory> memory(CudaIpc ipc) const override {
     return cuda_device_memory(ipc);
   }
-  std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
-                                     const Dataset& data, const float* targets,
-                                     const ParamSet& params, int* lock,
+  std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, DeviceAccess access,
+                                     const Model& model, const Dataset& data,
+                                     const float* targets, const ParamSet& params, int* lock,
                                      const StoredRows* rows, unsigned rank) const override {
-    return make_device_steps(cfg, model, data, targets, params, lock, rows, rank);
+    return make_device_steps(cfg, access, model, data, targets, params, lock, rows, rank);
   }
   std::unique_ptr<Communicator> communicator(unsigned rank, unsigned size, int device,
                                              const NcclIdExchange& exchange,

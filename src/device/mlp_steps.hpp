@@ -18,11 +18,34 @@
 #include <cstddef>
 #include <vector>
 
-#include "cuda/kernels.hpp"
+#include "hogwild/device_kernel.hpp"
 #include "hogwild/models/mlp.hpp"
 #include "hogwild/param_set.hpp"
 
 namespace hogwild::detail {
+
+// A dense block's step, with the mode's access: g = scale * G[i] + l2 * w[i], then
+// descend (or, with gradient access, add g to grad[i]).
+struct DenseDescent {
+  float* w = nullptr;
+  float* state = nullptr;  // AdaGrad's, or null
+  float* grad = nullptr;   // gradient access: the ddp buffer
+  const float* G = nullptr;
+  std::size_t n = 0;
+  float scale = 1, l2 = 0, lr = 0;
+  bool adagrad = false;
+};
+
+// A bias's step: g_j = scale * sum over the B columns of D's row j (D: out x B).
+struct BiasDescent {
+  float* b = nullptr;
+  float* state = nullptr;
+  float* grad = nullptr;
+  const float* D = nullptr;
+  std::size_t out = 0, B = 0;
+  float scale = 1, lr = 0;
+  bool adagrad = false;
+};
 
 // What the sequence asks of a device. Matrices are column-major: a layer's
 // activations or deltas are units x batch (leading dimension units), W_l (out x in,

@@ -15,7 +15,7 @@
 #include "comm/nccl.hpp"
 #include "comm/communicator.hpp"
 #include "hogwild/device.hpp"
-#include "trainer/device_steps.hpp"
+#include "device/device_steps.hpp"
 #include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
@@ -35,11 +35,12 @@ class DeviceBackend {
   virtual std::shared_ptr<DeviceMemory> memory(CudaIpc ipc) const = 0;
   // `rows`: the training rows and targets in device memory (the store's), or null
   // (the steps then upload `data` and `targets` themselves). `rank`: the worker's
-  // (under --mode ddp, also its GPU's number).
-  virtual std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, const Model& model,
-                                             const Dataset& data, const float* targets,
-                                             const ParamSet& params, int* lock,
-                                             const StoredRows* rows, unsigned rank) const = 0;
+  // (under --mode ddp, also its GPU's number). `access`: the mode's.
+  virtual std::unique_ptr<DeviceSteps> steps(const TrainConfig& cfg, DeviceAccess access,
+                                             const Model& model, const Dataset& data,
+                                             const float* targets, const ParamSet& params,
+                                             int* lock, const StoredRows* rows,
+                                             unsigned rank) const = 0;
   // --mode ddp: rank `rank` of `size`'s Communicator over the steps' memory, on GPU
   // `device` (CUDA's: NCCL, its group's id made by rank 0 and handed to the others
   // by `exchange`), or null for the run's own (over host memory).

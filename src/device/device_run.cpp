@@ -6,12 +6,9 @@
 #include <fmt/format.h>
 
 #include "hogwild/error.hpp"
-#include "hogwild/models/linear.hpp"
-#include "hogwild/models/mf.hpp"
-#include "hogwild/models/mlp.hpp"
-#include "hogwild/models/softmax.hpp"
+#include "device/device_steps.hpp"
+#include "device/kernel_registry.hpp"
 #include "modes/mode_def.hpp"
-#include "trainer/device_steps.hpp"
 
 namespace hogwild {
 
@@ -46,7 +43,6 @@ double hottest_fraction(const Dataset& data) {
 }  // namespace
 
 unsigned device_warps_for(const TrainConfig& c, const Dataset& train_set, bool bias) {
-  using detail::DeviceAccess;
   const auto access = detail::device_access(c.mode);
   if (access == DeviceAccess::serial || access == DeviceAccess::lock) return 1;
   if (c.device_warps != 0) return c.device_warps;
@@ -64,40 +60,20 @@ unsigned device_warps_for(const TrainConfig& c, const Dataset& train_set, bool b
 namespace hogwild::detail {
 
 void check_device_run(const TrainConfig& cfg, const Model& model) {
-  const auto* mlp = dynamic_cast<const MlpModel*>(&model);
-  if (!dynamic_cast<const LinearModel*>(&model) && !dynamic_cast<const MfModel*>(&model) &&
-      !dynamic_cast<const SoftmaxModel*>(&model) && !mlp)
-    throw ConfigError(fmt::format("--device cuda trains the models logistic, hinge, squared, "
-                                  "softmax, mf and mlp, not {} (it trains on the CPU)",
-                                  model.name()));
-  if (mlp && mlp->options().matmul != MatmulPrecision::fp32)
-    throw ConfigError("--device cuda multiplies the MLP's matrices in fp32 (cuBLAS SGEMM): "
-                      "leave out --matmul bf16");
+  const DeviceKernelDef& kernel = device_kernel_def(model.name());
   const auto access = device_access(cfg.mode);
   if (!access)
     throw ConfigError(fmt::format(
         "--device cuda runs --mode {}, not {}",
         mode_names_where([](const ModeDef& m) { return m.device_access().has_value(); }),
         to_string(cfg.mode)));
+  if (kernel.check) kernel.check(cfg, model, *access);
   // The gradient path (ddp): the ranks step together, summing their gradients.
   const bool gradient = access == DeviceAccess::gradient;
   const auto refuse = [](const char* option) {
     throw ConfigError(fmt::format("{} does not apply to --device cuda: a warp per example "
                                   "updates the shared weights on the device", option));
   };
-  // ddp's mini-batch is the gradient a rank computes before the ranks sum theirs;
-  // the MLP's is the rows of one step's products.
-  if (cfg.batch != 1 && !gradient && !mlp) refuse("--batch above 1");
-  if (cfg.device_streams > 1) {
-    if (!mlp)
-      throw ConfigError(fmt::format("--device-streams applies to the MLP: {}'s launches fill the "
-                                    "device with warps, each a Hogwild! worker, already",
-                                    model.name()));
-    if (access == DeviceAccess::serial || gradient)
-      throw ConfigError(fmt::format("--device-streams {} makes Hogwild! workers inside a process: "
-                                    "--mode {} has one step at a time", cfg.device_streams,
-                                    to_string(cfg.mode)));
-  }
   if (gradient && cfg.comm != "shm")
     throw ConfigError(fmt::format("--comm {} does not apply to --device cuda: ddp on GPUs sums "
                                   "its gradients with NCCL", cfg.comm));

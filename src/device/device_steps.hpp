@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hogwild/dataset.hpp"
+#include "hogwild/device_kernel.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/param_set.hpp"
 #include "hogwild/trainer.hpp"
@@ -65,11 +66,11 @@ struct StoredRows;
 // (in the device arena; `lock`: the arena's lock word), with the mode's access and
 // the optimiser of `cfg`. Under --mode ddp, worker `rank` runs on GPU `rank`: rank 0
 // trains `params`, the others a replica on their own GPU (with their own copy of
-// the rows: the arena is on GPU 0).
-std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig& cfg, const Model& model,
-                                               const Dataset& data, const float* targets,
-                                               const ParamSet& params, int* lock,
-                                               const StoredRows* rows = nullptr,
+// the rows: the arena is on GPU 0). `access`: the mode's (ModeDef::device_access).
+std::unique_ptr<DeviceSteps> make_device_steps(const TrainConfig& cfg, DeviceAccess access,
+                                               const Model& model, const Dataset& data,
+                                               const float* targets, const ParamSet& params,
+                                               int* lock, const StoredRows* rows = nullptr,
                                                unsigned rank = 0);
 
 }  // namespace hogwild::detail
