@@ -12,6 +12,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/trainer.hpp"
+#include "modes/mode_def.hpp"
 
 namespace hogwild {
 
@@ -458,7 +459,7 @@ void write_checkpoint(const Checkpoint& c, std::span<const TensorSource> tensors
 }
 
 std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainConfig& c) {
-  return {
+  std::vector<std::pair<std::string, std::string>> f{
       {"--model", c.model},
       {"--mode", std::string(to_string(c.mode))},
       {"--workers", fmt::format("{}", is_parallel(c.mode) ? c.workers : 1u)},
@@ -476,6 +477,11 @@ std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainC
       {"--hidden", fmt::format("{}", fmt::join(c.model_options.hidden, ","))},
       {"--hot-k", fmt::format("{}", c.hot_k)},
   };
+  // The mode's own options that a resume must match (ModeOption::resume_must_match).
+  for (const auto& o : detail::mode_def(c.mode).options())
+    if (o.resume_must_match)
+      f.emplace_back("--" + o.name, fmt::format("{}", detail::mode_option(c, o.name)));
+  return f;
 }
 
 void check_resumable(const Checkpoint& c, const TrainConfig& config, const Dataset& train,

@@ -210,6 +210,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
     j["iface"] = r.iface;
   }
   if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
+  for (const auto& o : detail::mode_def(c.mode).options())  // the mode's own, as run
+    j["mode_options"][o.name] = detail::mode_option(c, o.name);
   detail::mode_def(c.mode).summarize(c, r, j);
   if (r.conflicts.measured) {
     nlohmann::json coords = nlohmann::json::array();

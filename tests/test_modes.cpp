@@ -14,7 +14,7 @@
 #include "hogwild/model_base.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
-#include "probe.hpp"
+#include "crowd.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -33,48 +33,18 @@ TrainConfig config(Mode mode, unsigned workers, unsigned epochs, float lr) {
   return c;
 }
 
-// Counts the workers inside its step at once, in a shared page: each step enters,
-// raises the high-water mark, works about 20 us, and leaves.
-struct Occupancy {
-  std::atomic<int> inside{0};
-  std::atomic<int> most{0};
-};
-
-class Crowd : public test::Probe<Crowd> {
- public:
-  explicit Crowd(Occupancy* o) : o_(o) {}
-  std::string name() const override { return "crowd"; }
-  void configure(const Problem&) override {}
-  std::vector<TensorSpec> parameters() const override { return {{"w", 1, {}}}; }
-  template <class U>
-  double step(const Batch&, const ParamSet& p, float) {
-    const int now = o_->inside.fetch_add(1) + 1;
-    for (int seen = o_->most.load(); now > seen && !o_->most.compare_exchange_weak(seen, now);) {
-    }
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-    while (std::chrono::steady_clock::now() < until) {
-    }
-    U::descend(p[0], 0, -1.0f, 1.0f);  // w += 1
-    o_->inside.fetch_sub(1);
-    return 0;
-  }
-
- private:
-  Occupancy* o_;
-};
-
 }  // namespace
 
 TEST_CASE("lock mode lets one worker at a time into a step; hogwild lets them all in") {
   void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   REQUIRE(page != MAP_FAILED);
-  auto* o = new (page) Occupancy();
+  auto* o = new (page) test::Occupancy();
   std::vector<float> labels(4000, 0.0f), values(4000, 1.0f);
   const Dataset d = Dataset::dense(labels, values, 1, "ones");
   for (Mode m : {Mode::lock, Mode::hogwild}) {
     o->inside = 0;
     o->most = 0;
-    Crowd model(o);
+    test::Crowd model(o);
     TrainConfig c;
     c.mode = m;
     c.workers = 2;

@@ -1,7 +1,7 @@
 // A training mode, named: how the workers share the parameters (docs/MODES.md).
-// serial, hogwild, atomic, lock, ddp, dp and ps are built in; each is its own code
-// under src/modes/ plus one line in HOGWILD_BUILTIN_MODES below, and the trainer
-// asks the mode what it needs (src/modes/mode_def.hpp).
+// serial, hogwild, atomic, lock, ddp, dp, ps and striped are built in; each is its
+// own folder under src/modes/ plus its name in meson.build's builtin_modes, and the
+// trainer asks the mode what it needs (src/modes/mode_def.hpp).
 #pragma once
 
 #include <cstdint>
@@ -9,16 +9,11 @@
 #include <string_view>
 #include <vector>
 
-// The built-in modes, in their registry order: the one list of them. Each is
-// `const detail::ModeDef& <name>_mode()`, defined in its own file under src/modes/.
-#define HOGWILD_BUILTIN_MODES(X) \
-  X(serial)                      \
-  X(hogwild)                     \
-  X(atomic)                      \
-  X(lock)                        \
-  X(ddp)                         \
-  X(dp)                          \
-  X(ps)
+// The built-in modes, in their registry order: HOGWILD_BUILTIN_MODES(X), X(name) for
+// each, comes from the build's one list of them (meson.build's builtin_modes, into
+// hogwild/config.hpp). Each is `const detail::ModeDef& <name>_mode()`, defined in
+// src/modes/<name>/mode.cpp.
+#include "hogwild/config.hpp"
 
 namespace hogwild {
 

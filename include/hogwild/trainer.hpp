@@ -39,6 +39,9 @@ struct TrainConfig {
   std::string model = "logistic";
   ModelOptions model_options{};
   Mode mode = Mode::hogwild;
+  // The options a mode declares, by name (striped's "stripes"): --<name> on the
+  // command line; a mode's declared fallback where absent.
+  std::map<std::string, std::int64_t> mode_options;
   Optimizer optimizer = Optimizer::sgd;  // AdaGrad's accumulators live in the arena too
   unsigned workers = 1;     // serial always uses 1 (the parent itself)
   Partition partition = Partition::shuffled;

@@ -9,16 +9,37 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "hogwild/arena.hpp"
 #include "hogwild/device_kernel.hpp"
 #include "hogwild/memory_space.hpp"
 #include "hogwild/mode.hpp"
 #include "hogwild/trainer.hpp"
+#include "trainer/epoch_part.hpp"
 
 namespace hogwild::detail {
+
+// An option a mode declares: --<name> on the command line, mode_options[name] in
+// TrainConfig (and so in the worker description and the summary's "mode_options").
+struct ModeOption {
+  std::string name;  // "stripes"
+  std::int64_t low = 0, high = 0, fallback = 0;  // its range, and its value when not given
+  std::string help;
+  bool resume_must_match = false;  // a checkpoint made with another value is refused
+};
+
+// What a mode's part of a worker's step loop is made from, in the worker process.
+struct ModeWorker {
+  const TrainConfig& config;
+  unsigned rank;
+  const ParamSet& params;  // the shared weights
+  Arena& arena;            // the run's: the mode's blocks by name (arena_blocks)
+};
 
 class ModeDef {
  public:
@@ -61,7 +82,28 @@ class ModeDef {
   // the line the CLI ends with (result_line: ", ..."). Nothing by default.
   virtual void summarize(const TrainConfig&, const TrainResult&, nlohmann::json&) const {}
   virtual std::string result_text(const TrainConfig&, const TrainResult&) const { return {}; }
+
+  // The options it declares (ModeOption), each read with mode_option().
+  virtual std::vector<ModeOption> options() const { return {}; }
+  // The blocks its workers share in the run's arena, beside the run's own ...
+  virtual void arena_blocks(const TrainConfig&, std::vector<BlockSpec>&) const {}
+  // ... set up once by the parent before any worker starts.
+  virtual void init_blocks(const TrainConfig&, Arena&) const {}
+  // Its part of each worker's step loop (trainer/epoch_part.hpp), made once in each
+  // worker process; null: none.
+  virtual std::unique_ptr<EpochPart> make_part(const ModeWorker&) const { return nullptr; }
 };
+
+// The value of option `name` of cfg's mode: the one given, else its fallback.
+std::int64_t mode_option(const TrainConfig& cfg, const std::string& name);
+// Every option some mode declares, with the names of the modes that do ("striped").
+struct DeclaredModeOption {
+  ModeOption option;
+  std::string modes;
+};
+std::vector<DeclaredModeOption> declared_mode_options();
+// ConfigError for a mode option cfg's mode does not declare, or out of its range.
+void check_mode_options(const TrainConfig& cfg);
 
 // The registered mode `m` (registry.cpp).
 const ModeDef& mode_def(Mode m);

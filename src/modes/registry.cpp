@@ -1,5 +1,6 @@
 // The registry of modes: HOGWILD_BUILTIN_MODES (hogwild/mode.hpp) in its order, so
 // that Mode::serial is index 0, ...
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,46 @@ std::string mode_names_where(bool (ModeDef::*has)() const) {
 }
 
 std::optional<DeviceAccess> device_access(Mode m) { return mode_def(m).device_access(); }
+
+std::int64_t mode_option(const TrainConfig& cfg, const std::string& name) {
+  const auto given = cfg.mode_options.find(name);
+  if (given != cfg.mode_options.end()) return given->second;
+  for (const auto& o : mode_def(cfg.mode).options())
+    if (o.name == name) return o.fallback;
+  throw ConfigError(fmt::format("--mode {} has no option --{}", to_string(cfg.mode), name));
+}
+
+std::vector<DeclaredModeOption> declared_mode_options() {
+  std::vector<DeclaredModeOption> all;
+  for (const auto* m : modes())
+    for (const auto& o : m->options()) {
+      auto it = std::find_if(all.begin(), all.end(),
+                             [&](const auto& d) { return d.option.name == o.name; });
+      if (it == all.end())
+        all.push_back({o, std::string(m->name())});
+      else
+        it->modes += " or " + std::string(m->name());
+    }
+  return all;
+}
+
+void check_mode_options(const TrainConfig& cfg) {
+  const auto mine = mode_def(cfg.mode).options();
+  for (const auto& [name, value] : cfg.mode_options) {
+    const auto it = std::find_if(mine.begin(), mine.end(),
+                                 [&](const ModeOption& o) { return o.name == name; });
+    if (it == mine.end()) {
+      std::string which;
+      for (const auto& d : declared_mode_options())
+        if (d.option.name == name) which = d.modes;
+      throw ConfigError(which.empty() ? fmt::format("no mode has an option --{}", name)
+                                      : fmt::format("--{} applies to --mode {}", name, which));
+    }
+    if (value < it->low || value > it->high)
+      throw ConfigError(fmt::format("--{} {} is out of range ({} to {})", name, value, it->low,
+                                    it->high));
+  }
+}
 
 const ModeDef& mode_def(Mode m) {
   const auto& all = modes();

@@ -217,6 +217,13 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--mode", o.mode, hogwild::mode_help())
       ->capture_default_str();
+  // The options the modes declare (ModeOption, src/modes/<mode>/mode.cpp), each once.
+  std::map<std::string, std::int64_t> mode_values;
+  for (const auto& d : hogwild::detail::declared_mode_options())
+    app.add_option("--" + d.option.name, mode_values[d.option.name],
+                   fmt::format("{} (--mode {}; {} to {}, default {})", d.option.help, d.modes,
+                               d.option.low, d.option.high, d.option.fallback))
+        ->option_text("N");
   app.add_option("--partition", o.partition,
                  "Which rows each worker trains: shuffled (each epoch, one permutation of all "
                  "rows drawn from the seed and the epoch, split among the workers; a file "
@@ -465,6 +472,8 @@ int run(int argc, char** argv) {
   const NodesFrom nodes_from = nodes_from_launcher(cfg, app.count("--nodes") > 0,
                                                   app.count("--node-rank") > 0);
   cfg.mode = hogwild::parse_mode(o.mode);
+  for (const auto& [name, value] : mode_values)
+    if (app.count("--" + name) > 0) cfg.mode_options[name] = value;
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.result_parameters = false;  // the weights go to the checkpoint only: no copy at the end
   cfg.partition = hogwild::parse_partition(o.partition);

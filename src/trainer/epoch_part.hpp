@@ -4,8 +4,9 @@
 // asks which they are. A plain hogwild run has none.
 //
 // The parts: ddp's gradient sync (modes/ddp/gradient_sync.hpp), dp's threads
-// (data_parallel.hpp), ps's replica (ps.hpp), and hogwild's replica (replica.hpp),
-// hot window (hot_window.hpp) and node sync (node_sync.hpp).
+// (data_parallel.hpp), ps's replica (ps.hpp), hogwild's replica (replica.hpp),
+// hot window (hot_window.hpp) and node sync (node_sync.hpp), and the part a mode
+// makes itself (ModeDef::make_part: striped's stripes).
 #pragma once
 
 #include <atomic>
@@ -75,6 +76,10 @@ class EpochPart {
   virtual double train_batch(StepKind, const Batch&, float /*lr*/) { return 0; }
   // After the model's begin_epoch (rows: this worker's, in the epoch's order).
   virtual void begin_epoch(std::span<const std::uint32_t> /*rows*/) {}
+  // Around the model's step on `b`, in pairs: enter before it, leave after it
+  // (striped: the stripes the batch touches taken, then given back).
+  virtual void enter_step(const Batch& /*b*/) {}
+  virtual void leave_step() {}
   // Right after the model's step on `b` at `lr`, before the batch counts (ddp: the
   // gradients combined with the other workers'). False: the run stopped while this
   // part waited for them; the epoch ends without the batch, whose update was not made.

@@ -263,6 +263,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
           std::size_t{servers} * cfg.nodes, largest, std::max<std::size_t>(1, largest / cfg.nodes)));
     blocks.push_back({"ps", PsRegion::bytes(workers, servers)});
   }
+  mode.arena_blocks(cfg, blocks);
   if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
@@ -290,6 +291,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   if (!attach) {
     control->mutex.init();
     control->parent = getpid();
+    mode.init_blocks(cfg, arena);
   }
   progress = {in_arena<WorkerProgress>(arena.block("progress").data(), workers, attach), workers};
   epoch_loss = arena.array<double>("epoch_loss");
@@ -743,11 +745,16 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.probe.emplace(progress, rank, staleness[rank], cfg.telemetry_every, cfg.seed);
     task.probe = &*local.probe;
   }
+  if (!local.mode_part_made) {
+    local.mode_part = mode.make_part({cfg, rank, params, arena});
+    local.mode_part_made = true;
+  }
   // The parts, in the order they act after each batch.
-  EpochPart* parts[6];
+  EpochPart* parts[7];
   std::size_t count = 0;
-  for (EpochPart* part : {as_part(local.sync), as_part(local.dp), as_part(local.replica),
-                          as_part(local.ps), as_part(local.node_sync), as_part(local.hot)})
+  for (EpochPart* part : {local.mode_part.get(), as_part(local.sync), as_part(local.dp),
+                          as_part(local.replica), as_part(local.ps), as_part(local.node_sync),
+                          as_part(local.hot)})
     if (part) parts[count++] = part;
   task.parts = std::span<EpochPart* const>(parts, count);
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);

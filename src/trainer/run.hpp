@@ -243,6 +243,9 @@ struct Run {
     std::optional<DeviceGradientSync> device_sync;
     // --mode ps: this replica's private weights and its pushes and fetches.
     std::optional<PsClient> ps;
+    // The part the mode makes itself (ModeDef::make_part), once made.
+    std::unique_ptr<EpochPart> mode_part;
+    bool mode_part_made = false;
   } local;
 
   // The parent's run: makes the arena and initialises it. With `attached` (a worker

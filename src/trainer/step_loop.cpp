@@ -118,6 +118,7 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (params && begin + size < n) model.prefetch_params(*trained, t.data->row(t.rows[begin + size]));
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
+    for (EpochPart* part : t.parts) part->enter_step(b);
     if (stepper) {
       loss += stepper->train_batch(t.kind, b, lr);
     } else if (!t.probe && !t.delay_ns && t.slowdown == 1) {
@@ -141,6 +142,7 @@ double train_epoch(Model& model, const EpochTask& t) {
         return l;
       });
     }
+    for (auto part = t.parts.rbegin(); part != t.parts.rend(); ++part) (*part)->leave_step();
     bool go_on = true;
     for (EpochPart* part : t.parts) go_on = go_on && part->after_step(b, lr, place());
     if (!go_on) break;  // the batch does not count: its update was not made

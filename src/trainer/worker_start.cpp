@@ -46,6 +46,7 @@ json config_json(const TrainConfig& c) {
        {{"l2", m.l2}, {"bias", m.bias}, {"hidden", m.hidden}, {"rank", m.rank},
         {"matmul", static_cast<int>(m.matmul)}, {"factors", static_cast<int>(m.factors)}}},
       {"mode", c.mode.id()},
+      {"mode_options", c.mode_options},
       {"optimizer", static_cast<int>(c.optimizer)},
       {"workers", c.workers},
       {"partition", static_cast<int>(c.partition)},
@@ -110,6 +111,7 @@ TrainConfig config_of(const json& j) {
   c.model_options.matmul = static_cast<MatmulPrecision>(m.at("matmul").get<int>());
   c.model_options.factors = static_cast<Dtype>(m.at("factors").get<int>());
   c.mode = Mode(j.at("mode").get<std::uint8_t>());
+  j.at("mode_options").get_to(c.mode_options);
   c.optimizer = static_cast<Optimizer>(j.at("optimizer").get<int>());
   j.at("workers").get_to(c.workers);
   c.partition = static_cast<Partition>(j.at("partition").get<int>());
