@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   unsigned epochs = 5, reps = 3;
   float lr = 0.5f;
   std::string json_path;
-  CLI::App app{"Throughput of serial, hogwild, atomic and lock on a generated sparse problem"};
+  CLI::App app{"Throughput of serial, hogwild, atomic, lock and striped on a generated sparse "
+               "problem"};
   app.add_option("--rows", g.rows, "Training rows (a quarter more are generated for the test set)")->capture_default_str();
   app.add_option("--features", g.features)->capture_default_str();
   app.add_option("--nnz-per-row", g.nnz_per_row)->capture_default_str();
@@ -64,17 +65,25 @@ int main(int argc, char** argv) {
   struct Cell {
     Mode mode;
     unsigned workers;
-    std::vector<double> rate, nnz_rate, accuracy;
+    std::int64_t stripes = 0;  // striped: --stripes
+    std::vector<double> rate = {}, nnz_rate = {}, accuracy = {};
+    std::string label() const {
+      return stripes ? fmt::format("{} {}", to_string(mode), stripes) : std::string(to_string(mode));
+    }
   };
-  std::vector<Cell> cells{{Mode::serial, 1, {}, {}, {}}};
-  for (Mode m : {Mode::hogwild, Mode::atomic, Mode::lock})
-    for (unsigned w : {1u, 2u}) cells.push_back({m, w, {}, {}, {}});
+  std::vector<Cell> cells{{Mode::serial, 1}};
+  const Mode striped = parse_mode("striped");
+  for (unsigned w : {1u, 2u}) {
+    for (Mode m : {Mode::hogwild, Mode::atomic, Mode::lock}) cells.push_back({m, w});
+    for (std::int64_t k : {1, 64, 4096}) cells.push_back({striped, w, k});  // lock .. hogwild
+  }
 
   for (unsigned rep = 0; rep < reps; ++rep) {
     for (auto& c : cells) {
       TrainConfig cfg;
       cfg.mode = c.mode;
       cfg.workers = c.workers;
+      if (c.stripes) cfg.mode_options["stripes"] = c.stripes;
       cfg.epochs = epochs;
       cfg.step_size.lr0 = lr;
       cfg.step_size.decay = 0.9f;
@@ -83,8 +92,8 @@ int main(int argc, char** argv) {
       c.rate.push_back(r.samples_per_second);
       c.nnz_rate.push_back(r.nnz_per_second);
       c.accuracy.push_back(r.test.accuracy);
-      std::fprintf(stderr, "rep %u %s x%u: %.0f examples/s\n", rep + 1,
-                   std::string(to_string(c.mode)).c_str(), c.workers, r.samples_per_second);
+      std::fprintf(stderr, "rep %u %s x%u: %.0f examples/s\n", rep + 1, c.label().c_str(),
+                   c.workers, r.samples_per_second);
     }
   }
 
@@ -94,9 +103,10 @@ int main(int argc, char** argv) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& c : cells) {
     const double rate = median(c.rate);
-    fmt::print("| {} | {} | {:.3g}M | {:.3g}M | {:.2f}x | {:.4f} |\n", to_string(c.mode), c.workers,
+    fmt::print("| {} | {} | {:.3g}M | {:.3g}M | {:.2f}x | {:.4f} |\n", c.label(), c.workers,
                rate / 1e6, median(c.nnz_rate) / 1e6, rate / serial, median(c.accuracy));
-    out.push_back({{"mode", std::string(to_string(c.mode))}, {"workers", c.workers},
+    out.push_back({{"mode", std::string(to_string(c.mode))}, {"stripes", c.stripes},
+                   {"workers", c.workers},
                    {"examples_per_second", c.rate}, {"nnz_per_second", c.nnz_rate},
                    {"test_accuracy", c.accuracy}, {"ratio_to_serial", rate / serial}});
   }
