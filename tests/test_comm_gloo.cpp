@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "comm/gloo.hpp"
+#include "comm/nccl.hpp"
 #include "comm/shm.hpp"
 #include "comm_suite.hpp"
 #include "hogwild/config.hpp"
@@ -374,7 +375,7 @@ TEST_CASE("gloo: NCCL's id goes from rank 0 to the other machines' ranks through
     // groups whose members are ours).
     auto comm = hogwild::make_gloo_communicator(rv.options(rank), rank, kRanks);
     char id[128] = {};
-    hogwild::gloo_exchange_nccl_id(rv.options(rank), rank, id, make, nullptr);
+    hogwild::detail::store_exchange_nccl_id(rv.options(rank), rank, id, make, nullptr);
     char want[128];
     make(want);
     if (std::memcmp(id, want, sizeof id) != 0) return 90;
@@ -388,7 +389,7 @@ TEST_CASE("gloo: NCCL's id goes from rank 0 to the other machines' ranks through
   // Rank 0 cannot make an id: every rank says why.
   const auto failed = run_reporting(kRanks, [&](unsigned rank) {
     char id[128];
-    hogwild::gloo_exchange_nccl_id(
+    hogwild::detail::store_exchange_nccl_id(
         rv.options(rank, "failing"), rank, id,
         [](char (&)[128]) { throw hogwild::Error("ncclGetUniqueId failed: no network"); }, nullptr);
     return 91;
@@ -404,7 +405,7 @@ TEST_CASE("gloo: NCCL's id goes from rank 0 to the other machines' ranks through
   const auto alone = run_reporting(2, [&](unsigned rank) {
     char id[128];
     std::atomic<std::int32_t> stop{rank == 1 ? 1 : 0};
-    hogwild::gloo_exchange_nccl_id(rv.options(1, "alone", 300ms), 1, id, make, &stop);
+    hogwild::detail::store_exchange_nccl_id(rv.options(1, "alone", 300ms), 1, id, make, &stop);
     return 92;
   });
   CHECK(alone[0].code == hogwild::kExitWorkerFailed);

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "comm/interfaces.hpp"
+#include "comm/rendezvous_store.hpp"
 #include "hogwild/error.hpp"
 
 namespace hogwild {
@@ -40,141 +41,7 @@ constexpr std::size_t kMinSegmentBytes = std::size_t{64} << 10;
 // as soon as it sees the failure) before it names those without one.
 constexpr milliseconds kReportGrace{1000};
 
-// Where the ranks meet: a directory (file:DIR) or a redis server (redis://HOST:PORT).
-struct Where {
-  std::string dir;
-  std::string host;
-  int port = 0;
-};
-
-Where parse_rendezvous(const std::string& text) {
-  Where where;
-  if (text.starts_with("file:") && text.size() > 5) {
-    where.dir = text.substr(5);
-    std::error_code ec;
-    if (!std::filesystem::is_directory(where.dir, ec))
-      throw ConfigError(fmt::format(
-          "rendezvous '{}': directory '{}' does not exist (make it, on a file system every "
-          "node shares)", text, where.dir));
-    if (access(where.dir.c_str(), W_OK | X_OK) != 0)
-      throw ConfigError(fmt::format("rendezvous '{}': directory '{}' is not writable: {}", text,
-                                    where.dir, std::strerror(errno)));
-    return where;
-  }
-  if (text.starts_with("redis://")) {
-    const std::string rest = text.substr(8);
-    const auto colon = rest.rfind(':');
-    if (colon != std::string::npos) {
-      where.host = rest.substr(0, colon);
-      if (where.host.size() > 2 && where.host.front() == '[' && where.host.back() == ']')
-        where.host = where.host.substr(1, where.host.size() - 2);  // [IPv6]
-      const char* first = rest.data() + colon + 1;
-      const char* last = rest.data() + rest.size();
-      const auto [end, ec] = std::from_chars(first, last, where.port);
-      if (!where.host.empty() && first != last && ec == std::errc() && end == last &&
-          where.port > 0 && where.port < 65536)
-        return where;
-    }
-  }
-  throw ConfigError(fmt::format(
-      "rendezvous '{}': expected file:DIR (a directory every node shares) or "
-      "redis://HOST:PORT", text));
-}
-
-timeval to_timeval(milliseconds t) {
-  return {static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>(t.count() % 1000 * 1000)};
-}
-
-// What KeyStore needs beyond gloo's Store, from either backend.
-struct KeyOps {
-  virtual ~KeyOps() = default;
-  // True when every key is there (no wait).
-  virtual bool check(const std::vector<std::string>& keys) = 0;
-  // False when the store did not answer.
-  virtual bool erase(const std::string& key) = 0;
-  // set(), but false when the key is there, atomically.
-  virtual bool claim(const std::string& key, const std::vector<char>& data) = 0;
-};
-
-// Gloo's FileStore and RedisStore with KeyOps, and for redis a timeout on every
-// command.
-struct FileBackend final : gloo::rendezvous::FileStore, KeyOps {
-  using FileStore::FileStore;
-  bool check(const std::vector<std::string>& keys) override { return FileStore::check(keys); }
-  bool erase(const std::string& key) override {
-    ::unlink(objectPath(key).c_str());
-    ::unlink(tmpPath(key).c_str());  // a set cut short
-    return true;
-  }
-  // set(), but false when the key exists, atomically (FileStore::set checks, then
-  // renames over whatever another process wrote meanwhile): link(2) does not
-  // replace.
-  bool claim(const std::string& key, const std::vector<char>& data) override {
-    const std::string tmp = tmpPath(key) + "." + std::to_string(::getpid());
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out.write(data.data(), static_cast<std::streamsize>(data.size()));
-      if (!out.flush()) throw gloo::IoException(fmt::format("cannot write {}", tmp));
-    }
-    const int rc = ::link(tmp.c_str(), objectPath(key).c_str());
-    const int error = errno;
-    ::unlink(tmp.c_str());
-    if (rc == 0) return true;
-    if (error == EEXIST) return false;
-    throw gloo::IoException(fmt::format("cannot link {}: {}", objectPath(key), std::strerror(error)));
-  }
-};
-struct RedisBackend final : gloo::rendezvous::RedisStore, KeyOps {
-  RedisBackend(const std::string& host, int port, milliseconds timeout) : RedisStore(host, port) {
-    redisSetTimeout(redis_, to_timeval(timeout));
-  }
-  bool check(const std::vector<std::string>& keys) override { return RedisStore::check(keys); }
-  bool claim(const std::string& key, const std::vector<char>& data) override {
-    auto* reply = static_cast<redisReply*>(
-        redisCommand(redis_, "SETNX %b %b", key.data(), key.size(), data.data(), data.size()));
-    if (reply == nullptr) throw gloo::IoException(redis_->errstr);
-    const bool set = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
-    const std::string error = reply->type == REDIS_REPLY_ERROR ? reply->str : "";
-    freeReplyObject(reply);
-    if (!error.empty()) throw gloo::IoException(error);
-    return set;
-  }
-  bool erase(const std::string& key) override {
-    auto* reply = static_cast<redisReply*>(redisCommand(redis_, "DEL %b", key.data(), key.size()));
-    if (reply == nullptr) return false;
-    freeReplyObject(reply);
-    return true;
-  }
-};
-
-// gloo's RedisStore constructor leaks its connection when it fails and waits 2 s
-// whatever the timeout: try a connection of our own first.
-void check_reachable(const std::string& text, const Where& where, milliseconds timeout) {
-  redisContext* c = redisConnectWithTimeout(where.host.c_str(), where.port, to_timeval(timeout));
-  const std::string error = c == nullptr ? "out of memory" : c->err != 0 ? c->errstr : "";
-  if (c != nullptr) redisFree(c);
-  if (!error.empty())
-    throw ConfigError(fmt::format("rendezvous '{}': cannot reach the redis server: {}", text, error));
-}
-
-// "[gloo/x.cc:12] Timed out ..." -> "Timed out ...".
-std::string without_location(const std::string& what) {
-  if (what.starts_with('[')) {
-    const auto end = what.find("] ");
-    if (end != std::string::npos) return what.substr(end + 2);
-  }
-  return what;
-}
-
 std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
-std::string member_key(unsigned rank) { return fmt::format("hogwild/member/{}", rank); }
-// A group's NCCL id (gloo_exchange_nccl_id), or rank 0's reason for having none.
-constexpr const char* kNcclIdKey = "hogwild/nccl-id";
-constexpr const char* kNcclIdErrorKey = "hogwild/nccl-id-error";
-std::string report_key(std::string_view kind, unsigned rank) {
-  return fmt::format("hogwild/{}/{}", kind, rank);
-}
 
 // A member key's value, "HOST\nNODE\nOWNER\nADDRESS": its four lines (missing ones empty).
 std::array<std::string, 4> member_lines(const std::string& text) {
@@ -201,83 +68,6 @@ bool network_failure(const std::string& what) {
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
 }  // namespace
-
-// The rendezvous store of one communicator: gloo's FileStore or RedisStore under the
-// prefix "RUN_ID/TAG/", with waits bounded to the millisecond by the communicator's
-// timeout (gloo's count whole seconds, and wait 30 s when given none) and a check
-// that does not wait. Not thread-safe (hiredis is not): the communicator locks.
-class KeyStore final : public gloo::rendezvous::Store {
- public:
-  KeyStore(const std::string& text, const Where& where, std::string prefix, milliseconds timeout)
-      : prefix_(std::move(prefix)), timeout_(timeout) {
-    if (!where.dir.empty()) {
-      auto files = std::make_unique<FileBackend>(where.dir);
-      ops_ = files.get();
-      backend_ = std::move(files);
-      return;
-    }
-    check_reachable(text, where, timeout);
-    try {
-      auto redis = std::make_unique<RedisBackend>(where.host, where.port, timeout);
-      ops_ = redis.get();
-      backend_ = std::move(redis);
-    } catch (const std::exception& e) {
-      throw ConfigError(fmt::format("rendezvous '{}': {}", text, without_location(e.what())));
-    }
-  }
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    backend_->set(join(key), data);
-  }
-  std::vector<char> get(const std::string& key) override {
-    wait({key});
-    return backend_->get(join(key));
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
-    std::vector<std::string> joined;
-    for (const auto& key : keys) joined.push_back(join(key));
-    const auto deadline = Clock::now() + timeout;
-    while (!ops_->check(joined)) {
-      if (Clock::now() >= deadline)
-        throw gloo::IoException(fmt::format("keys {} did not appear in the rendezvous store "
-                                            "within {} ms", fmt::join(keys, ", "), timeout.count()));
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-  }
-
-  bool has(const std::string& key) { return ops_->check({join(key)}); }
-  // False when the store did not answer (redis).
-  bool erase(const std::string& key) { return ops_->erase(join(key)); }
-  // Sets `key` unless it is there (then false), atomically.
-  bool claim(const std::string& key, const std::vector<char>& data) {
-    return ops_->claim(join(key), data);
-  }
-  // The value of `key`, or nullopt when it is not there or the store fails.
-  std::optional<std::string> find(const std::string& key) noexcept {
-    try {
-      if (!has(key)) return std::nullopt;
-      const auto value = backend_->get(join(key));
-      return std::string(value.begin(), value.end());
-    } catch (...) {
-      return std::nullopt;
-    }
-  }
-
- private:
-  std::string join(const std::string& key) const { return prefix_ + "/" + key; }
-
-  std::string prefix_;
-  milliseconds timeout_;
-  std::unique_ptr<gloo::rendezvous::Store> backend_;
-  KeyOps* ops_ = nullptr;  // backend_, as KeyOps
-};
-
-// The store of run options.run_id, tag options.tag, its waits bounded by `timeout`.
-KeyStore open_store(const GlooOptions& options, milliseconds timeout) {
-  return KeyStore(options.rendezvous, parse_rendezvous(options.rendezvous),
-                  options.run_id + "/" + options.tag, timeout);
-}
 
 namespace {
 
@@ -738,44 +528,6 @@ bool gloo_run_id_used(const GlooOptions& options, unsigned size) {
   for (unsigned r = 0; r < size; ++r)
     if (!store.has(detail::member_key(r))) return false;
   return true;
-}
-
-void gloo_exchange_nccl_id(const GlooOptions& options, unsigned rank, char (&id)[128],
-                           const std::function<void(char (&)[128])>& make,
-                           const std::atomic<std::int32_t>* stop) {
-  detail::KeyStore store = detail::open_store(options, options.timeout);
-  if (rank == 0) {
-    try {
-      make(id);
-    } catch (const std::exception& e) {
-      const std::string why = e.what();
-      store.set(detail::kNcclIdErrorKey, std::vector<char>(why.begin(), why.end()));
-      throw;
-    }
-    store.set(detail::kNcclIdKey, std::vector<char>(id, id + sizeof id));
-    return;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  for (;;) {
-    if (const auto value = store.find(detail::kNcclIdKey)) {
-      if (value->size() != sizeof id)
-        throw CommError(fmt::format("rank {}: the NCCL id in the rendezvous store has {} bytes, "
-                                    "not {}", rank, value->size(), sizeof id));
-      std::memcpy(id, value->data(), sizeof id);
-      return;
-    }
-    if (const auto why = store.find(detail::kNcclIdErrorKey))
-      throw CommError(fmt::format("rank {}: rank 0 could not make the NCCL group's id: {}", rank,
-                                  *why));
-    if (stop && stop->load(std::memory_order_relaxed))
-      throw CommError(fmt::format("rank {}: the run stopped while it waited for rank 0's NCCL id",
-                                  rank));
-    if (std::chrono::steady_clock::now() > deadline)
-      throw CommError(fmt::format("rank {}: rank 0 wrote no NCCL id to the rendezvous store {} "
-                                  "within {:.1f}s", rank, options.rendezvous,
-                                  options.timeout.count() / 1000.0));
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
 }
 
 bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size) {

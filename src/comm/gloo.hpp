@@ -81,16 +81,6 @@ bool gloo_run_id_used(const GlooOptions& options, unsigned size);
 // could not be reached; never throws.
 bool gloo_erase_run(const GlooOptions& options, unsigned rank, unsigned size);
 
-// NCCL's unique id for a group whose ranks are on several machines, through the
-// rendezvous store (under options.run_id and options.tag, beside the keys of the
-// Gloo group made with the same options): rank 0 makes it (`make`: ncclGetUniqueId)
-// and writes it; the others wait for it, up to options.timeout, and CommError says
-// why not: rank 0 failed (its reason, from the store), the run stopped, or the time
-// ran out. ConfigError when built without Gloo. gloo_erase_run erases the keys.
-void gloo_exchange_nccl_id(const GlooOptions& options, unsigned rank, char (&id)[128],
-                           const std::function<void(char (&)[128])>& make,
-                           const std::atomic<std::int32_t>* stop);
-
 // One node as it joined (gloo_join_nodes): what it said about itself.
 struct JoinedNode {
   std::string hostname;

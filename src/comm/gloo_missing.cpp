@@ -1,6 +1,7 @@
 // Built without Gloo (libgloo-dev or libhiredis-dev missing, or -Dgloo=disabled):
 // the factory says so.
 #include "comm/gloo.hpp"
+#include "comm/nccl.hpp"
 
 namespace hogwild {
 
@@ -16,9 +17,9 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions&, unsigne
   missing();
 }
 
-void gloo_exchange_nccl_id(const GlooOptions&, unsigned, char (&)[128],
-                           const std::function<void(char (&)[128])>&,
-                           const std::atomic<std::int32_t>*) {
+void detail::store_exchange_nccl_id(const GlooOptions&, unsigned, char (&)[128],
+                                    const std::function<void(char (&)[128])>&,
+                                    const std::atomic<std::int32_t>*) {
   missing();
 }
 

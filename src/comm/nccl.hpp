@@ -27,6 +27,7 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "comm/gloo.hpp"
 
 namespace hogwild::detail {
 
@@ -41,6 +42,17 @@ struct NcclIdSlot {
 void exchange_nccl_id(NcclIdSlot& slot, unsigned rank, char (&id)[128],
                       const std::function<void(char (&)[128])>& make,
                       std::chrono::milliseconds timeout, const std::atomic<std::int32_t>* stop);
+
+// NCCL's unique id for a group whose ranks are on several machines, through the
+// rendezvous store (under options.run_id and options.tag, beside the keys of the
+// Gloo group made with the same options): rank 0 makes it (`make`: ncclGetUniqueId)
+// and writes it; the others wait for it, up to options.timeout, and CommError says
+// why not: rank 0 failed (its reason, from the store), the run stopped, or the time
+// ran out. ConfigError when built without Gloo (the store is Gloo's). gloo_erase_run
+// erases the keys. (comm/nccl_rendezvous.cpp)
+void store_exchange_nccl_id(const GlooOptions& options, unsigned rank, char (&id)[128],
+                            const std::function<void(char (&)[128])>& make,
+                            const std::atomic<std::int32_t>* stop);
 
 // ConfigError unless this machine's GPUs can hold `ranks` NCCL ranks (one each).
 void check_nccl_ranks(unsigned ranks, int devices);

@@ -24,7 +24,7 @@ class DeviceMemory;
 
 // Hands NCCL's unique id from rank 0, which makes it with `make`, to the others:
 // through the run's host arena on one machine (exchange_nccl_id), through the
-// rendezvous store across machines (gloo_exchange_nccl_id).
+// rendezvous store across machines (store_exchange_nccl_id).
 using NcclIdExchange =
     std::function<void(char (&id)[128], const std::function<void(char (&)[128])>& make)>;
 

@@ -678,7 +678,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       }
       const NcclIdExchange exchange = [&](char (&id)[128], const auto& make) {
         if (cfg.nodes > 1)
-          gloo_exchange_nccl_id(across_options(0, control->generation), global_rank(rank), id,
+          store_exchange_nccl_id(across_options(0, control->generation), global_rank(rank), id,
                                 make, &control->stop);
         else
           exchange_nccl_id(*reinterpret_cast<NcclIdSlot*>(arena.block("nccl_id").data()), rank,
