@@ -9,9 +9,16 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+
 #include "crowd.hpp"
+#include "hogwild/arena.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/trainer.hpp"
+#include "modes/mode_def.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -64,6 +71,44 @@ TEST_CASE("one stripe lets one worker at a time into a step; two let batches on 
   CHECK(one == 1);
   CHECK(two == 2);  // rows of feature 0 and of feature 1 at once
   CHECK(dense_two == 1);
+}
+
+TEST_CASE("a mini-batch holds the stripes of every one of its rows") {
+  // Row 0: features 0, 4, 8, 12 (all in stripe 0 of 4); row 1: feature 1 (stripe 1).
+  const std::vector<float> labels{0, 0};
+  const std::vector<std::uint64_t> offsets{0, 4, 5};
+  const std::vector<std::uint32_t> index{0, 4, 8, 12, 1};
+  const Dataset d = Dataset::sparse(labels, offsets, index, std::vector<float>(5, 1.0f), 13, "t");
+  const std::vector<float> targets{0, 0};
+  const std::uint32_t both[] = {0, 1}, second[] = {1};
+  TrainConfig c;
+  c.mode = kStriped;
+  c.mode_options["stripes"] = 4;
+  const auto& mode = detail::mode_def(kStriped);
+  std::vector<BlockSpec> blocks{{"flag", 64}};
+  mode.arena_blocks(c, blocks);
+  Arena arena = Arena::create(blocks);
+  mode.init_blocks(c, arena);
+  auto* in = new (arena.block("flag").data()) std::atomic<int>(0);
+  const ParamSet none;
+  auto part = mode.make_part({c, 0, none, arena});
+  REQUIRE(part);
+  part->enter_step(Batch{&d, targets.data(), both, 2});  // stripes 0 and 1
+  const pid_t child = fork();
+  if (child == 0) {  // a batch of row 1 alone: stripe 1, held by the parent
+    auto mine = mode.make_part({c, 1, none, arena});
+    mine->enter_step(Batch{&d, targets.data(), second, 1});
+    in->store(1);
+    mine->leave_step();
+    _exit(0);
+  }
+  usleep(200000);
+  CHECK(in->load() == 0);  // still waiting for stripe 1
+  part->leave_step();
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(in->load() == 1);
 }
 
 TEST_CASE("striped trains as lock and hogwild do, with one stripe and with many") {

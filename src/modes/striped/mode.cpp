@@ -39,7 +39,7 @@ class StripedPart final : public EpochPart {
   void enter_step(const Batch& b) override {
     held_.clear();
     const std::size_t k = stripes_.size();
-    for (std::size_t i = 0; i < b.size && held_.size() < k; ++i) {
+    for (std::size_t i = 0; i < b.size; ++i) {
       const RowView row = b.row(i);
       if (row.dense()) {  // every feature: every stripe
         held_.resize(k);
