@@ -83,6 +83,9 @@ class ModeDef {
   virtual void summarize(const TrainConfig&, const TrainResult&, nlohmann::json&) const {}
   virtual std::string result_text(const TrainConfig&, const TrainResult&) const { return {}; }
 
+  // ConfigError for what it refuses of the run's other options (its own are checked
+  // against their declarations first).
+  virtual void check(const TrainConfig&) const {}
   // The options it declares (ModeOption), each read with mode_option().
   virtual std::vector<ModeOption> options() const { return {}; }
   // The blocks its workers share in the run's arena, beside the run's own ...

@@ -646,6 +646,7 @@ class Supervisor {
 
 void TrainConfig::validate() const {
   detail::check_mode_options(*this);
+  detail::mode_def(mode).check(*this);
   if (device_streams == 0 || device_streams > 64)
     throw ConfigError(fmt::format("--device-streams {} is out of range (1 to 64)", device_streams));
   if (device_streams != 1 && device != Device::cuda)
