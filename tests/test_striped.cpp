@@ -150,7 +150,10 @@ TEST_CASE("--stripes is striped's: declared by the mode, checked, and in the sum
   CHECK(elsewhere.out.find("--stripes applies to --mode striped") != std::string::npos);
   const auto zero = with({"--mode", "striped", "--stripes", "0"});
   CHECK(zero.exit_code == 2);
-  CHECK(zero.out.find("--stripes 0 is out of range (1 to 1048576)") != std::string::npos);
+  CHECK(zero.out.find("--stripes 0 is out of range (1 to 1024)") != std::string::npos);
+  const auto hot = with({"--mode", "striped", "--hot-k", "16"});
+  CHECK(hot.exit_code == 2);
+  CHECK(hot.out.find("--hot-k does not apply to --mode striped") != std::string::npos);
   const auto help = test::run({test::hogwild_train_path(), "--help"});
   CHECK(help.out.find("--stripes") != std::string::npos);
   for (const auto& [given, expected] :

@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
 #include "memory/robust_mutex.hpp"
 #include "modes/mode_def.hpp"
@@ -73,9 +74,17 @@ class Striped final : public ModeDef {
   // Relaxed loads and stores: what a batch writes outside its stripes (a bias) races.
   std::uint8_t access() const override { return access_index<HogwildUpdate>(); }
   std::vector<ModeOption> options() const override {
-    return {{"stripes", 1, 1 << 20, 64,
+    // At most 1,024: a batch of dense rows holds every stripe, and the kernel frees a
+    // dead worker's robust mutexes only among the first 2,048 it held
+    // (ROBUST_LIST_LIMIT): beyond, a killed worker's stripes would stay locked.
+    return {{"stripes", 1, 1024, 64,
              "Locks over the features, each held around the mini-batches whose rows have a "
              "feature in its stripe (feature j in stripe j mod N)"}};
+  }
+  void check(const TrainConfig& cfg) const override {
+    if (cfg.hot_k > 0)
+      throw ConfigError("--hot-k does not apply to --mode striped: the hot window's flushes "
+                        "would write the shared weights holding no stripe");
   }
   void arena_blocks(const TrainConfig& cfg, std::vector<BlockSpec>& blocks) const override {
     blocks.push_back({"stripes", sizeof(Stripe) * stripes(cfg)});
