@@ -97,9 +97,14 @@ struct DeviceKernelDef {
   // --mode atomic their adds to it serialise, which the automatic --device-warps
   // counts.
   bool bias_in_every_example = false;
+  // Whether its launches run --device-warps warps, each a Hogwild! worker (the MLP's
+  // mini-batches on streams do not): the run then says how many it chose.
+  bool warps = true;
 };
 
 // Registers model `model`'s kernel, replacing any it had (ConfigError without make).
+// Register it before start_fork_server(), beside register_model: the workers are
+// forked from the server and look the kernel up there.
 void register_device_kernel(const std::string& model, DeviceKernelDef def);
 // The models with a kernel, sorted.
 std::vector<std::string> device_kernel_models();

@@ -101,6 +101,7 @@ __device__ inline void descend(W* w, float* state, float* grad, bool adagrad, fl
 // on an H200, it cost test RMSE for no speed: docs/GPU.md.)
 __device__ inline void step_from(float* w, float seen, float* state, bool adagrad, float g,
                                  float lr) {
+  if (g == 0) return;  // nothing to add: storing `seen` would undo other warps' updates
   float step = lr * g;
   if (adagrad) {
     add<DeviceAccess::hogwild>(state, g * g);

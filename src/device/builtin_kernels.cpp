@@ -44,7 +44,7 @@ std::map<std::string, DeviceKernelDef> builtin_device_kernels() {
           {"squared", linear},
           {"softmax", {one_example_a_warp, make_softmax_kernel, true}},
           {"mf", {one_example_a_warp, make_mf_kernel, false}},  // biases a user's, an item's
-          {"mlp", {mlp_trains, make_mlp_kernel, true}}};
+          {"mlp", {mlp_trains, make_mlp_kernel, true, false}}};
 }
 
 }  // namespace hogwild::detail

@@ -60,7 +60,7 @@ unsigned device_warps_for(const TrainConfig& c, const Dataset& train_set, bool b
 namespace hogwild::detail {
 
 void check_device_run(const TrainConfig& cfg, const Model& model) {
-  const DeviceKernelDef& kernel = device_kernel_def(model.name());
+  const DeviceKernelDef kernel = device_kernel_def(model.name());
   const auto access = device_access(cfg.mode);
   if (!access)
     throw ConfigError(fmt::format(

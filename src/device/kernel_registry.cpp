@@ -42,15 +42,16 @@ std::vector<std::string> device_kernel_models() {
 
 namespace detail {
 
-const DeviceKernelDef& device_kernel_def(const std::string& model) {
+DeviceKernelDef device_kernel_def(const std::string& model) {
   {
     std::lock_guard g(registry_mutex);
     const auto it = registry().find(model);
-    if (it != registry().end()) return it->second;  // a map's entries stay put
+    if (it != registry().end()) return it->second;
   }
   throw ConfigError(fmt::format("--device cuda trains the models {}, not {} (it trains on the "
                                 "CPU; a model of your own brings a kernel with "
-                                "register_device_kernel, docs/GPU.md)",
+                                "register_device_kernel, before start_fork_server(): the "
+                                "workers are forked from the server; docs/GPU.md)",
                                 fmt::join(device_kernel_models(), ", "), model));
 }
 

@@ -12,8 +12,9 @@
 
 namespace hogwild::detail {
 
-// The kernel registered for `model`; ConfigError naming the models that have one.
-const DeviceKernelDef& device_kernel_def(const std::string& model);
+// The kernel registered for `model` (a copy, taken under the registry's lock);
+// ConfigError naming the models that have one.
+DeviceKernelDef device_kernel_def(const std::string& model);
 
 // The built-in models' kernels (device/builtin_kernels.cpp): their checks here,
 // their makers below.

@@ -25,6 +25,7 @@
 #include "hogwild/metrics.hpp"
 #include "hogwild/trainer.hpp"
 #include "data/file_io.hpp"
+#include "device/kernel_registry.hpp"
 #include "modes/mode_def.hpp"
 #include "file_roles.hpp"
 #include "options.hpp"
@@ -569,10 +570,13 @@ int run(int argc, char** argv) {
     fmt::print(o.human, "model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
                cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
-  if (!o.quiet && cfg.device == hogwild::Device::cuda && cfg.model != "mlp" &&
+  const auto kernel = cfg.device == hogwild::Device::cuda
+                          ? std::optional(hogwild::detail::device_kernel_def(cfg.model))
+                          : std::nullopt;
+  if (!o.quiet && kernel && kernel->warps &&
       hogwild::detail::device_access(cfg.mode) != hogwild::DeviceAccess::gradient) {
-    const unsigned warps =
-        hogwild::device_warps_for(cfg, train, cfg.model_options.bias && cfg.model != "mf");
+    const unsigned warps = hogwild::device_warps_for(
+        cfg, train, cfg.model_options.bias && kernel->bias_in_every_example);
     const unsigned all = warps * hogwild::workers_used(cfg.mode, cfg.workers);
     fmt::print(o.human, "device: {} warp(s) a worker process, {} Hogwild! updater(s) in all{}\n", warps,
                all, cfg.device_warps ? "" : " (--device-warps auto)");
