@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   const Mode striped = parse_mode("striped");
   for (unsigned w : {1u, 2u}) {
     for (Mode m : {Mode::hogwild, Mode::atomic, Mode::lock}) cells.push_back({m, w});
-    for (std::int64_t k : {1, 64, 4096}) cells.push_back({striped, w, k});  // lock .. hogwild
+    for (std::int64_t k : {1, 64, 1024}) cells.push_back({striped, w, k});  // lock .. hogwild
   }
 
   for (unsigned rep = 0; rep < reps; ++rep) {
