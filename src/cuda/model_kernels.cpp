@@ -28,91 +28,82 @@ float* grad(const DeviceKernelSetup& s, std::size_t i) {
   return i < s.grads.size() ? s.grads[i] : nullptr;
 }
 
-class LinearKernel final : public DeviceKernel {
+// A kernel whose launch is one call with arguments fixed when it is made: the
+// chunk's added, then Launch.
+template <class Args, void (*Launch)(const Args&)>
+class ArgsKernel final : public DeviceKernel {
  public:
-  explicit LinearKernel(const DeviceKernelSetup& s) {
-    const auto& m = model_as<LinearModel>(s.model);
-    a_.w = s.params.data(0);
-    a_.w_state = s.params[0].state;
-    a_.w_grad = grad(s, 0);
-    if (s.params.count() > 1) {
-      a_.b = s.params.data(1);
-      a_.b_state = s.params[1].state;
-      a_.b_grad = grad(s, 1);
-    }
-    a_.loss = static_cast<DeviceLinearLoss>(m.loss());
-    a_.signed_targets = m.signed_targets();
-    a_.l2 = m.options().l2;
-  }
+  explicit ArgsKernel(const Args& a) : a_(a) {}
   void launch(const DeviceChunk& c) override {
     a_.chunk = c;
-    launch_linear(a_);
+    Launch(a_);
   }
 
  private:
-  LinearKernelArgs a_;
+  Args a_;
 };
 
-class MfKernel final : public DeviceKernel {
- public:
-  explicit MfKernel(const DeviceKernelSetup& s) {
-    const auto& f = model_as<MfModel>(s.model);
-    const ParamSet& p = s.params;
-    a_.P = p.data(0);
-    a_.Q = p.data(1);
-    a_.half = p[0].dtype == Dtype::f16;
-    a_.P_state = p[0].state;
-    a_.Q_state = p[1].state;
-    a_.P_grad = grad(s, 0);
-    a_.Q_grad = grad(s, 1);
-    if (p.count() > 2) {
-      a_.bu = p.data(2);
-      a_.bi = p.data(3);
-      a_.bu_state = p[2].state;
-      a_.bi_state = p[3].state;
-      a_.bu_grad = grad(s, 2);
-      a_.bi_grad = grad(s, 3);
-    }
-    a_.rank = static_cast<std::uint32_t>(f.rank());
-    a_.mean = f.mean();
-    a_.l2 = f.options().l2;
+LinearKernelArgs linear_args(const DeviceKernelSetup& s) {
+  const auto& m = model_as<LinearModel>(s.model);
+  LinearKernelArgs a;
+  a.w = s.params.data(0);
+  a.w_state = s.params[0].state;
+  a.w_grad = grad(s, 0);
+  if (s.params.count() > 1) {
+    a.b = s.params.data(1);
+    a.b_state = s.params[1].state;
+    a.b_grad = grad(s, 1);
   }
-  void launch(const DeviceChunk& c) override {
-    a_.chunk = c;
-    launch_mf(a_);
-  }
+  a.loss = static_cast<DeviceLinearLoss>(m.loss());
+  a.signed_targets = m.signed_targets();
+  a.l2 = m.options().l2;
+  return a;
+}
 
- private:
-  MfKernelArgs a_;
-};
-
-class SoftmaxKernel final : public DeviceKernel {
- public:
-  explicit SoftmaxKernel(const DeviceKernelSetup& s) {
-    const auto& m = model_as<SoftmaxModel>(s.model);
-    if (m.classes() > kMaxDeviceClasses)
-      throw ConfigError(fmt::format("--device cuda trains softmax on at most {} classes, and "
-                                    "the data has {}", kMaxDeviceClasses, m.classes()));
-    a_.W = s.params.data(0);
-    a_.W_state = s.params[0].state;
-    a_.W_grad = grad(s, 0);
-    if (s.params.count() > 1) {
-      a_.b = s.params.data(1);
-      a_.b_state = s.params[1].state;
-      a_.b_grad = grad(s, 1);
-    }
-    a_.classes = static_cast<std::uint32_t>(m.classes());
-    a_.stride = m.stride();
-    a_.l2 = m.options().l2;
+MfKernelArgs mf_args(const DeviceKernelSetup& s) {
+  const auto& f = model_as<MfModel>(s.model);
+  const ParamSet& p = s.params;
+  MfKernelArgs a;
+  a.P = p.data(0);
+  a.Q = p.data(1);
+  a.half = p[0].dtype == Dtype::f16;
+  a.P_state = p[0].state;
+  a.Q_state = p[1].state;
+  a.P_grad = grad(s, 0);
+  a.Q_grad = grad(s, 1);
+  if (p.count() > 2) {
+    a.bu = p.data(2);
+    a.bi = p.data(3);
+    a.bu_state = p[2].state;
+    a.bi_state = p[3].state;
+    a.bu_grad = grad(s, 2);
+    a.bi_grad = grad(s, 3);
   }
-  void launch(const DeviceChunk& c) override {
-    a_.chunk = c;
-    launch_softmax(a_);
-  }
+  a.rank = static_cast<std::uint32_t>(f.rank());
+  a.mean = f.mean();
+  a.l2 = f.options().l2;
+  return a;
+}
 
- private:
-  SoftmaxKernelArgs a_;
-};
+SoftmaxKernelArgs softmax_args(const DeviceKernelSetup& s) {
+  const auto& m = model_as<SoftmaxModel>(s.model);
+  if (m.classes() > kMaxDeviceClasses)
+    throw ConfigError(fmt::format("--device cuda trains softmax on at most {} classes, and "
+                                  "the data has {}", kMaxDeviceClasses, m.classes()));
+  SoftmaxKernelArgs a;
+  a.W = s.params.data(0);
+  a.W_state = s.params[0].state;
+  a.W_grad = grad(s, 0);
+  if (s.params.count() > 1) {
+    a.b = s.params.data(1);
+    a.b_state = s.params[1].state;
+    a.b_grad = grad(s, 1);
+  }
+  a.classes = static_cast<std::uint32_t>(m.classes());
+  a.stride = m.stride();
+  a.l2 = m.options().l2;
+  return a;
+}
 
 // The MLP: mini-batches of --batch rows, each a sequence of launches and cuBLAS
 // products (device/mlp_steps.hpp). --device-streams K: stream 0 is the worker's,
@@ -174,13 +165,13 @@ class MlpKernel final : public DeviceKernel {
 }  // namespace
 
 std::unique_ptr<DeviceKernel> make_linear_kernel(const DeviceKernelSetup& s) {
-  return std::make_unique<LinearKernel>(s);
+  return std::make_unique<ArgsKernel<LinearKernelArgs, launch_linear>>(linear_args(s));
 }
 std::unique_ptr<DeviceKernel> make_mf_kernel(const DeviceKernelSetup& s) {
-  return std::make_unique<MfKernel>(s);
+  return std::make_unique<ArgsKernel<MfKernelArgs, launch_mf>>(mf_args(s));
 }
 std::unique_ptr<DeviceKernel> make_softmax_kernel(const DeviceKernelSetup& s) {
-  return std::make_unique<SoftmaxKernel>(s);
+  return std::make_unique<ArgsKernel<SoftmaxKernelArgs, launch_softmax>>(softmax_args(s));
 }
 std::unique_ptr<DeviceKernel> make_mlp_kernel(const DeviceKernelSetup& s) {
   return std::make_unique<MlpKernel>(s);
