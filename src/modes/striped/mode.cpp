@@ -90,8 +90,9 @@ class Striped final : public ModeDef {
     blocks.push_back({"stripes", sizeof(Stripe) * stripes(cfg)});
   }
   void init_blocks(const TrainConfig& cfg, Arena& arena) const override {
-    auto* s = new (arena.block("stripes").data()) Stripe[stripes(cfg)];
-    for (std::size_t i = 0; i < stripes(cfg); ++i) s[i].mutex.init();
+    const std::size_t k = stripes(cfg);
+    auto* s = new (arena.block("stripes").data()) Stripe[k];
+    for (std::size_t i = 0; i < k; ++i) s[i].mutex.init();
   }
   std::unique_ptr<EpochPart> make_part(const ModeWorker& w) const override {
     return std::make_unique<StripedPart>(stripes_in(w.arena, stripes(w.config)));
