@@ -70,7 +70,8 @@ std::vector<DeclaredModeOption> declared_mode_options() {
 
 void check_mode_options(const TrainConfig& cfg) {
   const auto mine = mode_def(cfg.mode).options();
-  for (const auto& [name, value] : cfg.mode_options) {
+  for (const auto& [key, value] : cfg.mode_options) {
+    const std::string& name = key;  // clang 14 does not capture structured bindings
     const auto it = std::find_if(mine.begin(), mine.end(),
                                  [&](const ModeOption& o) { return o.name == name; });
     if (it == mine.end()) {
