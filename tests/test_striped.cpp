@@ -86,9 +86,10 @@ TEST_CASE("a mini-batch holds the stripes of every one of its rows") {
   c.mode_options["stripes"] = 4;
   const auto& mode = detail::mode_def(kStriped);
   std::vector<BlockSpec> blocks{{"flag", 64}};
-  mode.arena_blocks(c, blocks);
+  const detail::ModeArena plan{c, {}, 2};
+  mode.arena_blocks(plan, blocks);
   Arena arena = Arena::create(blocks);
-  mode.init_blocks(c, arena);
+  mode.init_blocks(plan, arena);
   auto* in = new (arena.block("flag").data()) std::atomic<int>(0);
   const ParamSet none;
   auto part = mode.make_part({c, 0, none, arena});

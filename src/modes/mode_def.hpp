@@ -11,10 +11,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "hogwild/arena.hpp"
 #include "hogwild/device_kernel.hpp"
 #include "hogwild/memory_space.hpp"
@@ -33,12 +35,32 @@ struct ModeOption {
   bool resume_must_match = false;  // a checkpoint made with another value is refused
 };
 
+// What a mode's arena blocks are sized from, in the parent (and again, to find
+// them, in a worker started from a description).
+struct ModeArena {
+  const TrainConfig& config;
+  std::span<const TensorSpec> specs;  // the model's tensors
+  unsigned workers;                   // this node's worker processes
+};
+
 // What a mode's part of a worker's step loop is made from, in the worker process.
+// The first four are all a part that only locks needs; the rest are the worker's
+// (absent where a test makes a part alone).
 struct ModeWorker {
   const TrainConfig& config;
   unsigned rank;
   const ParamSet& params;  // the shared weights
   Arena& arena;            // the run's: the mode's blocks by name (arena_blocks)
+  Model* model = nullptr;  // this worker's, configured for `problem`
+  const Problem* problem = nullptr;
+  const Dataset* train = nullptr;  // the training rows
+  const std::atomic<std::int32_t>* stop = nullptr;  // the run's stop flag
+  // This worker's group of the node's workers (a new one at each call: the arena's
+  // "comm" block, or Gloo over loopback) ...
+  std::function<std::unique_ptr<Communicator>()> communicator = {};
+  // ... and with several nodes its group of the same local rank on every node, the
+  // join already checked (null with one node).
+  std::function<std::unique_ptr<Communicator>()> across = {};
 };
 
 class ModeDef {
@@ -89,9 +111,13 @@ class ModeDef {
   // The options it declares (ModeOption), each read with mode_option().
   virtual std::vector<ModeOption> options() const { return {}; }
   // The blocks its workers share in the run's arena, beside the run's own ...
-  virtual void arena_blocks(const TrainConfig&, std::vector<BlockSpec>&) const {}
+  virtual void arena_blocks(const ModeArena&, std::vector<BlockSpec>&) const {}
   // ... set up once by the parent before any worker starts.
-  virtual void init_blocks(const TrainConfig&, Arena&) const {}
+  virtual void init_blocks(const ModeArena&, Arena&) const {}
+  // Processes it runs beside the workers, ranks workers .. workers + n - 1 (ps: its
+  // servers), and the body of the one at `index` (0-based).
+  virtual unsigned services(const TrainConfig&) const { return 0; }
+  virtual void serve(const ModeWorker&, unsigned /*index*/) const {}
   // Its part of each worker's step loop (trainer/epoch_part.hpp), made once in each
   // worker process; null: none.
   virtual std::unique_ptr<EpochPart> make_part(const ModeWorker&) const { return nullptr; }

@@ -94,6 +94,10 @@ class EpochPart {
   // The epoch's end, also one cut short (`whole` false): what is pending reaches the
   // shared weights. The loop publishes the place after every part's end.
   virtual void end_epoch(float /*lr*/, const EpochPlace& /*place*/, bool /*whole*/) {}
+  // The worker's last act once it has trained every epoch (not after a stop or its
+  // SIGTERM), at the step size `lr` it ended with (ps: the last push, after which
+  // the servers stop waiting for this replica).
+  virtual void finish(float /*lr*/) {}
 };
 
 // A part whose steps train a private copy that it writes to the shared weights when

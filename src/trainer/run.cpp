@@ -250,20 +250,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
       cfg.hot_k == 0)
     blocks.push_back({"staleness", sizeof(StalenessRecord) * workers});
   if (cfg.conflicts) blocks.push_back({"conflicts", conflict_block_bytes(workers)});
-  if (mode.parameter_server()) {
-    servers = cfg.servers;
-    // Every server needs a part of the largest tensor (its shards of smaller ones may
-    // be empty).
-    std::size_t largest = 0;
-    for (const auto& s : specs) largest = std::max(largest, s.size);
-    if (std::size_t{servers} * cfg.nodes > largest)
-      throw ConfigError(fmt::format(
-          "--servers {}{} makes {} shards, but the model's largest tensor has {} coordinates: "
-          "use at most {} servers", servers, cfg.nodes > 1 ? fmt::format(" on {} nodes", cfg.nodes) : "",
-          std::size_t{servers} * cfg.nodes, largest, std::max<std::size_t>(1, largest / cfg.nodes)));
-    blocks.push_back({"ps", PsRegion::bytes(workers, servers)});
-  }
-  mode.arena_blocks(cfg, blocks);
+  servers = mode.services(cfg);
+  const ModeArena mode_arena{cfg, specs, workers};
+  mode.arena_blocks(mode_arena, blocks);
   if (mode.parallel()) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
@@ -291,7 +280,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   if (!attach) {
     control->mutex.init();
     control->parent = getpid();
-    mode.init_blocks(cfg, arena);
+    mode.init_blocks(mode_arena, arena);
   }
   progress = {in_arena<WorkerProgress>(arena.block("progress").data(), workers, attach), workers};
   epoch_loss = arena.array<double>("epoch_loss");
@@ -310,8 +299,6 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     }
   }
   if (arena.has("nccl_id")) in_arena<NcclIdSlot>(arena.block("nccl_id").data(), 1, attach);
-  if (mode.parameter_server() && !attach)
-    PsRegion::prepare(arena.block("ps"), workers, servers, cfg.nodes, cfg.hashed_keys);
   params = store->open(arena, specs, stateful, attach, device_fd);
   if (!attach) initialise(params, specs, cfg.seed);
   if (!attach && cfg.conflicts)
@@ -326,7 +313,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   // closed here, before any fork.
   // (The first group: worker 0's, or with a parameter server server 0's.)
   if (!attach && cfg.nodes > 1)
-    control->generation = first_free_generation(cfg, mode.parameter_server() ? workers : 0);
+    control->generation = first_free_generation(cfg, servers ? workers : 0);
   if (!attach && cfg.nodes > 1) {
     across_keys.run = this;
     across_keys.first_generation = control->generation;
@@ -649,16 +636,9 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.replica.emplace(params, std::move(mine), cfg.merge_every, mode.atomic_merges());
     }
   }
-  if (mode.threaded()) {
-    if (!local.dp) {
-      std::vector<std::unique_ptr<Model>> models;
-      for (unsigned k = 0; k < std::max(1u, cfg.workers); ++k) {
-        models.push_back(make_model(cfg.model, cfg.model_options));
-        models.back()->configure(problem);
-      }
-      local.dp.emplace(std::move(models), params, cfg.optimizer,
-                       model.feature_indexed() && train.layout() == Layout::sparse);
-    }
+  if (!local.mode_part_made) {  // what the mode does around the steps, made once
+    local.mode_part = mode.make_part(mode_worker(rank));
+    local.mode_part_made = true;
   }
   if (cfg.device == Device::cuda) {
     if (!local.device)
@@ -697,17 +677,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.device_sync->broadcast_weights();
     }
     task.device_sync = &*local.device_sync;
-  } else if (mode.synchronous()) {
-    if (!local.comm) {
-      local.comm = make_communicator(rank);
-      local.across = make_across(rank);
-      local.sync.emplace(params, *local.comm, local.across.get(), cfg.optimizer, cfg.accumulate,
-                         cfg.bucket_bytes, model.feature_indexed() && train.layout() == Layout::sparse);
-      if (local.across) {
-        check_join(*local.across);
-        local.sync->broadcast_weights();
-      }
-    }
   }
   if (cfg.nodes > 1 && !mode.synchronous() && !mode.parameter_server() && rank == 0) {
     if (!local.node_sync) {
@@ -726,15 +695,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     }
     task.kind.access = access_index<MeasuredUpdate>();
   }
-  if (mode.parameter_server()) {
-    if (!local.ps)
-      local.ps.emplace(params, PsRegion(arena.block("ps")), rank,
-                       PsOptions{cfg.push_every, cfg.fetch_every, cfg.staleness, cfg.optimizer,
-                                 &model},
-                       &control->stop);
-    else
-      local.ps->fetch();  // every epoch starts from the servers' whole weights
-  }
   task.delay_ns = cfg.grad_delay_ns;
   if (cfg.straggler_worker >= 0 && global_rank(rank) == static_cast<unsigned>(cfg.straggler_worker))
     task.slowdown = cfg.straggler_factor;
@@ -745,15 +705,10 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       local.probe.emplace(progress, rank, staleness[rank], cfg.telemetry_every, cfg.seed);
     task.probe = &*local.probe;
   }
-  if (!local.mode_part_made) {
-    local.mode_part = mode.make_part({cfg, rank, params, arena});
-    local.mode_part_made = true;
-  }
   // The parts, in the order they act after each batch.
-  EpochPart* parts[7];
+  EpochPart* parts[4];
   std::size_t count = 0;
-  for (EpochPart* part : {local.mode_part.get(), as_part(local.sync), as_part(local.dp),
-                          as_part(local.replica), as_part(local.ps), as_part(local.node_sync),
+  for (EpochPart* part : {local.mode_part.get(), as_part(local.replica), as_part(local.node_sync),
                           as_part(local.hot)})
     if (part) parts[count++] = part;
   task.parts = std::span<EpochPart* const>(parts, count);
@@ -781,13 +736,24 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   record_write_end(p);
 }
 
+ModeWorker Run::mode_worker(unsigned rank) {
+  ModeWorker w{cfg, rank, params, arena};
+  w.model = &model;
+  w.problem = &problem;
+  w.train = &train;
+  w.stop = &control->stop;
+  w.communicator = [this, rank] { return make_communicator(rank); };
+  w.across = [this, rank] {
+    auto across = make_across(rank);
+    if (across) check_join(*across);
+    return across;
+  };
+  return w;
+}
+
 int Run::work(unsigned rank) {
   if (rank >= workers) {  // a parameter server's process
-    // Across nodes: the servers of this slice on every node, through cfg.rendezvous.
-    local.across = make_across(rank);
-    if (local.across) check_join(*local.across);
-    serve(params, PsRegion(arena.block("ps")), rank - workers, cfg.optimizer, &control->stop,
-          local.across.get());
+    mode.serve(mode_worker(rank), rank - workers);
     return 0;
   }
   WorkerProgress& p = progress[rank];
@@ -822,9 +788,9 @@ int Run::work(unsigned rank) {
   }
   // SIGTERM: the batch ended and the place is published (a respawn continues there).
   if (terminated.load(std::memory_order_relaxed)) return kExitTerminated;
-  if (local.ps && !stopping())  // the last push; then the servers stop waiting for it
-    local.ps->finish(cfg.step_size.at_epoch_lr(cfg.step_size.epoch_start(cfg.epochs - 1),
-                                               p.samples.load() * world()));
+  if (local.mode_part && !stopping())
+    local.mode_part->finish(cfg.step_size.at_epoch_lr(cfg.step_size.epoch_start(cfg.epochs - 1),
+                                                      p.samples.load() * world()));
   p.finish_ns.store(now_ns(), std::memory_order_relaxed);
   p.exit_memory.store(memory_share().anon, std::memory_order_relaxed);  // the parent's peak
   if (local.node_sync) {

@@ -26,8 +26,6 @@
 #include "modes/mode_def.hpp"
 #include "comm/gloo.hpp"
 #include "comm/communicator.hpp"
-#include "modes/dp/data_parallel.hpp"
-#include "modes/ddp/gradient_sync.hpp"
 #include "modes/hogwild/node_sync.hpp"
 #include "trainer/staleness.hpp"
 #include "modes/hogwild/hot_window.hpp"
@@ -35,7 +33,6 @@
 #include "modes/hogwild/replica.hpp"
 #include "device/device_steps.hpp"
 #include "trainer/device_sync.hpp"
-#include "modes/ps/ps.hpp"
 #include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
@@ -226,24 +223,20 @@ struct Run {
   struct WorkerLocal {
     std::optional<Replica> replica;  // --merge-every
     std::optional<HotWindow> hot;    // --hot-k: this worker's view of the window
-    // A synchronous mode: this worker's rank in the group (on the arena's "comm"
-    // block) and its gradient buffers.
+    // --device cuda --mode ddp: this worker's rank in the group, and with several
+    // nodes (also hogwild's node sync) its group across the nodes.
     std::unique_ptr<Communicator> comm, across;
-    std::optional<GradientSync> sync;
     // Hogwild across nodes, worker 0: its exchanges with the other nodes' leaders.
     std::optional<NodeSync> node_sync;
     // --telemetry: this worker's staleness probe.
     std::optional<StalenessProbe> probe;
     bool conflicts_started = false;  // --conflicts: this process's sample is set
-    // A threaded mode (dp): the threads' models and buffers.
-    std::optional<DataParallel> dp;
     // --device cuda: this worker's rows on the device and its kernels.
     std::unique_ptr<DeviceSteps> device;
     // --device cuda --mode ddp: the ranks' gradient sums (over `comm`: NCCL's).
     std::optional<DeviceGradientSync> device_sync;
-    // --mode ps: this replica's private weights and its pushes and fetches.
-    std::optional<PsClient> ps;
-    // The part the mode makes itself (ModeDef::make_part), once made.
+    // What the mode does around the steps (ModeDef::make_part: ddp's gradient sync,
+    // dp's threads, ps's replica, striped's stripes), once made.
     std::unique_ptr<EpochPart> mode_part;
     bool mode_part_made = false;
   } local;
@@ -269,6 +262,8 @@ struct Run {
   // The body of a worker (forked, or the parent itself in serial mode): the epochs
   // from its progress record on.
   int work(unsigned rank);
+  // What worker (or service process) `rank`'s mode part is made from.
+  ModeWorker mode_worker(unsigned rank);
   // One epoch of worker `rank`, from the position its record holds for epoch e.
   void run_epoch(unsigned rank, unsigned e);
   // The rows worker `rank` visits in epoch e, in order.

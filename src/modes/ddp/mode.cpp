@@ -7,11 +7,39 @@
 // dead one stops the run instead of being respawned alone.
 #include "hogwild/gradient.hpp"
 #include "hogwild/model_base.hpp"
+#include "modes/ddp/gradient_sync.hpp"
 #include "modes/mode_def.hpp"
 
 namespace hogwild::detail {
 
 namespace {
+
+// A worker's groups (this node's workers; with several nodes, the workers of its
+// local rank on every node) and its gradient sync over them.
+class DdpPart final : public EpochPart {
+ public:
+  DdpPart(const ModeWorker& w, std::unique_ptr<Communicator> comm,
+          std::unique_ptr<Communicator> across)
+      : comm_(std::move(comm)),
+        across_(std::move(across)),
+        sync_(w.params, *comm_, across_.get(), w.config.optimizer, w.config.accumulate,
+              w.config.bucket_bytes,
+              w.model->feature_indexed() && w.train->layout() == Layout::sparse) {
+    if (across_) sync_.broadcast_weights();  // the first node's weights to all
+  }
+  const ParamSet* trained() const noexcept override { return sync_.trained(); }
+  bool after_step(const Batch& b, float lr, const EpochPlace& place) override {
+    return sync_.after_step(b, lr, place);
+  }
+  void end_epoch(float lr, const EpochPlace& place, bool whole) override {
+    sync_.end_epoch(lr, place, whole);
+  }
+
+ private:
+  std::unique_ptr<Communicator> comm_, across_;
+  GradientSync sync_;
+};
+
 class Ddp final : public ModeDef {
  public:
   std::string_view name() const override { return "ddp"; }
@@ -21,6 +49,13 @@ class Ddp final : public ModeDef {
   std::uint8_t access() const override { return access_index<GradientCapture>(); }
   std::optional<DeviceAccess> device_access() const override { return DeviceAccess::gradient; }
   bool synchronous() const override { return true; }
+  // On the CPU; under --device cuda the device's steps sum the gradients themselves
+  // (trainer/device_sync.hpp).
+  std::unique_ptr<EpochPart> make_part(const ModeWorker& w) const override {
+    if (w.config.device == Device::cuda) return nullptr;
+    auto comm = w.communicator();
+    return std::make_unique<DdpPart>(w, std::move(comm), w.across());
+  }
 };
 }  // namespace
 

@@ -7,10 +7,13 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "hogwild/gradient.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/model_base.hpp"
 #include "modes/mode_def.hpp"
+#include "modes/ps/ps.hpp"
 
 namespace hogwild::detail {
 
@@ -23,6 +26,41 @@ class Ps final : public ModeDef {
   }
   std::uint8_t access() const override { return access_index<GradientCapture>(); }
   bool parameter_server() const override { return true; }
+  unsigned services(const TrainConfig& c) const override { return c.servers; }
+
+  // The region the replicas and servers meet in: every replica's slot, every
+  // server's, and a ring from each replica to each server.
+  void arena_blocks(const ModeArena& a, std::vector<BlockSpec>& blocks) const override {
+    const TrainConfig& c = a.config;
+    // Every server needs a part of the largest tensor (its shards of smaller ones may
+    // be empty).
+    std::size_t largest = 0;
+    for (const auto& s : a.specs) largest = std::max(largest, s.size);
+    if (std::size_t{c.servers} * c.nodes > largest)
+      throw ConfigError(fmt::format(
+          "--servers {}{} makes {} shards, but the model's largest tensor has {} coordinates: "
+          "use at most {} servers",
+          c.servers, c.nodes > 1 ? fmt::format(" on {} nodes", c.nodes) : "",
+          std::size_t{c.servers} * c.nodes, largest, std::max<std::size_t>(1, largest / c.nodes)));
+    blocks.push_back({"ps", PsRegion::bytes(a.workers, c.servers)});
+  }
+  void init_blocks(const ModeArena& a, Arena& arena) const override {
+    const TrainConfig& c = a.config;
+    PsRegion::prepare(arena.block("ps"), a.workers, c.servers, c.nodes, c.hashed_keys);
+  }
+  // A replica: a private copy of the weights, fetched from the servers, and its pushes.
+  std::unique_ptr<EpochPart> make_part(const ModeWorker& w) const override {
+    const TrainConfig& c = w.config;
+    return std::make_unique<PsClient>(
+        w.params, PsRegion(w.arena.block("ps")), w.rank,
+        PsOptions{c.push_every, c.fetch_every, c.staleness, c.optimizer, w.model}, w.stop);
+  }
+  // Server `index`: across nodes with the servers of its slice on every node.
+  void serve(const ModeWorker& w, unsigned index) const override {
+    const auto across = w.across();
+    detail::serve(w.params, PsRegion(w.arena.block("ps")), index, w.config.optimizer, w.stop,
+                  across.get());
+  }
 
   void summarize(const TrainConfig& c, const TrainResult& r, nlohmann::json& j) const override {
     const auto& p = r.ps;

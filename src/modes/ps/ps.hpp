@@ -147,8 +147,9 @@ class PsClient final : public EpochPart {
   bool after_batch(const Batch& b, float lr);
   // Pushes what is accumulated (the epoch's end).
   bool flush(float lr);
-  // The last push, then done: servers stop waiting for this replica.
-  void finish(float lr);
+  // The last push, then done: servers stop waiting for this replica (the worker's
+  // last act, EpochPart::finish).
+  void finish(float lr) override;
   // Copies the weights from the servers' shards: all of them, or (`all` false) the
   // keys pushed since the last fetch of the tensors the model lists keys for, and
   // the other tensors whole.
@@ -171,6 +172,12 @@ class PsClient final : public EpochPart {
     return true;
   }
   void end_epoch(float lr, const EpochPlace&, bool) override { flush(lr); }
+  // Every epoch starts from the servers' whole weights (the first from those the
+  // constructor fetched).
+  void begin_epoch(std::span<const std::uint32_t>) override {
+    if (begun_) fetch();
+    begun_ = true;
+  }
 
  private:
   bool push(float lr);
@@ -187,6 +194,7 @@ class PsClient final : public EpochPart {
   std::size_t batches_ = 0;
   bool pending_ = false;
   std::uint64_t pushes_ = 0;
+  bool begun_ = false;  // an epoch began
   // Per tensor: the keys touched since the last push and pushed since the last
   // fetch; whether a mini-batch since the last push had no list (scan it whole),
   // and whether a push since the last fetch did (fetch it whole).

@@ -86,11 +86,11 @@ class Striped final : public ModeDef {
       throw ConfigError("--hot-k does not apply to --mode striped: the hot window's flushes "
                         "would write the shared weights holding no stripe");
   }
-  void arena_blocks(const TrainConfig& cfg, std::vector<BlockSpec>& blocks) const override {
-    blocks.push_back({"stripes", sizeof(Stripe) * stripes(cfg)});
+  void arena_blocks(const ModeArena& a, std::vector<BlockSpec>& blocks) const override {
+    blocks.push_back({"stripes", sizeof(Stripe) * stripes(a.config)});
   }
-  void init_blocks(const TrainConfig& cfg, Arena& arena) const override {
-    const std::size_t k = stripes(cfg);
+  void init_blocks(const ModeArena& a, Arena& arena) const override {
+    const std::size_t k = stripes(a.config);
     auto* s = new (arena.block("stripes").data()) Stripe[k];
     for (std::size_t i = 0; i < k; ++i) s[i].mutex.init();
   }
