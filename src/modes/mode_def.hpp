@@ -88,6 +88,14 @@ class ModeDef {
   // the run (a lone respawn would be out of step), and no merge or hot window
   // applies.
   virtual bool synchronous() const { return false; }
+  // Each worker gets rows / workers of each epoch's one order, dealt in turn as
+  // DistributedSampler deals them (trainer's Run::rows_of), so that the workers'
+  // b-th mini-batches together are serial's b-th of workers times the rows.
+  virtual bool deals_rows() const { return false; }
+  // Across nodes its workers meet the other nodes' in its own collectives (ddp's
+  // all-reduce, ps's server rounds); false: hogwild's node sync, each node's first
+  // worker averaging the weights with the other nodes' (--sync-every).
+  virtual bool joins_nodes() const { return false; }
   // One process (not parallel()) whose mini-batches are split among `workers`
   // threads, each with a model of its own made by name (modes/dp/data_parallel.hpp).
   virtual bool threaded() const { return false; }

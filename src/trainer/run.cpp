@@ -83,6 +83,12 @@ T* in_arena(std::byte* at, std::size_t n, bool attached) {
   return attached ? std::launder(reinterpret_cast<T*>(at)) : new (at) T[n];
 }
 
+// --device cuda: the mode's device steps compute gradients, which the ranks sum and
+// apply (DeviceGradientSync), instead of writing the weights.
+bool device_gradients(const ModeDef& mode) {
+  return mode.device_access() == DeviceAccess::gradient;
+}
+
 // A worker's part of the step loop, if it has it.
 template <class T>
 EpochPart* as_part(std::optional<T>& part) {
@@ -235,11 +241,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   for (auto& b : store->arena_blocks(specs, stateful, window_bytes ? kPage + window_bytes : 0))
     blocks.push_back(std::move(b));
   for (auto& s : specs) floats += padded(s.size);
-  if (mode.synchronous())
-    blocks.push_back({"comm", ShmCommunicator::region_bytes(workers)});
-  if (mode.synchronous() && cfg.device == Device::cuda)
-    blocks.push_back({"nccl_id", sizeof(NcclIdSlot)});
-  if (cfg.nodes > 1 && !mode.synchronous() && !mode.parameter_server()) {
+  if (cfg.nodes > 1 && !mode.joins_nodes()) {
     std::size_t all = 0;
     for (auto& s : specs) all += padded(s.size);
     blocks.push_back({"node_base", all * sizeof(float)});
@@ -286,8 +288,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   epoch_loss = arena.array<double>("epoch_loss");
   if (arena.has("staleness"))
     staleness = {in_arena<StalenessRecord>(arena.block("staleness").data(), workers, attach), workers};
-  if (mode.synchronous() && !attach) {
-    ShmCommunicator::prepare(arena.block("comm"), workers);
+  if (arena.has("comm") && !attach) {  // the mode's groups (ModeWorker::communicator)
     if (cfg.comm == "gloo") {  // a FileStore in a directory of our own
       std::string dir = (std::filesystem::temp_directory_path() / "hogwild-gloo-XXXXXX").string();
       if (!::mkdtemp(dir.data()))
@@ -380,7 +381,7 @@ Run::AcrossKeys::~AcrossKeys() {
     for (unsigned r = 0; r < run->workers + run->servers; ++r)
       if (!gloo_erase_run(run->across_options(r, g), run->cfg.node_rank, run->cfg.nodes))
         return;  // the store is out of reach
-    if (run->cfg.device == Device::cuda && run->mode.synchronous() &&
+    if (run->cfg.device == Device::cuda && device_gradients(run->mode) &&
         !gloo_erase_run(run->world_options(g), run->global_rank(0), run->world()))
       return;
   }
@@ -539,7 +540,7 @@ void Run::snapshot_if_last(unsigned rank, unsigned e) {
   if (!count_finish(rank, e)) return;
   // A parameter server's last epoch is evaluated once the servers have applied every
   // push (on every node) and ended: on the weights as they finally are.
-  if (mode.parameter_server() && e + 1 == cfg.epochs) return;
+  if (servers && e + 1 == cfg.epochs) return;
   SnapshotSlot& slot = *slots[e % 2];
   if (slot.epoch.load(std::memory_order_acquire) != 0 &&
       !slot.consumed.load(std::memory_order_acquire))
@@ -559,19 +560,19 @@ void Run::snapshot_if_last(unsigned rank, unsigned e) {
 }
 
 std::pair<std::size_t, std::size_t> Run::partition(unsigned rank) const {
-  if (mode.synchronous()) {
+  if (mode.deals_rows()) {
     const std::size_t per = train.rows() / world();
     return {rank * per, (rank + 1) * per};
   }
   return share(train.rows(), world(), global_rank(rank));
 }
 
-// A synchronous mode deals the epoch's order (the one serial mode would visit) out
+// A mode that deals rows (ddp) deals the epoch's order (the one serial mode would visit) out
 // in turn, as DistributedSampler does: worker k's j-th row is the order's
 // (j W + k)-th, so the workers' b-th mini-batches of B rows together are serial
 // mode's b-th mini-batch of W B rows.
 void Run::rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) const {
-  if (!mode.synchronous()) {
+  if (!mode.deals_rows()) {
     epoch_rows(cfg.partition, train.rows(), world(), global_rank(rank), cfg.seed, e, rows);
     return;
   }
@@ -647,7 +648,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
                                             store->rows(), rank);
     task.device = local.device.get();
   }
-  if (mode.synchronous() && cfg.device == Device::cuda) {
+  if (cfg.device == Device::cuda && device_gradients(mode)) {
     if (!local.device_sync) {
       const auto timeout = comm_timeout();
       // Across nodes: the same options and data everywhere (through the group of this
@@ -678,7 +679,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     }
     task.device_sync = &*local.device_sync;
   }
-  if (cfg.nodes > 1 && !mode.synchronous() && !mode.parameter_server() && rank == 0) {
+  if (cfg.nodes > 1 && !mode.joins_nodes() && rank == 0) {
     if (!local.node_sync) {
       local.across = make_across(0);
       check_join(*local.across);
@@ -864,10 +865,10 @@ namespace hogwild {
 void tell_nodes_failed(const TrainConfig& cfg, const std::string& why) noexcept {
   if (cfg.nodes <= 1 || cfg.rendezvous.empty() || !gloo_built()) return;
   try {
-    const bool ps = detail::mode_def(cfg.mode).parameter_server();
-    const unsigned workers = detail::mode_def(cfg.mode).parallel() ? cfg.workers : 1;
+    const auto& mode = detail::mode_def(cfg.mode);
+    const unsigned workers = mode.parallel() ? cfg.workers : 1;
     const GlooOptions o = detail::join_options_of(
-        cfg, detail::first_free_generation(cfg, ps ? workers : 0), ::getpid());
+        cfg, detail::first_free_generation(cfg, mode.services(cfg) ? workers : 0), ::getpid());
     gloo_join_failed(o, cfg.node_rank, why);
     // The nodes waiting to join this one look every 20 ms; a later run must not
     // find this failure.

@@ -7,6 +7,8 @@
 // dead one stops the run instead of being respawned alone.
 #include "hogwild/gradient.hpp"
 #include "hogwild/model_base.hpp"
+#include "comm/nccl.hpp"
+#include "comm/shm.hpp"
 #include "modes/ddp/gradient_sync.hpp"
 #include "modes/mode_def.hpp"
 
@@ -49,6 +51,19 @@ class Ddp final : public ModeDef {
   std::uint8_t access() const override { return access_index<GradientCapture>(); }
   std::optional<DeviceAccess> device_access() const override { return DeviceAccess::gradient; }
   bool synchronous() const override { return true; }
+  bool deals_rows() const override { return true; }
+  bool joins_nodes() const override { return true; }
+
+  // The node's group: the shared-memory communicator's region (also under --comm
+  // gloo, which a device backend over host memory falls back to), and under
+  // --device cuda the slot where rank 0 hands NCCL's id to the others.
+  void arena_blocks(const ModeArena& a, std::vector<BlockSpec>& blocks) const override {
+    blocks.push_back({"comm", ShmCommunicator::region_bytes(a.workers)});
+    if (a.config.device == Device::cuda) blocks.push_back({"nccl_id", sizeof(NcclIdSlot)});
+  }
+  void init_blocks(const ModeArena& a, Arena& arena) const override {
+    ShmCommunicator::prepare(arena.block("comm"), a.workers);
+  }
   // On the CPU; under --device cuda the device's steps sum the gradients themselves
   // (trainer/device_sync.hpp).
   std::unique_ptr<EpochPart> make_part(const ModeWorker& w) const override {

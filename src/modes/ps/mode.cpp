@@ -26,6 +26,7 @@ class Ps final : public ModeDef {
   }
   std::uint8_t access() const override { return access_index<GradientCapture>(); }
   bool parameter_server() const override { return true; }
+  bool joins_nodes() const override { return true; }
   unsigned services(const TrainConfig& c) const override { return c.servers; }
 
   // The region the replicas and servers meet in: every replica's slot, every
