@@ -96,6 +96,10 @@ class ModeDef {
   // all-reduce, ps's server rounds); false: hogwild's node sync, each node's first
   // worker averaging the weights with the other nodes' (--sync-every).
   virtual bool joins_nodes() const { return false; }
+  // Its workers wait for one another (collectives, a staleness bound): one whose
+  // count of examples stands still may be waiting, not stuck, so --stall-timeout
+  // does not watch them.
+  virtual bool workers_wait() const { return false; }
   // One process (not parallel()) whose mini-batches are split among `workers`
   // threads, each with a model of its own made by name (modes/dp/data_parallel.hpp).
   virtual bool threaded() const { return false; }
@@ -108,6 +112,12 @@ class ModeDef {
   // How its steps write the weights under --device cuda; none: the mode does not
   // run on a GPU (--device cuda refuses it, naming those that do).
   virtual std::optional<DeviceAccess> device_access() const { return std::nullopt; }
+  // Worker `rank` died and is respawned alone: what its death lost, for the line that
+  // says so (" (...)"; ps: the updates since its last push, also counted).
+  virtual std::string worker_died(Arena&, unsigned /*rank*/) const { return {}; }
+  // Once every worker ended, its figures from its blocks into the result (ps: pushes,
+  // fetches, staleness).
+  virtual void collect(Arena&, TrainResult&) const {}
   // Its part of the run's summary: what it adds to the JSON (summary_json), and to
   // the line the CLI ends with (result_line: ", ..."). Nothing by default.
   virtual void summarize(const TrainConfig&, const TrainResult&, nlohmann::json&) const {}

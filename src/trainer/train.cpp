@@ -27,7 +27,6 @@
 #include "hogwild/error.hpp"
 #include "device/device_backend.hpp"
 #include "device/kernel_registry.hpp"
-#include "modes/ps/ps.hpp"
 #include "hogwild/metrics.hpp"
 #include "memory/param_snapshot.hpp"
 #include "process.hpp"
@@ -175,8 +174,8 @@ class Supervisor {
       pid_t pid = 0;
     };
     std::vector<Watch> watch(run_.workers + run_.servers);
-    const bool watch_stalls = cfg_.stall_timeout > 0 && !run_.mode.synchronous() &&
-                              !run_.mode.parameter_server() && cfg_.nodes == 1;
+    const bool watch_stalls = cfg_.stall_timeout > 0 && !run_.mode.workers_wait() &&
+                              cfg_.nodes == 1;
     auto spawn = [&](unsigned r) {
       const pid_t pid = described ? group.start(r, described->description(), described->fds())
                                   : group.spawn(r, [&run, r] { return run.work(r); });
@@ -220,7 +219,7 @@ class Supervisor {
         }
         // The others are out of step without it (a parameter server's replica talks
         // to its own node's servers only: it is respawned alone).
-        if (run_.mode.synchronous() || (cfg_.nodes > 1 && !run_.mode.parameter_server())) {
+        if (run_.mode.synchronous() || (cfg_.nodes > 1 && !run_.mode.joins_nodes())) {
           restart_all(group, exit);
           for (unsigned r = 0; r < run_.workers; ++r) spawn(r);
           report(fraction(), false, true);
@@ -238,13 +237,7 @@ class Supervisor {
         }
         ++restarts_;
         const auto& p = run_.progress[exit.rank];
-        std::string lost;
-        if (run_.mode.parameter_server()) {  // what it trained since its last push is gone
-          auto& slot = detail::PsRegion(run_.arena.block("ps")).replica(exit.rank);
-          const std::uint64_t n = slot.unpushed.load(std::memory_order_relaxed);
-          slot.lost.fetch_add(n, std::memory_order_relaxed);
-          lost = fmt::format(" (the updates of its {} example(s) since its last push are lost)", n);
-        }
+        const std::string lost = run_.mode.worker_died(run_.arena, exit.rank);
         std::fprintf(stderr, "hogwild: worker %u (pid %d) %s%s; restarting it at epoch %u, row %llu "
                      "(restart %u of at most %u)\n", exit.rank, exit.pid, exit.describe().c_str(),
                      lost.c_str(), p.epochs_done.load() + 1,
@@ -257,8 +250,8 @@ class Supervisor {
       if (g_signal) return stop(group);
       if (watch_stalls) check_stalls(group, watch);
       unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
-      if (run_.mode.parameter_server() && done == cfg_.epochs && group.running() > 0)
-        done = cfg_.epochs - 1;  // the last once the servers are done (below)
+      if (run_.servers && done == cfg_.epochs && group.running() > 0)
+        done = cfg_.epochs - 1;  // the last once the services (ps: servers) are done (below)
       while (evaluated_ < done) {
         ++evaluated_;
         report(evaluated_, true);
@@ -576,33 +569,7 @@ class Supervisor {
     }
     if (!run_.staleness.empty())
       r.staleness = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
-    if (run_.mode.parameter_server()) {
-      const detail::PsRegion ps(run_.arena.block("ps"));
-      std::uint64_t gaps = 0, push_gaps = 0;
-      for (unsigned w = 0; w < ps.replicas(); ++w) {
-        const auto& slot = ps.replica(w);
-        r.ps.pushes += slot.clock.load(std::memory_order_relaxed);
-        r.ps.fetches += slot.pulls.load(std::memory_order_relaxed);
-        r.ps.bytes += slot.bytes.load(std::memory_order_relaxed);
-        gaps += slot.gap_sum.load(std::memory_order_relaxed);
-        r.ps.max_staleness = std::max(r.ps.max_staleness, slot.gap_max.load(std::memory_order_relaxed));
-        r.ps.push_seconds += static_cast<double>(slot.wait_ns.load(std::memory_order_relaxed)) * 1e-9;
-        push_gaps += slot.push_gap_sum.load(std::memory_order_relaxed);
-        r.ps.max_push_staleness =
-            std::max(r.ps.max_push_staleness, slot.push_gap_max.load(std::memory_order_relaxed));
-      }
-      if (r.ps.fetches) r.ps.mean_staleness = static_cast<double>(gaps) / static_cast<double>(r.ps.fetches);
-      if (r.ps.pushes)
-        r.ps.mean_push_staleness = static_cast<double>(push_gaps) / static_cast<double>(r.ps.pushes);
-      for (unsigned s = 0; s < ps.servers(); ++s) {
-        r.ps.server_records.push_back(ps.server(s).records.load(std::memory_order_relaxed));
-        r.ps.server_keys.push_back(ps.server(s).keys.load(std::memory_order_relaxed));
-        r.ps.rounds = std::max(r.ps.rounds, ps.server(s).rounds.load(std::memory_order_relaxed));
-        r.ps.network_bytes += ps.server(s).sent_bytes.load(std::memory_order_relaxed);
-      }
-      for (unsigned w = 0; w < ps.replicas(); ++w)
-        r.ps.lost_examples += ps.replica(w).lost.load(std::memory_order_relaxed);
-    }
+    run_.mode.collect(run_.arena, r);
     if (run_.arena.has("conflicts"))
       r.conflicts = detail::summarize_conflicts(run_.arena.block("conflicts").data(),
                                                 run_.workers, run_.params);
@@ -770,20 +737,9 @@ void TrainConfig::validate() const {
   if (!(stall_timeout >= 0) || stall_timeout > 86400)
     throw ConfigError(fmt::format(
         "--stall-timeout must be from 0 (off) to 86400 seconds, got {}", stall_timeout));
-  const bool ps = detail::mode_def(mode).parameter_server();
-  if (ps) {
-    if (servers < 1 || servers > detail::PsReplicaSlot::kMaxServers)
-      throw ConfigError(fmt::format("--servers must be from 1 to 64, got {}", servers));
-    if (push_every < 1 || fetch_every < 1)
-      throw ConfigError("--push-every and --fetch-every must be at least 1");
-    if (staleness < -1)
-      throw ConfigError(fmt::format("--staleness must be >= 0 (or left out: no bound), got {}",
-                                    staleness));
-    if (merge_every || hot_k)
-      throw ConfigError("--merge-every and --hot-k do not apply to --mode ps: its replicas "
-                        "already train private copies");
-  } else if (servers != 1 || push_every != 1 || fetch_every != 1 || staleness != -1 ||
-             hashed_keys) {
+  // (ps checks its own, ModeDef::check.)
+  if (!detail::mode_def(mode).parameter_server() &&
+      (servers != 1 || push_every != 1 || fetch_every != 1 || staleness != -1 || hashed_keys)) {
     throw ConfigError(fmt::format("--servers, --push-every, --fetch-every, --staleness and "
                                   "--key-ranges work with --mode ps, not {}", to_string(mode)));
   }

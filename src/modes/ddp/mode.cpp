@@ -53,6 +53,7 @@ class Ddp final : public ModeDef {
   bool synchronous() const override { return true; }
   bool deals_rows() const override { return true; }
   bool joins_nodes() const override { return true; }
+  bool workers_wait() const override { return true; }  // in every step's collective
 
   // The node's group: the shared-memory communicator's region (also under --comm
   // gloo, which a device backend over host memory falls back to), and under

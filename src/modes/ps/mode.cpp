@@ -28,6 +28,57 @@ class Ps final : public ModeDef {
   bool parameter_server() const override { return true; }
   bool joins_nodes() const override { return true; }
   unsigned services(const TrainConfig& c) const override { return c.servers; }
+  bool workers_wait() const override { return true; }  // for the servers, a bound
+
+  void check(const TrainConfig& c) const override {
+    if (c.servers < 1 || c.servers > PsReplicaSlot::kMaxServers)
+      throw ConfigError(fmt::format("--servers must be from 1 to {}, got {}",
+                                    PsReplicaSlot::kMaxServers, c.servers));
+    if (c.push_every < 1 || c.fetch_every < 1)
+      throw ConfigError("--push-every and --fetch-every must be at least 1");
+    if (c.staleness < -1)
+      throw ConfigError(fmt::format("--staleness must be >= 0 (or left out: no bound), got {}",
+                                    c.staleness));
+    if (c.merge_every || c.hot_k)
+      throw ConfigError("--merge-every and --hot-k do not apply to --mode ps: its replicas "
+                        "already train private copies");
+  }
+
+  // A replica died: what it trained since its last push is gone (and counted).
+  std::string worker_died(Arena& arena, unsigned rank) const override {
+    auto& slot = PsRegion(arena.block("ps")).replica(rank);
+    const std::uint64_t n = slot.unpushed.load(std::memory_order_relaxed);
+    slot.lost.fetch_add(n, std::memory_order_relaxed);
+    return fmt::format(" (the updates of its {} example(s) since its last push are lost)", n);
+  }
+
+  // The replicas' and servers' counters, from their slots.
+  void collect(Arena& arena, TrainResult& r) const override {
+    const PsRegion ps(arena.block("ps"));
+    std::uint64_t gaps = 0, push_gaps = 0;
+    for (unsigned w = 0; w < ps.replicas(); ++w) {
+      const auto& slot = ps.replica(w);
+      r.ps.pushes += slot.clock.load(std::memory_order_relaxed);
+      r.ps.fetches += slot.pulls.load(std::memory_order_relaxed);
+      r.ps.bytes += slot.bytes.load(std::memory_order_relaxed);
+      gaps += slot.gap_sum.load(std::memory_order_relaxed);
+      r.ps.max_staleness = std::max(r.ps.max_staleness, slot.gap_max.load(std::memory_order_relaxed));
+      r.ps.push_seconds += static_cast<double>(slot.wait_ns.load(std::memory_order_relaxed)) * 1e-9;
+      push_gaps += slot.push_gap_sum.load(std::memory_order_relaxed);
+      r.ps.max_push_staleness =
+          std::max(r.ps.max_push_staleness, slot.push_gap_max.load(std::memory_order_relaxed));
+      r.ps.lost_examples += slot.lost.load(std::memory_order_relaxed);
+    }
+    if (r.ps.fetches) r.ps.mean_staleness = static_cast<double>(gaps) / static_cast<double>(r.ps.fetches);
+    if (r.ps.pushes)
+      r.ps.mean_push_staleness = static_cast<double>(push_gaps) / static_cast<double>(r.ps.pushes);
+    for (unsigned s = 0; s < ps.servers(); ++s) {
+      r.ps.server_records.push_back(ps.server(s).records.load(std::memory_order_relaxed));
+      r.ps.server_keys.push_back(ps.server(s).keys.load(std::memory_order_relaxed));
+      r.ps.rounds = std::max(r.ps.rounds, ps.server(s).rounds.load(std::memory_order_relaxed));
+      r.ps.network_bytes += ps.server(s).sent_bytes.load(std::memory_order_relaxed);
+    }
+  }
 
   // The region the replicas and servers meet in: every replica's slot, every
   // server's, and a ring from each replica to each server.
