@@ -112,6 +112,13 @@ class ModeDef {
   // How its steps write the weights under --device cuda; none: the mode does not
   // run on a GPU (--device cuda refuses it, naming those that do).
   virtual std::optional<DeviceAccess> device_access() const { return std::nullopt; }
+  // What each worker keeps for it beyond the model's step buffers, for the memory
+  // estimate (trainer/memory_plan.hpp): its bytes, and what they are ("gradient").
+  struct Keeps {
+    std::uint64_t bytes = 0;
+    std::string what;
+  };
+  virtual Keeps worker_keeps(const ModeArena&) const { return {}; }
   // Worker `rank` died and is respawned alone: what its death lost, for the line that
   // says so (" (...)"; ps: the updates since its last push, also counted).
   virtual std::string worker_died(Arena&, unsigned /*rank*/) const { return {}; }

@@ -79,10 +79,12 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
   }
   const unsigned workers = mode.parallel() ? run.workers : 0;  // serial: the parent trains
   const std::uint64_t share = run.train.rows() / std::max(1u, run.workers);
-  // A worker's steps read the weights while others write them: hogwild and atomic
-  // (not the lock's one writer, a replica, a parameter server's replica or ddp).
-  const bool live = mode.parallel() && !mode.locks_batches() && !mode.synchronous() &&
-                    !mode.parameter_server() && cfg.merge_every == 0;
+  // A worker's steps read the weights while others write them: those of a mode
+  // compiled with the racing access policies (hogwild's, atomic's, striped's; not
+  // the lock's one writer, nor captured gradients), without a replica.
+  const bool live = mode.parallel() && cfg.merge_every == 0 &&
+                    (mode.access() == access_index<HogwildUpdate>() ||
+                     mode.access() == access_index<AtomicUpdate>());
 
   MemoryPlan plan;
   MemoryEstimate& e = plan.estimate;
@@ -130,12 +132,11 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
   const std::uint64_t step = steps.resident;
   std::uint64_t mode_own = 0;
   std::string mode_what;
+  const ModeDef::Keeps keeps = mode.worker_keeps({cfg, run.specs, run.workers});
   if (cfg.merge_every && mode.replicas()) {
     mode_own = 2 * floats_bytes(padded), mode_what = "replica and its base";
-  } else if (mode.parameter_server()) {
-    mode_own = 2 * floats_bytes(plain), mode_what = "weights and pushes";
-  } else if (mode.synchronous()) {
-    mode_own = floats_bytes(padded), mode_what = "gradient";
+  } else if (keeps.bytes) {
+    mode_own = keeps.bytes, mode_what = keeps.what;
   } else if (window) {
     mode_own = window, mode_what = "hot window";
   }

@@ -54,6 +54,12 @@ class Ddp final : public ModeDef {
   bool deals_rows() const override { return true; }
   bool joins_nodes() const override { return true; }
   bool workers_wait() const override { return true; }  // in every step's collective
+  // Its gradient buffers (FlatGradient: each tensor on cache lines of its own).
+  Keeps worker_keeps(const ModeArena& a) const override {
+    std::uint64_t floats = 0;
+    for (const auto& s : a.specs) floats += (s.size + 15) / 16 * 16;
+    return {floats * sizeof(float), "gradient"};
+  }
 
   // The node's group: the shared-memory communicator's region (also under --comm
   // gloo, which a device backend over host memory falls back to), and under

@@ -29,6 +29,12 @@ class Ps final : public ModeDef {
   bool joins_nodes() const override { return true; }
   unsigned services(const TrainConfig& c) const override { return c.servers; }
   bool workers_wait() const override { return true; }  // for the servers, a bound
+  // A replica's private weights and the pushes it accumulates.
+  Keeps worker_keeps(const ModeArena& a) const override {
+    std::uint64_t floats = 0;
+    for (const auto& s : a.specs) floats += s.size;
+    return {2 * floats * sizeof(float), "weights and pushes"};
+  }
 
   void check(const TrainConfig& c) const override {
     if (c.servers < 1 || c.servers > PsReplicaSlot::kMaxServers)
