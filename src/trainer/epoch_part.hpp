@@ -3,10 +3,11 @@
 // it is given, in their order, before, between and after the mini-batches; it never
 // asks which they are. A plain hogwild run has none.
 //
-// The parts: ddp's gradient sync (modes/ddp/gradient_sync.hpp), dp's threads
-// (data_parallel.hpp), ps's replica (ps.hpp), hogwild's replica (replica.hpp),
-// hot window (hot_window.hpp) and node sync (node_sync.hpp), and the part a mode
-// makes itself (ModeDef::make_part: striped's stripes).
+// The parts: the one the worker's mode makes (ModeDef::make_part: ddp's gradient
+// sync, modes/ddp/; dp's threads, modes/dp/; ps's replica, modes/ps/; striped's
+// stripes), and those of hogwild's options, made by the trainer: the replica
+// (modes/hogwild/replica.hpp), hot window (hot_window.hpp) and node sync
+// (node_sync.hpp).
 #pragma once
 
 #include <atomic>

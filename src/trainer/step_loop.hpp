@@ -41,8 +41,9 @@ struct EpochTask {
   const std::atomic<std::int32_t>* terminated = nullptr;  // this worker got SIGTERM
   std::int32_t parent = 0;  // a worker's parent pid: the loop ends when it is gone
   // What the mode, and its options, do around the steps (trainer/epoch_part.hpp),
-  // in the order they do it: ddp's gradient sync, dp's threads, a replica's merges,
-  // ps's pushes, the node sync, the hot window's flushes. None: plain hogwild.
+  // in the order they do it: the mode's part (ddp's gradient sync, dp's threads,
+  // ps's pushes, striped's stripes), a replica's merges, the node sync, the hot
+  // window's flushes. None: plain hogwild.
   std::span<EpochPart* const> parts;
   // --telemetry: measures a sample of the steps' staleness (they write `params`).
   StalenessProbe* probe = nullptr;
