@@ -10,7 +10,7 @@ FlatGradient::FlatGradient(const ParamSet& shared) : shared_(shared) {
   std::size_t total = 0;
   for (const auto& t : shared.tensors()) {
     offset_.push_back(total);
-    total += (t.size + 15) / 16 * 16;
+    total += padded(t.size);
   }
   grad_.assign(total, 0.f);
   std::vector<ParamSet::Tensor> mine = shared.tensors();

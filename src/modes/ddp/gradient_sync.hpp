@@ -26,6 +26,8 @@ namespace hogwild::detail {
 class FlatGradient {
  public:
   explicit FlatGradient(const ParamSet& shared);
+  // The floats a tensor of `size` takes in the buffer: whole cache lines.
+  static constexpr std::size_t padded(std::size_t size) noexcept { return (size + 15) / 16 * 16; }
   const ParamSet& params() const noexcept { return params_; }
   float* data() noexcept { return grad_.data(); }
   std::size_t size() const noexcept { return grad_.size(); }

@@ -57,7 +57,7 @@ class Ddp final : public ModeDef {
   // Its gradient buffers (FlatGradient: each tensor on cache lines of its own).
   Keeps worker_keeps(const ModeArena& a) const override {
     std::uint64_t floats = 0;
-    for (const auto& s : a.specs) floats += (s.size + 15) / 16 * 16;
+    for (const auto& s : a.specs) floats += FlatGradient::padded(s.size);
     return {floats * sizeof(float), "gradient"};
   }
 
