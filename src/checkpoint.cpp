@@ -11,6 +11,7 @@
 #include "data/file_io.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
+#include "hogwild/options.hpp"
 #include "hogwild/trainer.hpp"
 #include "modes/mode_def.hpp"
 
@@ -459,25 +460,14 @@ void write_checkpoint(const Checkpoint& c, std::span<const TensorSource> tensors
 }
 
 std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainConfig& c) {
-  std::vector<std::pair<std::string, std::string>> f{
-      {"--model", c.model},
-      {"--mode", std::string(to_string(c.mode))},
-      {"--workers", fmt::format("{}", is_parallel(c.mode) ? c.workers : 1u)},
-      {"--partition", to_string(c.partition)},
-      {"--batch", fmt::format("{}", c.batch)},
-      {"--lr", fmt::format("{}", c.step_size.lr0)},
-      {"--lr-decay", fmt::format("{}", c.step_size.decay)},
-      {"--lr-inverse", fmt::format("{}", c.step_size.inverse_scale)},
-      {"--l2", fmt::format("{}", c.model_options.l2)},
-      {"--no-bias", c.model_options.bias ? "false" : "true"},
-      {"--seed", fmt::format("{}", c.seed)},
-      {"--optimizer", std::string(to_string(c.optimizer))},
-      {"--rank", fmt::format("{}", c.model_options.rank)},
-      {"--factors", to_string(c.model_options.factors)},
-      {"--hidden", fmt::format("{}", fmt::join(c.model_options.hidden, ","))},
-      {"--hot-k", fmt::format("{}", c.hot_k)},
-  };
-  // The mode's own options that a resume must match (ModeOption::resume_must_match).
+  std::vector<std::pair<std::string, std::string>> f;
+  for (const auto& o : train_options()) {
+    if (!o.resume_must_match || !o.mode.empty()) continue;
+    // The workers that train (serial and dp: one process).
+    f.emplace_back("--" + o.name, o.name == "workers" ? fmt::format("{}", is_parallel(c.mode) ? c.workers : 1u)
+                                                      : o.get(c));
+  }
+  // The mode's own options that a resume must match, as the mode resolves them.
   for (const auto& o : detail::mode_def(c.mode).options())
     if (o.resume_must_match)
       f.emplace_back("--" + o.name, fmt::format("{}", detail::mode_option(c, o.name)));

@@ -14,6 +14,7 @@
 
 #include "data/file_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/options.hpp"
 #include "modes/mode_def.hpp"
 
 namespace hogwild {
@@ -210,6 +211,15 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
     j["iface"] = r.iface;
   }
   if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
+  // Every option as the run had it (hogwild/options.hpp), keyed as in Python: what
+  // a later run needs to repeat this one.
+  auto& options = j["options"] = nlohmann::json::object();
+  for (const auto& o : train_options()) {
+    if (!o.command_line) continue;
+    std::string key = o.name;
+    std::replace(key.begin(), key.end(), '-', '_');
+    options[key] = o.get(c);
+  }
   for (const auto& o : detail::mode_def(c.mode).options())  // the mode's own, as run
     j["mode_options"][o.name] = detail::mode_option(c, o.name);
   detail::mode_def(c.mode).summarize(c, r, j);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hogwild/data_io.hpp"
+#include "hogwild/options.hpp"
 #include "comm/gloo.hpp"
 #include "support.hpp"
 
@@ -38,13 +39,14 @@ std::vector<std::string> long_run(const std::string& train, const std::string& t
 TEST_CASE("--help documents every option and --version prints the version") {
   auto r = run({test::hogwild_train_path(), "--help"});
   CHECK(r.exit_code == 0);
-  for (const char* opt : {"--train", "--test", "--model", "--workers", "--mode", "--epochs", "--lr",
-                          "--batch", "--seed", "--metrics", "--summary", "--lr-decay", "--l2",
-                          "--eval-every", "--shm-dir", "--cleanup", "--version", "--pin",
-                          "--huge-pages", "--merge-every", "--hot-k", "--hot-flush", "--max-restarts",
-                          "--checkpoint", "--checkpoint-every", "--resume", "--partition",
-                          "--worker-start"})
+  for (const char* opt : {"--train", "--test", "--metrics", "--summary", "--cleanup", "--version"})
     CHECK_MESSAGE(r.out.find(opt) != std::string::npos, opt);
+  // Every training option the library declares, under its concern's heading.
+  for (const auto& o : train_options()) {
+    if (!o.command_line) continue;
+    CHECK_MESSAGE(r.out.find("  --" + o.name + " ") != std::string::npos, o.name);
+  }
+  CHECK(r.out.find("Optimiser:") < r.out.find("  --lr "));
   auto v = run({test::hogwild_train_path(), "--version"});
   CHECK(v.exit_code == 0);
   CHECK(v.out.find("hogwild_train 0.") != std::string::npos);
@@ -94,7 +96,7 @@ TEST_CASE("bad options exit 2 with a clear message") {
             "--node-rank 2 is out of range for --nodes 2"},
            {{"--train", train, "--mode", "ddp", "--nodes", "2"}, "--nodes needs --rendezvous"},
            {{"--train", train, "--mode", "ddp", "--comm", "mpi"}, "--comm must be shm or gloo"},
-           {{"--train", train, "--accumulate", "4"}, "work with --mode ddp, not hogwild"},
+           {{"--train", train, "--accumulate", "4"}, "--accumulate applies to --mode ddp, not hogwild"},
            {{"--train", train, "--mode", "ddp", "--nodes", "2", "--node-rank", "0", "--rendezvous",
              "tcp://x:1"},
             "tcp://x:1"},
@@ -551,6 +553,38 @@ TEST_CASE("options a run ignores are warned about (serial's --workers, another m
   r = test::run_train({"--train", train, "--epochs", "1", "--model", "mlp", "--hidden", "8"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("warning") == std::string::npos);
+}
+
+TEST_CASE("the summary's options repeat the run: the same command line, the same weights") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 600);
+  const auto first = run({test::hogwild_train_path(), "--train", train, "--test", test_file,
+                          "--mode", "serial", "--epochs", "2", "--lr", "0.25", "--batch", "4",
+                          "--seed", "7", "--no-bias", "--lr-decay", "0.9", "-q", "--summary",
+                          dir.file("a.json")});
+  REQUIRE(first.exit_code == 0);
+  const auto a = nlohmann::json::parse(test::read_text(dir.file("a.json")));
+  CHECK(a["options"]["lr"] == "0.25");
+  CHECK(a["options"]["no_bias"] == "true");
+  CHECK(a["options"]["lr_decay"] == "0.9");
+  CHECK(a["options"]["sync_every"] == "");
+  std::vector<std::string> again{test::hogwild_train_path(), "--train", train, "--test", test_file,
+                                 "-q", "--summary", dir.file("b.json")};
+  for (const auto& [key, value] : a["options"].items()) {
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    const std::string text = value.get<std::string>();
+    if (text.empty() || text == "false") continue;  // not given, or a flag left off
+    again.push_back("--" + name);
+    if (text != "true") again.push_back(text);
+  }
+  const auto second = run(again);
+  INFO(second.out);
+  REQUIRE(second.exit_code == 0);
+  const auto b = nlohmann::json::parse(test::read_text(dir.file("b.json")));
+  CHECK(b["options"] == a["options"]);
+  CHECK(b["train_loss"] == a["train_loss"]);
+  CHECK(b["test_loss"] == a["test_loss"]);
 }
 
 TEST_CASE("a normal run prints progress, writes metrics and summary, leaves nothing behind") {

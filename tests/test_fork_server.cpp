@@ -18,6 +18,7 @@
 
 #include "hogwild/error.hpp"
 #include "hogwild/models/linear.hpp"
+#include "hogwild/options.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
 #include "trainer/worker_start.hpp"
@@ -165,8 +166,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.rendezvous = "redis://h:1";
   c.iface = "eth9";
   c.run_id = "r42";
-  c.sync_every = 777;
-  c.sync_seconds = 0.25;
+  c.sync_seconds = 0.25;  // (sync_every: one or the other)
   c.telemetry = true;
   c.telemetry_every = 17;
   c.conflicts = true;
@@ -185,6 +185,19 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.resume = std::string("r");
   c.handle_signals = true;
   c.worker_start = WorkerStart::fork_server;
+  c.join_timeout = 7.5;
+  c.stall_timeout = 9.25;
+  c.servers = 3;
+  c.push_every = 4;
+  c.fetch_every = 5;
+  c.staleness = 2;
+  c.hashed_keys = true;
+  c.device = Device::cuda;
+  c.cuda_ipc = CudaIpc::legacy;
+  c.device_streams = 3;
+  c.device_warps = 96;
+  c.result_parameters = false;
+  c.mode_options["stripes"] = 8;
   const TrainConfig d = detail::config_from_json(detail::config_to_json(c));
   CHECK(d.model == c.model);
   CHECK(d.model_options.l2 == c.model_options.l2);
@@ -234,4 +247,12 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.resume == c.resume);
   CHECK(d.handle_signals == c.handle_signals);
   CHECK(d.worker_start == c.worker_start);
+  CHECK(d.mode_options == c.mode_options);
+  // Every declared option: this test gave it a value of its own, and it came back.
+  const TrainConfig defaults;
+  for (const auto& o : train_options()) {
+    CAPTURE(o.name);
+    CHECK(o.get(c) != o.get(defaults));
+    CHECK(o.get(d) == o.get(c));
+  }
 }

@@ -89,7 +89,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a timeout of 0", "{T} --train {train} --mode ddp --comm-timeout 0", 2,
        "--comm-timeout must be more than 0 and at most 86400 seconds, got 0"},
       {"a negative stall timeout", "{T} --train {train} --stall-timeout -1", 2,
-       "--stall-timeout must be from 0 (off) to 86400 seconds, got -1"},
+       "--stall-timeout must be from 0 to 86400 seconds, got -1"},
       {"an unknown mode", "{T} --train {train} --mode wild", 2, "unknown mode \"wild\""},
       {"a mode's option under another mode", "{T} --train {train} --stripes 8", 2,
        "--stripes applies to --mode striped"},

@@ -243,5 +243,5 @@ TEST_CASE("hogwild_train --model mf on MovieLens-style files prints and records 
   CHECK(contains(r.out, "model mf needs rating triples"));
   r = test::run({train_cli, "--train", dir.file("u.test"), "--model", "mf", "--rank", "0"});
   CHECK(r.exit_code == 2);
-  CHECK(contains(r.out, "--rank must be between 1 and 1024"));
+  CHECK(contains(r.out, "--rank 0 is out of range (1 to 1024)"));
 }

@@ -772,13 +772,13 @@ TEST_CASE("ps options are checked" * doctest::test_suite("cli")) {
   };
   auto r = run({"--mode", "ps", "--servers", "0"});
   CHECK(r.exit_code == 2);
-  CHECK(r.out.find("--servers must be from 1 to 64, got 0") != std::string::npos);
+  CHECK(r.out.find("--servers 0 is out of range (1 to 64)") != std::string::npos);
   r = run({"--mode", "ps", "--staleness", "-2"});
   CHECK(r.exit_code == 2);
-  CHECK(r.out.find("--staleness must be >= 0") != std::string::npos);
+  CHECK(r.out.find("--staleness -2 is out of range (-1 to ") != std::string::npos);
   r = run({"--mode", "hogwild", "--push-every", "4"});
   CHECK(r.exit_code == 2);
-  CHECK(r.out.find("work with --mode ps, not hogwild") != std::string::npos);
+  CHECK(r.out.find("--push-every applies to --mode ps, not hogwild") != std::string::npos);
   r = run({"--mode", "ps", "--servers", "8"});  // w has 4 coordinates
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("--servers 8 makes 8 shards, but the model's largest tensor has 4 coordinates") !=
@@ -789,7 +789,7 @@ TEST_CASE("ps options are checked" * doctest::test_suite("cli")) {
   CHECK(r.out.find("striped") != std::string::npos);
   r = run({"--mode", "lock", "--key-ranges", "hashed"});
   CHECK(r.exit_code == 2);
-  CHECK(r.out.find("--key-ranges work with --mode ps, not lock") != std::string::npos);
+  CHECK(r.out.find("--key-ranges applies to --mode ps, not lock") != std::string::npos);
   r = run({"--mode", "ps", "--workers", "2", "--servers", "2", "--epochs", "2"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("ps: ") != std::string::npos);

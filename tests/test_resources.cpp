@@ -225,5 +225,5 @@ TEST_CASE("worker counts: above the cores a warning, absurd ones refused") {
   CHECK(r.out.find("workers on " + std::to_string(cores) + " cores") != std::string::npos);
   r = train_cli({"--train", train, "--workers", "5000"});
   CHECK(r.exit_code == 2);
-  CHECK(r.out.find("--workers 5000 is absurd (at most 1024)") != std::string::npos);
+  CHECK(r.out.find("--workers 5000 is out of range (1 to 1024)") != std::string::npos);
 }

@@ -173,7 +173,7 @@ struct TrainConfig {
   // staleness). 0 = auto (device_warps_for). Lock and serial modes use 1: the lock
   // takes the updates one at a time, so more warps would only spin on it.
   unsigned device_warps = 0;
-  // (A new field travels to fork-server workers: add it to src/trainer/worker_start.cpp.)
+  // (Each field is an option, declared once: hogwild/options.hpp.)
   // Throws ConfigError naming the first invalid field.
   void validate() const;
 };

@@ -156,6 +156,8 @@ struct DeclaredModeOption {
   std::string modes;
 };
 std::vector<DeclaredModeOption> declared_mode_options();
+// Whether `modes` ("ps", "hogwild or atomic": DeclaredModeOption::modes) names m.
+bool mode_takes(const std::string& modes, Mode m);
 // ConfigError for a mode option cfg's mode does not declare, or out of its range.
 void check_mode_options(const TrainConfig& cfg);
 

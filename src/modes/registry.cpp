@@ -54,6 +54,17 @@ std::int64_t mode_option(const TrainConfig& cfg, const std::string& name) {
   throw ConfigError(fmt::format("--mode {} has no option --{}", to_string(cfg.mode), name));
 }
 
+bool mode_takes(const std::string& modes, Mode m) {
+  const std::string_view name = to_string(m);
+  std::size_t begin = 0;
+  while (begin <= modes.size()) {
+    const std::size_t end = std::min(modes.find(" or ", begin), modes.size());
+    if (std::string_view(modes).substr(begin, end - begin) == name) return true;
+    begin = end + 4;
+  }
+  return false;
+}
+
 std::vector<DeclaredModeOption> declared_mode_options() {
   std::vector<DeclaredModeOption> all;
   for (const auto* m : modes())

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
+#include "hogwild/options.hpp"
 #include "hogwild/trainer.hpp"
 #include "data/file_io.hpp"
 #include "device/kernel_registry.hpp"
@@ -33,87 +35,43 @@
 
 namespace {
 
+// The tool's own options; the training's are hogwild::train_options().
 struct Options {
   std::string train, test, train_labels, test_labels;
-  std::string mode = "hogwild";
-  std::string partition = "shuffled";
-  std::string worker_start = "fork";
-  std::string device = "cpu";
-  std::string cuda_ipc = "vmm";
-  std::string optimizer = "sgd";
-  std::string matmul = "fp32";
-  std::string factors = "fp32";
   std::string metrics, summary;
-  std::string hidden;
-  std::string sync_every;
-  std::string straggler;
   std::string storage = "auto";
   unsigned threads = 0;
   // Where the lines for a person go: stdout, or stderr when stdout carries JSON
   // (--metrics - or --summary -).
   std::FILE* human = stdout;
-  double bucket_mb = 0;
   double output_wait = 0;  // seconds
-  bool no_bias = false;
   bool quiet = false;
   bool cleanup = false;
 };
 
-// "256,128" -> {256, 128}; anything else (empty, a zero, a sign, a space) is a ConfigError.
-std::vector<std::size_t> parse_widths(const std::string& text) {
-  std::vector<std::size_t> widths;
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
-    const bool digits = !item.empty() && item.size() <= 7 &&
-                        item.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoul(item) == 0)
-      throw hogwild::ConfigError("--hidden expects comma-separated positive layer widths "
-                                 "such as 256,128, got \"" + text + "\"");
-    widths.push_back(std::stoul(item));
-    if (end == text.size()) return widths;
-    begin = end + 1;
-  }
-}
-
-// --sync-every: "500" (examples) or "2s", "250ms" (time); anything else is a ConfigError.
-void parse_sync_every(const std::string& text, hogwild::TrainConfig& cfg) {
-  const bool ms = text.ends_with("ms"), s = !ms && text.ends_with('s');
-  const std::string number = text.substr(0, text.size() - (ms ? 2 : s ? 1 : 0));
-  const bool digits = !number.empty() && number.size() <= 15 &&
-                      number.find_first_not_of(ms || s ? "0123456789." : "0123456789") ==
-                          std::string::npos &&
-                      std::count(number.begin(), number.end(), '.') <= 1 && number != ".";
-  if (digits && (ms || s)) {
-    cfg.sync_seconds = std::stod(number) * (ms ? 1e-3 : 1.0);
-    if (cfg.sync_seconds > 0) return;
-  } else if (digits && std::stoull(number) > 0) {
-    cfg.sync_every = std::stoull(number);
-    return;
-  }
-  throw hogwild::ConfigError("--sync-every expects a positive number of examples (500) or of "
-                             "seconds (2s, 250ms), got \"" + text + "\"");
-}
-
-// --straggler W:FACTOR ("1:3", "0:1.5"); anything else is a ConfigError.
-void parse_straggler(const std::string& text, hogwild::TrainConfig& cfg) {
-  const auto colon = text.find(':');
-  try {
-    if (colon != std::string::npos && colon > 0 && colon <= 6 && colon + 1 < text.size() &&
-        text.find_first_not_of("0123456789") == colon) {
-      std::size_t used = 0;
-      const double factor = std::stod(text.substr(colon + 1), &used);
-      if (used == text.size() - colon - 1) {
-        cfg.straggler_worker = std::stoi(text.substr(0, colon));
-        cfg.straggler_factor = factor;
-        return;
-      }
+// Every training option (hogwild/options.hpp) on the command line, grouped by its
+// concern in --help; `given` receives their values.
+void add_train_options(CLI::App& app, std::map<std::string, std::string>& given) {
+  static const hogwild::TrainConfig defaults;
+  for (const auto& o : hogwild::train_options()) {
+    if (!o.command_line) continue;
+    std::string group = hogwild::to_string(o.concern);
+    group[0] = static_cast<char>(std::toupper(group[0]));
+    const std::string name = "--" + o.name;
+    if (o.value_text.empty()) {
+      app.add_flag_callback(name, [&given, n = o.name] { given[n] = "true"; }, o.help)->group(group);
+      continue;
     }
-  } catch (const std::exception&) {
+    // The range and the default, where the help does not say them already.
+    std::vector<std::string> notes;
+    if (!o.range.empty() && o.help.find(o.range) == std::string::npos) notes.push_back(o.range);
+    if (const std::string d = o.get(defaults); !d.empty() && o.mode.find(" or ") == std::string::npos &&
+                                               o.help.find("default") == std::string::npos)
+      notes.push_back("default " + d);
+    std::string help = o.help;
+    if (!notes.empty()) help += fmt::format(" [{}]", fmt::join(notes, "; "));
+    app.add_option(name, given[o.name], help)->option_text(o.value_text)->group(group);
   }
-  throw hogwild::ConfigError("--straggler expects W:FACTOR (worker W's updates FACTOR times as "
-                             "long, e.g. 1:3), got \"" + text + "\"");
 }
 
 // Loads a data set and stores its rows as --storage says; a test set (`train` given)
@@ -209,212 +167,17 @@ int run(int argc, char** argv) {
                  "IDX labels file for --train (default: the images path with "
                  "images-idx3 replaced by labels-idx1)")->option_text("FILE");
   app.add_option("--test-labels", o.test_labels, "IDX labels file for --test")->option_text("FILE");
-  app.add_option("--model", cfg.model, "Model: " + [] {
-    std::string s;
-    for (auto& n : hogwild::model_names()) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }())->capture_default_str();
-  app.add_option("--workers", cfg.workers, "Worker processes (dp: threads splitting each mini-batch; serial always uses one)")
-      ->capture_default_str();
-  app.add_option("--mode", o.mode, hogwild::mode_help())
-      ->capture_default_str();
-  // The options the modes declare (ModeOption, src/modes/<mode>/mode.cpp), each once.
-  std::map<std::string, std::int64_t> mode_values;
-  for (const auto& d : hogwild::detail::declared_mode_options())
-    app.add_option("--" + d.option.name, mode_values[d.option.name],
-                   fmt::format("{} (--mode {}; {} to {}, default {})", d.option.help, d.modes,
-                               d.option.low, d.option.high, d.option.fallback))
-        ->option_text("N");
-  app.add_option("--partition", o.partition,
-                 "Which rows each worker trains: shuffled (each epoch, one permutation of all "
-                 "rows drawn from the seed and the epoch, split among the workers; a file "
-                 "sorted by class or user costs no accuracy) or contiguous (worker k keeps the "
-                 "k-th slice of the file's rows and shuffles inside it, for locality studies)")
-      ->capture_default_str()->option_text("shuffled|contiguous");
-  app.add_option("--optimizer", o.optimizer,
-                 "sgd, or adagrad (per-coordinate steps; its accumulators are shared by all "
-                 "workers like the weights)")
-      ->capture_default_str();
-  app.add_option("--epochs", cfg.epochs, "Passes over the training data")->capture_default_str();
-  app.add_option("--lr", cfg.step_size.lr0, "Initial step size")->capture_default_str();
-  app.add_option("--lr-decay", cfg.step_size.decay,
-                 "Per-epoch backoff beta: lr <- beta * lr after each epoch (1 = constant)")
-      ->capture_default_str();
-  app.add_option("--lr-inverse", cfg.step_size.inverse_scale,
-                 "Inverse-time decay: lr / (1 + t / T) after t examples (0 = off)")
-      ->capture_default_str();
-  app.add_option("--batch", cfg.batch, "Mini-batch size (1 = classic Hogwild!)")
-      ->capture_default_str();
-  app.add_option("--l2", cfg.model_options.l2, "L2 penalty lambda (bias excluded)")
-      ->capture_default_str();
-  app.add_option("--hidden", o.hidden,
-                 "mlp: hidden layer widths, comma-separated (default 256,128)")
-      ->option_text("W1,W2,...");
-  app.add_option("--matmul-precision", o.matmul,
-                 "mlp: fp32, or bf16 (the training products' operands rounded to bfloat16 and "
-                 "summed in float on the AMX tile unit, Intel Sapphire Rapids and later, or "
-                 "with AVX512-BF16 through oneDNN, Intel Cooper Lake and AMD Zen 4 and later; "
-                 "the weights, the step and evaluation stay fp32)")
-      ->capture_default_str()->option_text("fp32|bf16");
-  app.add_flag("--no-bias", o.no_bias, "Do not learn an intercept");
-  app.add_option("--rank", cfg.model_options.rank, "Matrix factorization (mf): factors per user and item")
-      ->capture_default_str();
-  app.add_option("--factors", o.factors,
-                 "mf with --device cuda: the factors' storage, fp32, or fp16 (half the bytes a "
-                 "rating moves; the kernel computes in fp32 and rounds each stored value; "
-                 "biases and AdaGrad's state stay fp32)")
-      ->capture_default_str()->option_text("fp32|fp16");
-  app.add_option("--seed", cfg.seed, "Seed for shuffling and initial weights")
-      ->capture_default_str();
-  app.add_option("--eval-every", cfg.eval_every,
-                 "Also evaluate every S seconds during an epoch (0 = per epoch only)")
-      ->capture_default_str();
-  app.add_option("--metrics", o.metrics, "Write one JSON object per evaluation to FILE")->option_text("FILE");
-  app.add_option("--summary", o.summary, "Write the run's summary as one JSON object to FILE")->option_text("FILE");
+  std::map<std::string, std::string> given;
+  add_train_options(app, given);
+  const std::string tool = "Data and outputs";
+  app.add_option("--metrics", o.metrics, "Write one JSON object per evaluation to FILE")
+      ->option_text("FILE")->group(tool);
+  app.add_option("--summary", o.summary, "Write the run's summary as one JSON object to FILE")
+      ->option_text("FILE")->group(tool);
   app.add_option("--output-wait", o.output_wait,
                  "Seconds to wait for another run that writes one of this run's outputs to end, "
                  "before refusing (exit 2); hogwild_sweep gives 60")
-      ->check(CLI::Range(0.0, 86400.0))->capture_default_str()->option_text("S");
-  app.add_option("--shm-dir", cfg.shm_dir,
-                 "Put the parameter arena in a file-backed mapping in DIR instead of /dev/shm")->option_text("DIR");
-  app.add_flag("--pin", cfg.pin, "Pin worker k to the (k mod n)-th CPU this process may use");
-  app.add_flag("--telemetry", cfg.telemetry,
-               "Measure the staleness of the workers' updates (lag and overlap histograms, in "
-               "the metrics and the summary; docs/EXPERIMENTS.md)");
-  app.add_flag("--conflicts", cfg.conflicts,
-               "Watch the writes to a sample of the weights (the bias, the top K features, K "
-               "random): conflicts and lost-update mass, in the summary (every write then goes "
-               "one coordinate at a time)");
-  app.add_option("--conflict-k", cfg.conflict_k, "--conflicts: K of the sample")
-      ->capture_default_str()->option_text("K");
-  app.add_option("--telemetry-every", cfg.telemetry_every,
-                 "--telemetry: measure 1 in N updates, on average")
-      ->capture_default_str()->option_text("N");
-  app.add_flag("--huge-pages", cfg.huge_pages,
-               "Back the parameter arena with 2 MiB pages where the system allows it");
-  app.add_option("--merge-every", cfg.merge_every,
-                 "Each worker trains a private replica of the parameters and adds its change "
-                 "to the shared ones every N of its examples and at each epoch's end "
-                 "(modes hogwild, atomic; 0 = off: updates go straight to the shared weights; "
-                 "auto: N adapts so that merging takes about 5 % of a worker's time)")
-      ->transform(CLI::Transformer({{"auto", std::to_string(hogwild::TrainConfig::kMergeAuto)}}))
-      ->capture_default_str()->option_text("N|auto");
-  app.add_option("--hot-k", cfg.hot_k,
-                 "Linear models, sparse rows: each worker trains its own copy of the bias and "
-                 "of the K most frequent features, added to the shared weights every "
-                 "--hot-flush examples (0 = off)")
-      ->capture_default_str();
-  app.add_option("--hot-flush", cfg.hot_flush,
-                 "Examples between flushes of the hot coordinates")
-      ->capture_default_str();
-  app.add_option("--accumulate", cfg.accumulate,
-                 "--mode ddp: combine the gradients of K mini-batches before one update "
-                 "(PyTorch's no_sync)")
-      ->capture_default_str()->option_text("K");
-  app.add_option("--bucket-mb", o.bucket_mb,
-                 "--mode ddp: reduce the gradients in buckets of this many MiB after a first "
-                 "one of 1 MiB (default 25, PyTorch's)")
-      ->option_text("MB");
-  app.add_option("--comm", cfg.comm,
-                 "--mode ddp: how the workers combine gradients: shm (the shared arena) or gloo "
-                 "(TCP over loopback, for comparison)")
-      ->capture_default_str()->option_text("shm|gloo");
-  app.add_option("--nodes", cfg.nodes,
-                 "--mode ddp on N machines, each running this command with its own --node-rank "
-                 "(docs/DISTRIBUTED.md)")
-      ->capture_default_str()->option_text("N");
-  app.add_option("--node-rank", cfg.node_rank, "This machine's place among the --nodes, from 0")
-      ->capture_default_str()->option_text("K");
-  app.add_option("--rendezvous", cfg.rendezvous,
-                 "Where the nodes meet: file:DIR (a directory every node shares) or "
-                 "redis://HOST:PORT")
-      ->option_text("file:DIR|redis://HOST:PORT");
-  app.add_option("--iface", cfg.iface,
-                 "Network interface the nodes' workers talk over (eth0); needed across machines")
-      ->option_text("NAME");
-  app.add_option("--run-id", cfg.run_id,
-                 "Names the run in the rendezvous store (default: from the options and the "
-                 "data); a new id per run")
-      ->option_text("ID");
-  app.add_option("--sync-every", o.sync_every,
-                 "Hogwild across nodes (--mode hogwild --nodes N): each node's worker 0 averages "
-                 "its node's changes with the other nodes' every N of its examples, or about "
-                 "every T seconds (2s, 250ms)")
-      ->option_text("N|Ts");
-  app.add_option("--grad-delay-ns", cfg.grad_delay_ns,
-                 "Busy work per example inside each update, in nanoseconds (a costlier gradient: "
-                 "the Hogwild! paper's Fig. 5c; held under the lock in lock mode)")
-      ->capture_default_str()->option_text("N");
-  app.add_option("--straggler", o.straggler,
-                 "Make worker W's updates FACTOR times as long (a slow worker)")
-      ->option_text("W:FACTOR");
-  app.add_option("--comm-timeout", cfg.comm_timeout,
-                 "--mode ddp: seconds a worker waits for the others in a collective before it "
-                 "fails, naming them")
-      ->capture_default_str()->option_text("S");
-  app.add_option("--join-timeout", cfg.join_timeout,
-                 "Several nodes: seconds a node waits for the others to join before any worker "
-                 "starts (a node may start that much later); nodes that differ are refused at once")
-      ->capture_default_str()->option_text("S");
-  app.add_option("--worker-start", o.worker_start,
-                 "How workers start: fork (copies of this process: the fastest start) or "
-                 "fork-server (forked by the clean process this program forks first thing, "
-                 "from a description of the run: what GPU and multi-node modes need)")
-      ->capture_default_str()->option_text("fork|fork-server");
-  app.add_option("--servers", cfg.servers,
-                 "--mode ps: server processes, each owning a slice of every tensor")
-      ->capture_default_str()->option_text("S");
-  app.add_option("--push-every", cfg.push_every,
-                 "--mode ps: a replica pushes its accumulated updates every N mini-batches")
-      ->capture_default_str()->option_text("N");
-  app.add_option("--fetch-every", cfg.fetch_every,
-                 "--mode ps: a replica fetches fresh weights every M mini-batches")
-      ->capture_default_str()->option_text("M");
-  app.add_option("--staleness", cfg.staleness,
-                 "--mode ps: a replica more than S pushes ahead of the slowest waits (0: "
-                 "bulk-synchronous; default: no bound)")->option_text("S");
-  app.add_option_function<std::string>(
-         "--key-ranges",
-         [&cfg](const std::string& v) { cfg.hashed_keys = v == "hashed"; },
-         "--mode ps: which coordinates each server owns: contiguous (a slice of every "
-         "tensor; dense tensors go as buckets) or hashed (spread by a hash of the index, "
-         "so that popular low ids load every server alike; pairs only)")
-      ->check(CLI::IsMember({"contiguous", "hashed"}))
-      ->option_text("contiguous|hashed");
-  app.add_option("--device", o.device,
-                 "Where the parameters live and the steps run: cpu (the shared arena) or cuda "
-                 "(GPU memory shared by every worker process; workers start from the fork "
-                 "server; every built-in model, ddp over NCCL; docs/GPU.md)")
-      ->capture_default_str()->option_text("cpu|cuda");
-  app.add_option("--cuda-ipc", o.cuda_ipc,
-                 "--device cuda: how workers share GPU memory: vmm (cuMemCreate, a file "
-                 "descriptor passed over a Unix socket) or legacy (cudaIpcGetMemHandle)")
-      ->capture_default_str()->option_text("vmm|legacy");
-  app.add_option("--device-streams", cfg.device_streams,
-                 "--device cuda, the MLP: streams per worker process, each training every K-th "
-                 "mini-batch on the shared weights (Hogwild! workers inside the process)")
-      ->capture_default_str();
-  app.add_option("--device-warps", cfg.device_warps,
-                 "--device cuda: warps per worker process, each a Hogwild! worker on the shared "
-                 "weights (their number is the staleness); 0 = auto: as many as keep the hottest "
-                 "coordinate's concurrent writers near 16 (docs/GPU.md); lock and serial use 1")
-      ->capture_default_str()->option_text("N");
-  app.add_option("--max-restarts", cfg.max_restarts,
-                 "Respawn a crashed worker (it continues its partition) at most K times per run")
-      ->capture_default_str()->option_text("K");
-  app.add_option("--stall-timeout", cfg.stall_timeout,
-                 "Seconds a worker may finish no example before the run says so and kills it "
-                 "(respawned under --max-restarts, else exit 3); 0 = off")
-      ->capture_default_str()->option_text("S");
-  app.add_option("--checkpoint", cfg.checkpoint,
-                 "Save parameters and progress to FILE (atomically) at the end, when stopped "
-                 "by a signal, and every --checkpoint-every seconds")->option_text("FILE");
-  app.add_option("--checkpoint-every", cfg.checkpoint_every,
-                 "Seconds between checkpoints (0 = only at the end or when stopped)")
-      ->capture_default_str()->option_text("S");
-  app.add_option("--resume", cfg.resume,
-                 "Continue the run saved in FILE (same data and options; --epochs may grow)")
-      ->option_text("FILE");
+      ->check(CLI::Range(0.0, 86400.0))->capture_default_str()->option_text("S")->group(tool);
   app.add_option("--storage", o.storage,
                  "Rows of libsvm text and caches: sparse, dense (bytes when every value is "
                  "k/255, else floats), or auto (dense from a density of " +
@@ -438,6 +201,14 @@ int run(int argc, char** argv) {
     // A wrong option or value, said as every other error is.
     fmt::print(stderr, "hogwild_train: error: {} (see --help)\n", e.what());
     return hogwild::kExitBadInput;
+  }
+  for (const auto& option : hogwild::train_options()) {
+    if (!option.command_line || !app.count("--" + option.name)) continue;
+    try {
+      option.set(cfg, given[option.name]);
+    } catch (const hogwild::ConfigError& e) {  // a value the option does not take
+      throw hogwild::ConfigError(std::string(e.what()) + " (see --help)");
+    }
   }
 
   if (o.cleanup) {
@@ -472,18 +243,8 @@ int run(int argc, char** argv) {
         cfg.checkpoint));
   const NodesFrom nodes_from = nodes_from_launcher(cfg, app.count("--nodes") > 0,
                                                   app.count("--node-rank") > 0);
-  cfg.mode = hogwild::parse_mode(o.mode);
-  for (const auto& [name, value] : mode_values)
-    if (app.count("--" + name) > 0) cfg.mode_options[name] = value;
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.result_parameters = false;  // the weights go to the checkpoint only: no copy at the end
-  cfg.partition = hogwild::parse_partition(o.partition);
-  cfg.worker_start = hogwild::parse_worker_start(o.worker_start);
-  cfg.device = hogwild::parse_device(o.device);
-  cfg.cuda_ipc = hogwild::parse_cuda_ipc(o.cuda_ipc);
-  cfg.model_options.factors = hogwild::parse_dtype("--factors", o.factors);
-  if (app.count("--cuda-ipc") && cfg.device != hogwild::Device::cuda)
-    throw hogwild::ConfigError("--cuda-ipc applies to --device cuda only");
   if (cfg.device == hogwild::Device::cuda) {
     // CUDA does not survive fork: GPU workers start from the fork server, which
     // main started before anything else (wants_fork_server).
@@ -495,18 +256,7 @@ int run(int argc, char** argv) {
     const hogwild::CudaStatus gpu = hogwild::cuda_status();
     if (!gpu.ok) throw hogwild::ConfigError("no CUDA device: " + gpu.message);
   }
-  cfg.optimizer = hogwild::parse_optimizer(o.optimizer);
-  cfg.model_options.bias = !o.no_bias;
-  cfg.model_options.matmul = hogwild::parse_matmul_precision(o.matmul);
   const hogwild::Storage storage = hogwild::parse_storage(o.storage);
-  if (!o.hidden.empty() || app.count("--hidden")) cfg.model_options.hidden = parse_widths(o.hidden);
-  if (app.count("--sync-every")) parse_sync_every(o.sync_every, cfg);
-  if (app.count("--straggler")) parse_straggler(o.straggler, cfg);
-  if (app.count("--bucket-mb")) {
-    if (!(o.bucket_mb > 0) || o.bucket_mb > 65536)
-      throw hogwild::ConfigError(fmt::format("--bucket-mb must be from 0 to 65536, got {}", o.bucket_mb));
-    cfg.bucket_bytes = static_cast<std::size_t>(o.bucket_mb * (1 << 20));
-  }
   cfg.validate();
   // Segments a crashed run of ours left behind (its name lives only microseconds).
   for (auto& n : hogwild::cleanup_stale_segments())
@@ -526,7 +276,8 @@ int run(int argc, char** argv) {
   if (cores && hogwild::workers_used(cfg.mode, cfg.workers) > cores)
     fmt::print(stderr, "hogwild_train: warning: {} {} on {} cores; they will share cores\n",
                cfg.workers,
-               hogwild::is_parallel(cfg.mode) ? std::string("workers") : o.mode + " threads",
+               hogwild::is_parallel(cfg.mode) ? std::string("workers")
+                                            : fmt::format("{} threads", hogwild::to_string(cfg.mode)),
                cores);
 
   if (cfg.huge_pages) {
@@ -568,7 +319,7 @@ int run(int argc, char** argv) {
     });
   if (!o.quiet)
     fmt::print(o.human, "model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
-               cfg.model, o.mode, o.optimizer, hogwild::workers_used(cfg.mode, cfg.workers),
+               cfg.model, hogwild::to_string(cfg.mode), hogwild::to_string(cfg.optimizer), hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   const auto kernel = cfg.device == hogwild::Device::cuda
                           ? std::optional(hogwild::detail::device_kernel_def(cfg.model))

@@ -25,6 +25,7 @@
 #include "science/conflicts.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/options.hpp"
 #include "device/device_backend.hpp"
 #include "device/kernel_registry.hpp"
 #include "hogwild/metrics.hpp"
@@ -612,37 +613,29 @@ class Supervisor {
 }  // namespace
 
 void TrainConfig::validate() const {
+  // Each option's own range (hogwild/options.hpp), whoever set the field; and an
+  // option of one mode given to another.
+  static const TrainConfig defaults;
+  for (const auto& o : train_options()) {
+    TrainConfig copy = *this;
+    const std::string value = o.get(*this);
+    o.set(copy, value);
+    if (!o.mode.empty() && value != o.get(defaults) && !detail::mode_takes(o.mode, mode))
+      throw ConfigError(fmt::format("--{} applies to --mode {}, not {}", o.name, o.mode,
+                                    to_string(mode)));
+  }
   detail::check_mode_options(*this);
   detail::mode_def(mode).check(*this);
-  if (device_streams == 0 || device_streams > 64)
-    throw ConfigError(fmt::format("--device-streams {} is out of range (1 to 64)", device_streams));
   if (device_streams != 1 && device != Device::cuda)
     throw ConfigError("--device-streams applies to --device cuda only");
+  if (cuda_ipc != CudaIpc::vmm && device != Device::cuda)
+    throw ConfigError("--cuda-ipc applies to --device cuda only");
   if (device_warps != 0 && device != Device::cuda)
     throw ConfigError("--device-warps applies to --device cuda only");
-  if (device_warps > kDeviceWarpsMax)
-    throw ConfigError(fmt::format("--device-warps {} is out of range (0 = auto, or 1 to {})",
-                                  device_warps, kDeviceWarpsMax));
   if (model_options.factors != Dtype::f32 && device != Device::cuda)
     throw ConfigError(fmt::format("--factors {} stores the factors on the GPU: add --device cuda "
                                   "(the CPU trains fp32 factors)",
                                   to_string(model_options.factors)));
-  if ((is_parallel(mode) || detail::mode_def(mode).threaded()) && workers == 0)
-    throw ConfigError("--workers must be at least 1");
-  if (workers > 1024) throw ConfigError(fmt::format("--workers {} is absurd (at most 1024)", workers));
-  if (epochs == 0) throw ConfigError("--epochs must be at least 1");
-  if (epochs > 1000000) throw ConfigError("--epochs must be at most 1000000");
-  if (!(step_size.lr0 > 0) || !std::isfinite(step_size.lr0))
-    throw ConfigError(fmt::format("--lr must be a positive number, got {}", step_size.lr0));
-  if (!(step_size.decay > 0 && step_size.decay <= 1))
-    throw ConfigError(fmt::format("--lr-decay must be in (0, 1], got {}", step_size.decay));
-  if (!(step_size.inverse_scale >= 0))
-    throw ConfigError("--lr-inverse must be >= 0");
-  if (batch == 0) throw ConfigError("--batch must be at least 1");
-  if (!(model_options.l2 >= 0) || !std::isfinite(model_options.l2))
-    throw ConfigError(fmt::format("--l2 must be >= 0, got {}", model_options.l2));
-  if (!(eval_every >= 0)) throw ConfigError("--eval-every must be >= 0");
-  if (hot_flush == 0) throw ConfigError("--hot-flush must be at least 1");
   if (hot_k > 0 && optimizer != Optimizer::sgd)
     throw ConfigError("--hot-k works with --optimizer sgd only");
   if (merge_every > 0) {
@@ -659,31 +652,15 @@ void TrainConfig::validate() const {
                         "every coordinate private between merges");
   }
   const bool synchronous = detail::mode_def(mode).synchronous();
-  if (accumulate == 0 || accumulate > 1000000)
-    throw ConfigError(fmt::format("--accumulate must be from 1 to 1000000, got {}", accumulate));
-  if (comm != "shm" && comm != "gloo")
-    throw ConfigError(fmt::format("--comm must be shm or gloo, got \"{}\"", comm));
   if (comm == "gloo" && !gloo_built())
     throw ConfigError("--comm gloo: this build has no Gloo (install libgloo-dev and "
                       "libhiredis-dev, scripts/install-deps.sh, and build again)");
-  if (!synchronous && (accumulate != 1 || bucket_bytes != 0 || comm != "shm"))
-    throw ConfigError(fmt::format("--accumulate, --bucket-mb and --comm work with --mode {}, not {}",
-                                  detail::mode_names_where(&detail::ModeDef::synchronous),
-                                  to_string(mode)));
   if (synchronous && hot_k > 0)
     throw ConfigError(fmt::format("--hot-k does not apply to --mode {}: its workers do not "
                                   "write the weights while they step", to_string(mode)));
-  if (nodes == 0 || nodes > 4096)
-    throw ConfigError(fmt::format("--nodes must be from 1 to 4096, got {}", nodes));
   if (node_rank >= nodes)
     throw ConfigError(fmt::format("--node-rank {} is out of range for --nodes {} (0 to {})",
                                   node_rank, nodes, nodes - 1));
-  if (!(sync_seconds >= 0) || !std::isfinite(sync_seconds))
-    throw ConfigError(fmt::format("--sync-every {}s: seconds must be a positive number", sync_seconds));
-  if (sync_every > 0 && sync_seconds > 0)
-    throw ConfigError("--sync-every is either a number of examples or of seconds, not both");
-  if (grad_delay_ns > 1000000000)
-    throw ConfigError(fmt::format("--grad-delay-ns {} is more than a second an example", grad_delay_ns));
   if (straggler_worker >= 0) {
     const unsigned n = is_parallel(mode) ? workers : 1;
     if (static_cast<unsigned>(straggler_worker) >= n)
@@ -703,11 +680,7 @@ void TrainConfig::validate() const {
           "--conflicts watches the writes of --mode hogwild, atomic, lock or serial to the "
           "shared weights, not --mode {}{}", to_string(mode),
           merge_every ? " with --merge-every" : hot_k ? " with --hot-k" : ""));
-    if (conflict_k > 64)
-      throw ConfigError(fmt::format("--conflict-k must be at most 64, got {}", conflict_k));
   }
-  if (telemetry_every == 0 || telemetry_every > 1000000000)
-    throw ConfigError(fmt::format("--telemetry-every must be from 1 to 1e9, got {}", telemetry_every));
   const bool syncs = sync_every > 0 || sync_seconds > 0;
   if (syncs && (nodes < 2 || synchronous || !is_parallel(mode)))
     throw ConfigError(fmt::format("--sync-every works with --nodes 2 or more and --mode {}",
@@ -725,26 +698,6 @@ void TrainConfig::validate() const {
       throw ConfigError("--nodes: this build has no Gloo (install libgloo-dev and "
                         "libhiredis-dev, scripts/install-deps.sh, and build again)");
   }
-  if (bucket_bytes != 0 && bucket_bytes < 4096)
-    throw ConfigError("--bucket-mb must be at least 4 KiB (0.004)");
-  if (!(comm_timeout > 0) || !std::isfinite(comm_timeout) || comm_timeout > 86400)
-    throw ConfigError(fmt::format(
-        "--comm-timeout must be more than 0 and at most 86400 seconds, got {}", comm_timeout));
-  if (!(join_timeout > 0) || !std::isfinite(join_timeout) || join_timeout > 86400)
-    throw ConfigError(fmt::format(
-        "--join-timeout must be more than 0 and at most 86400 seconds, got {}", join_timeout));
-  if (max_restarts > 1000) throw ConfigError("--max-restarts must be at most 1000");
-  if (!(stall_timeout >= 0) || stall_timeout > 86400)
-    throw ConfigError(fmt::format(
-        "--stall-timeout must be from 0 (off) to 86400 seconds, got {}", stall_timeout));
-  // (ps checks its own, ModeDef::check.)
-  if (!detail::mode_def(mode).parameter_server() &&
-      (servers != 1 || push_every != 1 || fetch_every != 1 || staleness != -1 || hashed_keys)) {
-    throw ConfigError(fmt::format("--servers, --push-every, --fetch-every, --staleness and "
-                                  "--key-ranges work with --mode ps, not {}", to_string(mode)));
-  }
-  if (!(checkpoint_every >= 0) || !std::isfinite(checkpoint_every))
-    throw ConfigError("--checkpoint-every must be a number of seconds >= 0");
   if (checkpoint_every > 0 && checkpoint.empty())
     throw ConfigError("--checkpoint-every needs --checkpoint FILE");
 }

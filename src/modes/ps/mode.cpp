@@ -37,14 +37,6 @@ class Ps final : public ModeDef {
   }
 
   void check(const TrainConfig& c) const override {
-    if (c.servers < 1 || c.servers > PsReplicaSlot::kMaxServers)
-      throw ConfigError(fmt::format("--servers must be from 1 to {}, got {}",
-                                    PsReplicaSlot::kMaxServers, c.servers));
-    if (c.push_every < 1 || c.fetch_every < 1)
-      throw ConfigError("--push-every and --fetch-every must be at least 1");
-    if (c.staleness < -1)
-      throw ConfigError(fmt::format("--staleness must be >= 0 (or left out: no bound), got {}",
-                                    c.staleness));
     if (c.merge_every || c.hot_k)
       throw ConfigError("--merge-every and --hot-k do not apply to --mode ps: its replicas "
                         "already train private copies");
