@@ -95,6 +95,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "--stripes applies to --mode striped"},
       {"a mode's option out of its range", "{T} --train {train} --mode striped --stripes 4096", 2,
        "--stripes 4096 is out of range (1 to 1024)"},
+      {"an instrument on a mode it cannot watch", "{T} --train {train} --mode ps --conflicts", 2,
+       "--conflicts watches the writes of --mode serial, hogwild, atomic, lock or striped to the "
+       "shared weights, not --mode ps"},
       {"a negative step size", "{T} --train {train} --lr -1", 2, "--lr"},
       {"an unknown option", "{T} --train {train} --frobnicate", 2,
        "The following argument was not expected: --frobnicate"},

@@ -72,6 +72,10 @@ class ModeDef {
   // The access policy its steps are compiled with: access_index<P>() of a policy in
   // HOGWILD_ACCESS_POLICIES (include/hogwild/update_policy.hpp).
   virtual std::uint8_t access() const = 0;
+  // Its steps write the shared weights themselves, not a gradient that a sync, its
+  // threads or its servers apply (access() is not GradientCapture's): the writes
+  // --telemetry and --conflicts watch.
+  bool steps_write_weights() const;
   // False: the calling process alone trains (one worker, nothing forked).
   virtual bool parallel() const { return true; }
   // Each mini-batch's step, and each flush of a hot window, holds the run's robust

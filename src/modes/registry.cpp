@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "hogwild/error.hpp"
+#include "hogwild/gradient.hpp"
+#include "hogwild/model_base.hpp"
 #include "hogwild/mode.hpp"
 #include "modes/mode_def.hpp"
 
@@ -43,6 +45,8 @@ std::string mode_names_where(const std::function<bool(const ModeDef&)>& has) {
 std::string mode_names_where(bool (ModeDef::*has)() const) {
   return mode_names_where([has](const ModeDef& m) { return (m.*has)(); });
 }
+
+bool ModeDef::steps_write_weights() const { return access() != access_index<GradientCapture>(); }
 
 std::optional<DeviceAccess> device_access(Mode m) { return mode_def(m).device_access(); }
 

@@ -246,10 +246,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     for (auto& s : specs) all += padded(s.size);
     blocks.push_back({"node_base", all * sizeof(float)});
   }
-  // --telemetry where the steps write the shared weights themselves (not ddp's or
-  // dp's synchronous steps, not replicas or the hot window).
-  if (cfg.telemetry && !mode.synchronous() && !mode.threaded() && cfg.merge_every == 0 &&
-      cfg.hot_k == 0)
+  // --telemetry where the steps write the shared weights themselves (not ddp's, dp's
+  // or ps's gradients, not replicas or the hot window).
+  if (cfg.telemetry && mode.steps_write_weights() && cfg.merge_every == 0 && cfg.hot_k == 0)
     blocks.push_back({"staleness", sizeof(StalenessRecord) * workers});
   if (cfg.conflicts) blocks.push_back({"conflicts", conflict_block_bytes(workers)});
   servers = mode.services(cfg);

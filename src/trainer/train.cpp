@@ -675,10 +675,10 @@ void TrainConfig::validate() const {
   }
   if (conflicts) {
     const auto& def = detail::mode_def(mode);
-    if (def.synchronous() || def.threaded() || merge_every != 0 || hot_k != 0)
+    if (!def.steps_write_weights() || merge_every != 0 || hot_k != 0)
       throw ConfigError(fmt::format(
-          "--conflicts watches the writes of --mode hogwild, atomic, lock or serial to the "
-          "shared weights, not --mode {}{}", to_string(mode),
+          "--conflicts watches the writes of --mode {} to the shared weights, not --mode {}{}",
+          detail::mode_names_where(&detail::ModeDef::steps_write_weights), to_string(mode),
           merge_every ? " with --merge-every" : hot_k ? " with --hot-k" : ""));
   }
   const bool syncs = sync_every > 0 || sync_seconds > 0;
