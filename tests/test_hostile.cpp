@@ -98,6 +98,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"an instrument on a mode it cannot watch", "{T} --train {train} --mode ps --conflicts", 2,
        "--conflicts watches the writes of --mode serial, hogwild, atomic, lock or striped to the "
        "shared weights, not --mode ps"},
+      {"hogwild's node sync asked of a mode with its own",
+       "{T} --train {train} --mode ps --nodes 2 --sync-every 500 --rendezvous file:{dir}", 2,
+       "--sync-every works with --nodes 2 or more and --mode hogwild, atomic, lock or striped"},
       {"a negative step size", "{T} --train {train} --lr -1", 2, "--lr"},
       {"an unknown option", "{T} --train {train} --frobnicate", 2,
        "The following argument was not expected: --frobnicate"},

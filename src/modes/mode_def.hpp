@@ -21,6 +21,7 @@
 #include "hogwild/device_kernel.hpp"
 #include "hogwild/memory_space.hpp"
 #include "hogwild/mode.hpp"
+#include "hogwild/options.hpp"
 #include "hogwild/trainer.hpp"
 #include "trainer/epoch_part.hpp"
 
@@ -107,9 +108,6 @@ class ModeDef {
   // One process (not parallel()) whose mini-batches are split among `workers`
   // threads, each with a model of its own made by name (modes/dp/data_parallel.hpp).
   virtual bool threaded() const { return false; }
-  // A parameter server (modes/ps/ps.hpp): the workers are replicas of private
-  // weights pushing to --servers server processes, which own the arena's weights.
-  virtual bool parameter_server() const { return false; }
   // Where its parameters live (trainer/tensor_store.hpp): the CPU modes train the
   // shared arena; a GPU mode would name device memory.
   virtual MemorySpace space() const { return MemorySpace::host_shared; }
@@ -139,6 +137,9 @@ class ModeDef {
   virtual void check(const TrainConfig&) const {}
   // The options it declares (ModeOption), each read with mode_option().
   virtual std::vector<ModeOption> options() const { return {}; }
+  // The TrainConfig fields that are its options (ps's --servers), declared with
+  // src/options/kinds.hpp; train_options() lists them, refused under another mode.
+  virtual std::vector<OptionInfo> config_options() const { return {}; }
   // The blocks its workers share in the run's arena, beside the run's own ...
   virtual void arena_blocks(const ModeArena&, std::vector<BlockSpec>&) const {}
   // ... set up once by the parent before any worker starts.

@@ -11,7 +11,6 @@
 #include "hogwild/model_registry.hpp"
 #include "hogwild/models/mf.hpp"
 #include "modes/mode_def.hpp"
-#include "modes/ps/ps.hpp"
 #include "options/kinds.hpp"
 
 namespace hogwild {
@@ -245,70 +244,15 @@ std::vector<OptionInfo> run_options() {
   return v;
 }
 
-// ddp's and ps's own (their checks: ModeDef::check).
-std::vector<OptionInfo> mode_specific_options() {
+// The modes' fields (ModeDef::config_options: ddp's --accumulate, ps's --servers),
+// each marked with its mode.
+std::vector<OptionInfo> mode_fields() {
   std::vector<OptionInfo> v;
-  v.push_back(whole({"accumulate", Concern::mode,
-                     "--mode ddp: combine the gradients of K mini-batches before one update "
-                     "(PyTorch's no_sync)", "K"},
-                    [](auto& c) -> auto& { return c.accumulate; }, 1, 1000000));
-  v.push_back(custom(
-      {"bucket-mb", Concern::mode,
-       "--mode ddp: reduce the gradients in buckets of this many MiB after a first one of "
-       "1 MiB (0: 25, PyTorch's)", "MB"},
-      [](const TrainConfig& c) {
-        return fmt::format("{}", static_cast<double>(c.bucket_bytes) / (1 << 20));
-      },
-      [](TrainConfig& c, const std::string& t) {
-        const double mb = parse_real("bucket-mb", t);
-        if (mb < 0 || mb > 65536 || (mb > 0 && mb * (1 << 20) < 4096))
-          throw ConfigError(fmt::format("--bucket-mb must be 0 (25 MiB) or from 4 KiB (0.004) "
-                                        "to 65536, got {}", t));
-        c.bucket_bytes = static_cast<std::size_t>(mb * (1 << 20));
-      }));
-  v.push_back(choice({"comm", Concern::mode,
-                      "--mode ddp: how the workers combine gradients: shm (the shared arena) or "
-                      "gloo (TCP over loopback, for comparison)", "shm|gloo"},
-                     [](auto& c) -> auto& { return c.comm; },
-                     [](const std::string& t) {
-                       if (t != "shm" && t != "gloo")
-                         throw ConfigError(fmt::format("--comm must be shm or gloo, got \"{}\"", t));
-                       return t;
-                     },
-                     [](const std::string& t) { return t; }));
-  for (auto& o : v) o.mode = "ddp";
-  const std::size_t ps = v.size();
-  v.push_back(whole({"servers", Concern::mode,
-                     "--mode ps: server processes, each owning a slice of every tensor", "S"},
-                    [](auto& c) -> auto& { return c.servers; }, 1, detail::PsReplicaSlot::kMaxServers));
-  v.push_back(whole({"push-every", Concern::mode,
-                     "--mode ps: a replica pushes its accumulated updates every N mini-batches",
-                     "N"},
-                    [](auto& c) -> auto& { return c.push_every; }, 1, 1u << 30));
-  v.push_back(whole({"fetch-every", Concern::mode,
-                     "--mode ps: a replica fetches fresh weights every M mini-batches", "M"},
-                    [](auto& c) -> auto& { return c.fetch_every; }, 1, 1u << 30));
-  v.push_back(custom({"staleness", Concern::mode,
-                      "--mode ps: a replica more than S pushes ahead of the slowest waits (0: "
-                      "bulk-synchronous; -1, the default: no bound)", "S"},
-                     [](const TrainConfig& c) { return fmt::format("{}", c.staleness); },
-                     [](TrainConfig& c, const std::string& t) {
-                       c.staleness = parse_whole<long>("staleness", t, -1, 1l << 30);
-                     }));
-  v.push_back(choice({"key-ranges", Concern::mode,
-                      "--mode ps: which coordinates each server owns: contiguous (a slice of "
-                      "every tensor; dense tensors go as buckets) or hashed (spread by a hash of "
-                      "the index, so that popular low ids load every server alike; pairs only)",
-                      "contiguous|hashed"},
-                     [](auto& c) -> auto& { return c.hashed_keys; },
-                     [](const std::string& t) {
-                       if (t != "contiguous" && t != "hashed")
-                         throw ConfigError(fmt::format(
-                             "--key-ranges must be contiguous or hashed, got \"{}\"", t));
-                       return t == "hashed";
-                     },
-                     [](bool hashed) { return hashed ? "hashed" : "contiguous"; }));
-  for (std::size_t i = ps; i < v.size(); ++i) v[i].mode = "ps";
+  for (const auto& name : mode_names())
+    for (auto& o : detail::mode_def(parse_mode(name)).config_options()) {
+      o.mode = name;
+      v.push_back(std::move(o));
+    }
   return v;
 }
 
@@ -496,7 +440,7 @@ std::vector<OptionInfo> declared_by_modes() {
 
 std::vector<OptionInfo> all_options() {
   std::vector<OptionInfo> all;
-  for (auto* group : {model_options, optimiser_options, run_options, mode_specific_options,
+  for (auto* group : {model_options, optimiser_options, run_options, mode_fields,
                       node_options, device_options, instrument_options, output_options,
                       process_options, declared_by_modes})
     for (auto& o : group()) all.push_back(std::move(o));

@@ -651,13 +651,7 @@ void TrainConfig::validate() const {
       throw ConfigError("--merge-every and --hot-k exclude each other: a replica already keeps "
                         "every coordinate private between merges");
   }
-  const bool synchronous = detail::mode_def(mode).synchronous();
-  if (comm == "gloo" && !gloo_built())
-    throw ConfigError("--comm gloo: this build has no Gloo (install libgloo-dev and "
-                      "libhiredis-dev, scripts/install-deps.sh, and build again)");
-  if (synchronous && hot_k > 0)
-    throw ConfigError(fmt::format("--hot-k does not apply to --mode {}: its workers do not "
-                                  "write the weights while they step", to_string(mode)));
+  const auto& def = detail::mode_def(mode);
   if (node_rank >= nodes)
     throw ConfigError(fmt::format("--node-rank {} is out of range for --nodes {} (0 to {})",
                                   node_rank, nodes, nodes - 1));
@@ -669,28 +663,30 @@ void TrainConfig::validate() const {
     if (!(straggler_factor >= 1) || !(straggler_factor <= 1000))
       throw ConfigError(fmt::format("--straggler {}:{}: the factor must be from 1 to 1000",
                                     straggler_worker, straggler_factor));
-    if (detail::mode_def(mode).threaded())
+    if (!def.parallel() && workers_used(mode, workers) > 1)
       throw ConfigError(fmt::format("--straggler does not apply to --mode {}: its threads share "
                                     "each step", to_string(mode)));
   }
   if (conflicts) {
-    const auto& def = detail::mode_def(mode);
     if (!def.steps_write_weights() || merge_every != 0 || hot_k != 0)
       throw ConfigError(fmt::format(
           "--conflicts watches the writes of --mode {} to the shared weights, not --mode {}{}",
           detail::mode_names_where(&detail::ModeDef::steps_write_weights), to_string(mode),
           merge_every ? " with --merge-every" : hot_k ? " with --hot-k" : ""));
   }
+  // Across nodes a mode meets the other nodes in its own collectives, or its workers
+  // write the weights as they go and hogwild's node sync averages the nodes' weights.
+  const auto syncable = [](const detail::ModeDef& m) { return m.parallel() && !m.joins_nodes(); };
   const bool syncs = sync_every > 0 || sync_seconds > 0;
-  if (syncs && (nodes < 2 || synchronous || !is_parallel(mode)))
+  if (syncs && (nodes < 2 || !syncable(def)))
     throw ConfigError(fmt::format("--sync-every works with --nodes 2 or more and --mode {}",
-                                  detail::mode_names_where(&detail::ModeDef::replicas)));
+                                  detail::mode_names_where(syncable)));
   if (nodes > 1) {
-    if (!synchronous && !syncs && !detail::mode_def(mode).parameter_server())
-      throw ConfigError(fmt::format("--nodes {} works with --mode {} or ps, or with --mode {} "
-                                    "and --sync-every N|Ts (hogwild across nodes)", nodes,
-                                    detail::mode_names_where(&detail::ModeDef::synchronous),
-                                    detail::mode_names_where(&detail::ModeDef::replicas)));
+    if (!def.joins_nodes() && !syncs)
+      throw ConfigError(fmt::format("--nodes {} works with --mode {}, or with --mode {} and "
+                                    "--sync-every N|Ts (hogwild across nodes)", nodes,
+                                    detail::mode_names_where(&detail::ModeDef::joins_nodes),
+                                    detail::mode_names_where(syncable)));
     if (rendezvous.empty())
       throw ConfigError("--nodes needs --rendezvous file:DIR (a directory every node shares) or "
                         "redis://HOST:PORT");

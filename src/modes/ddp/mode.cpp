@@ -5,12 +5,17 @@
 // between steps and of which each updates its own slice (the reduce-scatter's
 // "in place" form; modes/ddp/gradient_sync.hpp). The workers step in lockstep, so a
 // dead one stops the run instead of being respawned alone.
+#include <fmt/format.h>
+
+#include "hogwild/error.hpp"
 #include "hogwild/gradient.hpp"
 #include "hogwild/model_base.hpp"
+#include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
 #include "comm/shm.hpp"
 #include "modes/ddp/gradient_sync.hpp"
 #include "modes/mode_def.hpp"
+#include "options/kinds.hpp"
 
 namespace hogwild::detail {
 
@@ -54,6 +59,51 @@ class Ddp final : public ModeDef {
   bool deals_rows() const override { return true; }
   bool joins_nodes() const override { return true; }
   bool workers_wait() const override { return true; }  // in every step's collective
+
+  std::vector<OptionInfo> config_options() const override {
+    using namespace options;
+    std::vector<OptionInfo> v;
+    v.push_back(whole({"accumulate", Concern::mode,
+                       "--mode ddp: combine the gradients of K mini-batches before one update "
+                       "(PyTorch's no_sync)", "K"},
+                      [](auto& c) -> auto& { return c.accumulate; }, 1, 1000000));
+    v.push_back(custom(
+        {"bucket-mb", Concern::mode,
+         "--mode ddp: reduce the gradients in buckets of this many MiB after a first one of "
+         "1 MiB (0: 25, PyTorch's)", "MB"},
+        [](const TrainConfig& c) {
+          return fmt::format("{}", static_cast<double>(c.bucket_bytes) / (1 << 20));
+        },
+        [](TrainConfig& c, const std::string& t) {
+          const double mb = parse_real("bucket-mb", t);
+          if (mb < 0 || mb > 65536 || (mb > 0 && mb * (1 << 20) < 4096))
+            throw ConfigError(fmt::format("--bucket-mb must be 0 (25 MiB) or from 4 KiB (0.004) "
+                                          "to 65536, got {}", t));
+          c.bucket_bytes = static_cast<std::size_t>(mb * (1 << 20));
+        }));
+    v.push_back(choice({"comm", Concern::mode,
+                        "--mode ddp: how the workers combine gradients: shm (the shared arena) "
+                        "or gloo (TCP over loopback, for comparison)", "shm|gloo"},
+                       [](auto& c) -> auto& { return c.comm; },
+                       [](const std::string& t) {
+                         if (t != "shm" && t != "gloo")
+                           throw ConfigError(
+                               fmt::format("--comm must be shm or gloo, got \"{}\"", t));
+                         if (t == "gloo" && !gloo_built())
+                           throw ConfigError("--comm gloo: this build has no Gloo (install "
+                                             "libgloo-dev and libhiredis-dev, "
+                                             "scripts/install-deps.sh, and build again)");
+                         return t;
+                       },
+                       [](const std::string& t) { return t; }));
+    return v;
+  }
+
+  void check(const TrainConfig& c) const override {
+    if (c.hot_k > 0)
+      throw ConfigError("--hot-k does not apply to --mode ddp: its workers do not write the "
+                        "weights while they step");
+  }
   // Its gradient buffers (FlatGradient: each tensor on cache lines of its own).
   Keeps worker_keeps(const ModeArena& a) const override {
     std::uint64_t floats = 0;

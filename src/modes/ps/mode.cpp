@@ -14,6 +14,7 @@
 #include "hogwild/model_base.hpp"
 #include "modes/mode_def.hpp"
 #include "modes/ps/ps.hpp"
+#include "options/kinds.hpp"
 
 namespace hogwild::detail {
 
@@ -25,7 +26,6 @@ class Ps final : public ModeDef {
     return "parameter server: replicas push updates to sharded servers, fetch weights";
   }
   std::uint8_t access() const override { return access_index<GradientCapture>(); }
-  bool parameter_server() const override { return true; }
   bool joins_nodes() const override { return true; }
   unsigned services(const TrainConfig& c) const override { return c.servers; }
   bool workers_wait() const override { return true; }  // for the servers, a bound
@@ -34,6 +34,42 @@ class Ps final : public ModeDef {
     std::uint64_t floats = 0;
     for (const auto& s : a.specs) floats += s.size;
     return {2 * floats * sizeof(float), "weights and pushes"};
+  }
+
+  std::vector<OptionInfo> config_options() const override {
+    using namespace options;
+    std::vector<OptionInfo> v;
+    v.push_back(whole({"servers", Concern::mode,
+                       "--mode ps: server processes, each owning a slice of every tensor", "S"},
+                      [](auto& c) -> auto& { return c.servers; }, 1, PsReplicaSlot::kMaxServers));
+    v.push_back(whole({"push-every", Concern::mode,
+                       "--mode ps: a replica pushes its accumulated updates every N mini-batches",
+                       "N"},
+                      [](auto& c) -> auto& { return c.push_every; }, 1, 1u << 30));
+    v.push_back(whole({"fetch-every", Concern::mode,
+                       "--mode ps: a replica fetches fresh weights every M mini-batches", "M"},
+                      [](auto& c) -> auto& { return c.fetch_every; }, 1, 1u << 30));
+    v.push_back(custom({"staleness", Concern::mode,
+                        "--mode ps: a replica more than S pushes ahead of the slowest waits (0: "
+                        "bulk-synchronous; -1, the default: no bound)", "S"},
+                       [](const TrainConfig& c) { return fmt::format("{}", c.staleness); },
+                       [](TrainConfig& c, const std::string& t) {
+                         c.staleness = parse_whole<long>("staleness", t, -1, 1l << 30);
+                       }));
+    v.push_back(choice({"key-ranges", Concern::mode,
+                        "--mode ps: which coordinates each server owns: contiguous (a slice of "
+                        "every tensor; dense tensors go as buckets) or hashed (spread by a hash "
+                        "of the index, so that popular low ids load every server alike; pairs "
+                        "only)", "contiguous|hashed"},
+                       [](auto& c) -> auto& { return c.hashed_keys; },
+                       [](const std::string& t) {
+                         if (t != "contiguous" && t != "hashed")
+                           throw ConfigError(fmt::format(
+                               "--key-ranges must be contiguous or hashed, got \"{}\"", t));
+                         return t == "hashed";
+                       },
+                       [](bool hashed) { return hashed ? "hashed" : "contiguous"; }));
+    return v;
   }
 
   void check(const TrainConfig& c) const override {
