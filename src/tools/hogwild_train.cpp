@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "hogwild/config.hpp"
@@ -47,6 +48,8 @@ struct Options {
   double output_wait = 0;  // seconds
   bool quiet = false;
   bool cleanup = false;
+  std::set<std::string> given;  // the training options on the command line, by name
+  std::string nodes_from = "default", node_rank_from = "default";  // for the summary
 };
 
 // Every training option (hogwild/options.hpp) on the command line, grouped by its
@@ -149,9 +152,9 @@ NodesFrom nodes_from_launcher(hogwild::TrainConfig& cfg, bool nodes_given, bool 
   return from;
 }
 
-int run(int argc, char** argv) {
-  hogwild::TrainConfig cfg;
-  Options o;
+// The command line into cfg and o; a number: exit with it now (--help, --version,
+// --cleanup, a parse error).
+std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfig& cfg, Options& o) {
   CLI::App app{"Lock-free parallel SGD (Hogwild!) across processes that share memory.\n"
                "Workers are forked processes; the model's parameters live in one shared-memory\n"
                "segment that they update without locks (or as --mode says).",
@@ -204,6 +207,7 @@ int run(int argc, char** argv) {
   }
   for (const auto& option : hogwild::train_options()) {
     if (!option.command_line || !app.count("--" + option.name)) continue;
+    o.given.insert(option.name);
     try {
       option.set(cfg, given[option.name]);
     } catch (const hogwild::ConfigError& e) {  // a value the option does not take
@@ -225,6 +229,12 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
+  return std::nullopt;
+}
+
+// What the options ask of this process before any data is read: standard output for
+// JSON alone, the launcher's node count, the fork server for a GPU; then validated.
+void prepare(hogwild::TrainConfig& cfg, Options& o) {
   if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
   // Standard output, however named (-, /dev/stdout, a link to /proc/self/fd/1).
   const auto to_stdout = [](const std::string& path) {
@@ -241,14 +251,16 @@ int run(int argc, char** argv) {
     throw hogwild::ConfigError(fmt::format(
         "--checkpoint {}: a checkpoint is a file that each save replaces whole; give a path",
         cfg.checkpoint));
-  const NodesFrom nodes_from = nodes_from_launcher(cfg, app.count("--nodes") > 0,
-                                                  app.count("--node-rank") > 0);
+  const NodesFrom nodes_from = nodes_from_launcher(cfg, o.given.count("nodes") > 0,
+                                                  o.given.count("node-rank") > 0);
+  o.nodes_from = nodes_from.nodes;
+  o.node_rank_from = nodes_from.node_rank;
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.result_parameters = false;  // the weights go to the checkpoint only: no copy at the end
   if (cfg.device == hogwild::Device::cuda) {
     // CUDA does not survive fork: GPU workers start from the fork server, which
     // main started before anything else (wants_fork_server).
-    if (app.count("--worker-start") && cfg.worker_start == hogwild::WorkerStart::fork)
+    if (o.given.count("worker-start") && cfg.worker_start == hogwild::WorkerStart::fork)
       throw hogwild::ConfigError("--device cuda starts its workers from the fork server (CUDA "
                                  "does not survive fork): leave out --worker-start fork");
     cfg.worker_start = hogwild::WorkerStart::fork_server;
@@ -256,8 +268,12 @@ int run(int argc, char** argv) {
     const hogwild::CudaStatus gpu = hogwild::cuda_status();
     if (!gpu.ok) throw hogwild::ConfigError("no CUDA device: " + gpu.message);
   }
-  const hogwild::Storage storage = hogwild::parse_storage(o.storage);
   cfg.validate();
+}
+
+// Warnings for options that this run ignores or that the machine cannot honour,
+// and the outputs checked against the inputs; a fresh model (a bad name fails here).
+std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const Options& o) {
   // Segments a crashed run of ours left behind (its name lives only microseconds).
   for (auto& n : hogwild::cleanup_stale_segments())
     fmt::print(stderr, "hogwild_train: removed /dev/shm/{}, left by a dead run\n", n);
@@ -268,7 +284,7 @@ int run(int argc, char** argv) {
   // A model's own options given to another model are said, not silently dropped
   // (a warning: a sweep may pass one to every model it runs).
   for (const auto& [option, owner] : {std::pair{"--rank", "mf"}, std::pair{"--hidden", "mlp"}})
-    if (app.count(option) && cfg.model != owner)
+    if (o.given.count(option + 2) && cfg.model != owner)
       fmt::print(stderr, "hogwild_train: warning: {} applies to --model {} only; --model {} ignores it\n",
                  option, owner, cfg.model);
   const unsigned cores = std::thread::hardware_concurrency();
@@ -296,6 +312,53 @@ int run(int argc, char** argv) {
        {"--summary", o.summary, {}, "the summary"},
        {"--checkpoint", cfg.checkpoint, "--resume", "checkpoints"}},
       std::chrono::milliseconds(static_cast<long long>(o.output_wait * 1000)));
+  return model;
+}
+
+// The summary file, the result line, and what the instruments measured.
+void report(const hogwild::TrainConfig& cfg, const Options& o, const hogwild::TrainResult& result) {
+  if (cfg.huge_pages && !result.huge_pages &&
+      hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true}).ok)
+    fmt::print(stderr, "hogwild_train: warning: --huge-pages: the system allows them, but the "
+                       "kernel mapped the arena on 4 KiB pages (smaps; docs/CLI.md)\n");
+  if (!o.summary.empty()) {
+    auto summary = nlohmann::json::parse(hogwild::summary_json(cfg, result, o.train, o.test));
+    summary["nodes_from"] = o.nodes_from;
+    summary["node_rank_from"] = o.node_rank_from;
+    hogwild::write_file_atomically(o.summary, summary.dump(2) + "\n");
+  }
+  const std::string line = hogwild::result_line(cfg, result);
+  fmt::print(o.human, "{}\n", line);
+  if (const auto& s = result.staleness; s.every > 0)
+    fmt::print(o.human, "staleness: lag p50 {}, p90 {}, p99 {}, max {} (mean {:.2f}); overlap p50 {}, p99 {}, "
+               "max {} (mean {:.2f}): examples of the other workers, {} sampled updates\n",
+               s.lag.p50, s.lag.p90, s.lag.p99, s.lag.max, s.lag.mean, s.overlap.p50,
+               s.overlap.p99, s.overlap.max, s.overlap.mean, s.lag.samples);
+  else if (cfg.telemetry)
+    fmt::print(o.human, "staleness: not measured (--mode {}{}: the steps do not write the shared weights "
+               "themselves)\n", hogwild::to_string(cfg.mode),
+               cfg.merge_every ? " with --merge-every" : cfg.hot_k ? " with --hot-k" : "");
+  if (const auto& c = result.conflicts; c.measured) {
+    fmt::print(o.human, "conflicts: {} of {} sampled writes ({:.3g}%) had another worker's write land inside "
+               "them; lost-update mass mean {:.3g}, max {:.3g} over {} coordinates\n",
+               c.conflicts, c.writes, 100 * c.conflict_rate, c.lost_mass_mean, c.lost_mass_max,
+               c.coordinates.size());
+    const std::size_t shown = std::min<std::size_t>(c.coordinates.size(), o.quiet ? 0 : 8);
+    for (std::size_t i = 0; i < shown; ++i) {
+      const auto& x = c.coordinates[i];
+      fmt::print(o.human, "  {:>14} {:<24} {:>10} writes {:>8} conflicts  lost {:.3g}\n", x.what, x.why,
+                 x.writes, x.conflicts, x.lost_mass);
+    }
+  }
+}
+
+int run(int argc, char** argv) {
+  hogwild::TrainConfig cfg;
+  Options o;
+  if (const auto exit_now = parse_command_line(argc, argv, cfg, o)) return *exit_now;
+  prepare(cfg, o);
+  const hogwild::Storage storage = hogwild::parse_storage(o.storage);
+  auto model = check_run(cfg, o);
 
   const bool hot_k = cfg.hot_k > 0 && hogwild::is_parallel(cfg.mode);
   // The linear models step per non-zero: sparse rows serve them to a higher density.
@@ -361,39 +424,7 @@ int run(int argc, char** argv) {
         std::fflush(o.human);
       });
   live.clear();
-  if (cfg.huge_pages && !result.huge_pages &&
-      hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true}).ok)
-    fmt::print(stderr, "hogwild_train: warning: --huge-pages: the system allows them, but the "
-                       "kernel mapped the arena on 4 KiB pages (smaps; docs/CLI.md)\n");
-  if (!o.summary.empty()) {
-    auto summary = nlohmann::json::parse(hogwild::summary_json(cfg, result, o.train, o.test));
-    summary["nodes_from"] = nodes_from.nodes;
-    summary["node_rank_from"] = nodes_from.node_rank;
-    hogwild::write_file_atomically(o.summary, summary.dump(2) + "\n");
-  }
-  const std::string line = hogwild::result_line(cfg, result);
-  fmt::print(o.human, "{}\n", line);
-  if (const auto& s = result.staleness; s.every > 0)
-    fmt::print(o.human, "staleness: lag p50 {}, p90 {}, p99 {}, max {} (mean {:.2f}); overlap p50 {}, p99 {}, "
-               "max {} (mean {:.2f}): examples of the other workers, {} sampled updates\n",
-               s.lag.p50, s.lag.p90, s.lag.p99, s.lag.max, s.lag.mean, s.overlap.p50,
-               s.overlap.p99, s.overlap.max, s.overlap.mean, s.lag.samples);
-  else if (cfg.telemetry)
-    fmt::print(o.human, "staleness: not measured (--mode {}{}: the steps do not write the shared weights "
-               "themselves)\n", hogwild::to_string(cfg.mode),
-               cfg.merge_every ? " with --merge-every" : cfg.hot_k ? " with --hot-k" : "");
-  if (const auto& c = result.conflicts; c.measured) {
-    fmt::print(o.human, "conflicts: {} of {} sampled writes ({:.3g}%) had another worker's write land inside "
-               "them; lost-update mass mean {:.3g}, max {:.3g} over {} coordinates\n",
-               c.conflicts, c.writes, 100 * c.conflict_rate, c.lost_mass_mean, c.lost_mass_max,
-               c.coordinates.size());
-    const std::size_t shown = std::min<std::size_t>(c.coordinates.size(), o.quiet ? 0 : 8);
-    for (std::size_t i = 0; i < shown; ++i) {
-      const auto& x = c.coordinates[i];
-      fmt::print(o.human, "  {:>14} {:<24} {:>10} writes {:>8} conflicts  lost {:.3g}\n", x.what, x.why,
-                 x.writes, x.conflicts, x.lost_mass);
-    }
-  }
+  report(cfg, o, result);
   if (result.signal == SIGINT) return hogwild::kExitInterrupted;
   if (result.signal == SIGTERM) return hogwild::kExitTerminated;
   return 0;
