@@ -23,6 +23,7 @@
 #include "hogwild/mode.hpp"
 #include "hogwild/options.hpp"
 #include "hogwild/trainer.hpp"
+#include "memory/robust_mutex.hpp"
 #include "trainer/epoch_part.hpp"
 
 namespace hogwild::detail {
@@ -62,6 +63,20 @@ struct ModeWorker {
   // ... and with several nodes its group of the same local rank on every node, the
   // join already checked (null with one node).
   std::function<std::unique_ptr<Communicator>()> across = {};
+  unsigned world = 1;  // workers on every node
+  // What hogwild's options need (modes/hogwild/writer_parts.hpp), as the parent
+  // prepared it: the lock the mode holds around each batch (or null); --hot-k's hot
+  // features and this worker's window (null: off); the rows whose coordinates this
+  // worker's steps can change, [first, second) (its slice, or every row under a
+  // shuffled partition); across nodes, the base of the leaders' deltas, and a wait
+  // until this node's other workers finished the leader's epoch (false: the run
+  // stopped first).
+  RobustMutex* batch_lock = nullptr;
+  const std::vector<std::uint32_t>* hot = nullptr;
+  float* hot_window = nullptr;
+  std::pair<std::size_t, std::size_t> own_rows = {};
+  const ParamSet* node_base = nullptr;
+  std::function<bool()> others_done = {};
 };
 
 class ModeDef {
@@ -148,8 +163,13 @@ class ModeDef {
   // servers), and the body of the one at `index` (0-based).
   virtual unsigned services(const TrainConfig&) const { return 0; }
   virtual void serve(const ModeWorker&, unsigned /*index*/) const {}
-  // Its part of each worker's step loop (trainer/epoch_part.hpp), made once in each
-  // worker process; null: none.
+  // Its parts of each worker's step loop (trainer/epoch_part.hpp), made once in each
+  // worker process, in the order they act after each batch: make_part's by default
+  // (the modes whose workers write the weights add hogwild's options' parts).
+  virtual void make_parts(const ModeWorker& w, std::vector<std::unique_ptr<EpochPart>>& parts) const {
+    if (auto part = make_part(w)) parts.push_back(std::move(part));
+  }
+  // Its one part of each worker's step loop; null: none.
   virtual std::unique_ptr<EpochPart> make_part(const ModeWorker&) const { return nullptr; }
 };
 

@@ -3,11 +3,11 @@
 // it is given, in their order, before, between and after the mini-batches; it never
 // asks which they are. A plain hogwild run has none.
 //
-// The parts: the one the worker's mode makes (ModeDef::make_part: ddp's gradient
-// sync, modes/ddp/; dp's threads, modes/dp/; ps's replica, modes/ps/; striped's
-// stripes), and those of hogwild's options, made by the trainer: the replica
-// (modes/hogwild/replica.hpp), hot window (hot_window.hpp) and node sync
-// (node_sync.hpp).
+// The parts are the worker's mode's (ModeDef::make_parts): ddp's gradient sync,
+// modes/ddp/; dp's threads, modes/dp/; ps's replica, modes/ps/; striped's stripes;
+// and, in the modes whose workers write the shared weights as they go, hogwild's
+// options (modes/hogwild/writer_parts.hpp): the replica, the hot window and the
+// node sync.
 #pragma once
 
 #include <atomic>
@@ -75,8 +75,9 @@ class EpochPart {
   // The model's step is this part's (dp: split among threads); at most one part.
   virtual bool takes_steps() const noexcept { return false; }
   virtual double train_batch(StepKind, const Batch&, float /*lr*/) { return 0; }
-  // After the model's begin_epoch (rows: this worker's, in the epoch's order).
-  virtual void begin_epoch(std::span<const std::uint32_t> /*rows*/) {}
+  // After the model's begin_epoch (rows: this worker's, in the epoch's order; start:
+  // the position a respawned worker resumes at, else 0).
+  virtual void begin_epoch(std::span<const std::uint32_t> /*rows*/, std::size_t /*start*/) {}
   // Around the model's step on `b`, in pairs: enter before it, leave after it
   // (striped: the stripes the batch touches taken, then given back).
   virtual void enter_step(const Batch& /*b*/) {}
@@ -99,6 +100,9 @@ class EpochPart {
   // SIGTERM), at the step size `lr` it ended with (ps: the last push, after which
   // the servers stop waiting for this replica).
   virtual void finish(float /*lr*/) {}
+  // Its counters into the worker's record as the worker ends (the replica's merges,
+  // the node sync's syncs), for the result.
+  virtual void report(WorkerProgress&) const {}
 };
 
 // A part whose steps train a private copy that it writes to the shared weights when

@@ -89,12 +89,6 @@ bool device_gradients(const ModeDef& mode) {
   return mode.device_access() == DeviceAccess::gradient;
 }
 
-// A worker's part of the step loop, if it has it.
-template <class T>
-EpochPart* as_part(std::optional<T>& part) {
-  return part ? &*part : nullptr;
-}
-
 }  // namespace
 
 namespace {
@@ -620,25 +614,9 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.stop = &control->stop;
   task.terminated = &worker_terminated();
   task.parent = launcher();  // 0 in serial mode: the parent is the worker
-  if (hot_window) {
-    if (!local.hot)
-      local.hot.emplace(params, hot, hot_window, cfg.hot_flush, mode.atomic_merges(),
-                        task.mutex);
-  }
-  if (cfg.merge_every) {
-    if (!local.replica) {  // merging only what this worker's own rows can change: its slice,
-      // or under a shuffled partition (a new share each epoch) every row's
-      auto [begin, end] = cfg.partition == Partition::contiguous
-                              ? partition(rank) : std::pair<std::size_t, std::size_t>{0, train.rows()};
-      std::vector<Ranges> mine;
-      for (std::size_t t = 0; t < specs.size(); ++t)
-        mine.push_back(model.trained_ranges(t, train, begin, end));
-      local.replica.emplace(params, std::move(mine), cfg.merge_every, mode.atomic_merges());
-    }
-  }
-  if (!local.mode_part_made) {  // what the mode does around the steps, made once
-    local.mode_part = mode.make_part(mode_worker(rank));
-    local.mode_part_made = true;
+  if (!local.parts_made) {  // what the mode does around the steps, made once
+    mode.make_parts(mode_worker(rank), local.parts);
+    local.parts_made = true;
   }
   if (cfg.device == Device::cuda) {
     if (!local.device)
@@ -678,15 +656,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     }
     task.device_sync = &*local.device_sync;
   }
-  if (cfg.nodes > 1 && !mode.joins_nodes() && rank == 0) {
-    if (!local.node_sync) {
-      local.across = make_across(0);
-      check_join(*local.across);
-      local.node_sync.emplace(params, node_base, *local.across, cfg.sync_every, cfg.sync_seconds,
-                              train.rows() / world());  // the smallest share
-    }
-    local.node_sync->resume_at(p.position.load(std::memory_order_relaxed));
-  }
   if (cfg.conflicts) {  // every write one at a time, the sampled ones watched
     if (!local.conflicts_started) {
       start_conflict_sampling(arena.block("conflicts").data(), rank, params,
@@ -706,30 +675,13 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     task.probe = &*local.probe;
   }
   // The parts, in the order they act after each batch.
-  EpochPart* parts[4];
-  std::size_t count = 0;
-  for (EpochPart* part : {local.mode_part.get(), as_part(local.replica), as_part(local.node_sync),
-                          as_part(local.hot)})
-    if (part) parts[count++] = part;
-  task.parts = std::span<EpochPart* const>(parts, count);
+  std::vector<EpochPart*> parts;
+  for (const auto& part : local.parts) parts.push_back(part.get());
+  task.parts = parts;
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
       p.position.load(std::memory_order_relaxed) < rows.size())
     return;  // epoch cut short
-  if (local.node_sync) {
-    // Once this node's other workers are done with the epoch too, the leaders sync
-    // once more: after the last epoch every node then holds the same weights.
-    for (unsigned w = 1; w < workers && !stopping(); ++w)
-      while (progress[w].epochs_done.load(std::memory_order_acquire) <= e && !stopping())
-        ::usleep(500);
-    try {
-      if (stopping()) return;
-      local.node_sync->sync();
-    } catch (const CommError&) {
-      if (stopping()) return;  // the run stopped while the others were gone
-      throw;
-    }
-  }
   snapshot_if_last(rank, e);  // before epochs_done: the parent then finds the slot ready
   record_write_begin(p);
   p.epochs_done.store(e + 1, std::memory_order_release);
@@ -747,6 +699,22 @@ ModeWorker Run::mode_worker(unsigned rank) {
     auto across = make_across(rank);
     if (across) check_join(*across);
     return across;
+  };
+  w.world = world();
+  w.batch_lock = mode.locks_batches() ? &control->mutex : nullptr;
+  if (hot_window) {
+    w.hot = &hot;
+    w.hot_window = hot_window;
+  }
+  w.own_rows = cfg.partition == Partition::contiguous
+                   ? partition(rank) : std::pair<std::size_t, std::size_t>{0, train.rows()};
+  w.node_base = &node_base;
+  w.others_done = [this] {  // this node's workers 1.. past the leader's epoch
+    const unsigned e = progress[0].epoch.load(std::memory_order_relaxed);
+    for (unsigned k = 1; k < workers && !stopping(); ++k)
+      while (progress[k].epochs_done.load(std::memory_order_acquire) <= e && !stopping())
+        ::usleep(500);
+    return !stopping();
   };
   return w;
 }
@@ -788,22 +756,13 @@ int Run::work(unsigned rank) {
   }
   // SIGTERM: the batch ended and the place is published (a respawn continues there).
   if (terminated.load(std::memory_order_relaxed)) return kExitTerminated;
-  if (local.mode_part && !stopping())
-    local.mode_part->finish(cfg.step_size.at_epoch_lr(cfg.step_size.epoch_start(cfg.epochs - 1),
+  for (const auto& part : local.parts)
+    if (!stopping())
+      part->finish(cfg.step_size.at_epoch_lr(cfg.step_size.epoch_start(cfg.epochs - 1),
                                                       p.samples.load() * world()));
   p.finish_ns.store(now_ns(), std::memory_order_relaxed);
   p.exit_memory.store(memory_share().anon, std::memory_order_relaxed);  // the parent's peak
-  if (local.node_sync) {
-    p.node_syncs.store(local.node_sync->syncs(), std::memory_order_relaxed);
-    p.node_sync_others.store(static_cast<std::uint64_t>(local.node_sync->others()),
-                             std::memory_order_relaxed);
-    p.node_sync_ns.store(static_cast<std::int64_t>(local.node_sync->seconds() * 1e9),
-                         std::memory_order_relaxed);
-  }
-  if (local.replica) {
-    p.merges.store(local.replica->merges(), std::memory_order_relaxed);
-    p.merge_every.store(local.replica->every(), std::memory_order_relaxed);
-  }
+  for (const auto& part : local.parts) part->report(p);
   return 0;
 }
 

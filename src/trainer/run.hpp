@@ -26,11 +26,9 @@
 #include "modes/mode_def.hpp"
 #include "comm/gloo.hpp"
 #include "comm/communicator.hpp"
-#include "modes/hogwild/node_sync.hpp"
 #include "trainer/staleness.hpp"
 #include "modes/hogwild/hot_window.hpp"
 #include "trainer/progress.hpp"
-#include "modes/hogwild/replica.hpp"
 #include "device/device_steps.hpp"
 #include "trainer/device_sync.hpp"
 #include "trainer/tensor_store.hpp"
@@ -221,13 +219,9 @@ struct Run {
   // epoch, so private to it; never made in the parent (except in serial mode,
   // where the parent is the worker).
   struct WorkerLocal {
-    std::optional<Replica> replica;  // --merge-every
-    std::optional<HotWindow> hot;    // --hot-k: this worker's view of the window
     // --device cuda --mode ddp: this worker's rank in the group, and with several
-    // nodes (also hogwild's node sync) its group across the nodes.
+    // nodes its group across the nodes.
     std::unique_ptr<Communicator> comm, across;
-    // Hogwild across nodes, worker 0: its exchanges with the other nodes' leaders.
-    std::optional<NodeSync> node_sync;
     // --telemetry: this worker's staleness probe.
     std::optional<StalenessProbe> probe;
     bool conflicts_started = false;  // --conflicts: this process's sample is set
@@ -235,10 +229,11 @@ struct Run {
     std::unique_ptr<DeviceSteps> device;
     // --device cuda --mode ddp: the ranks' gradient sums (over `comm`: NCCL's).
     std::optional<DeviceGradientSync> device_sync;
-    // What the mode does around the steps (ModeDef::make_part: ddp's gradient sync,
-    // dp's threads, ps's replica, striped's stripes), once made.
-    std::unique_ptr<EpochPart> mode_part;
-    bool mode_part_made = false;
+    // What the mode does around the steps (ModeDef::make_parts: ddp's gradient sync,
+    // dp's threads, ps's replica, striped's stripes; hogwild's replica, hot window and
+    // node sync), once made, in the order they act.
+    std::vector<std::unique_ptr<EpochPart>> parts;
+    bool parts_made = false;
   } local;
 
   // The parent's run: makes the arena and initialises it. With `attached` (a worker

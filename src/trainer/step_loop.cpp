@@ -95,7 +95,7 @@ double train_epoch(Model& model, const EpochTask& t) {
     later = later || part->writes_later();
   }
   model.begin_epoch(t.rows);
-  for (EpochPart* part : t.parts) part->begin_epoch(t.rows);
+  for (EpochPart* part : t.parts) part->begin_epoch(t.rows, std::min(t.start, n));
   // Straight to the shared weights: the step's writes are bracketed (WorkerProgress);
   // a private replica or window is bracketed by its part when it writes them.
   const bool shared = t.progress && !later;

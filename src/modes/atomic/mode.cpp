@@ -1,6 +1,7 @@
 // atomic: like hogwild, but every coordinate's update is one atomic
 // read-modify-write, so no update is lost.
 #include "hogwild/model_base.hpp"
+#include "modes/hogwild/writer_parts.hpp"
 #include "modes/mode_def.hpp"
 
 namespace hogwild::detail {
@@ -14,6 +15,10 @@ class Atomic final : public ModeDef {
   std::optional<DeviceAccess> device_access() const override { return DeviceAccess::atomic; }
   bool replicas() const override { return true; }
   bool atomic_merges() const override { return true; }
+  // hogwild's options: --merge-every, --hot-k, and across nodes the node sync.
+  void make_parts(const ModeWorker& w, std::vector<std::unique_ptr<EpochPart>>& parts) const override {
+    add_writer_parts(w, *this, parts);
+  }
 };
 }  // namespace
 

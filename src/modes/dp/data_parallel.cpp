@@ -24,7 +24,7 @@ DataParallel::DataParallel(std::vector<std::unique_ptr<Model>> models, const Par
 
 DataParallel::~DataParallel() = default;
 
-void DataParallel::begin_epoch(std::span<const std::uint32_t> rows) {
+void DataParallel::begin_epoch(std::span<const std::uint32_t> rows, std::size_t) {
   for (auto& m : models_) m->begin_epoch(rows);
 }
 void DataParallel::end_epoch() {

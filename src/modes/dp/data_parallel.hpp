@@ -34,7 +34,7 @@ class DataParallel final : public EpochPart {
   // One mini-batch's step; returns its summed loss. The step loop's step, in place
   // of the model's.
   double train_batch(StepKind kind, const Batch& b, float lr) override;
-  void begin_epoch(std::span<const std::uint32_t> rows) override;
+  void begin_epoch(std::span<const std::uint32_t> rows, std::size_t) override;
   void end_epoch();
 
   // Its part of the step loop: the mini-batch's step is its threads'.

@@ -6,9 +6,11 @@
 
 namespace hogwild::detail {
 
-NodeSync::NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& leaders,
-                   std::size_t every_examples, double every_seconds, std::size_t limit)
-    : shared_(shared), leaders_(leaders), every_seconds_(every_seconds), limit_(limit),
+NodeSync::NodeSync(const ParamSet& shared, const ParamSet& base,
+                   std::unique_ptr<Communicator> leaders, std::size_t every_examples,
+                   double every_seconds, std::size_t limit, std::function<bool()> others_done)
+    : shared_(shared), leaders_(std::move(leaders)), others_done_(std::move(others_done)),
+      every_seconds_(every_seconds), limit_(limit),
       interval_(every_seconds > 0 ? kFirstInterval : std::max<std::size_t>(every_examples, 1)),
       last_(Clock::now()) {
   for (const auto& t : base.tensors()) base_.emplace_back(t.data, t.data + t.size);
@@ -47,7 +49,7 @@ void NodeSync::sync() {
       read_[i] = std::atomic_ref<float>(t.data[i]).load(std::memory_order_relaxed);
       delta_[i] = read_[i] - base[i];
     }
-    leaders_.all_reduce(std::span<float>(delta_), Reduce::mean);  // the nodes' mean change
+    leaders_->all_reduce(std::span<float>(delta_), Reduce::mean);  // the nodes' mean change
     // The new base, plus whatever this node's workers wrote since the read (nothing
     // when they are done: then every node's weights are the same floats).
     for (std::size_t i = 0; i < t.size; ++i) {
@@ -63,10 +65,10 @@ void NodeSync::sync() {
   const double elapsed = std::chrono::duration<double>(Clock::now() - last_).count();
   double counts[2] = {static_cast<double>(examples_),
                       elapsed > 0 ? static_cast<double>(examples_) / elapsed : 0.0};
-  leaders_.all_reduce(std::span<double>(counts), Reduce::sum);
+  leaders_->all_reduce(std::span<double>(counts), Reduce::sum);
   others_ += counts[0] - static_cast<double>(examples_);
   if (every_seconds_ > 0) {
-    const double rate = counts[1] / leaders_.size();
+    const double rate = counts[1] / leaders_->size();
     interval_ = static_cast<std::size_t>(std::clamp(std::round(every_seconds_ * rate), 1.0, 1e15));
     next_ = next_after(position_);
   }
@@ -74,6 +76,12 @@ void NodeSync::sync() {
   last_ = Clock::now();
   ++syncs_;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void NodeSync::report(WorkerProgress& p) const {
+  p.node_syncs.store(syncs_, std::memory_order_relaxed);
+  p.node_sync_others.store(static_cast<std::uint64_t>(others_), std::memory_order_relaxed);
+  p.node_sync_ns.store(static_cast<std::int64_t>(seconds_ * 1e9), std::memory_order_relaxed);
 }
 
 }  // namespace hogwild::detail

@@ -22,6 +22,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <cstddef>
 #include <vector>
 
@@ -38,9 +40,12 @@ class NodeSync final : public EpochPart {
   // shared: the node's arena tensors; base: their values before any worker started
   // (the same on every node: initialised from the seed, or a checkpoint's);
   // leaders: the group of node leaders; every_examples or every_seconds (one is
-  // 0); limit: the fewest rows any leader trains in an epoch.
-  NodeSync(const ParamSet& shared, const ParamSet& base, Communicator& leaders,
-           std::size_t every_examples, double every_seconds, std::size_t limit);
+  // 0); limit: the fewest rows any leader trains in an epoch; others_done: waits
+  // until this node's other workers finished the epoch the leader just did (false:
+  // the run stopped first).
+  NodeSync(const ParamSet& shared, const ParamSet& base, std::unique_ptr<Communicator> leaders,
+           std::size_t every_examples, double every_seconds, std::size_t limit,
+           std::function<bool()> others_done);
   // At the start of each epoch (or of its rest, resumed at `position`).
   void resume_at(std::size_t position = 0) noexcept;
   // After each mini-batch of the leader: true when a sync is due now.
@@ -52,11 +57,19 @@ class NodeSync final : public EpochPart {
   double others() const noexcept { return others_; }
   double seconds() const noexcept { return seconds_; }
 
-  // Its part of the leader's step loop: a sync when due (the epoch's last, once the
-  // node's other workers are done too, is Run::run_epoch's).
+  // Its part of the leader's step loop: a sync when due, and at the end of a whole
+  // epoch, once the node's other workers are done with it too, a last one: after
+  // the last epoch every node then holds the same weights.
+  void begin_epoch(std::span<const std::uint32_t>, std::size_t start) override {
+    resume_at(start);
+  }
   bool after_batch(const Batch& b, float, const EpochPlace& place) override {
     return !due(b.size) || place.collective([&] { sync(); });
   }
+  void end_epoch(float, const EpochPlace& place, bool whole) override {
+    if (whole && !place.interrupted() && others_done_()) place.collective([&] { sync(); });
+  }
+  void report(WorkerProgress& p) const override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -66,7 +79,8 @@ class NodeSync final : public EpochPart {
   }
 
   ParamSet shared_;
-  Communicator& leaders_;
+  std::unique_ptr<Communicator> leaders_;
+  std::function<bool()> others_done_;
   double every_seconds_;
   std::size_t limit_, interval_;
   std::size_t position_ = 0, next_ = 0;  // in this epoch

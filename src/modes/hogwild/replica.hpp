@@ -57,6 +57,10 @@ class Replica final : public detail::PrivateCopyPart {
   std::uint64_t merges() const noexcept { return merges_; }
   // Examples between merges now (with kAuto: the latest choice).
   std::size_t every() const noexcept { return every_; }
+  void report(WorkerProgress& p) const override {
+    p.merges.store(merges_, std::memory_order_relaxed);
+    p.merge_every.store(every_, std::memory_order_relaxed);
+  }
 
   // Its part of the step loop: the steps train the copy, merged when due and at
   // the epoch's end, the worker's place published then (PrivateCopyPart).

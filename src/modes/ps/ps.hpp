@@ -174,7 +174,7 @@ class PsClient final : public EpochPart {
   void end_epoch(float lr, const EpochPlace&, bool) override { flush(lr); }
   // Every epoch starts from the servers' whole weights (the first from those the
   // constructor fetched).
-  void begin_epoch(std::span<const std::uint32_t>) override {
+  void begin_epoch(std::span<const std::uint32_t>, std::size_t) override {
     if (begun_) fetch();
     begun_ = true;
   }

@@ -17,6 +17,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
 #include "memory/robust_mutex.hpp"
+#include "modes/hogwild/writer_parts.hpp"
 #include "modes/mode_def.hpp"
 
 namespace hogwild::detail {
@@ -93,6 +94,11 @@ class Striped final : public ModeDef {
     const std::size_t k = stripes(a.config);
     auto* s = new (arena.block("stripes").data()) Stripe[k];
     for (std::size_t i = 0; i < k; ++i) s[i].mutex.init();
+  }
+  // Its stripes, then hogwild's options: --hot-k, and across nodes the node sync.
+  void make_parts(const ModeWorker& w, std::vector<std::unique_ptr<EpochPart>>& parts) const override {
+    ModeDef::make_parts(w, parts);
+    add_writer_parts(w, *this, parts);
   }
   std::unique_ptr<EpochPart> make_part(const ModeWorker& w) const override {
     return std::make_unique<StripedPart>(stripes_in(w.arena, stripes(w.config)));

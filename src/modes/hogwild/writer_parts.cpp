@@ -1,0 +1,28 @@
+#include "modes/hogwild/writer_parts.hpp"
+
+#include "modes/hogwild/hot_window.hpp"
+#include "modes/hogwild/node_sync.hpp"
+#include "modes/hogwild/replica.hpp"
+
+namespace hogwild::detail {
+
+void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
+                      std::vector<std::unique_ptr<EpochPart>>& parts) {
+  const TrainConfig& c = w.config;
+  if (c.merge_every) {  // merging only what this worker's own rows can change
+    std::vector<Ranges> mine;
+    for (std::size_t t = 0; t < w.params.count(); ++t)
+      mine.push_back(w.model->trained_ranges(t, *w.train, w.own_rows.first, w.own_rows.second));
+    parts.push_back(
+        std::make_unique<Replica>(w.params, std::move(mine), c.merge_every, mode.atomic_merges()));
+  }
+  if (w.hot_window)
+    parts.push_back(std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, c.hot_flush,
+                                                mode.atomic_merges(), w.batch_lock));
+  if (c.nodes > 1 && w.rank == 0)  // the node's leader
+    parts.push_back(std::make_unique<NodeSync>(w.params, *w.node_base, w.across(), c.sync_every,
+                                               c.sync_seconds, w.train->rows() / w.world,
+                                               w.others_done));
+}
+
+}  // namespace hogwild::detail

@@ -1,0 +1,20 @@
+// hogwild's options as parts of a worker's step loop, for the modes whose workers
+// write the shared weights as they go (hogwild, atomic, lock, striped; each says so
+// in its make_parts): --merge-every's replica (replica.hpp), --hot-k's window
+// (hot_window.hpp) and, across nodes, the node leader's sync (node_sync.hpp).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "modes/mode_def.hpp"
+
+namespace hogwild::detail {
+
+// Appends the parts `w`'s options ask for, in the order they act after each batch
+// and at the epoch's end: the replica's merge, the hot window's flush, then the
+// node sync (whose last sync of an epoch then holds this worker's flushes too).
+void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
+                      std::vector<std::unique_ptr<EpochPart>>& parts);
+
+}  // namespace hogwild::detail
