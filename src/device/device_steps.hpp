@@ -32,7 +32,7 @@ class DeviceSteps {
   // its own update).
   virtual double train(std::size_t begin, std::size_t count, float lr) = 0;
 
-  // --mode ddp (one rank per GPU; trainer/device_sync.hpp). The defaults throw
+  // --mode ddp (one rank per GPU; modes/ddp/device_sync.hpp). The defaults throw
   // ConfigError: a backend without a gradient path trains no ddp.
   //
   // Adds the gradient of positions [begin, begin + count) of the order, at the

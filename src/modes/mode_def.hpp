@@ -23,6 +23,7 @@
 #include "hogwild/mode.hpp"
 #include "hogwild/options.hpp"
 #include "hogwild/trainer.hpp"
+#include "device/device_steps.hpp"
 #include "memory/robust_mutex.hpp"
 #include "trainer/epoch_part.hpp"
 
@@ -64,6 +65,9 @@ struct ModeWorker {
   // join already checked (null with one node).
   std::function<std::unique_ptr<Communicator>()> across = {};
   unsigned world = 1;  // workers on every node
+  // --device cuda: the group of every rank of the run on the device (NCCL's, where
+  // the device backend has one; else the run's own over host memory).
+  std::function<std::unique_ptr<Communicator>()> device_communicator = {};
   // What hogwild's options need (modes/hogwild/writer_parts.hpp), as the parent
   // prepared it: the lock the mode holds around each batch (or null); --hot-k's hot
   // features and this worker's window (null: off); the rows whose coordinates this
@@ -168,6 +172,11 @@ class ModeDef {
   // (the modes whose workers write the weights add hogwild's options' parts).
   virtual void make_parts(const ModeWorker& w, std::vector<std::unique_ptr<EpochPart>>& parts) const {
     if (auto part = make_part(w)) parts.push_back(std::move(part));
+  }
+  // Its part of the device path's epoch (--device cuda) over `steps`, this worker's
+  // kernels; null: the plain launches.
+  virtual std::unique_ptr<DevicePart> make_device_part(const ModeWorker&, DeviceSteps&) const {
+    return nullptr;
   }
   // Its one part of each worker's step loop; null: none.
   virtual std::unique_ptr<EpochPart> make_part(const ModeWorker&) const { return nullptr; }

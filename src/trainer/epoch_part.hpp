@@ -105,6 +105,22 @@ class EpochPart {
   virtual void report(WorkerProgress&) const {}
 };
 
+// A mode's part of the device path's epoch (--device cuda), in place of the plain
+// launches that write each example's update to the shared device weights: ddp's
+// gradient sync (modes/ddp/device_sync.hpp).
+class DevicePart {
+ public:
+  virtual ~DevicePart() = default;
+  // Rows a launch trains.
+  virtual std::size_t chunk() const = 0;
+  // Trains positions [begin, begin + count) of the epoch's order at `lr`, adding
+  // their loss to `loss`. False: the run stopped while it waited for the others.
+  virtual bool train(std::size_t begin, std::size_t count, float lr, const EpochPlace& place,
+                     double& loss) = 0;
+  // The epoch's end (whole: every row was trained).
+  virtual void end_epoch(float lr, const EpochPlace& place, bool whole) = 0;
+};
+
 // A part whose steps train a private copy that it writes to the shared weights when
 // due and at the epoch's end (a replica's merge, a hot window's flush), publishing
 // the worker's place then: what a crash loses is the copy, and a respawned worker

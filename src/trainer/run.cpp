@@ -84,7 +84,7 @@ T* in_arena(std::byte* at, std::size_t n, bool attached) {
 }
 
 // --device cuda: the mode's device steps compute gradients, which the ranks sum and
-// apply (DeviceGradientSync), instead of writing the weights.
+// apply (its device part, over the world group), instead of writing the weights.
 bool device_gradients(const ModeDef& mode) {
   return mode.device_access() == DeviceAccess::gradient;
 }
@@ -624,37 +624,11 @@ void Run::run_epoch(unsigned rank, unsigned e) {
                                             train_targets.data(), params, store->device_lock(),
                                             store->rows(), rank);
     task.device = local.device.get();
-  }
-  if (cfg.device == Device::cuda && device_gradients(mode)) {
-    if (!local.device_sync) {
-      const auto timeout = comm_timeout();
-      // Across nodes: the same options and data everywhere (through the group of this
-      // local rank on every node), and rank 0's id through the rendezvous store.
-      if (cfg.nodes > 1) {
-        local.across = make_across(rank);
-        check_join(*local.across);
-      }
-      const NcclIdExchange exchange = [&](char (&id)[128], const auto& make) {
-        if (cfg.nodes > 1)
-          store_exchange_nccl_id(across_options(0, control->generation), global_rank(rank), id,
-                                make, &control->stop);
-        else
-          exchange_nccl_id(*reinterpret_cast<NcclIdSlot*>(arena.block("nccl_id").data()), rank,
-                           id, make, timeout, &control->stop);
-      };
-      local.comm = device_backend().communicator(global_rank(rank), world(),
-                                                 static_cast<int>(rank), exchange, timeout,
-                                                 &control->stop);
-      // A backend over host memory: the run's own communicator (every rank of every
-      // node in one Gloo group across nodes).
-      if (!local.comm)
-        local.comm = cfg.nodes > 1 ? make_gloo_communicator(world_options(control->generation),
-                                                            global_rank(rank), world())
-                                   : make_communicator(rank);
-      local.device_sync.emplace(*local.device, *local.comm, cfg.accumulate, cfg.bucket_bytes);
-      local.device_sync->broadcast_weights();
+    if (!local.device_part_made) {  // the mode's part of the device path, made once
+      local.device_part = mode.make_device_part(mode_worker(rank), *local.device);
+      local.device_part_made = true;
     }
-    task.device_sync = &*local.device_sync;
+    task.device_part = local.device_part.get();
   }
   if (cfg.conflicts) {  // every write one at a time, the sampled ones watched
     if (!local.conflicts_started) {
@@ -688,6 +662,32 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   record_write_end(p);
 }
 
+std::unique_ptr<Communicator> Run::device_communicator(unsigned rank) {
+  const auto timeout = comm_timeout();
+  // Across nodes: the same options and data everywhere (through the group of this
+  // local rank on every node), and rank 0's id through the rendezvous store.
+  if (cfg.nodes > 1) {
+    local.across = make_across(rank);
+    check_join(*local.across);
+  }
+  const NcclIdExchange exchange = [&](char (&id)[128], const auto& make) {
+    if (cfg.nodes > 1)
+      store_exchange_nccl_id(across_options(0, control->generation), global_rank(rank), id,
+                            make, &control->stop);
+    else
+      exchange_nccl_id(*reinterpret_cast<NcclIdSlot*>(arena.block("nccl_id").data()), rank, id,
+                       make, timeout, &control->stop);
+  };
+  auto comm = device_backend().communicator(global_rank(rank), world(), static_cast<int>(rank),
+                                            exchange, timeout, &control->stop);
+  if (comm) return comm;
+  // A backend over host memory: the run's own communicator (every rank of every node
+  // in one Gloo group across nodes).
+  return cfg.nodes > 1
+             ? make_gloo_communicator(world_options(control->generation), global_rank(rank), world())
+             : make_communicator(rank);
+}
+
 ModeWorker Run::mode_worker(unsigned rank) {
   ModeWorker w{cfg, rank, params, arena};
   w.model = &model;
@@ -701,6 +701,7 @@ ModeWorker Run::mode_worker(unsigned rank) {
     return across;
   };
   w.world = world();
+  w.device_communicator = [this, rank] { return device_communicator(rank); };
   w.batch_lock = mode.locks_batches() ? &control->mutex : nullptr;
   if (hot_window) {
     w.hot = &hot;

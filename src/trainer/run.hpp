@@ -30,7 +30,6 @@
 #include "modes/hogwild/hot_window.hpp"
 #include "trainer/progress.hpp"
 #include "device/device_steps.hpp"
-#include "trainer/device_sync.hpp"
 #include "trainer/tensor_store.hpp"
 
 namespace hogwild::detail {
@@ -219,16 +218,18 @@ struct Run {
   // epoch, so private to it; never made in the parent (except in serial mode,
   // where the parent is the worker).
   struct WorkerLocal {
-    // --device cuda --mode ddp: this worker's rank in the group, and with several
-    // nodes its group across the nodes.
-    std::unique_ptr<Communicator> comm, across;
+    // --device cuda with several nodes: this worker's group across the nodes, which
+    // checked the join before NCCL's id went through the store.
+    std::unique_ptr<Communicator> across;
     // --telemetry: this worker's staleness probe.
     std::optional<StalenessProbe> probe;
     bool conflicts_started = false;  // --conflicts: this process's sample is set
     // --device cuda: this worker's rows on the device and its kernels.
     std::unique_ptr<DeviceSteps> device;
-    // --device cuda --mode ddp: the ranks' gradient sums (over `comm`: NCCL's).
-    std::optional<DeviceGradientSync> device_sync;
+    // --device cuda: the mode's part of the device path (ddp: the ranks' gradient
+    // sums), once made.
+    std::unique_ptr<DevicePart> device_part;
+    bool device_part_made = false;
     // What the mode does around the steps (ModeDef::make_parts: ddp's gradient sync,
     // dp's threads, ps's replica, striped's stripes; hogwild's replica, hot window and
     // node sync), once made, in the order they act.
@@ -259,6 +260,10 @@ struct Run {
   int work(unsigned rank);
   // What worker (or service process) `rank`'s mode part is made from.
   ModeWorker mode_worker(unsigned rank);
+  // --device cuda: worker `rank`'s group of every rank of the run (ModeWorker's
+  // device_communicator): NCCL's, its id from rank 0 through the arena or, across
+  // nodes, the rendezvous store; else the run's own.
+  std::unique_ptr<Communicator> device_communicator(unsigned rank);
   // One epoch of worker `rank`, from the position its record holds for epoch e.
   void run_epoch(unsigned rank, unsigned e);
   // The rows worker `rank` visits in epoch e, in order.

@@ -34,16 +34,16 @@ std::uint64_t nonzeros(const Batch& b) noexcept {
 // --device cuda: a kernel launch per chunk of rows, each example's update written
 // straight to the shared device weights; the place is published after each chunk
 // (a crash retrains at most the chunk in flight, as the CPU's 64 mini-batches).
-// Under ddp a launch is a mini-batch's gradient, and every `accumulate` of them the
-// ranks sum and apply theirs.
+// A mode's device part takes the launches instead (ddp: a mini-batch's gradient a
+// launch, and every `accumulate` of them the ranks sum and apply theirs).
 double train_epoch_device(const EpochTask& t) {
   double loss = t.start_loss;
   const std::size_t n = t.rows.size();
   std::uint64_t seen = t.progress ? t.progress->samples.load(std::memory_order_relaxed) : 0;
   const double epoch_lr = t.step_size.epoch_start(t.epoch);
-  DeviceGradientSync* sync = t.device_sync;
+  DevicePart* part = t.device_part;
   const EpochPlace flags{t.progress, t.stop, t.terminated};
-  const std::size_t chunk = sync ? std::max<std::size_t>(t.batch, 1) : t.device->chunk();
+  const std::size_t chunk = part ? part->chunk() : t.device->chunk();
   t.device->begin_epoch(t.rows);
   std::size_t begin = std::min(t.start, n);
   while (begin < n) {
@@ -52,9 +52,8 @@ double train_epoch_device(const EpochTask& t) {
     const std::size_t size = std::min(chunk, n - begin);
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (t.progress) begin_writes(*t.progress, seen + size);
-    if (sync) {
-      loss += sync->gradient(begin, size, lr);
-      if (sync->due() && !flags.collective([&] { sync->step(lr); })) break;
+    if (part) {
+      if (!part->train(begin, size, lr, flags, loss)) break;
     } else {
       loss += t.device->train(begin, size, lr);
     }
@@ -65,10 +64,7 @@ double train_epoch_device(const EpochTask& t) {
       publish_record(*t.progress, seen, begin, loss);
     }
   }
-  // The epoch's last mini-batches (fewer than --accumulate): every rank has the same
-  // count of rows, so all of them get here.
-  if (sync && sync->pending() && begin >= n)
-    flags.collective([&] { sync->step(t.step_size.at_epoch_lr(epoch_lr, seen * t.workers)); });
+  if (part) part->end_epoch(t.step_size.at_epoch_lr(epoch_lr, seen * t.workers), flags, begin >= n);
   return loss;
 }
 

@@ -16,7 +16,6 @@
 #include "memory/robust_mutex.hpp"
 #include "hogwild/step_size.hpp"
 #include "device/device_steps.hpp"
-#include "trainer/device_sync.hpp"
 #include "trainer/epoch_part.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/staleness.hpp"
@@ -55,9 +54,9 @@ struct EpochTask {
   // --device cuda: the steps are this worker's kernels, a chunk of rows a launch
   // (train_epoch then takes none of the paths above).
   DeviceSteps* device = nullptr;
-  // --device cuda --mode ddp: the device's steps compute each mini-batch's gradient,
-  // which the ranks sum and apply every `accumulate` mini-batches.
-  DeviceGradientSync* device_sync = nullptr;
+  // --device cuda: what the mode does instead of the plain launches (ddp: each
+  // mini-batch's gradient, which the ranks sum and apply every `accumulate`).
+  DevicePart* device_part = nullptr;
 };
 
 // Trains t.rows[t.start, end) with `model`; returns the summed training loss of

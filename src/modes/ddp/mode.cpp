@@ -13,6 +13,7 @@
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
 #include "comm/shm.hpp"
+#include "modes/ddp/device_sync.hpp"
 #include "modes/ddp/gradient_sync.hpp"
 #include "modes/mode_def.hpp"
 #include "options/kinds.hpp"
@@ -121,12 +122,21 @@ class Ddp final : public ModeDef {
   void init_blocks(const ModeArena& a, Arena& arena) const override {
     ShmCommunicator::prepare(arena.block("comm"), a.workers);
   }
-  // On the CPU; under --device cuda the device's steps sum the gradients themselves
-  // (trainer/device_sync.hpp).
+  // On the CPU; under --device cuda its device part (below) sums the gradients.
   std::unique_ptr<EpochPart> make_part(const ModeWorker& w) const override {
     if (w.config.device == Device::cuda) return nullptr;
     auto comm = w.communicator();
     return std::make_unique<DdpPart>(w, std::move(comm), w.across());
+  }
+  // Each rank's kernels add its mini-batch's gradient; the ranks sum them (NCCL's
+  // group of every rank) and each applies the mean, from rank 0's weights.
+  std::unique_ptr<DevicePart> make_device_part(const ModeWorker& w,
+                                               DeviceSteps& steps) const override {
+    const TrainConfig& c = w.config;
+    auto sync = std::make_unique<DeviceGradientSync>(steps, w.device_communicator(), c.batch,
+                                                     c.accumulate, c.bucket_bytes);
+    sync->broadcast_weights();
+    return sync;
   }
 };
 }  // namespace

@@ -1,4 +1,4 @@
-#include "trainer/device_sync.hpp"
+#include "modes/ddp/device_sync.hpp"
 
 #include <algorithm>
 
@@ -6,10 +6,13 @@
 
 namespace hogwild::detail {
 
-DeviceGradientSync::DeviceGradientSync(DeviceSteps& steps, Communicator& comm,
-                                       unsigned accumulate, std::size_t bucket_bytes)
+DeviceGradientSync::DeviceGradientSync(DeviceSteps& steps, std::unique_ptr<Communicator> comm,
+                                       std::size_t batch, unsigned accumulate,
+                                       std::size_t bucket_bytes)
     : steps_of_(steps),
-      comm_(comm),
+      comm_owned_(std::move(comm)),
+      comm_(*comm_owned_),
+      batch_(std::max<std::size_t>(batch, 1)),
       accumulate_(std::max(1u, accumulate)),
       bucket_floats_((bucket_bytes ? bucket_bytes : GradientSync::kBucketBytes) / sizeof(float)) {}
 

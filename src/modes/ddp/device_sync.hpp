@@ -12,17 +12,21 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "comm/communicator.hpp"
 #include "device/device_steps.hpp"
+#include "trainer/epoch_part.hpp"
 
 namespace hogwild::detail {
 
-class DeviceGradientSync {
+class DeviceGradientSync final : public DevicePart {
  public:
-  // bucket_bytes: the size of the buckets after the first (0: 25 MiB).
-  DeviceGradientSync(DeviceSteps& steps, Communicator& comm, unsigned accumulate,
-                     std::size_t bucket_bytes);
+  // comm: every rank of the run (NCCL's, where the backend has it); batch: the rows of
+  // a launch, a mini-batch; bucket_bytes: the size of the buckets after the first
+  // (0: 25 MiB).
+  DeviceGradientSync(DeviceSteps& steps, std::unique_ptr<Communicator> comm, std::size_t batch,
+                     unsigned accumulate, std::size_t bucket_bytes);
   DeviceGradientSync(const DeviceGradientSync&) = delete;
   DeviceGradientSync& operator=(const DeviceGradientSync&) = delete;
 
@@ -38,9 +42,24 @@ class DeviceGradientSync {
   void step(float lr);
   std::size_t steps() const noexcept { return steps_; }
 
+  // Its part of the device path: a mini-batch's gradient a launch, the ranks' sum
+  // applied every `accumulate` of them, and at a whole epoch's end what is pending
+  // (every rank has the same count of rows, so all of them get there).
+  std::size_t chunk() const override { return batch_; }
+  bool train(std::size_t begin, std::size_t count, float lr, const EpochPlace& place,
+             double& loss) override {
+    loss += gradient(begin, count, lr);
+    return !due() || place.collective([&] { step(lr); });
+  }
+  void end_epoch(float lr, const EpochPlace& place, bool whole) override {
+    if (pending() && whole) place.collective([&] { step(lr); });
+  }
+
  private:
   DeviceSteps& steps_of_;
+  std::unique_ptr<Communicator> comm_owned_;
   Communicator& comm_;
+  std::size_t batch_;
   unsigned accumulate_;
   std::size_t bucket_floats_;
   unsigned pending_ = 0;
