@@ -161,7 +161,8 @@ class ModeDef {
   virtual std::vector<OptionInfo> config_options() const { return {}; }
   // The blocks its workers share in the run's arena, beside the run's own ...
   virtual void arena_blocks(const ModeArena&, std::vector<BlockSpec>&) const {}
-  // ... set up once by the parent before any worker starts.
+  // ... set up by the parent before any worker starts, and again when a group of
+  // workers restarts together (ddp: its communicator's region).
   virtual void init_blocks(const ModeArena&, Arena&) const {}
   // Processes it runs beside the workers, ranks workers .. workers + n - 1 (ps: its
   // servers), and the body of the one at `index` (0-based).

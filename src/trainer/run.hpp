@@ -108,6 +108,10 @@ WorkerState read_record(const WorkerProgress& p, const double* losses, std::uint
 // test set's too), classes, users and items, the mean target of a regression.
 Problem make_problem(const Dataset& train, const Dataset* test, const LabelMap& labels);
 
+// Several nodes, no --run-id: the run's generation is the first whose first group
+// not every node joined before (run_groups.cpp).
+std::uint32_t first_free_generation(const TrainConfig& cfg, unsigned first_rank);
+
 struct Run {
   const TrainConfig& cfg;
   const ModeDef& mode;
@@ -311,7 +315,8 @@ struct Run {
 
   // A synchronous mode, every worker gone: puts every worker's record at the
   // earliest place any of them reached (what they all did), and readies the
-  // communicator's region for a new group. Returns that place (epoch, row).
+  // mode's blocks for a new group (ModeDef::init_blocks). Returns that place
+  // (epoch, row).
   std::pair<unsigned, std::uint64_t> align_workers();
 
   // Worker `rank` finished epoch e: adds it to the epoch's count once, however

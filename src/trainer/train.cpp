@@ -25,7 +25,6 @@
 #include "science/conflicts.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
-#include "hogwild/options.hpp"
 #include "device/device_backend.hpp"
 #include "device/kernel_registry.hpp"
 #include "hogwild/metrics.hpp"
@@ -612,91 +611,6 @@ class Supervisor {
 
 }  // namespace
 
-void TrainConfig::validate() const {
-  // Each option's own range (hogwild/options.hpp), whoever set the field; and an
-  // option of one mode given to another.
-  static const TrainConfig defaults;
-  for (const auto& o : train_options()) {
-    TrainConfig copy = *this;
-    const std::string value = o.get(*this);
-    o.set(copy, value);
-    if (!o.mode.empty() && value != o.get(defaults) && !detail::mode_takes(o.mode, mode))
-      throw ConfigError(fmt::format("--{} applies to --mode {}, not {}", o.name, o.mode,
-                                    to_string(mode)));
-  }
-  detail::check_mode_options(*this);
-  detail::mode_def(mode).check(*this);
-  if (device_streams != 1 && device != Device::cuda)
-    throw ConfigError("--device-streams applies to --device cuda only");
-  if (cuda_ipc != CudaIpc::vmm && device != Device::cuda)
-    throw ConfigError("--cuda-ipc applies to --device cuda only");
-  if (device_warps != 0 && device != Device::cuda)
-    throw ConfigError("--device-warps applies to --device cuda only");
-  if (model_options.factors != Dtype::f32 && device != Device::cuda)
-    throw ConfigError(fmt::format("--factors {} stores the factors on the GPU: add --device cuda "
-                                  "(the CPU trains fp32 factors)",
-                                  to_string(model_options.factors)));
-  if (hot_k > 0 && optimizer != Optimizer::sgd)
-    throw ConfigError("--hot-k works with --optimizer sgd only");
-  if (merge_every > 0) {
-    if (!detail::mode_def(mode).replicas()) {
-      throw ConfigError(fmt::format("--merge-every works with --mode {}, not {}",
-                                    detail::mode_names_where(&detail::ModeDef::replicas),
-                                    to_string(mode)));
-    }
-    if (optimizer != Optimizer::sgd)
-      throw ConfigError("--merge-every works with --optimizer sgd only (a replica carries no "
-                        "optimiser state)");
-    if (hot_k > 0)
-      throw ConfigError("--merge-every and --hot-k exclude each other: a replica already keeps "
-                        "every coordinate private between merges");
-  }
-  const auto& def = detail::mode_def(mode);
-  if (node_rank >= nodes)
-    throw ConfigError(fmt::format("--node-rank {} is out of range for --nodes {} (0 to {})",
-                                  node_rank, nodes, nodes - 1));
-  if (straggler_worker >= 0) {
-    const unsigned n = is_parallel(mode) ? workers : 1;
-    if (static_cast<unsigned>(straggler_worker) >= n)
-      throw ConfigError(fmt::format("--straggler {}:{}: there is no worker {} (workers 0 to {})",
-                                    straggler_worker, straggler_factor, straggler_worker, n - 1));
-    if (!(straggler_factor >= 1) || !(straggler_factor <= 1000))
-      throw ConfigError(fmt::format("--straggler {}:{}: the factor must be from 1 to 1000",
-                                    straggler_worker, straggler_factor));
-    if (!def.parallel() && workers_used(mode, workers) > 1)
-      throw ConfigError(fmt::format("--straggler does not apply to --mode {}: its threads share "
-                                    "each step", to_string(mode)));
-  }
-  if (conflicts) {
-    if (!def.steps_write_weights() || merge_every != 0 || hot_k != 0)
-      throw ConfigError(fmt::format(
-          "--conflicts watches the writes of --mode {} to the shared weights, not --mode {}{}",
-          detail::mode_names_where(&detail::ModeDef::steps_write_weights), to_string(mode),
-          merge_every ? " with --merge-every" : hot_k ? " with --hot-k" : ""));
-  }
-  // Across nodes a mode meets the other nodes in its own collectives, or its workers
-  // write the weights as they go and hogwild's node sync averages the nodes' weights.
-  const auto syncable = [](const detail::ModeDef& m) { return m.parallel() && !m.joins_nodes(); };
-  const bool syncs = sync_every > 0 || sync_seconds > 0;
-  if (syncs && (nodes < 2 || !syncable(def)))
-    throw ConfigError(fmt::format("--sync-every works with --nodes 2 or more and --mode {}",
-                                  detail::mode_names_where(syncable)));
-  if (nodes > 1) {
-    if (!def.joins_nodes() && !syncs)
-      throw ConfigError(fmt::format("--nodes {} works with --mode {}, or with --mode {} and "
-                                    "--sync-every N|Ts (hogwild across nodes)", nodes,
-                                    detail::mode_names_where(&detail::ModeDef::joins_nodes),
-                                    detail::mode_names_where(syncable)));
-    if (rendezvous.empty())
-      throw ConfigError("--nodes needs --rendezvous file:DIR (a directory every node shares) or "
-                        "redis://HOST:PORT");
-    if (!gloo_built())
-      throw ConfigError("--nodes: this build has no Gloo (install libgloo-dev and "
-                        "libhiredis-dev, scripts/install-deps.sh, and build again)");
-  }
-  if (checkpoint_every > 0 && checkpoint.empty())
-    throw ConfigError("--checkpoint-every needs --checkpoint FILE");
-}
 
 TrainResult train(const TrainConfig& config, const Dataset& train_set, const Dataset* test,
                   const ProgressCallback& on_progress, const LiveCallback& on_live,
