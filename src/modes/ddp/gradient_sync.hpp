@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "hogwild/batch.hpp"
@@ -81,6 +82,11 @@ class GradientSync final : public EpochPart {
   // (each worker its slices), before the first step.
   void broadcast_weights();
   std::size_t steps() const noexcept { return steps_; }
+  // Holds the groups it was made with (ddp's part, owning its worker's groups).
+  void keep(std::unique_ptr<Communicator> comm, std::unique_ptr<Communicator> across) {
+    owned_comm_ = std::move(comm);
+    owned_across_ = std::move(across);
+  }
 
   // Its part of the step loop: the steps fill this worker's buffers, and every
   // `accumulate` mini-batches (and at an epoch's end with some pending) the workers
@@ -117,6 +123,7 @@ class GradientSync final : public EpochPart {
   std::vector<IndexValue> pairs_;
   unsigned pending_ = 0;
   std::size_t steps_ = 0;
+  std::unique_ptr<Communicator> owned_comm_, owned_across_;
 };
 
 }  // namespace hogwild::detail

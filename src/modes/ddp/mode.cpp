@@ -22,32 +22,6 @@ namespace hogwild::detail {
 
 namespace {
 
-// A worker's groups (this node's workers; with several nodes, the workers of its
-// local rank on every node) and its gradient sync over them.
-class DdpPart final : public EpochPart {
- public:
-  DdpPart(const ModeWorker& w, std::unique_ptr<Communicator> comm,
-          std::unique_ptr<Communicator> across)
-      : comm_(std::move(comm)),
-        across_(std::move(across)),
-        sync_(w.params, *comm_, across_.get(), w.config.optimizer, w.config.accumulate,
-              w.config.bucket_bytes,
-              w.model->feature_indexed() && w.train->layout() == Layout::sparse) {
-    if (across_) sync_.broadcast_weights();  // the first node's weights to all
-  }
-  const ParamSet* trained() const noexcept override { return sync_.trained(); }
-  bool after_step(const Batch& b, float lr, const EpochPlace& place) override {
-    return sync_.after_step(b, lr, place);
-  }
-  void end_epoch(float lr, const EpochPlace& place, bool whole) override {
-    sync_.end_epoch(lr, place, whole);
-  }
-
- private:
-  std::unique_ptr<Communicator> comm_, across_;
-  GradientSync sync_;
-};
-
 class Ddp final : public ModeDef {
  public:
   std::string_view name() const override { return "ddp"; }
@@ -125,8 +99,16 @@ class Ddp final : public ModeDef {
   // On the CPU; under --device cuda its device part (below) sums the gradients.
   std::unique_ptr<EpochPart> make_part(const ModeWorker& w) const override {
     if (w.config.device == Device::cuda) return nullptr;
+    // The worker's groups: this node's workers; with several nodes, the workers of
+    // its local rank on every node, which start from the first node's weights.
     auto comm = w.communicator();
-    return std::make_unique<DdpPart>(w, std::move(comm), w.across());
+    auto across = w.across();
+    auto sync = std::make_unique<GradientSync>(
+        w.params, *comm, across.get(), w.config.optimizer, w.config.accumulate,
+        w.config.bucket_bytes, w.model->feature_indexed() && w.train->layout() == Layout::sparse);
+    if (across) sync->broadcast_weights();
+    sync->keep(std::move(comm), std::move(across));
+    return sync;
   }
   // Each rank's kernels add its mini-batch's gradient; the ranks sum them (NCCL's
   // group of every rank) and each applies the mean, from rank 0's weights.
