@@ -75,6 +75,8 @@ TEST_CASE("a worker that dies mid-epoch is respawned and finishes its partition 
     auto r = train(c, model, d, &d);
     CHECK(shared_flag().load() == 1);  // it did crash
     CHECK(r.restarts == 1);
+    // lock: the worker died holding the mode's mutex, which the next taker recovered.
+    CHECK(r.lock_recoveries == (m == Mode::lock ? 1u : 0u));
     // Rows done before the crash are not counted twice (the respawned worker
     // resumes from the published position).
     CHECK(r.samples == 3 * d.rows());

@@ -69,13 +69,12 @@ struct ModeWorker {
   // the device backend has one; else the run's own over host memory).
   std::function<std::unique_ptr<Communicator>()> device_communicator = {};
   // What hogwild's options need (modes/hogwild/writer_parts.hpp), as the parent
-  // prepared it: the lock the mode holds around each batch (or null); --hot-k's hot
+  // prepared it: --hot-k's hot
   // features and this worker's window (null: off); the rows whose coordinates this
   // worker's steps can change, [first, second) (its slice, or every row under a
   // shuffled partition); across nodes, the base of the leaders' deltas, and a wait
   // until this node's other workers finished the leader's epoch (false: the run
   // stopped first).
-  RobustMutex* batch_lock = nullptr;
   const std::vector<std::uint32_t>* hot = nullptr;
   float* hot_window = nullptr;
   std::pair<std::size_t, std::size_t> own_rows = {};
@@ -98,9 +97,6 @@ class ModeDef {
   bool steps_write_weights() const;
   // False: the calling process alone trains (one worker, nothing forked).
   virtual bool parallel() const { return true; }
-  // Each mini-batch's step, and each flush of a hot window, holds the run's robust
-  // lock (one writer at a time).
-  virtual bool locks_batches() const { return false; }
   // --merge-every: workers may train private replicas merged into the shared
   // weights; atomic_merges: those merges, and hot-window flushes, add with one
   // atomic read-modify-write per coordinate (else a relaxed load and store).

@@ -229,7 +229,6 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   }
   control = in_arena<Control>(arena.block("control").data(), 1, attach);
   if (!attach) {
-    control->mutex.init();
     control->parent = getpid();
     mode.init_blocks(mode_arena, arena);
   }
@@ -442,7 +441,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.kind = StepKind{mode.access(), static_cast<std::uint8_t>(cfg.optimizer)};
   task.params = params;
   task.progress = &p;
-  task.mutex = mode.locks_batches() ? &control->mutex : nullptr;
   task.stop = &control->stop;
   task.terminated = &worker_terminated();
   task.parent = launcher();  // 0 in serial mode: the parent is the worker
@@ -508,7 +506,6 @@ ModeWorker Run::mode_worker(unsigned rank) {
   };
   w.world = world();
   w.device_communicator = [this, rank] { return device_communicator(rank); };
-  w.batch_lock = mode.locks_batches() ? &control->mutex : nullptr;
   if (hot_window) {
     w.hot = &hot;
     w.hot_window = hot_window;

@@ -39,7 +39,6 @@ struct Control {
   std::atomic<std::int32_t> stop{0};
   std::int64_t start_ns = 0;  // steady clock (CLOCK_MONOTONIC: the same in every process)
   std::int32_t parent = 0;    // the parent's pid: workers stop when it is gone
-  RobustMutex mutex;
   // A synchronous mode: how many groups of workers have started (a restart of the
   // whole group starts a new one, with a communicator of its own), and with
   // --comm gloo the directory of their FileStore rendezvous.

@@ -10,14 +10,6 @@ namespace hogwild::detail {
 
 namespace {
 
-// Runs f() holding the mode's lock, if it has one.
-template <class F>
-decltype(auto) locked(RobustMutex* mutex, F&& f) {
-  if (!mutex) return f();
-  RobustLock guard(*mutex);
-  return f();
-}
-
 // Busy work (not a sleep: the core is taken, as a longer gradient would take it).
 void busy_until(std::chrono::steady_clock::time_point end) noexcept {
   while (std::chrono::steady_clock::now() < end) {
@@ -118,25 +110,23 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (stepper) {
       loss += stepper->train_batch(t.kind, b, lr);
     } else if (!t.probe && !t.delay_ns && t.slowdown == 1) {
-      loss += locked(t.mutex, [&] { return model.train_batch(t.kind, b, *trained, lr); });
+      loss += model.train_batch(t.kind, b, *trained, lr);
     } else {
-      // --telemetry: the update's reads begin inside the lock, and it counts as
-      // finished there too (lock mode's lag is then 0, as it is). The injected
-      // work is inside the update, under the lock where there is one.
+      // --telemetry: the update's reads begin inside the parts' enter_step (lock's
+      // mutex, striped's stripes), and it counts as finished there too (lock mode's
+      // lag is then 0, as it is). The injected work is inside the update, under the
+      // lock where there is one.
       const bool measured = t.probe && t.probe->due();
       const bool timed = t.delay_ns || t.slowdown > 1;  // the clock costs 20 ns an update
-      loss += locked(t.mutex, [&] {
-        const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        if (measured) t.probe->start();
-        if (t.delay_ns) busy_until(t0 + std::chrono::nanoseconds(t.delay_ns * size));
-        const double l = model.train_batch(t.kind, b, *trained, lr);
-        if (t.slowdown > 1)
-          busy_until(t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              (std::chrono::steady_clock::now() - t0) * t.slowdown));
-        if (t.probe) t.progress->samples.store(seen + size, std::memory_order_release);
-        if (measured) t.probe->finish(nonzeros(b));
-        return l;
-      });
+      const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      if (measured) t.probe->start();
+      if (t.delay_ns) busy_until(t0 + std::chrono::nanoseconds(t.delay_ns * size));
+      loss += model.train_batch(t.kind, b, *trained, lr);
+      if (t.slowdown > 1)
+        busy_until(t0 + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            (std::chrono::steady_clock::now() - t0) * t.slowdown));
+      if (t.probe) t.progress->samples.store(seen + size, std::memory_order_release);
+      if (measured) t.probe->finish(nonzeros(b));
     }
     for (auto part = t.parts.rbegin(); part != t.parts.rend(); ++part) (*part)->leave_step();
     bool go_on = true;

@@ -35,7 +35,6 @@ struct EpochTask {
   StepKind kind{};  // the step's compilation: the mode's access policy, the optimiser
   ParamSet params;
   WorkerProgress* progress = nullptr;            // may be null (serial)
-  RobustMutex* mutex = nullptr;  // held around each batch and flush (ModeDef::locks_batches)
   const std::atomic<std::int32_t>* stop = nullptr;  // set by the parent to stop early
   const std::atomic<std::int32_t>* terminated = nullptr;  // this worker got SIGTERM
   std::int32_t parent = 0;  // a worker's parent pid: the loop ends when it is gone

@@ -550,7 +550,6 @@ class Supervisor {
       r.test = r.history.back().test;
       r.train_loss = r.history.back().train_loss;
     }
-    r.lock_recoveries = run_.control->mutex.recoveries();
     for (const auto& p : run_.progress) {
       r.node_syncs += p.node_syncs.load(std::memory_order_relaxed);
       r.node_sync_seconds += static_cast<double>(p.node_sync_ns.load(std::memory_order_relaxed)) * 1e-9;

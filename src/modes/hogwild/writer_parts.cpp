@@ -7,7 +7,7 @@
 namespace hogwild::detail {
 
 void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
-                      std::vector<std::unique_ptr<EpochPart>>& parts) {
+                      std::vector<std::unique_ptr<EpochPart>>& parts, RobustMutex* lock) {
   const TrainConfig& c = w.config;
   if (c.merge_every) {  // merging only what this worker's own rows can change
     std::vector<Ranges> mine;
@@ -18,7 +18,7 @@ void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
   }
   if (w.hot_window)
     parts.push_back(std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, c.hot_flush,
-                                                mode.atomic_merges(), w.batch_lock));
+                                                mode.atomic_merges(), lock));
   if (c.nodes > 1 && w.rank == 0)  // the node's leader
     parts.push_back(std::make_unique<NodeSync>(w.params, *w.node_base, w.across(), c.sync_every,
                                                c.sync_seconds, w.train->rows() / w.world,

@@ -14,7 +14,8 @@ namespace hogwild::detail {
 // Appends the parts `w`'s options ask for, in the order they act after each batch
 // and at the epoch's end: the replica's merge, the hot window's flush, then the
 // node sync (whose last sync of an epoch then holds this worker's flushes too).
+// lock: the mode's lock around each batch, held around each flush too (or null).
 void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
-                      std::vector<std::unique_ptr<EpochPart>>& parts);
+                      std::vector<std::unique_ptr<EpochPart>>& parts, RobustMutex* lock = nullptr);
 
 }  // namespace hogwild::detail

@@ -95,7 +95,7 @@ class Striped final : public ModeDef {
     auto* s = new (arena.block("stripes").data()) Stripe[k];
     for (std::size_t i = 0; i < k; ++i) s[i].mutex.init();
   }
-  // Its stripes, then hogwild's options: --hot-k, and across nodes the node sync.
+  // Its stripes, then hogwild's options: across nodes, the node sync.
   void make_parts(const ModeWorker& w, std::vector<std::unique_ptr<EpochPart>>& parts) const override {
     ModeDef::make_parts(w, parts);
     add_writer_parts(w, *this, parts);
