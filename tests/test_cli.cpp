@@ -587,6 +587,26 @@ TEST_CASE("the summary's options repeat the run: the same command line, the same
   CHECK(b["test_loss"] == a["test_loss"]);
 }
 
+TEST_CASE("--config FILE: a run written down in TOML, the command line winning; --help ends with the exit statuses") {
+  test::TempDir dir;
+  auto [train, test_file] = problem_files(dir, 600);
+  test::write_text(dir.file("run.toml"), "# a run written down\nmode = \"atomic\"\nworkers = 2\n"
+                                         "epochs = 3\nlr = 0.25\nno-bias = true\n");
+  const auto r = run({test::hogwild_train_path(), "--train", train, "--config", dir.file("run.toml"),
+                      "--epochs", "1", "-q", "--summary", dir.file("s.json")});
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  const auto s = nlohmann::json::parse(test::read_text(dir.file("s.json")));
+  CHECK(s["options"]["mode"] == "atomic");
+  CHECK(s["options"]["workers"] == "2");
+  CHECK(s["options"]["epochs"] == "1");  // the command line's
+  CHECK(s["options"]["lr"] == "0.25");
+  CHECK(s["options"]["no_bias"] == "true");
+  const auto help = run({test::hogwild_train_path(), "--help"});
+  CHECK(help.out.find("Exit status: 0 done;") != std::string::npos);
+  CHECK(help.out.find("Example: hogwild_train --train") != std::string::npos);
+}
+
 TEST_CASE("a normal run prints progress, writes metrics and summary, leaves nothing behind") {
   test::TempDir dir;
   auto [train, test_file] = problem_files(dir, 4000);

@@ -54,6 +54,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("program.bin"), std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
   test::write_text(dir.file("keep.json"), "{\"an earlier run\": true}\n");
   test::write_text(dir.file("keep.jsonl"), "{\"epoch\": 1}\n{\"epoch\": 2}\n{\"epoch\": 3}\n");
+  test::write_text(dir.file("extra.toml"), "epochs = 1\nfrobnicate = 3\n");
+  test::write_text(dir.file("list.toml"), "epochs = 1\nlr = [1,2\n");
   std::filesystem::create_directory(dir.file("a_folder"));
   // Two 2x2 IDX images and their labels (big-endian headers).
   test::write_text(dir.file("img.idx"), std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x02"
@@ -101,6 +103,15 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"hogwild's node sync asked of a mode with its own",
        "{T} --train {train} --mode ps --nodes 2 --sync-every 500 --rendezvous file:{dir}", 2,
        "--sync-every works with --nodes 2 or more and --mode hogwild, atomic, lock or striped"},
+      {"an option given twice", "{T} --train {train} --lr 1 --lr 2", 2,
+       "--lr: At Most 1 required but received 2"},
+      {"a config file's key no option has", "{T} --train {train} --config {dir}/extra.toml", 2,
+       "INI was not able to parse frobnicate"},
+      {"a config file's list (CLI11 read a cut-short one as its first item)",
+       "{T} --train {train} --config {dir}/list.toml", 2,
+       "list.toml:2: an option takes one value, not a list: lr = [1,2"},
+      {"a config file that is missing", "{T} --train {train} --config {dir}/missing.toml", 2,
+       "missing.toml was not readable"},
       {"a negative step size", "{T} --train {train} --lr -1", 2, "--lr"},
       {"an unknown option", "{T} --train {train} --frobnicate", 2,
        "The following argument was not expected: --frobnicate"},

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -73,7 +74,10 @@ void add_train_options(CLI::App& app, std::map<std::string, std::string>& given)
       notes.push_back("default " + d);
     std::string help = o.help;
     if (!notes.empty()) help += fmt::format(" [{}]", fmt::join(notes, "; "));
-    app.add_option(name, given[o.name], help)->option_text(o.value_text)->group(group);
+    app.add_option(name, given[o.name], help)
+        ->option_text(o.value_text)
+        ->group(group)
+        ->multi_option_policy(CLI::MultiOptionPolicy::Throw);  // given twice: refused
   }
 }
 
@@ -152,6 +156,30 @@ NodesFrom nodes_from_launcher(hogwild::TrainConfig& cfg, bool nodes_given, bool 
   return from;
 }
 
+// --config FILE, before CLI11 reads it: every training option takes one value, and
+// CLI11 reads a list cut short ("lr = [1,2") as its first item. A list is refused,
+// naming FILE:LINE.
+void check_config_file(int argc, char** argv) {
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--config" && i + 1 < argc) path = argv[i + 1];
+    if (a.starts_with("--config=")) path = std::string(a.substr(9));
+  }
+  if (path.empty()) return;
+  std::ifstream in(path);
+  std::size_t number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const auto value = line.find_first_not_of(" \t", eq + 1);
+    if (value != std::string::npos && line[value] == '[')
+      throw hogwild::ConfigError(fmt::format(
+          "{}:{}: an option takes one value, not a list: {}", path, number, line));
+  }
+}
+
 // The command line into cfg and o; a number: exit with it now (--help, --version,
 // --cleanup, a parse error).
 std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfig& cfg, Options& o) {
@@ -161,6 +189,17 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
                "hogwild_train"};
   app.get_formatter()->column_width(34);
   app.set_version_flag("--version", std::string("hogwild_train ") + HOGWILD_VERSION);
+  // A run written down: every option by its name, as TOML (lr = 0.5, no-bias = true)
+  // or INI; the command line wins over the file.
+  app.set_config("--config", "", "Read options from FILE (TOML or INI: lr = 0.5); the command "
+                 "line wins")->option_text("FILE");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a key no option has: refused
+  app.footer(
+      "Exit status: 0 done; 1 an internal error; 2 bad input or options; 3 a worker failed; "
+      "4 short of memory, shared memory or disk; 130 or 143 stopped by SIGINT or SIGTERM "
+      "(the final checkpoint and summary written).\n"
+      "Example: hogwild_train --train rcv1.svm --test rcv1.t.svm --workers 4 --epochs 10 "
+      "--lr 0.5 --summary run.json");
   app.add_option("--train", o.train,
                  "Training data: libsvm/svmlight text, MNIST IDX images, rating triples "
                  "(user item rating [timestamp]: MovieLens u.data, ratings.csv), or a binary cache "
@@ -197,6 +236,7 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
                "the temporaries killed writers left beside the --checkpoint, --summary and "
                "--metrics given with it, then exit");
   hogwild::tools::refuse_negative_counts(app);
+  check_config_file(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -433,8 +473,21 @@ int run(int argc, char** argv) {
 // --worker-start fork-server or --device cuda (or =...) among the arguments, read before
 // the parser runs (it is validated again there).
 bool wants_fork_server(int argc, char** argv) {
+  // A --config file saying so (device = "cuda", worker-start = "fork-server").
+  const auto in_config = [](const char* path) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      std::erase_if(line, [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\''; });
+      if (line == "device=cuda" || line == "worker-start=fork-server" ||
+          line == "worker_start=fork-server")
+        return true;
+    }
+    return false;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
+    if (a == "--config" && i + 1 < argc && in_config(argv[i + 1])) return true;
+    if (a.starts_with("--config=") && in_config(argv[i] + 9)) return true;
     if (a == "--worker-start=fork-server" || a == "--device=cuda") return true;
     if (a == "--device" && i + 1 < argc && std::string_view(argv[i + 1]) == "cuda") return true;
     if (a == "--worker-start" && i + 1 < argc && std::string_view(argv[i + 1]) == "fork-server")
