@@ -82,6 +82,17 @@ TEST_CASE("images become dense rows of bytes (value byte / 255), labels become f
   CHECK(w.values().size() == 12);
   for (std::size_t i = 0; i < kPixels.size(); ++i)
     CHECK(w.values()[i] == static_cast<float>(static_cast<unsigned char>(kPixels[i])) / 255.0f);
+  // Its non-zeros are the pixels that are not black (3 of the 12 are), stored as
+  // bytes or as floats; nnz() counts every cell.
+  CHECK(nonzeros(d) == 9);
+  CHECK(nonzeros(w) == 9);
+  // ... and the tools report those (hogwild_data info, hogwild_train's load line).
+  const auto info = test::run({test::hogwild_data_path(), "info", images});
+  CHECK(info.out.find("non-zeros:  9 (3.00 per row)") != std::string::npos);
+  const auto train = test::run({test::hogwild_train_path(), "--train", images, "--model",
+                                "softmax", "--epochs", "1"});
+  INFO(train.out);
+  CHECK(train.out.find("3 rows, 4 features, 9 non-zeros") != std::string::npos);
 }
 
 TEST_CASE("gzip is read transparently, on either file, and the labels path is derived") {

@@ -155,6 +155,10 @@ DatasetStats describe(const Dataset& d);
 
 // nnz / (rows * cols) of a sparse set (0 for an empty one); 1 for the dense layouts.
 double density(const Dataset& d) noexcept;
+// The values that are not zero: a sparse set's stored ones (nnz()), or a dense
+// set's counted (nnz() counts every cell of dense rows: an IDX image's black
+// pixels too).
+std::size_t nonzeros(const Dataset& d) noexcept;
 
 // `d` stored the way `like` stores its rows, for a test set that must agree with its
 // training set: dense rows of like.cols() columns when `like` is dense or dense_u8

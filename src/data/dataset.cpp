@@ -208,7 +208,7 @@ DatasetStats describe(const Dataset& d) {
   DatasetStats st;
   st.rows = d.rows();
   st.cols = d.cols();
-  st.nnz = d.nnz();
+  st.nnz = nonzeros(d);  // an image's, not rows x columns
   // Most sets have two to a hundred classes; a regression target has a distinct
   // label per row, and counting those is noise, so counting stops at kMaxLabels.
   std::unordered_map<float, std::size_t> counts;

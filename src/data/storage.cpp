@@ -110,6 +110,16 @@ double density(const Dataset& d) noexcept {
   return cells > 0 ? static_cast<double>(d.nnz()) / cells : 0.0;
 }
 
+std::size_t nonzeros(const Dataset& d) noexcept {
+  if (!d.dense()) return d.nnz();
+  std::size_t n = 0;
+  for (std::size_t r = 0; r < d.rows(); ++r) {
+    const RowView row = d.row(r);
+    for (std::uint32_t j = 0; j < row.nnz; ++j) n += row.bytes ? row.bytes[j] != 0 : row.value[j] != 0;
+  }
+  return n;
+}
+
 Dataset stored_like(const Dataset& d, const Dataset& like) {
   if (d.layout() == Layout::ratings || like.layout() == Layout::ratings) return d;
   return like.dense() ? d.densified(like.cols()) : d.sparsified();

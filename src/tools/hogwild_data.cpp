@@ -84,7 +84,7 @@ void save(const Dataset& d, const std::string& out, const std::string& format) {
   else
     write_libsvm(d, out);
   fmt::print("wrote {}: {} rows, {} features, {} non-zeros ({})\n", out, d.rows(), d.cols(),
-             d.nnz(),
+             hogwild::nonzeros(d),
              format == "cache" ? fmt::format("binary cache, {}", to_string(d.layout()))
              : ratings         ? (out.ends_with(".gz") ? "ratings, gzip" : "ratings")
              : out.ends_with(".gz") ? "libsvm, gzip"

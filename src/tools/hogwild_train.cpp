@@ -93,7 +93,7 @@ hogwild::Dataset load(const std::string& path, const std::string& labels, const 
   hogwild::Dataset d = hogwild::load_dataset(
       path, labels, {o.threads, Storage::automatic, std::numeric_limits<double>::infinity()});
   const bool was_sparse = d.layout() == hogwild::Layout::sparse;
-  const std::size_t nnz = d.nnz();
+  const std::size_t nnz = hogwild::nonzeros(d);  // an image's, not rows x columns
   const double density = hogwild::density(d);
   std::string how;
   if (train) {
