@@ -32,6 +32,7 @@ CONFIGS = [
     ("hogwild x2", ["--mode", "hogwild", "--workers", "2"]),
     ("atomic x2", ["--mode", "atomic", "--workers", "2"]),
     ("lock x2", ["--mode", "lock", "--workers", "2"]),
+    ("striped x2", ["--mode", "striped", "--workers", "2"]),
     ("hogwild x2 merge", ["--mode", "hogwild", "--workers", "2", "--merge-every", "4096"]),
     ("hogwild x2 hot-k", ["--mode", "hogwild", "--workers", "2", "--hot-k", "4096",
                           "--hot-flush", "512"]),
