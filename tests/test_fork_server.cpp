@@ -138,6 +138,39 @@ TEST_CASE("the fork server refuses a model object the configuration does not nam
                        ConfigError);
 }
 
+TEST_CASE("options by name: set and read as the command line's text, ranges from their declarations") {
+  TrainConfig c;
+  set_option(c, "lr", "0.5");
+  set_option(c, "merge-every", "auto");
+  set_option(c, "no-bias", "true");
+  set_option(c, "sync-every", "250ms");
+  CHECK(c.step_size.lr0 == 0.5f);
+  CHECK(c.merge_every == TrainConfig::kMergeAuto);
+  CHECK(!c.model_options.bias);
+  CHECK(c.sync_seconds == doctest::Approx(0.25));
+  CHECK(option_value(c, "lr") == "0.5");
+  CHECK(option_value(c, "merge-every") == "auto");
+  CHECK_THROWS_WITH_AS(set_option(c, "frobnicate", "1"), "there is no option --frobnicate",
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(set_option(c, "workers", "0"), "--workers 0 is out of range (1 to 1024)",
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(set_option(c, "lr", "fast"), "--lr: expected a number, got fast",
+                       ConfigError);
+  // A field set directly is checked against the same declaration.
+  TrainConfig d;
+  d.epochs = 0;
+  CHECK_THROWS_WITH_AS(d.validate(), "--epochs 0 is out of range (1 to 1000000)", ConfigError);
+  d.epochs = 1;
+  d.servers = 4;  // ps's, under hogwild
+  CHECK_THROWS_WITH_AS(d.validate(), "--servers applies to --mode ps, not hogwild", ConfigError);
+  // Each option once, each with its concern's name.
+  std::set<std::string> names;
+  for (const auto& o : train_options()) {
+    CHECK_MESSAGE(names.insert(o.name).second, o.name);
+    CHECK(std::string(to_string(o.concern)) != "?");
+  }
+}
+
 TEST_CASE("a configuration travels to a worker whole") {
   TrainConfig c;
   c.model = std::string("mlp");
