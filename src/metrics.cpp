@@ -81,6 +81,7 @@ void MetricsWriter::write(const Progress& p) {
       {"test_loss", num(p.test.loss)},
       {"test_accuracy", num(p.test.accuracy)},
       {"samples_per_second", p.samples_per_second},
+      {"recent_samples_per_second", p.recent_samples_per_second},
       {"end_of_epoch", p.end_of_epoch},
       {"restarts", p.restarts},
   };
@@ -117,12 +118,12 @@ std::string format_progress(const Progress& p, unsigned epochs) {
   std::string s = p.end_of_epoch
                       ? fmt::format("epoch {:>3}/{:<3}", static_cast<unsigned>(p.epoch), epochs)
                       : fmt::format("epoch {:>7.2f}", p.epoch);
-  s += fmt::format("  {:>7} samples/s  train loss {:.4f}", human_rate(p.samples_per_second),
+  s += fmt::format("  {:>7} samples/s  train loss {:.4f}", human_rate(p.recent_samples_per_second),
                    p.train_loss);
   if (std::isfinite(p.test.loss)) s += fmt::format("  test loss {:.4f}", p.test.loss);
   if (std::isfinite(p.test.accuracy)) s += fmt::format("  accuracy {:.4f}", p.test.accuracy);
   if (std::isfinite(p.test.rmse)) s += fmt::format("  rmse {:.4f}", p.test.rmse);
-  s += fmt::format("  {:.1f}s", p.time);
+  s += fmt::format("  time {:.1f}s", p.time);
   return s;
 }
 

@@ -625,6 +625,18 @@ TEST_CASE("a normal run prints progress, writes metrics and summary, leaves noth
   CHECK(summary.find("\"optimizer\": \"adagrad\"") != std::string::npos);
   auto metrics = test::read_text(dir.file("m.jsonl"));
   CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 3);
+  // The line's rate is each epoch's own (the first epoch's is the run's so far), and
+  // its time column is labelled.
+  CHECK(r.out.find(" time ") != std::string::npos);
+  std::istringstream lines(metrics);
+  bool first = true;
+  for (std::string line; std::getline(lines, line); first = false) {
+    const auto m = nlohmann::json::parse(line);
+    CHECK(m["recent_samples_per_second"].get<double>() > 0);
+    if (first)
+      CHECK(m["recent_samples_per_second"].get<double>() ==
+            doctest::Approx(m["samples_per_second"].get<double>()));
+  }
   CHECK(test::our_shm_entries() == before);
 }
 

@@ -193,6 +193,9 @@ struct Progress {
   double train_loss = 0;     // mean progressive loss of the last completed epoch
   Evaluation test{};         // on the test set (NaN fields when there is none)
   double samples_per_second = 0;  // samples / time (a resumed run: this process's share)
+  // Examples per second since the previous evaluation: with evaluations per epoch,
+  // the epoch's own pace (the progress line's rate).
+  double recent_samples_per_second = 0;
   double eval_seconds = 0;   // wall time of the evaluation itself
   double reported_time = 0;  // seconds of training when the evaluation was done: how far
                              // the parent is behind the workers is reported_time - time

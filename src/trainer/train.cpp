@@ -130,6 +130,7 @@ class Supervisor {
                                  t0_.time_since_epoch()).count();
     evaluated_ = run_.min_epochs();
     base_samples_ = run_.samples();
+    last_samples_ = base_samples_;
     result_.classes = run_.classes;
     result_.resumed_epochs = evaluated_;
     meter_.sample({});  // the parent, its arena and rows
@@ -474,6 +475,15 @@ class Supervisor {
     p.samples_per_second =
         p.time > 0 ? static_cast<double>(p.samples - std::min(p.samples, base_samples_)) / p.time
                    : 0;
+    // Since the previous evaluation (at an epoch's end, per-epoch evaluations: that
+    // epoch's); a restart's weights are no point of the run's pace.
+    if (p.time > last_time_)
+      p.recent_samples_per_second =
+          static_cast<double>(p.samples - std::min(p.samples, last_samples_)) / (p.time - last_time_);
+    if (!restart) {
+      last_time_ = std::max(last_time_, p.time);
+      last_samples_ = std::max(last_samples_, p.samples);
+    }
     p.end_of_epoch = end_of_epoch;
     // Divergence shows in the losses: a non-finite weight that a row touches makes
     // that row's loss non-finite. The weights themselves are scanned only then (for
@@ -604,6 +614,8 @@ class Supervisor {
   double paused_ = 0;  // serial mode: evaluation time, not counted as training
   unsigned evaluated_ = 0;
   std::uint64_t base_samples_ = 0;  // a resumed run's samples before this process
+  double last_time_ = 0;            // the previous evaluation's time and samples
+  std::uint64_t last_samples_ = 0;
   Clock::time_point last_stall_check_ = Clock::now();
   TrainResult result_;
 };
