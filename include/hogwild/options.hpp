@@ -51,8 +51,4 @@ const OptionInfo* find_option(std::string_view name);  // null if none is called
 void set_option(TrainConfig& config, std::string_view name, const std::string& value);
 std::string option_value(const TrainConfig& config, std::string_view name);
 
-// The options whose values differ from a default TrainConfig's, as (name, value)
-// in declaration order.
-std::vector<std::pair<std::string, std::string>> changed_options(const TrainConfig& config);
-
 }  // namespace hogwild

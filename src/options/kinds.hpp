@@ -89,14 +89,17 @@ OptionInfo real(Declared d, Field field, double low, double high, bool low_open 
   return o;
 }
 
+// On or off; `inverted`: the option is on when the field is false (--no-bias).
 template <class Field>
-OptionInfo flag(Declared d, Field field) {
+OptionInfo flag(Declared d, Field field, bool inverted = false) {
   OptionInfo o{d.name, d.concern, d.help, ""};
-  o.get = [field](const TrainConfig& c) { return std::string(field(c) ? "true" : "false"); };
-  o.set = [field, name = d.name](TrainConfig& c, const std::string& text) {
+  o.get = [field, inverted](const TrainConfig& c) {
+    return std::string(field(c) != inverted ? "true" : "false");
+  };
+  o.set = [field, inverted, name = d.name](TrainConfig& c, const std::string& text) {
     if (text != "true" && text != "false")
       throw ConfigError(fmt::format("--{}: expected true or false, got {}", name, text));
-    field(c) = text == "true";
+    field(c) = (text == "true") != inverted;
   };
   return o;
 }

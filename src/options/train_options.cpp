@@ -134,14 +134,8 @@ std::vector<OptionInfo> model_options() {
                            fmt::format("Model: {}", fmt::join(model_names(), ", ")), "NAME"}, [](auto& c) -> auto& { return c.model; })));
   v.push_back(resumed(real({"l2", Concern::model, "L2 penalty lambda (bias excluded)", "L"},
                    [](auto& c) -> auto& { return c.model_options.l2; }, 0, kNoLimit)));
-  v.push_back(resumed(custom(
-      {"no-bias", Concern::model, "Do not learn an intercept", ""},
-      [](const TrainConfig& c) { return std::string(c.model_options.bias ? "false" : "true"); },
-      [](TrainConfig& c, const std::string& t) {
-        if (t != "true" && t != "false")
-          throw ConfigError(fmt::format("--no-bias: expected true or false, got {}", t));
-        c.model_options.bias = t == "false";
-      })));
+  v.push_back(resumed(flag({"no-bias", Concern::model, "Do not learn an intercept", ""},
+                           [](auto& c) -> auto& { return c.model_options.bias; }, true)));
   v.push_back(resumed(custom({"hidden", Concern::model,
                       "mlp: hidden layer widths, comma-separated", "W1,W2,..."},
                      [](const TrainConfig& c) {
@@ -471,15 +465,6 @@ std::string option_value(const TrainConfig& config, std::string_view name) {
   const OptionInfo* o = find_option(name);
   if (!o) throw ConfigError(fmt::format("there is no option --{}", name));
   return o->get(config);
-}
-
-std::vector<std::pair<std::string, std::string>> changed_options(const TrainConfig& config) {
-  static const TrainConfig defaults;
-  std::vector<std::pair<std::string, std::string>> changed;
-  for (const auto& o : train_options())
-    if (auto value = o.get(config); value != o.get(defaults))
-      changed.emplace_back(o.name, std::move(value));
-  return changed;
 }
 
 }  // namespace hogwild

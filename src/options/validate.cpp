@@ -14,11 +14,12 @@ namespace hogwild {
 void TrainConfig::validate() const {
   // Each option's own range (hogwild/options.hpp), whoever set the field; and an
   // option of one mode given to another.
+  // (Each set writes back the value read from this config: one scratch copy serves all.)
   static const TrainConfig defaults;
+  TrainConfig scratch = *this;
   for (const auto& o : train_options()) {
-    TrainConfig copy = *this;
     const std::string value = o.get(*this);
-    o.set(copy, value);
+    o.set(scratch, value);
     if (!o.mode.empty() && value != o.get(defaults) && !detail::mode_takes(o.mode, mode))
       throw ConfigError(fmt::format("--{} applies to --mode {}, not {}", o.name, o.mode,
                                     to_string(mode)));

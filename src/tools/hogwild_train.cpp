@@ -156,16 +156,22 @@ NodesFrom nodes_from_launcher(hogwild::TrainConfig& cfg, bool nodes_given, bool 
   return from;
 }
 
-// --config FILE, before CLI11 reads it: every training option takes one value, and
-// CLI11 reads a list cut short ("lr = [1,2") as its first item. A list is refused,
-// naming FILE:LINE.
-void check_config_file(int argc, char** argv) {
+// The --config FILE among the arguments ("" if none), read before the parser runs.
+std::string config_path(int argc, char** argv) {
   std::string path;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--config" && i + 1 < argc) path = argv[i + 1];
     if (a.starts_with("--config=")) path = std::string(a.substr(9));
   }
+  return path;
+}
+
+// --config FILE, before CLI11 reads it: every training option takes one value, and
+// CLI11 reads a list cut short ("lr = [1,2") as its first item. A list is refused,
+// naming FILE:LINE.
+void check_config_file(int argc, char** argv) {
+  const std::string path = config_path(argc, argv);
   if (path.empty()) return;
   std::ifstream in(path);
   std::size_t number = 0;
@@ -474,7 +480,7 @@ int run(int argc, char** argv) {
 // the parser runs (it is validated again there).
 bool wants_fork_server(int argc, char** argv) {
   // A --config file saying so (device = "cuda", worker-start = "fork-server").
-  const auto in_config = [](const char* path) {
+  if (const std::string path = config_path(argc, argv); !path.empty()) {
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
       std::erase_if(line, [](char c) { return c == ' ' || c == '\t' || c == '"' || c == '\''; });
@@ -482,12 +488,9 @@ bool wants_fork_server(int argc, char** argv) {
           line == "worker_start=fork-server")
         return true;
     }
-    return false;
-  };
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a == "--config" && i + 1 < argc && in_config(argv[i + 1])) return true;
-    if (a.starts_with("--config=") && in_config(argv[i] + 9)) return true;
     if (a == "--worker-start=fork-server" || a == "--device=cuda") return true;
     if (a == "--device" && i + 1 < argc && std::string_view(argv[i + 1]) == "cuda") return true;
     if (a == "--worker-start" && i + 1 < argc && std::string_view(argv[i + 1]) == "fork-server")

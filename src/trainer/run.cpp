@@ -446,6 +446,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.parent = launcher();  // 0 in serial mode: the parent is the worker
   if (!local.parts_made) {  // what the mode does around the steps, made once
     mode.make_parts(mode_worker(rank), local.parts);
+    for (const auto& part : local.parts) local.part_list.push_back(part.get());
     local.parts_made = true;
   }
   if (cfg.device == Device::cuda) {
@@ -479,9 +480,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     task.probe = &*local.probe;
   }
   // The parts, in the order they act after each batch.
-  std::vector<EpochPart*> parts;
-  for (const auto& part : local.parts) parts.push_back(part.get());
-  task.parts = parts;
+  task.parts = local.part_list;
   epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
       p.position.load(std::memory_order_relaxed) < rows.size())

@@ -237,6 +237,7 @@ struct Run {
     // dp's threads, ps's replica, striped's stripes; hogwild's replica, hot window and
     // node sync), once made, in the order they act.
     std::vector<std::unique_ptr<EpochPart>> parts;
+    std::vector<EpochPart*> part_list;  // the same, as the step loop takes them
     bool parts_made = false;
   } local;
 

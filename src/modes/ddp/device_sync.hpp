@@ -57,8 +57,7 @@ class DeviceGradientSync final : public DevicePart {
 
  private:
   DeviceSteps& steps_of_;
-  std::unique_ptr<Communicator> comm_owned_;
-  Communicator& comm_;
+  std::unique_ptr<Communicator> comm_;
   std::size_t batch_;
   unsigned accumulate_;
   std::size_t bucket_floats_;
