@@ -447,6 +447,20 @@ TEST_CASE("ddp on two nodes: other options on one node, or a dead node, stop bot
     }
     CHECK(test::entries_in(store.path()) == 0);
   }
+  SUBCASE("another --bucket-mb (collectives of other sizes): exit 2 on both, naming it") {
+    const auto reports = run_nodes(2, [&](unsigned k) {
+      auto c = config(k);
+      if (k == 1) c.bucket_bytes = 1 << 16;
+      return c;
+    }, d);
+    for (const auto& r : reports) {
+      INFO(r.message);
+      CHECK(r.code == kExitBadInput);
+    }
+    const std::string said = std::string(reports[0].message) + reports[1].message;
+    CHECK(said.find("--bucket-mb=") != std::string::npos);
+    CHECK(test::entries_in(store.path()) == 0);
+  }
   SUBCASE("two nodes given the same --node-rank: both stop, one saying so") {
     const auto reports = run_nodes(2, [&](unsigned) { return config(0); }, d);
     bool said = false;

@@ -34,6 +34,9 @@ struct OptionInfo {
   std::string range = {};  // "1 to 1024", for --help and the docs; empty: any
   std::string mode = {};   // "ps": an option of that mode only, refused under another
   bool resume_must_match = false;  // a checkpoint written with another value is refused
+  // Several nodes: every node must be given the same value (a node that differs is
+  // refused at the join, naming the option). Implied by resume_must_match.
+  bool nodes_must_match = false;
   bool command_line = true;  // false: a library setting (the CLI chooses it itself)
   // The value in a config, as text.
   std::function<std::string(const TrainConfig&)> get = {};

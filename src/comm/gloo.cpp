@@ -632,6 +632,9 @@ std::vector<JoinedNode> gloo_join_nodes(const GlooOptions& options, unsigned nod
                        text};
   const std::string key = join_key(node);
   try {
+    // A killed run's clash report goes before the claim: once the key is ours, a node
+    // refused it reports the clash, and erasing it then would leave this node waiting.
+    store.erase(clash_key(node));
     if (!store.claim(key, encode(mine))) {
       // Taken: by a run of this node that was killed (on this machine, its process
       // gone), which this one replaces, or by a live node.
@@ -655,7 +658,6 @@ std::vector<JoinedNode> gloo_join_nodes(const GlooOptions& options, unsigned nod
             "is still going", node, node, options.run_id, other.hostname, pid));
       }
     }
-    store.erase(clash_key(node));  // a killed run's
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -126,4 +126,17 @@ OptionInfo choice(Declared d, Field field, Parse parse, Show show) {
 OptionInfo custom(Declared d, std::function<std::string(const TrainConfig&)> get,
                   std::function<void(TrainConfig&, const std::string&)> set);
 
+// What a resume must match: the model and how it learns, how the rows are dealt.
+inline OptionInfo resumed(OptionInfo o) {
+  o.resume_must_match = true;
+  return o;
+}
+
+// What every node of a run must be given alike (their collectives' shapes, the
+// cadence they meet at), beyond what a resume must match.
+inline OptionInfo agreed(OptionInfo o) {
+  o.nodes_must_match = true;
+  return o;
+}
+
 }  // namespace hogwild::options

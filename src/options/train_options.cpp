@@ -122,12 +122,6 @@ void set_straggler(TrainConfig& c, const std::string& text) {
                     "e.g. 1:3), got \"" + text + "\"");
 }
 
-// What a resume must match: the model and how it learns, how the rows are dealt.
-OptionInfo resumed(OptionInfo o) {
-  o.resume_must_match = true;
-  return o;
-}
-
 std::vector<OptionInfo> model_options() {
   std::vector<OptionInfo> v;
   v.push_back(resumed(text({"model", Concern::model,
@@ -231,10 +225,10 @@ std::vector<OptionInfo> run_options() {
   v.push_back(whole({"hot-flush", Concern::mode, "Examples between flushes of the hot coordinates",
                      "N"},
                     [](auto& c) -> auto& { return c.hot_flush; }, 1, 1u << 30));
-  v.push_back(real({"comm-timeout", Concern::mode,
+  v.push_back(agreed(real({"comm-timeout", Concern::mode,
                     "--mode ddp and several nodes: seconds a worker waits for the others in a "
                     "collective before it fails, naming them", "S"},
-                   [](auto& c) -> auto& { return c.comm_timeout; }, 0, kDay, true, " seconds"));
+                   [](auto& c) -> auto& { return c.comm_timeout; }, 0, kDay, true, " seconds")));
   return v;
 }
 
@@ -252,10 +246,10 @@ std::vector<OptionInfo> mode_fields() {
 
 std::vector<OptionInfo> node_options() {
   std::vector<OptionInfo> v;
-  v.push_back(whole({"nodes", Concern::nodes,
+  v.push_back(agreed(whole({"nodes", Concern::nodes,
                      "Train on N machines, each running this command with its own --node-rank "
                      "(docs/DISTRIBUTED.md)", "N"},
-                    [](auto& c) -> auto& { return c.nodes; }, 1, 4096));
+                    [](auto& c) -> auto& { return c.nodes; }, 1, 4096)));
   v.push_back(whole({"node-rank", Concern::nodes, "This machine's place among the --nodes, from 0",
                      "K"},
                     [](auto& c) -> auto& { return c.node_rank; }, 0, 4095));
@@ -276,11 +270,11 @@ std::vector<OptionInfo> node_options() {
                     "worker starts (a node may start that much later); nodes that differ are "
                     "refused at once", "S"},
                    [](auto& c) -> auto& { return c.join_timeout; }, 0, kDay, true, " seconds"));
-  v.push_back(custom({"sync-every", Concern::nodes,
+  v.push_back(agreed(custom({"sync-every", Concern::nodes,
                       "Hogwild across nodes (--mode hogwild --nodes N): each node's worker 0 "
                       "averages its node's changes with the other nodes' every N of its "
                       "examples, or about every T seconds (2s, 250ms)", "N|Ts"},
-                     sync_every_of, set_sync_every));
+                     sync_every_of, set_sync_every)));
   return v;
 }
 

@@ -16,6 +16,7 @@
 #include "comm/interfaces.hpp"
 #include "comm/shm.hpp"
 #include "device/device_backend.hpp"
+#include "hogwild/options.hpp"
 
 namespace hogwild::detail {
 
@@ -173,15 +174,15 @@ bool Run::join_nodes() {
 }
 
 std::string Run::join_text() const {
+  // What a resume must match (the workers as the mode resolves them), then the
+  // options declared nodes_must_match, then the data.
   std::string s;
   for (const auto& [option, value] : config_fingerprint(cfg))
     if (option != "--node-rank" && option != "--iface" && option != "--worker-start")
       s += option + "=" + value + "\n";
-  return s + fmt::format("--workers={}\n--nodes={}\n--accumulate={}\n--comm-timeout={}\n"
-                         "--sync-every={} {}s\ndata={}\n",
-                         workers, cfg.nodes, cfg.accumulate, cfg.comm_timeout, cfg.sync_every,
-                         cfg.sync_seconds,
-                         data_fingerprint().describe());
+  for (const OptionInfo& o : train_options())
+    if (o.nodes_must_match && !o.resume_must_match) s += "--" + o.name + "=" + o.get(cfg) + "\n";
+  return s + "data=" + data_fingerprint().describe() + "\n";
 }
 
 std::unique_ptr<Communicator> Run::device_communicator(unsigned rank) {

@@ -38,11 +38,11 @@ class Ddp final : public ModeDef {
   std::vector<OptionInfo> config_options() const override {
     using namespace options;
     std::vector<OptionInfo> v;
-    v.push_back(whole({"accumulate", Concern::mode,
+    v.push_back(agreed(whole({"accumulate", Concern::mode,
                        "--mode ddp: combine the gradients of K mini-batches before one update "
                        "(PyTorch's no_sync)", "K"},
-                      [](auto& c) -> auto& { return c.accumulate; }, 1, 1000000));
-    v.push_back(custom(
+                      [](auto& c) -> auto& { return c.accumulate; }, 1, 1000000)));
+    v.push_back(agreed(custom(
         {"bucket-mb", Concern::mode,
          "--mode ddp: reduce the gradients in buckets of this many MiB after a first one of "
          "1 MiB (0: 25, PyTorch's)", "MB"},
@@ -55,7 +55,7 @@ class Ddp final : public ModeDef {
             throw ConfigError(fmt::format("--bucket-mb must be 0 (25 MiB) or from 4 KiB (0.004) "
                                           "to 65536, got {}", t));
           c.bucket_bytes = static_cast<std::size_t>(mb * (1 << 20));
-        }));
+        })));
     v.push_back(choice({"comm", Concern::mode,
                         "--mode ddp: how the workers combine gradients: shm (the shared arena) "
                         "or gloo (TCP over loopback, for comparison)", "shm|gloo"},

@@ -39,9 +39,9 @@ class Ps final : public ModeDef {
   std::vector<OptionInfo> config_options() const override {
     using namespace options;
     std::vector<OptionInfo> v;
-    v.push_back(whole({"servers", Concern::mode,
+    v.push_back(agreed(whole({"servers", Concern::mode,
                        "--mode ps: server processes, each owning a slice of every tensor", "S"},
-                      [](auto& c) -> auto& { return c.servers; }, 1, PsReplicaSlot::kMaxServers));
+                      [](auto& c) -> auto& { return c.servers; }, 1, PsReplicaSlot::kMaxServers)));
     v.push_back(whole({"push-every", Concern::mode,
                        "--mode ps: a replica pushes its accumulated updates every N mini-batches",
                        "N"},
@@ -56,7 +56,7 @@ class Ps final : public ModeDef {
                        [](TrainConfig& c, const std::string& t) {
                          c.staleness = parse_whole<long>("staleness", t, -1, 1l << 30);
                        }));
-    v.push_back(choice({"key-ranges", Concern::mode,
+    v.push_back(agreed(choice({"key-ranges", Concern::mode,
                         "--mode ps: which coordinates each server owns: contiguous (a slice of "
                         "every tensor; dense tensors go as buckets) or hashed (spread by a hash "
                         "of the index, so that popular low ids load every server alike; pairs "
@@ -68,7 +68,7 @@ class Ps final : public ModeDef {
                                "--key-ranges must be contiguous or hashed, got \"{}\"", t));
                          return t == "hashed";
                        },
-                       [](bool hashed) { return hashed ? "hashed" : "contiguous"; }));
+                       [](bool hashed) { return hashed ? "hashed" : "contiguous"; })));
     return v;
   }
 
