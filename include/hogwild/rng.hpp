@@ -10,12 +10,17 @@
 
 namespace hogwild {
 
-inline std::uint64_t splitmix64(std::uint64_t& s) noexcept {
-  std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+// splitmix64's output function: every input bit reaches every output bit (also a
+// hash: the row permutation's rounds, ps's hashed key ranges).
+constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+
+constexpr std::uint64_t kGolden64 = 0x9e3779b97f4a7c15ULL;
+
+inline std::uint64_t splitmix64(std::uint64_t& s) noexcept { return mix64(s += kGolden64); }
 
 class Rng {
  public:

@@ -23,17 +23,6 @@ Partition parse_partition(const std::string& name) {
 
 namespace hogwild::detail {
 
-namespace {
-
-// splitmix64's output function: every input bit reaches every output bit.
-std::uint64_t mix(std::uint64_t z) noexcept {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 RowPermutation::RowPermutation(std::uint64_t n, std::uint64_t key) noexcept : n_(n) {
   // At least two bits, so that both halves have one.
   const unsigned bits = std::max(2u, static_cast<unsigned>(std::bit_width(n > 0 ? n - 1 : 0)));
@@ -49,7 +38,7 @@ std::uint64_t RowPermutation::network(std::uint64_t x) const noexcept {
   unsigned high = high_bits_, low = low_bits_;
   for (std::uint64_t k : keys_) {
     const std::uint64_t left = x >> low, right = x & ((std::uint64_t{1} << low) - 1);
-    const std::uint64_t f = mix(right ^ k) & ((std::uint64_t{1} << high) - 1);
+    const std::uint64_t f = mix64(right ^ k) & ((std::uint64_t{1} << high) - 1);
     x = (right << high) | (left ^ f);
     std::swap(high, low);
   }

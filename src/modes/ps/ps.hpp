@@ -31,6 +31,7 @@
 #include "hogwild/model.hpp"
 #include "hogwild/optimizer.hpp"
 #include "hogwild/param_set.hpp"
+#include "hogwild/rng.hpp"
 #include "trainer/epoch_part.hpp"
 
 namespace hogwild::detail {
@@ -88,10 +89,7 @@ struct alignas(128) PsServerSlot {
 // contiguous ranges (the default) give server s slice_of(size, s, S). The hash is
 // splitmix64's finaliser, high half.
 constexpr std::uint32_t key_hash(std::uint64_t k) noexcept {
-  k += 0x9e3779b97f4a7c15ull;
-  k = (k ^ (k >> 30)) * 0xbf58476d1ce4e5b9ull;
-  k = (k ^ (k >> 27)) * 0x94d049bb133111ebull;
-  return static_cast<std::uint32_t>((k ^ (k >> 31)) >> 32);
+  return static_cast<std::uint32_t>(mix64(k + kGolden64) >> 32);
 }
 
 class PsRegion {
