@@ -1,6 +1,7 @@
 #include "hogwild/labels.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <set>
 
@@ -69,6 +70,30 @@ LabelMap LabelMap::fit(LabelKind kind, const Dataset& train, const std::string& 
     case LabelKind::binary_or_real:
       break;
   }
+  return m;
+}
+
+float LabelMap::label_of(std::size_t k) const noexcept {
+  if (kind_ == LabelKind::multiclass) return k < values_.size() ? values_[k] : std::nanf("");
+  if (values_.size() == 2) return values_[k ? 1 : 0];
+  // A sign-convention set that had one label: its other side as that convention writes it.
+  const bool minus = std::find(values_.begin(), values_.end(), -1.f) != values_.end();
+  return k ? 1.f : minus ? -1.f : 0.f;
+}
+
+LabelMap LabelMap::restore(LabelKind kind, std::vector<float> values, bool sign_convention) {
+  const bool sorted = std::is_sorted(values.begin(), values.end()) &&
+                      std::adjacent_find(values.begin(), values.end()) == values.end();
+  const bool fits = kind == LabelKind::real         ? values.empty()
+                    : kind == LabelKind::binary     ? values.size() == 2 || (sign_convention && values.size() == 1)
+                    : kind == LabelKind::multiclass ? !values.empty() && values.size() <= kMaxClasses
+                                                    : false;
+  if (!sorted || !fits || std::any_of(values.begin(), values.end(), [](float v) { return !std::isfinite(v); }))
+    throw ConfigError(fmt::format("a label map of {} labels ({}) does not fit its kind", values.size(), list(values)));
+  LabelMap m;
+  m.kind_ = kind;
+  m.values_ = std::move(values);
+  m.sign_convention_ = sign_convention;
   return m;
 }
 

@@ -13,4 +13,9 @@ void Model::check_rows(const Dataset& data) const {
                       "does this itself)");
 }
 
+void Model::predict_rows(const ParamSet&, std::span<const RowView>, float*) const {
+  throw ConfigError("model " + name() +
+                    " does not predict rows (its class defines no outputs() and predict_rows)");
+}
+
 }  // namespace hogwild

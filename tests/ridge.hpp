@@ -37,6 +37,11 @@ class Ridge : public ModelBase<Ridge<Hook>> {
     ok = false;
   }
   bool reports_accuracy() const { return false; }
+  // Its own per-row prediction (load_model's Predictor uses it): theta . x.
+  std::size_t outputs() const override { return 1; }
+  void predict_rows(const ParamSet& p, std::span<const RowView> rows, float* out) const override {
+    for (const RowView& x : rows) *out++ = row_dot<SerialUpdate>(p.data(0), x);
+  }
 
  private:
   Hook hook_;

@@ -29,6 +29,14 @@ class LabelMap {
   // One target per row; throws DataError for a label outside the fitted set.
   std::vector<float> targets(const Dataset& d) const;
 
+  // Binary: whether the labels were 0/1 or -1/+1 (any label above 0 is positive).
+  bool sign_convention() const noexcept { return sign_convention_; }
+  // The label of class k (binary: 0 negative, 1 positive), as the training data
+  // wrote it: a model's prediction in the data's own terms.
+  float label_of(std::size_t k) const noexcept;
+  // A map as fitted before (a model file's): ConfigError for an inconsistent one.
+  static LabelMap restore(LabelKind kind, std::vector<float> values, bool sign_convention);
+
  private:
   LabelKind kind_ = LabelKind::real;
   bool sign_convention_ = false;  // binary {0,1} or {-1,+1}: positive means > 0

@@ -59,6 +59,17 @@ class Model {
   virtual void end_epoch() {}
   virtual Evaluation evaluate(const ParamSet& params, const Dataset& data,
                               const float* targets) const = 0;
+  // Per-row predictions (hogwild_predict, Predictor in predictor.hpp). outputs():
+  // how many values predict_rows writes per row: the class probabilities (binary,
+  // P(negative) and P(positive); multiclass, one per class, in the order of the
+  // sorted training labels), or one value: a binary model's score (the positive
+  // class above 0) or a regression's prediction. 0: the model does not predict rows.
+  virtual std::size_t outputs() const { return 0; }
+  // Rows `rows` into out[r * outputs() + k]. Their sparse feature indices are below
+  // the Problem's features (the caller drops the others) and dense rows have its
+  // features; a ratings row's ids may exceed the tables (unknown user or item).
+  virtual void predict_rows(const ParamSet& params, std::span<const RowView> rows,
+                            float* out) const;
   // The coordinates of parameter tensor `tensor` that training on rows
   // [begin_row, end_row) of `train` can change, as sorted disjoint [begin, end)
   // runs of consecutive coordinates, when the model knows them; empty means all. A

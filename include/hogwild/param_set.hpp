@@ -25,6 +25,9 @@ struct TensorSpec {
   // What the values are in memory (the optimiser's state is always fp32). fp16: MF's
   // factors under --factors fp16, trained on the GPU only.
   Dtype dtype = Dtype::f32;
+  // Its shape, row-major, as a model file (--save-model) records it: softmax's W is
+  // {classes, stride}, an MLP layer's {out, in}. Empty: one dimension of `size`.
+  std::vector<std::size_t> shape = {};
 };
 
 // Sorted, disjoint [begin, end) runs of a tensor's coordinates (empty: all of it).

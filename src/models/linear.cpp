@@ -23,7 +23,7 @@ void LinearModel::configure(const Problem& problem) {
 
 std::vector<TensorSpec> LinearModel::parameters() const {
   std::vector<TensorSpec> t{{"w", features_, {}}};
-  if (options_.bias) t.push_back({"b", 1, {}});
+  if (options_.bias) t.push_back({"b", 1, {}, Dtype::f32, {1}});
   return t;
 }
 
@@ -109,6 +109,22 @@ void LinearModel::predict(const ParamSet& p, RowView x, float target_value, doub
   loss_and_slope(z, target_value, l, slope);
   loss = l;
   correct = classification_ && ((z > 0) == (target_value > 0.5f));
+}
+
+void LinearModel::predict_rows(const ParamSet& p, std::span<const RowView> rows,
+                               float* out) const {
+  const bool probabilities = outputs() == 2;
+  for (const RowView& x : rows) {
+    const float z = row_dot<SerialUpdate>(p.data(0), x) + (options_.bias ? *p.data(1) : 0.f);
+    if (!probabilities) {
+      *out++ = z;
+      continue;
+    }
+    // Each side from its own exponential: neither is 1 - (the other), which would
+    // round a confident prediction's small probability to 0.
+    *out++ = 1 / (1 + std::exp(z));
+    *out++ = 1 / (1 + std::exp(-z));
+  }
 }
 
 HOGWILD_INSTANTIATE_STEP(LinearModel);

@@ -24,8 +24,8 @@ std::vector<TensorSpec> MfModel::parameters() const {
   // sd 0.1 whatever the rank: p·q starts near 0 yet the factors are large enough
   // for the first gradients (err * q) to break the symmetry quickly.
   const Init init{Init::normal, 0.1f};
-  std::vector<TensorSpec> t{{"P", users_ * rank_, init, options_.factors},
-                            {"Q", items_ * rank_, init, options_.factors}};
+  std::vector<TensorSpec> t{{"P", users_ * rank_, init, options_.factors, {users_, rank_}},
+                            {"Q", items_ * rank_, init, options_.factors, {items_, rank_}}};
   if (options_.bias) {
     t.push_back({"bu", users_, {}});
     t.push_back({"bi", items_, {}});
@@ -100,8 +100,7 @@ bool MfModel::touched(std::size_t tensor, const Batch& b,
   return true;
 }
 
-void MfModel::predict(const ParamSet& p, RowView x, float target, double& loss,
-                      bool& correct) const {
+float MfModel::rating(const ParamSet& p, RowView x) const noexcept {
   const std::size_t u = x.index[0], i = x.index[1], k = rank_;
   float z = mean_;
   // An id beyond the tables (a dataset the model was not configured for) is an
@@ -109,7 +108,16 @@ void MfModel::predict(const ParamSet& p, RowView x, float target, double& loss,
   const bool known_u = u < users_, known_i = i < items_;
   if (known_u && known_i) z += SerialUpdate::dot(p.data(0) + u * k, p.data(1) + i * k, k);
   if (options_.bias) z += (known_u ? p.data(2)[u] : 0.f) + (known_i ? p.data(3)[i] : 0.f);
-  const double e = static_cast<double>(z) - target;
+  return z;
+}
+
+void MfModel::predict_rows(const ParamSet& p, std::span<const RowView> rows, float* out) const {
+  for (const RowView& x : rows) *out++ = rating(p, x);
+}
+
+void MfModel::predict(const ParamSet& p, RowView x, float target, double& loss,
+                      bool& correct) const {
+  const double e = static_cast<double>(rating(p, x)) - target;
   loss = 0.5 * e * e;
   correct = false;
 }

@@ -67,7 +67,7 @@ std::vector<TensorSpec> MlpModel::parameters() const {
     // He et al. (2015) for layers followed by a ReLU; LeCun's 1/in for the logits.
     const double gain = l + 1 < layers() ? 2.0 : 1.0;
     const auto scale = static_cast<float>(std::sqrt(gain / static_cast<double>(in)));
-    t.push_back({tensor_name('W', l), out * in, {Init::normal, scale}});
+    t.push_back({tensor_name('W', l), out * in, {Init::normal, scale}, Dtype::f32, {out, in}});
     if (options_.bias) t.push_back({tensor_name('b', l), out, {}});
   }
   return t;
@@ -478,6 +478,26 @@ Evaluation MlpModel::evaluate(const ParamSet& params, const Dataset& data,
   e.loss = loss / n;
   e.accuracy = static_cast<double>(correct) / n;
   return e;
+}
+
+void MlpModel::predict_rows(const ParamSet& p, std::span<const RowView> rows, float* out) const {
+  std::vector<const float*> W(layers()), b(layers());
+  for (std::size_t l = 0; l < layers(); ++l) W[l] = weights(p, l), b[l] = bias(p, l);
+  const std::size_t K = widths_.back();
+  Activations a;
+  for (std::size_t r0 = 0; r0 < rows.size(); r0 += kEvalBatch) {
+    const std::size_t count = std::min(kEvalBatch, rows.size() - r0);
+    load_inputs([&](std::size_t i) { return rows[r0 + i]; }, count, a);
+    forward(W, b, a);
+    const float* z = a.act.back().data();  // K x count
+    for (std::size_t i = 0; i < count; ++i, out += K) {
+      float m = z[i];
+      for (std::size_t k = 1; k < K; ++k) m = std::max(m, z[k * count + i]);
+      float sum = 0;
+      for (std::size_t k = 0; k < K; ++k) sum += (out[k] = std::exp(z[k * count + i] - m));
+      for (std::size_t k = 0; k < K; ++k) out[k] /= sum;
+    }
+  }
 }
 
 HOGWILD_INSTANTIATE_STEP(MlpModel);

@@ -18,7 +18,7 @@ void SoftmaxModel::configure(const Problem& problem) {
 }
 
 std::vector<TensorSpec> SoftmaxModel::parameters() const {
-  std::vector<TensorSpec> t{{"W", classes_ * stride_, {}}};
+  std::vector<TensorSpec> t{{"W", classes_ * stride_, {}, Dtype::f32, {classes_, stride_}}};
   if (options_.bias) t.push_back({"b", classes_, {}});
   return t;
 }
@@ -144,6 +144,18 @@ void SoftmaxModel::predict(const ParamSet& p, RowView x, float target, double& l
   const auto y = static_cast<std::size_t>(target);
   loss = softmax_loss(z.data(), y);
   correct = best == y;
+}
+
+void SoftmaxModel::predict_rows(const ParamSet& p, std::span<const RowView> rows,
+                                float* out) const {
+  for (const RowView& x : rows) {
+    logits<SerialUpdate>(p.data(0), options_.bias ? p.data(1) : nullptr, x, out);
+    const float m = *std::max_element(out, out + classes_);
+    float sum = 0;
+    for (std::size_t k = 0; k < classes_; ++k) sum += (out[k] = std::exp(out[k] - m));
+    for (std::size_t k = 0; k < classes_; ++k) out[k] /= sum;
+    out += classes_;
+  }
 }
 
 HOGWILD_INSTANTIATE_STEP(SoftmaxModel);

@@ -24,6 +24,9 @@ class LinearModel : public ModelBase<LinearModel> {
   template <class U>
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  // logistic: P(negative), P(positive); hinge and squared: the score w·x + b.
+  std::size_t outputs() const override { return classification_ && loss_ == LinearLoss::logistic ? 2 : 1; }
+  void predict_rows(const ParamSet& p, std::span<const RowView> rows, float* out) const override;
   // w: the features present in the (sparse) rows, as runs of consecutive features.
   Ranges trained_ranges(std::size_t tensor, const Dataset& train, std::size_t begin_row,
                         std::size_t end_row) const override;

@@ -28,6 +28,8 @@ class MfModel : public ModelBase<MfModel> {
   template <class U>
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  std::size_t outputs() const override { return 1; }  // the predicted rating
+  void predict_rows(const ParamSet& p, std::span<const RowView> rows, float* out) const override;
   // The factor rows (and biases) rating x will read, asked for one rating ahead
   // (the trainer's step loop): 100k users x rank 10 is 4 MB of P, past L2, visited in
   // shuffled order, and under hogwild the lines are often in the other core's
@@ -57,6 +59,8 @@ class MfModel : public ModelBase<MfModel> {
   const ModelOptions& options() const noexcept { return options_; }
 
  private:
+  // mean + the biases + p_u . q_i (an unknown id: its part left out).
+  float rating(const ParamSet& p, RowView x) const noexcept;
   ModelOptions options_;
   std::size_t users_ = 0, items_ = 0, rank_ = 0;
   float mean_ = 0;

@@ -39,6 +39,8 @@ class MlpModel : public ModelBase<MlpModel> {
   // Batched forward passes (one row at a time would be a matrix-vector product).
   Evaluation evaluate(const ParamSet& params, const Dataset& data,
                       const float* targets) const override;
+  std::size_t outputs() const override { return widths_.back(); }  // each class's probability
+  void predict_rows(const ParamSet& p, std::span<const RowView> rows, float* out) const override;
 
   // Units per layer: inputs, hidden widths, classes.
   const std::vector<std::size_t>& widths() const noexcept { return widths_; }

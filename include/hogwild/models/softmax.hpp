@@ -19,6 +19,8 @@ class SoftmaxModel : public ModelBase<SoftmaxModel> {
   template <class U>
   double step(const Batch& b, const ParamSet& p, float lr);
   void predict(const ParamSet& p, RowView x, float target, double& loss, bool& correct) const;
+  std::size_t outputs() const override { return classes_; }  // each class's probability
+  void predict_rows(const ParamSet& p, std::span<const RowView> rows, float* out) const override;
   bool reads_byte_rows() const noexcept override { return true; }
   // W on sparse rows: every class's weights of the batch's features (a sparse row's
   // step, its L2 included, changes only those). Dense rows and the biases: the
