@@ -216,6 +216,8 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.checkpoint = std::string("ck");
   c.checkpoint_every = 2.5;
   c.resume = std::string("r");
+  c.save_model = std::string("m.safetensors");
+  c.init_from = std::string("w.safetensors");
   c.handle_signals = true;
   c.worker_start = WorkerStart::fork_server;
   c.join_timeout = 7.5;
@@ -278,6 +280,8 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.checkpoint == c.checkpoint);
   CHECK(d.checkpoint_every == c.checkpoint_every);
   CHECK(d.resume == c.resume);
+  CHECK(d.save_model == c.save_model);
+  CHECK(d.init_from == c.init_from);
   CHECK(d.handle_signals == c.handle_signals);
   CHECK(d.worker_start == c.worker_start);
   CHECK(d.mode_options == c.mode_options);

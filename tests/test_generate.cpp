@@ -319,3 +319,31 @@ TEST_CASE("hogwild_data: bad options exit 2, bad data exit 2 with file:line") {
   CHECK(r.exit_code == 2);
   CHECK(contains(r.out, "hogwild_data: error: cannot open " + dir.file("missing.svm")));
 }
+
+TEST_CASE("hogwild_data generate --test-out: test rows from the same hidden model; the training rows unchanged") {
+  REQUIRE(std::filesystem::exists(test::hogwild_data_path()));
+  test::TempDir dir;
+  auto r = data_cli({"generate", "--rows", "3000", "--features", "200", "--seed", "9", "--out",
+                     dir.file("alone.svm")});
+  REQUIRE(r.exit_code == 0);
+  r = data_cli({"generate", "--rows", "3000", "--features", "200", "--seed", "9", "--out",
+                dir.file("train.svm"), "--test-out", dir.file("test.svm"), "--test-rows", "1000"});
+  CAPTURE(r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::read_text(dir.file("alone.svm")) == test::read_text(dir.file("train.svm")));
+  const Dataset test = read_libsvm(dir.file("test.svm"));
+  CHECK(test.rows() == 1000);
+  // The same hidden model labels both: a model trained on one predicts the other
+  // about as well as its own rows (another seed's "test set" is another problem).
+  const Dataset all = generate_sparse({4000, 200, 20, 0.05, 1.0, 9});
+  CHECK(read_libsvm(dir.file("train.svm")).labels()[0] == all.labels()[0]);
+  CHECK(test.labels()[999] == all.labels()[3999]);
+  CHECK(std::equal(test.indices().begin(), test.indices().end(),
+                   all.indices().begin() + static_cast<std::ptrdiff_t>(all.offsets()[3000])));
+  // Default: a tenth of --rows; --test-rows without sparse rows' kind is refused.
+  r = data_cli({"generate", "--rows", "500", "--out", dir.file("a.svm"), "--test-out", dir.file("b.svm")});
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_libsvm(dir.file("b.svm")).rows() == 50);
+  r = data_cli({"generate", "--kind", "ratings", "--out", dir.file("r.tsv"), "--test-rows", "5"});
+  CHECK(r.exit_code == kExitBadInput);
+}

@@ -65,6 +65,10 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
                      "--checkpoint", dir.file("ck.bin")}).exit_code == 0);
   REQUIRE(test::run({test::hogwild_data_path(), "convert", train, "--out", dir.file("c.cache")})
               .exit_code == 0);
+  REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q",
+                     "--save-model", dir.file("m.st")}).exit_code == 0);
+  const std::string model = test::read_text(dir.file("m.st"));
+  test::write_text(dir.file("cut.st"), model.substr(0, model.size() / 2));
   // A label's sign bit flipped in the cache; a byte of the checkpoint's weights flipped.
   std::string cache = test::read_text(dir.file("c.cache"));
   cache[256 + 3] = static_cast<char>(cache[256 + 3] ^ 0x80);  // a label (they fill 128..1728)
@@ -76,6 +80,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   const std::map<std::string, std::string> vars{
       {"{T}", fmt::format("\"{}\"", test::hogwild_train_path())},
       {"{D}", fmt::format("\"{}\"", test::hogwild_data_path())},
+      {"{P}", fmt::format("\"{}\"", std::getenv("HOGWILD_PREDICT"))},
       {"{train}", train}, {"{test}", test_file}, {"{dir}", d}};
   const std::vector<Row> rows = {
       // Options: counts, ranges, names, combinations.
@@ -172,6 +177,27 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "--seed: expected a whole number of 0 or more, got -1"},
       {"too many threads for info", "{D} info {train} --threads 100000", 2,
        "--threads: expected 0 (all cores) to 1024"},
+      // Model files: --save-model, --init-from, hogwild_predict.
+      {"a data file as the model", "{P} --model {train} --data {test}", 2, "not a model file"},
+      {"a checkpoint as the model", "{P} --model {dir}/ck.bin --data {test}", 2, "not a model file"},
+      {"a truncated model", "{P} --model {dir}/cut.st --data {test}", 2, "truncated"},
+      {"a missing model", "{P} --model {dir}/none.st --data {test}", 2, "cannot open model file"},
+      {"predictions over their data", "{P} --model {dir}/m.st --data {test} --output {test}", 2,
+       "is the --data file"},
+      {"more top classes than the model has", "{P} --model {dir}/m.st --data {test} --top 3", 2,
+       "has 2 classes"},
+      {"a model's rows of another kind", "{P} --model {dir}/m.st --data {dir}/img.idx --labels {dir}/lab.idx", 0,
+       "accuracy"},
+      {"a warm start from another model", "{T} --train {train} --model softmax --init-from {dir}/m.st",
+       2, "holds model logistic, and this run trains softmax"},
+      {"a warm start from a truncated model", "{T} --train {train} --init-from {dir}/cut.st", 2,
+       "truncated"},
+      {"a model and a summary on standard output", "{T} --train {train} --save-model - --summary -",
+       2, "would mix on standard output"},
+      {"a model over its training file", "{T} --train {train} --save-model {train}", 2,
+       "is the --train file"},
+      {"a test split of no rows", "{D} generate --rows 10 --out {dir}/g.svm --test-out {dir}/t.svm --test-rows 0",
+       2, "--test-rows 0"},
   };
   const auto before = contents(d);
   for (const Row& row : rows) {

@@ -144,6 +144,12 @@ struct TrainConfig {
   std::string checkpoint;     // write checkpoints to this file (at the end, when stopped,
   double checkpoint_every = 0;  // and every this many seconds; 0: only then)
   std::string resume;         // continue from this checkpoint
+  // Write the trained model to this file at the end (and when stopped by a signal):
+  // safetensors with what predicting needs (model_file.hpp); "-": standard output.
+  std::string save_model;
+  // Start from the weights of this model file (--save-model's) instead of the
+  // initialisation: ConfigError when its model or tensor shapes are not this run's.
+  std::string init_from;
   // Copy the final weights (and AdaGrad's state) into TrainResult::parameters and
   // optimizer_state: one more copy of the weights at the end of the run, beside the
   // arena's. A program that keeps them only in the checkpoint (the CLI) turns it

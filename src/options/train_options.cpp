@@ -355,6 +355,15 @@ std::vector<OptionInfo> output_options() {
                     "Continue the run saved in FILE (same data and options; --epochs may grow)",
                     "FILE"},
                    [](auto& c) -> auto& { return c.resume; }));
+  v.push_back(text({"save-model", Concern::outputs,
+                    "Write the trained model to FILE at the end (safetensors: numpy, PyTorch "
+                    "and hogwild_predict read it; - for standard output)", "FILE"},
+                   [](auto& c) -> auto& { return c.save_model; }));
+  v.push_back(agreed(text({"init-from", Concern::outputs,
+                    "Start from the weights of a model FILE that --save-model wrote (same model "
+                    "and shapes) instead of the initialisation: fine-tuning, warm starts",
+                    "FILE"},
+                   [](auto& c) -> auto& { return c.init_from; })));
   return v;
 }
 

@@ -22,7 +22,12 @@
 #include "hogwild/config.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include <fmt/ranges.h>
+
+#include "data/file_io.hpp"
+#include "hogwild/checkpoint.hpp"
 #include "hogwild/metrics.hpp"
+#include "hogwild/model_file.hpp"
 #include "hogwild/sparsity.hpp"
 
 #include "file_roles.hpp"
@@ -91,6 +96,16 @@ void save(const Dataset& d, const std::string& out, const std::string& format) {
                                     : "libsvm");
 }
 
+// Rows [begin, end) of a sparse set, as a set of their own.
+Dataset rows_of(const Dataset& d, std::size_t begin, std::size_t end) {
+  const auto offsets = d.offsets().subspan(begin, end - begin + 1);
+  std::vector<std::uint64_t> shifted(offsets.begin(), offsets.end());
+  for (auto& o : shifted) o -= offsets[0];
+  return Dataset::sparse(d.labels().subspan(begin, end - begin), shifted,
+                         d.indices().subspan(offsets[0], shifted.back()),
+                         d.values().subspan(offsets[0], shifted.back()), d.cols(), d.source());
+}
+
 const char* format_name(FileFormat f) {
   switch (f) {
     case FileFormat::libsvm: return "libsvm text";
@@ -101,11 +116,59 @@ const char* format_name(FileFormat f) {
   return "?";
 }
 
+// A model file (--save-model): its model, what it predicts, its tensors and options.
+void model_info(const std::string& path) {
+  const ModelFileHeader h = read_model_header(path);
+  const ModelDescription d = describe_model(h, path);
+  fmt::print("file:       {} (hogwild model, safetensors, format {})\n", path,
+             h.metadata.at("format_version"));
+  fmt::print("model:      {} (hogwild {})\n", d.model, h.metadata.at("hogwild_version"));
+  std::string options;
+  for (const auto& [k, v] : d.options) options += fmt::format("{}--{} {}", options.empty() ? "" : " ", k, v);
+  fmt::print("options:    {}\n", options);
+  fmt::print("features:   {} ({} rows)\n", d.problem.features, to_string(d.problem.layout));
+  if (d.problem.layout == Layout::ratings)
+    fmt::print("users:      {}, items {}, mean rating {}\n", d.problem.users, d.problem.items,
+               d.problem.target_mean);
+  std::string labels;
+  for (std::size_t k = 0; k < d.labels.values().size(); ++k)
+    labels += fmt::format("{}{}", k ? " " : "", d.labels.label_of(k));
+  fmt::print("labels:     {}{}\n", h.metadata.at("labels"), labels.empty() ? "" : " (" + labels + ")");
+  fmt::print("predicts:   {} {} a row\n", d.outputs, d.output);
+  fmt::print("trained:    {} epoch(s) on {}\n", d.epochs, d.data.describe());
+  std::uint64_t values = 0;
+  for (const auto& t : h.tensors) {
+    std::uint64_t n = (t.end - t.begin) / (t.dtype == "F16" ? 2 : 4);
+    values += n;
+    fmt::print("tensor:     {} {} [{}] ({} values)\n", t.name, t.dtype, fmt::join(t.shape, ", "), n);
+  }
+  fmt::print("size:       {} bytes ({} values, header {} bytes)\n", h.file_bytes, values,
+             h.data_offset);
+}
+
+// A checkpoint (--checkpoint): its options, progress, data and tensors.
+void checkpoint_info(const std::string& path) {
+  const Checkpoint c = read_checkpoint(path);
+  fmt::print("file:       {} (hogwild checkpoint, format {})\n", path, kCheckpointVersion);
+  std::string options;
+  for (const auto& [k, v] : c.config) options += fmt::format("{}{} {}", options.empty() ? "" : " ", k, v);
+  fmt::print("options:    {}\n", options);
+  fmt::print("progress:   {} epoch(s) done by every worker; {} worker(s), {} restart(s), {:.3f} s trained\n",
+             c.epochs_done(), c.workers.size(), c.restarts, c.train_seconds);
+  fmt::print("data:       {}\n", c.data.describe());
+  for (const auto& t : c.tensors) fmt::print("tensor:     {} ({} values)\n", t.name, t.values.size());
+}
+
 void info(const std::string& path, const std::string& labels, unsigned threads) {
   // A pipe is read once, by the loader: sniffing it first would eat its head.
   std::error_code ec;
   const bool stream = path == "-" || (std::filesystem::exists(path, ec) &&
                                       !std::filesystem::is_regular_file(path, ec));
+  if (!stream) {
+    const std::string head = detail::read_head(path, 16);
+    if (looks_like_model_file(head)) return model_info(path);
+    if (head.starts_with("HWCKPT01")) return checkpoint_info(path);
+  }
   const std::string format = stream ? "read from a stream" : format_name(detect_format(path));
   const auto t0 = std::chrono::steady_clock::now();
   // As the file holds it (the infinite density keeps sparse text sparse).
@@ -294,7 +357,10 @@ int main(int argc, char** argv) {
   g->add_option("--ratings", rgen.ratings, "ratings: number of training ratings")
       ->capture_default_str()->check(kAtLeastOne);
   g->add_option("--test-out", gen_test_out,
-                "ratings: also write test ratings from the same hidden model to FILE");
+                "Also write test rows (ratings) drawn from the same hidden model to FILE");
+  std::size_t gen_test_rows = 0;
+  g->add_option("--test-rows", gen_test_rows,
+                "sparse: number of test rows (default: a tenth of --rows)");
   g->add_option("--test-ratings", rgen.test_ratings,
                 "ratings: number of test ratings (default: a tenth of --ratings)");
   g->add_option("--out", gen_out,
@@ -321,7 +387,9 @@ int main(int argc, char** argv) {
 
   std::string info_in, info_labels;
   unsigned info_threads = 0;
-  auto* i = app.add_subcommand("info", "Print rows, features, non-zeros, density and label counts");
+  auto* i = app.add_subcommand(
+      "info", "Print rows, features, non-zeros, density and label counts; a model file's or "
+              "checkpoint's model, options, data and tensors");
   i->add_option("file", info_in, "libsvm (.gz too), IDX images or a cache")->required();
   i->add_option("--labels", info_labels,
                 "IDX labels file (default: guessed from the images file name)");
@@ -369,6 +437,10 @@ int main(int argc, char** argv) {
     if (*g) tools::check_outputs({}, {{"--out", gen_out}, {"--test-out", gen_test_out}});
     if (*c) tools::check_outputs({{"input", conv_in}, {"--labels", conv_labels}}, {{"--out", conv_out}});
     if (*sc) tools::check_outputs({{"--train", st.train}, {"--labels", st.labels}}, {{"--json", st.json}});
+    if (*g && g->count(gen_kind == "ratings" ? "--test-rows" : "--test-ratings"))
+      throw ConfigError(gen_kind == "ratings"
+                            ? "--test-rows is for --kind sparse; ratings take --test-ratings"
+                            : "--test-ratings is for --kind ratings; sparse rows take --test-rows");
     if (*g && gen_kind == "ratings") {
       rgen.seed = gen.seed;
       if (g->count("--noise")) rgen.noise = gen_noise;
@@ -384,7 +456,19 @@ int main(int argc, char** argv) {
       if (gen.nnz_per_row > gen.features)
         throw ConfigError(fmt::format("--nnz-per-row ({}) cannot exceed --features ({})",
                                       gen.nnz_per_row, gen.features));
-      save(generate_sparse(gen), gen_out, format_for(gen_out, gen_format));
+      // The test rows are drawn after the training rows from the same hidden model,
+      // so the training rows are those of the same command without --test-out.
+      const std::size_t test_rows = gen_test_out.empty() ? 0
+                                    : g->count("--test-rows") ? gen_test_rows
+                                                              : std::max<std::size_t>(1, gen.rows / 10);
+      if (!gen_test_out.empty() && test_rows == 0)
+        throw ConfigError("--test-rows 0: a test set needs rows (or leave out --test-out)");
+      const std::size_t train_rows = gen.rows;
+      gen.rows += test_rows;
+      const Dataset all = generate_sparse(gen);
+      save(rows_of(all, 0, train_rows), gen_out, format_for(gen_out, gen_format));
+      if (test_rows > 0)
+        save(rows_of(all, train_rows, all.rows()), gen_test_out, format_for(gen_test_out, gen_format));
     } else if (*c) {
       const Storage storage = parse_storage(conv_storage);
       save(load_dataset(conv_in, conv_labels, {conv_threads, storage}), conv_out,

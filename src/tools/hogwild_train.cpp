@@ -266,7 +266,7 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
     for (auto& n : removed) fmt::print("removed /dev/shm/{}\n", n);
     fmt::print("{} stale segment(s) removed\n", removed.size());
     // And the temporaries a killed writer left beside the outputs named with it.
-    for (const std::string* out : {&cfg.checkpoint, &o.summary, &o.metrics}) {
+    for (const std::string* out : {&cfg.checkpoint, &o.summary, &o.metrics, &cfg.save_model}) {
       if (out->empty() || *out == "-") continue;
       const auto target = hogwild::detail::output_target(*out);
       if (target.kind != hogwild::detail::OutputTarget::Kind::replace) continue;
@@ -288,10 +288,11 @@ void prepare(hogwild::TrainConfig& cfg, Options& o) {
     const auto t = hogwild::detail::output_target(path);
     return t.kind == hogwild::detail::OutputTarget::Kind::stream && t.fd == STDOUT_FILENO;
   };
-  if (to_stdout(o.metrics) && to_stdout(o.summary))
-    throw hogwild::ConfigError("--metrics and --summary would mix on standard output: give "
-                               "one of them a file");
-  if (to_stdout(o.metrics) || to_stdout(o.summary)) o.human = stderr;  // stdout: JSON alone
+  const int on_stdout = to_stdout(o.metrics) + to_stdout(o.summary) + to_stdout(cfg.save_model);
+  if (on_stdout > 1)
+    throw hogwild::ConfigError("--metrics, --summary and --save-model would mix on standard "
+                               "output: give all but one a file");
+  if (on_stdout) o.human = stderr;  // stdout: that output alone
   if (!cfg.checkpoint.empty() && hogwild::detail::output_target(cfg.checkpoint).kind ==
                                      hogwild::detail::OutputTarget::Kind::stream)
     throw hogwild::ConfigError(fmt::format(
@@ -353,10 +354,11 @@ std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const
   // training.
   hogwild::tools::check_outputs(
       {{"--train", o.train}, {"--test", o.test}, {"--train-labels", o.train_labels},
-       {"--test-labels", o.test_labels}, {"--resume", cfg.resume}},
+       {"--test-labels", o.test_labels}, {"--resume", cfg.resume}, {"--init-from", cfg.init_from}},
       {{"--metrics", o.metrics, {}, "metrics"},
        {"--summary", o.summary, {}, "the summary"},
-       {"--checkpoint", cfg.checkpoint, "--resume", "checkpoints"}},
+       {"--checkpoint", cfg.checkpoint, "--resume", "checkpoints"},
+       {"--save-model", cfg.save_model, {}, "the model"}},
       std::chrono::milliseconds(static_cast<long long>(o.output_wait * 1000)));
   return model;
 }

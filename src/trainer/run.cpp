@@ -154,7 +154,7 @@ void Run::map_hot_window(std::size_t bytes) {
 Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
          std::optional<Arena> attached, int device_fd, std::uint64_t other_rows)
     : cfg(c), mode(mode_def(c.mode)), model(m), train(tr), test(te) {
-  const LabelMap labels = LabelMap::fit(model.label_kind(), train, model.name());
+  labels = LabelMap::fit(model.label_kind(), train, model.name());
   train_targets = labels.targets(train);
   if (test) test_targets = labels.targets(*test);
   classes = labels.classes();
@@ -250,6 +250,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   if (arena.has("nccl_id")) in_arena<NcclIdSlot>(arena.block("nccl_id").data(), 1, attach);
   params = store->open(arena, specs, stateful, attach, device_fd);
   if (!attach) initialise(params, specs, cfg.seed);
+  if (!attach && !cfg.init_from.empty()) init_from_model(cfg.init_from);
   if (!attach && cfg.conflicts)
     choose_conflict_sample(arena.block("conflicts").data(), specs, train, model.feature_indexed(),
                            cfg.conflict_k, cfg.seed);

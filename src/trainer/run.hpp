@@ -217,6 +217,7 @@ struct Run {
   unsigned workers = 1;
   unsigned servers = 0;  // --mode ps: server processes, ranks workers .. workers + servers - 1
   std::size_t classes = 0;
+  LabelMap labels;  // fitted on the training set
   // The state of the worker process this is: made in the worker on its first
   // epoch, so private to it; never made in the parent (except in serial mode,
   // where the parent is the worker).
@@ -312,6 +313,12 @@ struct Run {
   // Before any worker starts: puts a checkpoint's tensors and records in place;
   // returns the checkpoint's count of restarts.
   unsigned restore(const Checkpoint& c, const std::string& path);
+  // --save-model: the weights as a model file (model_file.hpp), read from the arena
+  // as it is written; `epochs`, those every worker completed.
+  void write_model(const std::string& path, unsigned epochs) const;
+  // --init-from, before any worker starts: a model file's weights in place of the
+  // initialisation; ConfigError when its model or a tensor's shape is not this run's.
+  void init_from_model(const std::string& path);
 
   // A synchronous mode, every worker gone: puts every worker's record at the
   // earliest place any of them reached (what they all did), and readies the

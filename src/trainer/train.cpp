@@ -585,6 +585,7 @@ class Supervisor {
     r.huge_pages = run_.arena.huge_pages();
     // The workers are gone: exact. Written from the arena, before the result's copy.
     if (!cfg_.checkpoint.empty()) write_checkpoint_now();
+    if (!cfg_.save_model.empty()) run_.write_model(cfg_.save_model, run_.min_epochs());
     if (cfg_.result_parameters)
       for (const auto& t : run_.params.tensors()) {
         auto copy = [&](std::vector<float>& dst, const float* src, Dtype type) {

@@ -1,0 +1,233 @@
+// Predicting with a saved model (hogwild/predictor.hpp).
+#include "hogwild/predictor.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "data/tbb_session.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/model_registry.hpp"
+#include "hogwild/options.hpp"
+#include "hogwild/trainer.hpp"
+
+namespace hogwild {
+
+namespace {
+
+constexpr std::size_t kBlock = 256;  // rows a task predicts at once (the MLP's batch)
+
+// The area under the ROC curve: the chance that a positive row scores above a
+// negative one, ties counting half (Mann-Whitney U from the ranks).
+double auc(const std::vector<float>& score, const std::vector<float>& target) {
+  std::vector<std::size_t> order(score.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return score[a] < score[b]; });
+  double positive_ranks = 0, positives = 0;
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j < order.size() && score[order[j]] == score[order[i]]) ++j;
+    const double rank = (static_cast<double>(i + j) + 1) / 2;  // the tie's mean rank, from 1
+    for (std::size_t k = i; k < j; ++k)
+      if (target[order[k]] > 0.5f) positive_ranks += rank, ++positives;
+    i = j;
+  }
+  const double negatives = static_cast<double>(score.size()) - positives;
+  if (positives == 0 || negatives == 0) return std::nan("");
+  return (positive_ranks - positives * (positives + 1) / 2) / (positives * negatives);
+}
+
+}  // namespace
+
+void Predictor::Free::operator()(float* p) const noexcept { std::free(p); }
+
+Predictor::Predictor(ModelDescription description, std::unique_ptr<Model> model,
+                     const std::vector<std::vector<float>>& weights)
+    : d_(std::move(description)), model_(std::move(model)) {
+  const auto specs = model_->parameters();
+  HOGWILD_ENFORCE_EQ(specs.size(), weights.size());
+  std::vector<ParamSet::Tensor> tensors;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    HOGWILD_ENFORCE_EQ(specs[i].size, weights[i].size());
+    const std::size_t bytes = (std::max<std::size_t>(1, weights[i].size()) * sizeof(float) + 63) / 64 * 64;
+    auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (p == nullptr) throw ResourceError(fmt::format("cannot allocate {} bytes of weights", bytes));
+    owned_.emplace_back(p);
+    std::copy(weights[i].begin(), weights[i].end(), p);
+    tensors.push_back({specs[i].name, p, weights[i].size()});
+  }
+  params_ = ParamSet(std::move(tensors));
+}
+
+Predictor::Predictor(Predictor&&) noexcept = default;
+Predictor& Predictor::operator=(Predictor&&) noexcept = default;
+Predictor::~Predictor() = default;
+
+Dataset Predictor::prepare(const Dataset& data) const {
+  const Problem& p = d_.problem;
+  const bool ratings = p.layout == Layout::ratings;
+  if (ratings != (data.layout() == Layout::ratings))
+    throw ConfigError(fmt::format("model {} was trained on {} rows, and {} holds {} rows",
+                                  d_.model, to_string(p.layout), data.source(),
+                                  to_string(data.layout())));
+  if (ratings) return data;
+  if (p.layout == Layout::dense || p.layout == Layout::dense_u8) {
+    // Rows of the model's features: a missing column is a zero, an extra one a
+    // feature it never saw.
+    Dataset dense = data.dense() && data.cols() == p.features ? data : data.densified(p.features);
+    return model_->reads_byte_rows() ? dense : dense.widened();
+  }
+  const Dataset sparse = data.sparsified();
+  if (sparse.cols() <= p.features) return sparse;
+  // Features past the model's: dropped (their weights would be zero had it seen them).
+  std::vector<std::uint64_t> offsets{0};
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
+  for (std::size_t r = 0; r < sparse.rows(); ++r) {
+    const RowView x = sparse.row(r);
+    for (std::uint32_t k = 0; k < x.nnz; ++k)
+      if (x.index[k] < p.features) indices.push_back(x.index[k]), values.push_back(x.value[k]);
+    offsets.push_back(indices.size());
+  }
+  return Dataset::sparse(sparse.labels(), offsets, indices, values, p.features, sparse.source());
+}
+
+float Predictor::label_of(std::span<const float> out) const noexcept {
+  if (d_.output == "value") return out[0];
+  if (d_.output == "score") return d_.labels.label_of(out[0] > 0 ? 1 : 0);
+  return d_.labels.label_of(
+      static_cast<std::size_t>(std::max_element(out.begin(), out.end()) - out.begin()));
+}
+
+float Predictor::predict(RowView row, std::span<float> out) const {
+  std::vector<float> mine;
+  if (out.size() < outputs()) {
+    mine.resize(outputs());
+    out = mine;
+  }
+  model_->predict_rows(params_, std::span<const RowView>(&row, 1), out.data());
+  return label_of(out.first(outputs()));
+}
+
+void Predictor::predict(const Dataset& data, std::span<float> labels, std::span<float> outputs) const {
+  HOGWILD_ENFORCE_LE(data.rows(), labels.size());
+  const std::size_t k = d_.outputs;
+  if (!outputs.empty()) HOGWILD_ENFORCE_LE(data.rows() * k, outputs.size());
+  auto block = [&](std::size_t begin, std::size_t end) {
+    std::vector<RowView> rows;
+    std::vector<float> mine;
+    for (std::size_t r0 = begin; r0 < end; r0 += kBlock) {
+      const std::size_t n = std::min(kBlock, end - r0);
+      rows.clear();
+      for (std::size_t r = r0; r < r0 + n; ++r) rows.push_back(data.row(r));
+      float* out = outputs.empty() ? (mine.resize(n * k), mine.data()) : outputs.data() + r0 * k;
+      model_->predict_rows(params_, rows, out);
+      for (std::size_t i = 0; i < n; ++i) labels[r0 + i] = label_of({out + i * k, k});
+    }
+  };
+  if (data.rows() <= 4 * kBlock) return block(0, data.rows());
+  detail::TbbSession tbb(0);
+  tbb.run([&] {
+    oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, data.rows(), kBlock),
+                              tbb.task([&](const auto& range) { block(range.begin(), range.end()); }));
+  });
+}
+
+PredictionMetrics Predictor::evaluate(const Dataset& data) const {
+  PredictionMetrics m;
+  m.rows = data.rows();
+  if (data.rows() == 0) return m;
+  const std::vector<float> targets = d_.labels.targets(data);
+  const std::size_t k = d_.outputs;
+  std::vector<float> labels(data.rows()), out(data.rows() * k);
+  predict(data, labels, out);
+  const double n = static_cast<double>(data.rows());
+  if (d_.output == "value") {
+    double se = 0, ae = 0;
+    for (std::size_t r = 0; r < data.rows(); ++r) {
+      const double e = static_cast<double>(out[r]) - targets[r];
+      se += e * e;
+      ae += std::abs(e);
+    }
+    m.rmse = std::sqrt(se / n);
+    m.mae = ae / n;
+    return m;
+  }
+  std::size_t correct = 0;
+  double loss = 0;
+  std::vector<float> positive(data.rows());
+  for (std::size_t r = 0; r < data.rows(); ++r) {
+    const float* o = out.data() + r * k;
+    const auto y = static_cast<std::size_t>(targets[r]);
+    if (d_.output == "score") {
+      correct += (o[0] > 0) == (y == 1);
+      positive[r] = o[0];
+    } else {
+      correct += static_cast<std::size_t>(std::max_element(o, o + k) - o) == y;
+      loss -= std::log(std::max(static_cast<double>(o[y]), 1e-300));
+      positive[r] = k == 2 ? o[1] : 0;
+    }
+  }
+  m.accuracy = static_cast<double>(correct) / n;
+  if (d_.output == "probabilities") m.log_loss = loss / n;
+  if (d_.labels.kind() == LabelKind::binary) m.auc = auc(positive, targets);
+  return m;
+}
+
+Predictor load_model(const std::string& path) {
+  const ModelFileHeader header = read_model_header(path);
+  ModelDescription d = describe_model(header, path);
+  const auto names = model_names();
+  if (std::find(names.begin(), names.end(), d.model) == names.end())
+    throw ConfigError(fmt::format("model file {} holds model \"{}\", which this program does not "
+                                  "have (it has {}; a model of your own is registered with "
+                                  "register_model before load_model)",
+                                  path, d.model, fmt::join(names, ", ")));
+  TrainConfig config;
+  for (const auto& [name, value] : d.options) {
+    const OptionInfo* o = find_option(name);
+    if (o == nullptr || o->concern != Concern::model)
+      throw ConfigError(fmt::format("model file {}: \"{}\" is not a model option of this hogwild",
+                                    path, name));
+    set_option(config, name, value);
+  }
+  // The weights are floats in the file, and predictions run in fp32 (as the
+  // trainer's evaluations): fp16 factors and bf16 products were training's.
+  config.model_options.factors = Dtype::f32;
+  config.model_options.matmul = MatmulPrecision::fp32;
+  auto model = make_model(d.model, config.model_options);
+  model->configure(d.problem);
+  if (model->outputs() != d.outputs)
+    throw ConfigError(fmt::format("model file {}: model {} predicts {} values a row, the file "
+                                  "says {}", path, d.model, model->outputs(), d.outputs));
+  std::vector<std::vector<float>> weights;
+  std::vector<std::string> expected;
+  for (const TensorSpec& s : model->parameters()) {
+    const std::vector<std::uint64_t> shape =
+        s.shape.empty() ? std::vector<std::uint64_t>{s.size}
+                        : std::vector<std::uint64_t>(s.shape.begin(), s.shape.end());
+    expected.push_back(fmt::format("{} {}", s.name, shape));
+    const auto it = std::find_if(header.tensors.begin(), header.tensors.end(),
+                                 [&](const auto& t) { return t.name == s.name; });
+    if (it == header.tensors.end() || it->shape != shape)
+      throw ConfigError(fmt::format(
+          "model file {}: model {} as its metadata configures it has tensors {}; the file {}",
+          path, d.model, fmt::join(expected, ", "),
+          it == header.tensors.end() ? fmt::format("has no \"{}\"", s.name)
+                                     : fmt::format("has {} {}", it->name, it->shape)));
+    weights.push_back(read_model_tensor(path, header, *it));
+  }
+  if (header.tensors.size() != weights.size())
+    throw ConfigError(fmt::format("model file {} holds {} tensors, model {} has {}", path,
+                                  header.tensors.size(), d.model, weights.size()));
+  return Predictor(std::move(d), std::move(model), weights);
+}
+
+}  // namespace hogwild

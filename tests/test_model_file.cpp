@@ -1,0 +1,251 @@
+// Model files (--save-model) and predicting with them: what the trainer evaluated
+// at the end, load_model's Predictor evaluates alike for every built-in model and a
+// user's; --init-from starts where a file left off and refuses another model's;
+// a file that is not a model, a truncated one, or one naming a model this program
+// lacks is refused with the reason; hogwild_predict's lines and exit statuses.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "hogwild/data_io.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/model_file.hpp"
+#include "hogwild/model_registry.hpp"
+#include "hogwild/predictor.hpp"
+#include "hogwild/trainer.hpp"
+#include "ridge.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+TrainConfig config(const std::string& model, const std::string& save) {
+  TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+  c.model = model;
+  c.epochs = 3;
+  c.save_model = save;
+  return c;
+}
+
+// The trainer's final evaluation of `test` and the Predictor's of the same rows.
+void same_evaluation(const TrainResult& r, const Predictor& p, const Dataset& test) {
+  const PredictionMetrics m = p.evaluate(p.prepare(test));
+  CHECK(m.rows == test.rows());
+  if (std::isnan(r.test.accuracy)) {
+    CHECK(m.rmse == doctest::Approx(r.test.rmse).epsilon(1e-5));
+    CHECK(std::isnan(m.accuracy));
+  } else {
+    CHECK(m.accuracy == r.test.accuracy);
+  }
+  if (!std::isnan(m.log_loss)) CHECK(m.log_loss == doctest::Approx(r.test.loss).epsilon(1e-4));
+}
+
+std::string bytes_of(const std::string& path) { return test::read_text(path); }
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// The header of a model file as JSON, and the file with another header.
+nlohmann::json header_of(const std::string& bytes) {
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  return nlohmann::json::parse(bytes.substr(8, n));
+}
+std::string with_header(const std::string& bytes, const nlohmann::json& h) {
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::uint64_t m = text.size();
+  return std::string(reinterpret_cast<const char*>(&m), 8) + text + bytes.substr(8 + n);
+}
+
+}  // namespace
+
+TEST_CASE("every built-in model: the Predictor evaluates a saved model as the trainer did") {
+  test::TempDir dir;
+  SUBCASE("logistic, sparse rows") {
+    auto [train, test] = test::generated_problem(4000, 1000, 500, 15, 0.05, 3);
+    const auto r = hogwild::train(config("logistic", dir.file("m")), train, &test);
+    const Predictor p = load_model(dir.file("m"));
+    CHECK(p.description().model == "logistic");
+    CHECK(p.outputs() == 2);
+    CHECK(p.probabilities());
+    same_evaluation(r, p, test);
+    const PredictionMetrics m = p.evaluate(p.prepare(test));
+    CHECK(m.auc > 0.8);
+    CHECK(m.auc <= 1);
+    // One row alone predicts what the whole set's pass did.
+    const Dataset t = p.prepare(test);
+    std::vector<float> labels(t.rows()), out(t.rows() * 2);
+    p.predict(t, labels, out);
+    float one[2];
+    CHECK(p.predict(t.row(17), one) == labels[17]);
+    CHECK(one[1] == out[17 * 2 + 1]);
+  }
+  SUBCASE("softmax and mlp, dense rows") {
+    const Dataset all = test::class_blobs(3000, 24, 5);
+    const Dataset train = test::slice(all, 0, 2400, "train"), test = test::slice(all, 2400, 3000, "test");
+    for (const char* model : {"softmax", "mlp"}) {
+      CAPTURE(model);
+      TrainConfig c = config(model, dir.file(model));
+      c.step_size.lr0 = 0.05f;
+      c.model_options.hidden = {16};
+      const auto r = hogwild::train(c, train, &test);
+      const Predictor p = load_model(dir.file(model));
+      CHECK(p.outputs() == 3);
+      same_evaluation(r, p, test);
+      CHECK(std::isnan(p.evaluate(p.prepare(test)).auc));  // three classes
+    }
+  }
+  SUBCASE("mf, ratings; an unknown user is predicted from what is known") {
+    RatingsGenerateOptions o;
+    o.users = 200;
+    o.items = 150;
+    o.ratings = 20000;
+    o.test_ratings = 2000;
+    const auto data = generate_ratings(o);
+    TrainConfig c = config("mf", dir.file("mf"));
+    c.step_size.lr0 = 0.02f;
+    c.model_options.rank = 4;
+    const auto r = hogwild::train(c, data.train, &data.test);
+    const Predictor p = load_model(dir.file("mf"));
+    same_evaluation(r, p, data.test);
+    const std::vector<float> label{4};
+    const std::vector<std::uint32_t> stranger{1000000}, item{3};
+    const Dataset odd = Dataset::ratings(label, stranger, item, "stranger");
+    CHECK(std::isfinite(p.predict(p.prepare(odd).row(0))));
+  }
+}
+
+TEST_CASE("a user's registered model saves and predicts through its own predict_rows") {
+  register_model("ridge", [](const ModelOptions&) { return std::make_unique<test::Ridge<>>(); });
+  test::TempDir dir;
+  const Dataset data = test::linear_data(2000);
+  TrainConfig c = config("ridge", dir.file("ridge"));
+  c.step_size.lr0 = 0.05f;
+  const auto r = hogwild::train(c, data, &data);
+  const Predictor p = load_model(dir.file("ridge"));
+  same_evaluation(r, p, data);
+  // y = 2 x0 - x1, learnt.
+  const std::vector<float> y{0}, x{1, 1};
+  CHECK(p.predict(p.prepare(Dataset::dense(y, x, 2, "one")).row(0)) == doctest::Approx(1).epsilon(0.02));
+}
+
+TEST_CASE("--init-from: a warm start continues the saved model; another model or shape is refused") {
+  test::TempDir dir;
+  auto [train, test] = test::generated_problem(4000, 1000, 500, 15, 0.05, 3);
+  TrainConfig c = config("logistic", dir.file("first"));
+  c.epochs = 1;
+  c.step_size.lr0 = 0.05f;
+  const auto first = hogwild::train(c, train, &test);
+  c.save_model.clear();
+  const auto fresh = hogwild::train(c, train, &test);  // one epoch from the initialisation
+  c.init_from = dir.file("first");
+  const auto warm = hogwild::train(c, train, &test);  // a second epoch, from the file
+  CHECK(warm.train_loss < fresh.train_loss);
+  CHECK(warm.test.loss < first.test.loss);
+
+  SUBCASE("another model") {
+    TrainConfig other = c;
+    other.model = "hinge";
+    CHECK_THROWS_WITH_AS(hogwild::train(other, train, &test),
+                         doctest::Contains("holds model logistic, and this run trains hinge"),
+                         ConfigError);
+  }
+  SUBCASE("other shapes: no bias, more features") {
+    TrainConfig other = c;
+    other.model_options.bias = false;
+    CHECK_THROWS_AS(hogwild::train(other, train, &test), ConfigError);
+    auto [wide, wide_test] = test::generated_problem(400, 100, 900, 15, 0.05, 3);
+    CHECK_THROWS_WITH_AS(hogwild::train(c, wide, &wide_test), doctest::Contains("has shape [500]"),
+                         ConfigError);
+  }
+}
+
+TEST_CASE("a file that is not a model, a truncated one, or another program's model: the reason") {
+  test::TempDir dir;
+  auto [train, test] = test::generated_problem(500, 100, 50, 5, 0.05, 3);
+  hogwild::train(config("logistic", dir.file("m")), train, &test);
+  const std::string good = bytes_of(dir.file("m"));
+  auto refused = [&](const std::string& bytes) {
+    write_bytes(dir.file("bad"), bytes);
+    try {
+      load_model(dir.file("bad"));
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == kExitBadInput);
+      return std::string(e.what());
+    }
+    FAIL("loaded");
+    return std::string();
+  };
+  CHECK(refused("").find("0 bytes") != std::string::npos);
+  CHECK(refused("label 1:2\n").find("not a model file") != std::string::npos);
+  CHECK(refused(good.substr(0, good.size() - 10)).find("truncated") != std::string::npos);
+  CHECK(refused(good.substr(0, 200)).find("truncated") != std::string::npos);
+  nlohmann::json h = header_of(good);
+  h.erase("__metadata__");
+  CHECK(refused(with_header(good, h)).find("not a hogwild model") != std::string::npos);
+  h = header_of(good);
+  h["__metadata__"]["model"] = "zebra";
+  CHECK(refused(with_header(good, h)).find("model \"zebra\", which this program does not have") !=
+        std::string::npos);
+  h = header_of(good);
+  h["w"]["shape"] = {49};
+  CHECK(refused(with_header(good, h)).find("do not hold its 49") != std::string::npos);
+  h = header_of(good);
+  h["__metadata__"]["features"] = "60";
+  CHECK(refused(with_header(good, h)).find("has w [50]") != std::string::npos);
+  h = header_of(good);
+  h["w"]["dtype"] = "I64";
+  CHECK(refused(with_header(good, h)).find("I64") != std::string::npos);
+  CHECK(!refused(with_header(good, nlohmann::json::array())).empty());
+}
+
+TEST_CASE("hogwild_predict: lines, metrics, - for standard input, exit statuses" * doctest::test_suite("cli")) {
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  const auto [train, test] = test::problem_files(dir, 2000, 300);
+  REQUIRE(test::run_train({"--model", "logistic", "--train", train, "--epochs", "2", "--save-model",
+                           dir.file("m"), "--quiet"}).exit_code == 0);
+  const std::string predict = std::getenv("HOGWILD_PREDICT");
+  auto r = test::run({predict, "--model", dir.file("m"), "--data", test, "--output", dir.file("out"),
+                      "--summary", dir.file("s.json")});
+  INFO(r.out);
+  REQUIRE(r.exit_code == 0);
+  const std::string lines = test::read_text(dir.file("out"));
+  CHECK(std::count(lines.begin(), lines.end(), '\n') == 500);
+  CHECK(r.out.find("accuracy") != std::string::npos);
+  const auto s = nlohmann::json::parse(test::read_text(dir.file("s.json")));
+  CHECK(s["accuracy"].get<double>() > 0.6);
+  CHECK(s["rows"] == 500);
+  // --top 1 on standard input: the label and its probability.
+  r = test::run({"/bin/sh", "-c", predict + " --model " + dir.file("m") + " --data - --top 1 --quiet < " + test});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.substr(0, r.out.find('\n')).find(' ') != std::string::npos);
+  // Exit 2, with the reason: no such model file, a data file as the model, --top past the classes.
+  r = test::run({predict, "--model", dir.file("none"), "--data", test});
+  CHECK(r.exit_code == kExitBadInput);
+  r = test::run({predict, "--model", test, "--data", test});
+  CHECK(r.exit_code == kExitBadInput);
+  CHECK(r.out.find("not a model file") != std::string::npos);
+  r = test::run({predict, "--model", dir.file("m"), "--data", test, "--top", "3"});
+  CHECK(r.exit_code == kExitBadInput);
+  CHECK(r.out.find("has 2 classes") != std::string::npos);
+  r = test::run({predict, "--model", dir.file("m"), "--data", test, "--output", test});
+  CHECK(r.exit_code == kExitBadInput);  // would overwrite the data
+  // hogwild_data info describes the model file: its model, what it predicts, its tensors.
+  r = test::run({test::hogwild_data_path(), "info", dir.file("m")});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("model:      logistic") != std::string::npos);
+  CHECK(r.out.find("predicts:   2 probabilities a row") != std::string::npos);
+  CHECK(r.out.find("tensor:     b F32 [1]") != std::string::npos);
+  CHECK(r.out.find("trained:    2 epoch(s) on 2000 rows") != std::string::npos);
+}
