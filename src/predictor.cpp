@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -27,16 +26,17 @@ constexpr std::size_t kBlock = 256;  // rows a task predicts at once (the MLP's 
 // The area under the ROC curve: the chance that a positive row scores above a
 // negative one, ties counting half (Mann-Whitney U from the ranks).
 double auc(const std::vector<float>& score, const std::vector<float>& target) {
-  std::vector<std::size_t> order(score.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return score[a] < score[b]; });
+  std::vector<std::pair<float, bool>> rows(score.size());  // (score, positive), sorted
+  for (std::size_t r = 0; r < score.size(); ++r) rows[r] = {score[r], target[r] > 0.5f};
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   double positive_ranks = 0, positives = 0;
-  for (std::size_t i = 0; i < order.size();) {
-    std::size_t j = i;
-    while (j < order.size() && score[order[j]] == score[order[i]]) ++j;
+  for (std::size_t i = 0; i < rows.size();) {
+    std::size_t j = i, here = 0;
+    for (; j < rows.size() && rows[j].first == rows[i].first; ++j) here += rows[j].second;
     const double rank = (static_cast<double>(i + j) + 1) / 2;  // the tie's mean rank, from 1
-    for (std::size_t k = i; k < j; ++k)
-      if (target[order[k]] > 0.5f) positive_ranks += rank, ++positives;
+    positive_ranks += rank * static_cast<double>(here);
+    positives += static_cast<double>(here);
     i = j;
   }
   const double negatives = static_cast<double>(score.size()) - positives;
@@ -51,6 +51,9 @@ void Predictor::Free::operator()(float* p) const noexcept { std::free(p); }
 Predictor::Predictor(ModelDescription description, std::unique_ptr<Model> model,
                      const std::vector<std::vector<float>>& weights)
     : d_(std::move(description)), model_(std::move(model)) {
+  output_ = d_.output == "probabilities" ? Output::probabilities
+            : d_.output == "score"       ? Output::score
+                                         : Output::value;
   const auto specs = model_->parameters();
   HOGWILD_ENFORCE_EQ(specs.size(), weights.size());
   std::vector<ParamSet::Tensor> tensors;
@@ -100,8 +103,8 @@ Dataset Predictor::prepare(const Dataset& data) const {
 }
 
 float Predictor::label_of(std::span<const float> out) const noexcept {
-  if (d_.output == "value") return out[0];
-  if (d_.output == "score") return d_.labels.label_of(out[0] > 0 ? 1 : 0);
+  if (output_ == Output::value) return out[0];
+  if (output_ == Output::score) return d_.labels.label_of(out[0] > 0 ? 1 : 0);
   return d_.labels.label_of(
       static_cast<std::size_t>(std::max_element(out.begin(), out.end()) - out.begin()));
 }
@@ -116,27 +119,36 @@ float Predictor::predict(RowView row, std::span<float> out) const {
   return label_of(out.first(outputs()));
 }
 
-void Predictor::predict(const Dataset& data, std::span<float> labels, std::span<float> outputs) const {
-  HOGWILD_ENFORCE_LE(data.rows(), labels.size());
+void Predictor::for_blocks(const Dataset& data,
+                           const std::function<void(std::size_t, std::size_t, const float*)>& f) const {
   const std::size_t k = d_.outputs;
-  if (!outputs.empty()) HOGWILD_ENFORCE_LE(data.rows() * k, outputs.size());
-  auto block = [&](std::size_t begin, std::size_t end) {
+  auto blocks = [&](std::size_t begin, std::size_t end) {
     std::vector<RowView> rows;
-    std::vector<float> mine;
+    std::vector<float> out;
     for (std::size_t r0 = begin; r0 < end; r0 += kBlock) {
       const std::size_t n = std::min(kBlock, end - r0);
       rows.clear();
       for (std::size_t r = r0; r < r0 + n; ++r) rows.push_back(data.row(r));
-      float* out = outputs.empty() ? (mine.resize(n * k), mine.data()) : outputs.data() + r0 * k;
-      model_->predict_rows(params_, rows, out);
-      for (std::size_t i = 0; i < n; ++i) labels[r0 + i] = label_of({out + i * k, k});
+      out.resize(n * k);
+      model_->predict_rows(params_, rows, out.data());
+      f(r0, n, out.data());
     }
   };
-  if (data.rows() <= 4 * kBlock) return block(0, data.rows());
+  if (data.rows() <= 4 * kBlock) return blocks(0, data.rows());
   detail::TbbSession tbb(0);
   tbb.run([&] {
     oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, data.rows(), kBlock),
-                              tbb.task([&](const auto& range) { block(range.begin(), range.end()); }));
+                              tbb.task([&](const auto& range) { blocks(range.begin(), range.end()); }));
+  });
+}
+
+void Predictor::predict(const Dataset& data, std::span<float> labels, std::span<float> outputs) const {
+  HOGWILD_ENFORCE_LE(data.rows(), labels.size());
+  const std::size_t k = d_.outputs;
+  if (!outputs.empty()) HOGWILD_ENFORCE_LE(data.rows() * k, outputs.size());
+  for_blocks(data, [&](std::size_t r0, std::size_t n, const float* out) {
+    for (std::size_t i = 0; i < n; ++i) labels[r0 + i] = label_of({out + i * k, k});
+    if (!outputs.empty()) std::copy(out, out + n * k, outputs.data() + r0 * k);
   });
 }
 
@@ -146,38 +158,46 @@ PredictionMetrics Predictor::evaluate(const Dataset& data) const {
   if (data.rows() == 0) return m;
   const std::vector<float> targets = d_.labels.targets(data);
   const std::size_t k = d_.outputs;
-  std::vector<float> labels(data.rows()), out(data.rows() * k);
-  predict(data, labels, out);
-  const double n = static_cast<double>(data.rows());
-  if (d_.output == "value") {
-    double se = 0, ae = 0;
-    for (std::size_t r = 0; r < data.rows(); ++r) {
-      const double e = static_cast<double>(out[r]) - targets[r];
-      se += e * e;
-      ae += std::abs(e);
+  const bool binary = d_.labels.kind() == LabelKind::binary;
+  // Each block's sums, added in block order (the same metrics whatever the threads
+  // did); a binary model's score of each row, for the AUC.
+  struct Sums {
+    double correct = 0, loss = 0, se = 0, ae = 0;
+  };
+  std::vector<Sums> sums((data.rows() + kBlock - 1) / kBlock);
+  std::vector<float> positive(binary ? data.rows() : 0);
+  for_blocks(data, [&](std::size_t r0, std::size_t n, const float* out) {
+    Sums& s = sums[r0 / kBlock];
+    for (std::size_t i = 0; i < n; ++i) {
+      const float* o = out + i * k;
+      const float t = targets[r0 + i];
+      if (output_ == Output::value) {
+        const double e = static_cast<double>(o[0]) - t;
+        s.se += e * e;
+        s.ae += std::abs(e);
+        continue;
+      }
+      const auto y = static_cast<std::size_t>(t);
+      if (output_ == Output::score) {
+        s.correct += (o[0] > 0) == (y == 1);
+      } else {
+        s.correct += static_cast<std::size_t>(std::max_element(o, o + k) - o) == y;
+        s.loss -= std::log(std::max(static_cast<double>(o[y]), 1e-300));
+      }
+      if (binary) positive[r0 + i] = o[k - 1];
     }
-    m.rmse = std::sqrt(se / n);
-    m.mae = ae / n;
+  });
+  Sums all;
+  for (const Sums& s : sums) all.correct += s.correct, all.loss += s.loss, all.se += s.se, all.ae += s.ae;
+  const double n = static_cast<double>(data.rows());
+  if (output_ == Output::value) {
+    m.rmse = std::sqrt(all.se / n);
+    m.mae = all.ae / n;
     return m;
   }
-  std::size_t correct = 0;
-  double loss = 0;
-  std::vector<float> positive(data.rows());
-  for (std::size_t r = 0; r < data.rows(); ++r) {
-    const float* o = out.data() + r * k;
-    const auto y = static_cast<std::size_t>(targets[r]);
-    if (d_.output == "score") {
-      correct += (o[0] > 0) == (y == 1);
-      positive[r] = o[0];
-    } else {
-      correct += static_cast<std::size_t>(std::max_element(o, o + k) - o) == y;
-      loss -= std::log(std::max(static_cast<double>(o[y]), 1e-300));
-      positive[r] = k == 2 ? o[1] : 0;
-    }
-  }
-  m.accuracy = static_cast<double>(correct) / n;
-  if (d_.output == "probabilities") m.log_loss = loss / n;
-  if (d_.labels.kind() == LabelKind::binary) m.auc = auc(positive, targets);
+  m.accuracy = all.correct / n;
+  if (output_ == Output::probabilities) m.log_loss = all.loss / n;
+  if (binary) m.auc = auc(positive, targets);
   return m;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
@@ -48,7 +49,7 @@ class Predictor {
   // Values a row's prediction has (Model::outputs), and what they are:
   // "probabilities" (one per class, in label_of order), "score" or "value".
   std::size_t outputs() const noexcept { return d_.outputs; }
-  bool probabilities() const noexcept { return d_.output == "probabilities"; }
+  bool probabilities() const noexcept { return output_ == Output::probabilities; }
 
   // `data` as the model reads it: the layout it was trained on (dense rows of its
   // features, or sparse ones), a sparse feature it never saw dropped. ConfigError
@@ -67,7 +68,12 @@ class Predictor {
   float label_of(std::span<const float> out) const noexcept;
 
  private:
+  enum class Output : std::uint8_t { probabilities, score, value };
+  // f(first row, rows, their outputs) for every block of kBlock rows, in parallel.
+  void for_blocks(const Dataset& data,
+                  const std::function<void(std::size_t, std::size_t, const float*)>& f) const;
   ModelDescription d_;
+  Output output_ = Output::value;  // d_.output's
   std::unique_ptr<Model> model_;
   struct Free {
     void operator()(float* p) const noexcept;
