@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, whatever the build, the tests and the quick
 # start need and this machine lacks. Safe to run again: it installs nothing twice.
-#   scripts/install-deps.sh [PACKAGE...]   # the given packages instead of the build's
+#   scripts/install-deps.sh             # the build's, the run's and the tests'
+#   scripts/install-deps.sh --run       # only what building and running hogwild_train need
+#   scripts/install-deps.sh PACKAGE...  # the given packages
 set -euo pipefail
 
-packages=("$@")
-[ $# -gt 0 ] || packages=(
+# Building the library and the tools, and the quick start's dataset.
+run=(
   meson ninja-build pkg-config g++
-  clang libclang-rt-14-dev util-linux iproute2
-  libboost1.81-dev libtbb-dev doctest-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
-  libdnnl-dev
-  libgloo-dev libhiredis-dev redis-server
-  python3 python3-matplotlib
+  libboost1.81-dev libtbb-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  libdnnl-dev libgloo-dev libhiredis-dev help2man
   dataset-fashion-mnist
 )
+# The tests: doctest, a real redis-server, network namespaces (iproute2, unshare),
+# the fuzzers (clang and its libFuzzer runtime), the study tools' Python.
+tests=(
+  doctest-dev redis-server util-linux iproute2 clang libclang-rt-14-dev
+  python3 python3-numpy python3-matplotlib
+)
+if [ "${1:-}" = --run ]; then
+  packages=("${run[@]}")
+elif [ $# -gt 0 ]; then
+  packages=("$@")
+else
+  packages=("${run[@]}" "${tests[@]}")
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -18,18 +18,36 @@ libdir=$(dirname "$(find "$root" -name 'libhogwild.so' | head -1)")
 for f in hogwild/trainer.hpp hogwild/model_base.hpp hogwild/models/linear.hpp hogwild/config.hpp; do
   [ -n "$(find "$root" -path "*include/$f")" ] || { echo "header $f not installed"; exit 1; }
 done
-export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$root
 export LD_LIBRARY_PATH=$libdir
 
-echo "== installed CLIs"
-"$(find "$root" -path '*bin/hogwild_train')" --version
-"$(find "$root" -path '*bin/hogwild_data')" --version
+echo "== installed CLIs, man pages and docs"
+for tool in hogwild_train hogwild_data hogwild_predict; do
+  "$(find "$root" -path "*bin/$tool")" --version
+done
+for tool in hogwild_train hogwild_data hogwild_predict hogwild_sweep hogwild_plot; do
+  if command -v help2man >/dev/null; then
+    [ -n "$(find "$root" -path "*man/man1/$tool.1")" ] || { echo "no man page for $tool"; exit 1; }
+  fi
+done
+[ -n "$(find "$root" -path '*doc/hogwild/CLI.md')" ] || { echo "docs not installed"; exit 1; }
 
-echo "== c++ with pkg-config: $(pkg-config --cflags --libs hogwild)"
-# shellcheck disable=SC2046
-c++ -std=c++20 -o "$tmp/consumer" "$source/tests/install/consumer/consumer.cpp" \
-    $(pkg-config --cflags --libs hogwild)
+# hogwild.pc where it was installed, its prefix found from its place (--define-prefix):
+# a user's compile needs nothing else, and no path outside the tree.
+flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --define-prefix --cflags --libs hogwild)
+echo "== c++ with pkg-config: $flags"
+for flag in $flags; do
+  case "$flag" in
+    -I"$root"/*|-L"$root"/*|-lhogwild|-pthread) ;;
+    *) echo "hogwild.pc gives more than a compile needs: $flag"; exit 1 ;;
+  esac
+done
+# shellcheck disable=SC2086
+c++ -std=c++20 -o "$tmp/consumer" "$source/tests/install/consumer/consumer.cpp" $flags
 "$tmp/consumer"
+# shellcheck disable=SC2086
+c++ -std=c++20 -o "$tmp/save_and_predict" "$source/examples/save_and_predict.cpp" $flags
+"$tmp/save_and_predict"
+export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$root
 
 echo "== meson project, dependency('hogwild') from the installed hogwild.pc"
 meson setup "$tmp/meson-build" "$source/tests/install/consumer" >/dev/null
