@@ -76,13 +76,43 @@ TEST_CASE("densified: values k/255 become bytes that read exactly byte_value(k)"
   for (std::uint32_t j = 0; j < 4; ++j) CHECK(d.row(1).bytes[j] == 0);
   CHECK(d.densified(5).layout() == Layout::dense_u8);
 
-  // One value that is not some k/255 (here 0.01176, 5 digits) keeps every value a float.
-  const Dataset f = three_rows(0.01176f, 1.0f, 128.0f / 255.0f).densified(4);
+  // One value that is not some k/255 at the precision it shows (0.01175: 3/255 is
+  // 0.0117647, 1.5e-5 away, and five decimals allow 5e-6) keeps every value a float.
+  const Dataset f = three_rows(0.01175f, 1.0f, 128.0f / 255.0f).densified(4);
   CHECK(f.layout() == Layout::dense);
-  CHECK(f.row(0).value[1] == 0.01176f);
+  CHECK(f.row(0).value[1] == 0.01175f);
   CHECK(three_rows(0.5f, 1.0f, 2.0f).densified(4).layout() == Layout::dense);   // above 1
   CHECK(three_rows(0.5f, 1.0f, 0.0f).densified(4).layout() == Layout::dense);   // 127.5/255
   CHECK(three_rows(1e-9f, 1.0f, 0.0f).densified(4).layout() == Layout::dense);  // not 0/255
+}
+
+TEST_CASE("densified: pixels written with a fixed number of decimals are bytes too") {
+  // 3/255, 128/255 and 254/255 as "%.3f", "%.4f" and "%.5f" write them: the byte each
+  // is nearest to, within half a unit of the last decimal shown.
+  for (const auto& [three, half, top] : {std::tuple{0.012f, 0.502f, 0.996f},
+                                         std::tuple{0.0118f, 0.502f, 0.9961f},
+                                         std::tuple{0.01176f, 0.50196f, 0.99608f}}) {
+    CAPTURE(three);
+    const Dataset d = three_rows(three, half, top).densified(4);
+    REQUIRE(d.layout() == Layout::dense_u8);
+    CHECK(d.row(0).bytes[1] == 3);
+    CHECK(d.row(0).bytes[3] == 128);
+    CHECK(d.row(2).bytes[0] == 254);
+  }
+  // Not bytes: 0.123 is 0.0014 from 31/255 (three decimals allow 0.0005); 0.5 and
+  // 0.25 fall between two bytes whatever their decimals.
+  CHECK(three_rows(0.123f, 1.0f, 0.0f).densified(4).layout() == Layout::dense);
+  CHECK(three_rows(0.25f, 1.0f, 0.0f).densified(4).layout() == Layout::dense);
+  // The libsvm text of an IDX image written with "%.3f" loads as the same bytes.
+  std::string text;
+  const std::uint8_t pixels[] = {0, 3, 77, 128, 200, 254, 255, 1};
+  text += "7";
+  for (std::size_t j = 0; j < 8; ++j)
+    if (pixels[j]) text += fmt::format(" {}:{:.3f}", j + 1, pixels[j] / 255.0);
+  text += "\n";
+  const Dataset loaded = parse_libsvm(text, "pixels.svm").densified(8);
+  REQUIRE(loaded.layout() == Layout::dense_u8);
+  for (std::size_t j = 0; j < 8; ++j) CHECK(loaded.row(0).bytes[j] == pixels[j]);
 }
 
 TEST_CASE("sparsified keeps the non-zeros; stored_like follows the training set") {

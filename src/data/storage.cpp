@@ -3,6 +3,7 @@
 // makes a test set agree with its training set. Dense rows of bytes are what IDX
 // images load as; a libsvm file of the same images gets them back here.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,23 +18,64 @@ namespace hogwild {
 
 namespace {
 
-// k when v is k/255 to six significant digits (a relative error of at most 5e-6 from
-// "%g", plus the float's own rounding), else -1. Neighbouring k/255 are at least
-// 1/255 apart relatively, so the match is never ambiguous.
+// The decimals `v` shows: those of its shortest form (what a text file held, for
+// a value parsed from at most 7 significant digits: "0.012" shows 3, "0.0117647"
+// 7, "1" none).
+int decimals_shown(float v) noexcept {
+  char buf[32];
+  const char* end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific).ptr;
+  const char* e = std::find(static_cast<const char*>(buf), end, 'e');
+  const char* dot = std::find(static_cast<const char*>(buf), e, '.');
+  const int mantissa = dot == e ? 0 : static_cast<int>(e - dot - 1);
+  int exponent = 0;
+  std::from_chars(e + 1 + (e[1] == '+'), end, exponent);
+  return std::max(0, mantissa - exponent);
+}
+
+// k when v is k/255 within the precision it was written with, else -1: to six
+// significant digits (LIBSVM's "%g": a relative error of at most 5e-6, plus the
+// float's own rounding), or to the decimals it shows, taken as at least 3 ("%.3f"
+// and "%.4f" as the scaling tools and converters write pixels; half a unit of the
+// last decimal, 5e-4 at 3, is less than half the 1/255 between neighbours, so the
+// match is never ambiguous, and a value such as 0.5 showing fewer is no k/255).
 int byte_of(float v) noexcept {
   if (!(v >= 0.0f && v <= 1.0f)) return -1;
   const double k = std::nearbyint(static_cast<double>(v) * 255.0);
-  const double exact = k / 255.0;
-  return std::fabs(static_cast<double>(v) - exact) <= 6e-6 * exact ? static_cast<int>(k) : -1;
+  const double exact = k / 255.0, off = std::fabs(static_cast<double>(v) - exact);
+  if (off <= 6e-6 * exact) return static_cast<int>(k);
+  const double half_unit = 0.5 * std::pow(10.0, -std::max(3, decimals_shown(v)));
+  return off <= half_unit + 1.2e-7 * static_cast<double>(v) ? static_cast<int>(k) : -1;  // + the float's rounding
 }
+
+// byte_of with the answers of the last values seen, by their bits: an image file
+// holds at most 256 distinct values, each met a million times.
+class ByteMatcher {
+ public:
+  int operator()(float v) noexcept {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    Slot& s = slots_[(bits * 2654435761u) >> (32 - kBits)];
+    if (!s.used || s.bits != bits) s = {bits, byte_of(v), true};
+    return s.byte;
+  }
+
+ private:
+  static constexpr unsigned kBits = 10;
+  struct Slot {
+    std::uint32_t bits = 0;
+    int byte = -1;
+    bool used = false;
+  };
+  std::vector<Slot> slots_ = std::vector<Slot>(std::size_t{1} << kBits);
+};
 
 // Every stored value some k/255 and every row's indices strictly ascending (a
 // duplicate index would have to be summed, and a sum need not be k/255).
-bool holds_bytes(const Dataset& d) {
+bool holds_bytes(const Dataset& d, ByteMatcher& byte) {
   for (std::size_t r = 0; r < d.rows(); ++r) {
     const RowView x = d.row(r);
     for (std::uint32_t j = 0; j < x.nnz; ++j) {
-      if (byte_of(x.value[j]) < 0) return false;
+      if (byte(x.value[j]) < 0) return false;
       if (j > 0 && x.index[j] <= x.index[j - 1]) return false;
     }
   }
@@ -54,7 +96,8 @@ Dataset Dataset::densified(std::size_t cols) const {
     throw ConfigError(source_ + " holds rating triples, which have no dense form");
   if (dense() && cols == cols_) return *this;
   const std::size_t cells = checked_cells(rows_, cols);
-  const bool bytes = layout_ == Layout::dense_u8 || (layout_ == Layout::sparse && holds_bytes(*this));
+  ByteMatcher byte;
+  const bool bytes = layout_ == Layout::dense_u8 || (layout_ == Layout::sparse && holds_bytes(*this, byte));
   const Layout out = bytes ? Layout::dense_u8 : Layout::dense;
   auto s = detail::make_sections(out, 0, rows_, cells);
   auto storage = MappedBuffer::anonymous(s.end);  // zero-filled: the absent entries
@@ -73,7 +116,7 @@ Dataset Dataset::densified(std::size_t cols) const {
       for (std::uint32_t j = 0; j < x.nnz; ++j) {
         if (x.index[j] >= cols) continue;
         if (bytes)
-          pixels[r * cols + x.index[j]] = static_cast<std::uint8_t>(byte_of(x.value[j]));
+          pixels[r * cols + x.index[j]] = static_cast<std::uint8_t>(byte(x.value[j]));
         else
           values[r * cols + x.index[j]] += x.value[j];  // a duplicate index sums, as in a dot
       }
