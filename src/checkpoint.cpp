@@ -446,6 +446,10 @@ Checkpoint parse_checkpoint(std::string_view b, const std::string& name) {
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
+  if (detail::is_stream(path)) {  // `-`, a pipe: read whole, then checked as a file is
+    const std::string name = detail::stream_name(path);
+    return parse_checkpoint(detail::read_stream(path, name), name);
+  }
   auto content = detail::FileContent::read(path);
   return parse_checkpoint(content.text(), path);
 }

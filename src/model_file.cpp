@@ -2,6 +2,7 @@
 #include "hogwild/model_file.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,16 +30,23 @@ static_assert(std::endian::native == std::endian::little, "model files are littl
 // A header longer than this is not one of ours (safetensors' own readers cap it at 100 MB).
 constexpr std::uint64_t kMaxHeader = 100u << 20;
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
+// The model file open for reading at any offset: the file itself, or a stream's
+// bytes in an anonymous memory file (memfd).
+std::shared_ptr<const int> open_for_reading(const std::string& path, const std::string& name) {
+  auto closing = [](const int* fd) {
+    if (*fd >= 0) ::close(*fd);
+    delete fd;
+  };
+  if (detail::is_stream(path)) {
+    const std::string bytes = detail::read_stream(path, name);
+    std::shared_ptr<const int> f(new int(::memfd_create("hogwild-model", MFD_CLOEXEC)), closing);
+    if (*f < 0 || detail::write_all(*f, bytes.data(), bytes.size()) != 0)
+      throw ResourceError(fmt::format("cannot hold the model from {} in memory: {}", name,
+                                      std::strerror(errno)));
+    return f;
   }
-};
-
-Fd open_for_reading(const std::string& path) {
-  Fd f{::open(path == "-" ? "/dev/stdin" : path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) throw IoError(fmt::format("cannot open model file {}: {}", path, std::strerror(errno)));
+  std::shared_ptr<const int> f(new int(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), closing);
+  if (*f < 0) throw IoError(fmt::format("cannot open model file {}: {}", path, std::strerror(errno)));
   return f;
 }
 
@@ -86,25 +94,27 @@ bool looks_like_model_file(std::string_view head) noexcept {
   return n >= 2 && n <= kMaxHeader && head[8] == '{';
 }
 
-ModelFileHeader read_model_header(const std::string& path) {
-  const Fd f = open_for_reading(path);
-  struct stat st {};
-  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
-    throw IoError(fmt::format("model file {}: not a regular file (a model is read at random "
-                              "offsets; save a stream to a file first)", path));
+ModelFileHeader read_model_header(const std::string& file) {
   ModelFileHeader h;
+  h.name = detail::stream_name(file);
+  h.file = open_for_reading(file, h.name);
+  const int fd = *h.file;
+  const std::string& path = h.name;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw IoError(fmt::format("model file {}: not a regular file", path));
   h.file_bytes = static_cast<std::uint64_t>(st.st_size);
   auto bad = [&](const std::string& why) { return DataError(path, 0, why); };
   if (h.file_bytes < 8)
     throw bad(fmt::format("not a model file: {} bytes, and a safetensors file starts with 8 bytes "
                           "of header length", h.file_bytes));
   std::uint64_t n = 0;
-  read_exactly(f.fd, 0, &n, 8, path);
+  read_exactly(fd, 0, &n, 8, path);
   if (n > kMaxHeader || n > h.file_bytes - 8)
     throw bad(fmt::format("not a model file, or truncated: its first 8 bytes give a header of {} "
                           "bytes, and the file has {} after them", n, h.file_bytes - 8));
   std::string text(n, '\0');
-  read_exactly(f.fd, 8, text.data(), n, path);
+  read_exactly(fd, 8, text.data(), n, path);
   h.data_offset = 8 + n;
   nlohmann::json j;
   try {
@@ -288,17 +298,17 @@ void write_model_file(const ModelDescription& d, std::span<const ShapedTensor> t
   out.commit();
 }
 
-std::vector<float> read_model_tensor(const std::string& path, const ModelFileHeader& h,
-                                     const ModelFileTensor& t) {
-  const Fd f = open_for_reading(path);
+std::vector<float> read_model_tensor(const ModelFileHeader& h, const ModelFileTensor& t) {
+  const int fd = *h.file;
+  const std::string& path = h.name;
   const std::size_t width = dtype_bytes(t.dtype);
   const std::size_t count = (t.end - t.begin) / width;
   std::vector<float> out(count);
   if (width == 4) {
-    read_exactly(f.fd, h.data_offset + t.begin, out.data(), count * 4, path);
+    read_exactly(fd, h.data_offset + t.begin, out.data(), count * 4, path);
   } else {
     std::vector<std::uint16_t> halves(count);
-    read_exactly(f.fd, h.data_offset + t.begin, halves.data(), count * 2, path);
+    read_exactly(fd, h.data_offset + t.begin, halves.data(), count * 2, path);
     for (std::size_t i = 0; i < count; ++i) out[i] = detail::half_to_float(halves[i]);
   }
   return out;

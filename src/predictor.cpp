@@ -201,8 +201,9 @@ PredictionMetrics Predictor::evaluate(const Dataset& data) const {
   return m;
 }
 
-Predictor load_model(const std::string& path) {
-  const ModelFileHeader header = read_model_header(path);
+Predictor load_model(const std::string& file) {
+  const ModelFileHeader header = read_model_header(file);
+  const std::string& path = header.name;
   ModelDescription d = describe_model(header, path);
   const auto names = model_names();
   if (std::find(names.begin(), names.end(), d.model) == names.end())
@@ -242,7 +243,7 @@ Predictor load_model(const std::string& path) {
           path, d.model, fmt::join(expected, ", "),
           it == header.tensors.end() ? fmt::format("has no \"{}\"", s.name)
                                      : fmt::format("has {} {}", it->name, it->shape)));
-    weights.push_back(read_model_tensor(path, header, *it));
+    weights.push_back(read_model_tensor(header, *it));
   }
   if (header.tensors.size() != weights.size())
     throw ConfigError(fmt::format("model file {} holds {} tensors, model {} has {}", path,

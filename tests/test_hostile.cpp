@@ -196,6 +196,12 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        2, "would mix on standard output"},
       {"a model over its training file", "{T} --train {train} --save-model {train}", 2,
        "is the --train file"},
+      {"a config and the data both on standard input", "echo 'epochs = 1' | {T} --config - --train -",
+       2, "--config - and --train - both read standard input"},
+      {"a model from an empty pipe", "true | {P} --model - --data {test}", 2,
+       "standard input: not a model file: 0 bytes"},
+      {"a checkpoint from a pipe of something else", "cat {train} | {T} --train {train} --resume -", 2,
+       "standard input"},
       {"a test split of no rows", "{D} generate --rows 10 --out {dir}/g.svm --test-out {dir}/t.svm --test-rows 0",
        2, "--test-rows 0"},
   };

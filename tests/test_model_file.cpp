@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "hogwild/data_io.hpp"
@@ -241,6 +242,23 @@ TEST_CASE("hogwild_predict: lines, metrics, - for standard input, exit statuses"
   CHECK(r.out.find("has 2 classes") != std::string::npos);
   r = test::run({predict, "--model", dir.file("m"), "--data", test, "--output", test});
   CHECK(r.exit_code == kExitBadInput);  // would overwrite the data
+  // - everywhere: the config and a model from pipes, a model to a pipe, a checkpoint
+  // resumed from one.
+  const std::string train_tool = test::hogwild_train_path();
+  auto sh = [](const std::string& line) { return test::run({"/bin/sh", "-c", line}); };
+  r = sh(fmt::format("printf 'epochs = 1\\nworkers = 2\\n' | {} --config - --train {} --save-model - "
+                     "-q | gzip | {} --model - --data {} -q | wc -l",
+                     train_tool, train, predict, test));
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.ends_with("\n500\n"));  // the training's last line on stderr, then wc's count
+  REQUIRE(test::run_train({"--train", train, "--epochs", "1", "-q", "--checkpoint", dir.file("ck")})
+              .exit_code == 0);
+  r = sh(fmt::format("cat {} | {} --train {} --epochs 2 -q --resume -", dir.file("ck"), train_tool, train));
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  r = sh(fmt::format("echo 'epochs = 1' | {} --config - --train - < {}", train_tool, train));
+  CHECK(r.exit_code == kExitBadInput);
+  CHECK(r.out.find("both read standard input") != std::string::npos);
   // hogwild_data info describes the model file: its model, what it predicts, its tensors.
   r = test::run({test::hogwild_data_path(), "info", dir.file("m")});
   CHECK(r.exit_code == 0);

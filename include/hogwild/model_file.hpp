@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,9 +53,12 @@ struct ModelFileHeader {
   std::vector<ModelFileTensor> tensors;  // in the order of their bytes
   std::uint64_t data_offset = 0;         // 8 + the header's length
   std::uint64_t file_bytes = 0;
+  std::string name;  // for messages: the path, or "standard input"
+  std::shared_ptr<const int> file;  // its open descriptor, which read_model_tensor reads
 };
 
-// DataError naming `path` for a file that is not a safetensors file (too short, a
+// `path` may be `-` or a pipe: it is then read whole first (and inflated when
+// gzip'ed). DataError naming `path` for a file that is not a safetensors file (too short, a
 // header length past its end, a header that is not a JSON object, a tensor
 // outside the file or of a dtype or shape that does not add up), or one without
 // hogwild's metadata (another program's weights); IoError for an unreadable one.
@@ -90,8 +94,7 @@ struct ShapedTensor {
 void write_model_file(const ModelDescription& d, std::span<const ShapedTensor> tensors,
                       const std::string& path);
 
-// A tensor's values as floats (F32, or F16 widened), read from an open model file.
-std::vector<float> read_model_tensor(const std::string& path, const ModelFileHeader& header,
-                                     const ModelFileTensor& tensor);
+// A tensor's values as floats (F32, or F16 widened), read from the header's file.
+std::vector<float> read_model_tensor(const ModelFileHeader& header, const ModelFileTensor& tensor);
 
 }  // namespace hogwild

@@ -43,6 +43,14 @@ class FileContent {
   bool gzipped_ = false;
 };
 
+// Standard input (`-`) or a file that can be read only once, front to back: a FIFO,
+// /dev/stdin on a pipe, a process substitution <(...).
+bool is_stream(const std::string& path);
+// All of a stream's bytes, inflated when they are gzip'ed; errors name `name`.
+std::string read_stream(const std::string& path, const std::string& name);
+// "standard input" for `-`, else the path.
+std::string stream_name(const std::string& path);
+
 // Up to `n` bytes from the start of the (inflated) content: enough to sniff a format
 // without reading a whole file.
 std::string read_head(const std::string& path, std::size_t n, bool* gzipped = nullptr);

@@ -16,6 +16,10 @@
 
 namespace hogwild {
 
+using detail::is_stream;
+using detail::read_stream;
+using detail::stream_name;
+
 namespace {
 
 struct Sniffed {
@@ -65,39 +69,6 @@ Sniffed sniff(const std::string& path) {
   const std::string h = detail::read_head(path, 4096, &gz);
   return sniff_head(h, gz);
 }
-
-// Standard input (`-`) or a file that can be read only once, front to back: a FIFO,
-// /dev/stdin, a process substitution <(...). Its size is unknown up front and it
-// cannot be mapped or sniffed and then opened again (a pipe read "0 rows").
-bool is_stream(const std::string& path) {
-  if (path == "-") return true;
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
-                                            S_ISSOCK(st.st_mode));
-}
-
-// All of a stream's bytes, inflated when they are gzip'ed.
-std::string read_stream(const std::string& path, const std::string& name) {
-  const int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
-  std::string bytes;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(err)));
-    }
-    if (n == 0) break;
-    bytes.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return detail::is_gzip(bytes) ? detail::inflate_gzip(bytes, name) : bytes;
-}
-
-std::string stream_name(const std::string& path) { return path == "-" ? "standard input" : path; }
 
 // An IDX labels file's bytes: from a file (gzip'ed or not), or read to the end from
 // a stream (`-`, a FIFO, <(...)), which cannot be mapped.
@@ -196,3 +167,40 @@ Dataset load_dataset(const std::string& path, const std::string& labels_path,
 }
 
 }  // namespace hogwild
+
+namespace hogwild::detail {
+
+// Standard input (`-`) or a file that can be read only once, front to back: a FIFO,
+// /dev/stdin, a process substitution <(...). Its size is unknown up front and it
+// cannot be mapped or sniffed and then opened again (a pipe read "0 rows").
+bool is_stream(const std::string& path) {
+  if (path == "-") return true;
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
+                                            S_ISSOCK(st.st_mode));
+}
+
+// All of a stream's bytes, inflated when they are gzip'ed.
+std::string read_stream(const std::string& path, const std::string& name) {
+  const int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(err)));
+    }
+    if (n == 0) break;
+    bytes.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return detail::is_gzip(bytes) ? detail::inflate_gzip(bytes, name) : bytes;
+}
+
+std::string stream_name(const std::string& path) { return path == "-" ? "standard input" : path; }
+
+}  // namespace hogwild::detail

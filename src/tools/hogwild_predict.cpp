@@ -109,7 +109,7 @@ int run(int argc, char** argv) {
   app.add_option("--top", o.top, "The K likeliest labels with their probabilities")
       ->check(CLI::Range(1u, 1000u));
   app.add_option("--summary", o.summary, "Write the metrics as JSON to FILE (- for standard output)");
-  app.add_flag("--quiet", o.quiet, "No metrics line");
+  app.add_flag("-q,--quiet", o.quiet, "No metrics line");
   app.footer(
       "Exit status: 0 ok, 2 bad input or option, 4 out of memory or disk, 1 otherwise.\n"
       "Example: hogwild_predict --model spam.safetensors --data spam.test.svm --probabilities");

@@ -5,6 +5,7 @@
 // 2 for bad input or options, 3 when a worker fails, 4 when a resource is short,
 // 130/143 when interrupted (docs/CLI.md).
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -154,6 +156,29 @@ NodesFrom nodes_from_launcher(hogwild::TrainConfig& cfg, bool nodes_given, bool 
     break;
   }
   return from;
+}
+
+// --config - (or a pipe): its text read now into an anonymous memory file, which
+// every later reader (the fork server's check, CLI11) opens as /proc/self/fd/N.
+// Standard input holds one file: --config - beside --train - is refused.
+void config_from_stream(std::vector<std::string>& args) {
+  for (std::size_t i = 1; i + 1 < args.size(); ++i) {
+    if (args[i] != "--config" || !hogwild::detail::is_stream(args[i + 1])) continue;
+    if (args[i + 1] == "-")
+      for (std::size_t j = 1; j + 1 < args.size(); ++j)
+        if (j != i && args[j + 1] == "-" &&
+            (args[j] == "--train" || args[j] == "--test" || args[j] == "--train-labels" ||
+             args[j] == "--test-labels" || args[j] == "--resume" || args[j] == "--init-from"))
+          throw hogwild::ConfigError(fmt::format(
+              "--config - and {} - both read standard input: give one of them a file", args[j]));
+    const std::string text =
+        hogwild::detail::read_stream(args[i + 1], hogwild::detail::stream_name(args[i + 1]));
+    const int fd = ::memfd_create("hogwild-config", 0);
+    if (fd < 0 || hogwild::detail::write_all(fd, text.data(), text.size()) != 0)
+      throw hogwild::ResourceError(fmt::format("cannot hold --config {} in memory: {}",
+                                               args[i + 1], std::strerror(errno)));
+    args[i + 1] = fmt::format("/proc/self/fd/{}", fd);
+  }
 }
 
 // The --config FILE among the arguments ("" if none), read before the parser runs.
@@ -503,12 +528,17 @@ bool wants_fork_server(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc_given, char** argv_given) {
+  std::vector<std::string> args(argv_given, argv_given + argc_given);
+  std::vector<char*> argv_now;
   // First, while this process has no thread and no library state: the fork server
   // that starts the workers of --worker-start fork-server (fork_server.hpp); only
   // when asked for, so that a default run's process tree stays parent + workers.
   try {
-    if (wants_fork_server(argc, argv)) hogwild::start_fork_server();
+    config_from_stream(args);
+    for (auto& a : args) argv_now.push_back(a.data());
+    argv_now.push_back(nullptr);
+    if (wants_fork_server(argc_given, argv_now.data())) hogwild::start_fork_server();
   } catch (const hogwild::Error& e) {
     fmt::print(stderr, "hogwild_train: error: {}\n", e.what());
     return e.exit_code();
@@ -517,7 +547,7 @@ int main(int argc, char** argv) {
   // message says which file, instead of the process dying of SIGXFSZ.
   signal(SIGXFSZ, SIG_IGN);
   try {
-    return run(argc, argv);
+    return run(argc_given, argv_now.data());
   } catch (const hogwild::Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "hogwild_train: error: {}\n", e.what());

@@ -63,7 +63,7 @@ void Run::init_from_model(const std::string& path) {
       throw refuse(fmt::format("its tensor {} has shape {}, and this run's {} (the data's "
                                "features, classes or ids, or the model's options differ)",
                                it->name, it->shape, shape_of(specs[i])));
-    const std::vector<float> values = read_model_tensor(path, header, *it);
+    const std::vector<float> values = read_model_tensor(header, *it);
     const ParamSet::Tensor& t = params.tensor(i);
     write_values(t.space, t.dtype, t.data, 0, values.data(), values.size());
   }
