@@ -276,10 +276,11 @@ void write_model_file(const ModelDescription& d, std::span<const ShapedTensor> t
     std::uint64_t count = 1;
     for (auto s : shape) count *= s;
     HOGWILD_ENFORCE_EQ(count, std::uint64_t{t.source.size});
-    header[t.source.name] = {{"dtype", "F32"},
+    const std::uint64_t width = t.half ? 2 : 4;
+    header[t.source.name] = {{"dtype", t.half ? "F16" : "F32"},
                              {"shape", shape},
-                             {"data_offsets", {offset, offset + 4 * count}}};
-    offset += 4 * count;
+                             {"data_offsets", {offset, offset + width * count}}};
+    offset += width * count;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the tensors 8-byte aligned, as safetensors pads
@@ -288,12 +289,20 @@ void write_model_file(const ModelDescription& d, std::span<const ShapedTensor> t
   out.write(&n, sizeof n);
   out.write(text);
   std::vector<float> chunk;
+  std::vector<std::uint16_t> halves;
   for (const auto& t : tensors)
     for (std::size_t begin = 0; begin < t.source.size; begin += kCheckpointChunkFloats) {
       const std::size_t count = std::min(kCheckpointChunkFloats, t.source.size - begin);
       chunk.resize(count);
       t.source.read(begin, count, chunk.data());
-      out.write(chunk.data(), count * sizeof(float));
+      if (!t.half) {
+        out.write(chunk.data(), count * sizeof(float));
+        continue;
+      }
+      // Each value was a half before it was read as a float: exact both ways.
+      halves.resize(count);
+      for (std::size_t i = 0; i < count; ++i) halves[i] = detail::float_to_half(chunk[i]);
+      out.write(halves.data(), count * sizeof(std::uint16_t));
     }
   out.commit();
 }

@@ -29,7 +29,9 @@
 #include "hogwild/error.hpp"
 #include "hogwild/fork_server.hpp"
 #include "hogwild/memory_space.hpp"
+#include "hogwild/model_file.hpp"
 #include "hogwild/model_registry.hpp"
+#include "hogwild/predictor.hpp"
 #include "hogwild/rng.hpp"
 #include "memory/device_arena.hpp"
 #include "memory/half.hpp"
@@ -395,6 +397,24 @@ TEST_CASE("mf with --factors fp16 on the device path: the workers step halves, t
   CHECK(all_halves(fp16.parameters.at("P")));
   CHECK(all_halves(fp16.parameters.at("Q")));
   CHECK_FALSE(all_halves(fp16.parameters.at("bu")));
+
+  // Its model file holds the factors as F16 (the halves they are) and the biases as
+  // F32, and predicts what the run evaluated.
+  {
+    test::TempDir files;
+    TrainConfig saving = c;
+    saving.save_model = files.file("mf16.safetensors");
+    const TrainResult saved = train(saving, data.train, &data.test);
+    const ModelFileHeader h = read_model_header(saving.save_model);
+    for (const auto& t : h.tensors) {
+      CAPTURE(t.name);
+      CHECK(t.dtype == (t.name == "P" || t.name == "Q" ? "F16" : "F32"));
+    }
+    const auto& P = *std::find_if(h.tensors.begin(), h.tensors.end(), [](auto& t) { return t.name == "P"; });
+    CHECK(read_model_tensor(h, P) == saved.parameters.at("P"));
+    const Predictor p = load_model(saving.save_model);
+    CHECK(p.evaluate(p.prepare(data.test)).rmse == doctest::Approx(saved.test.rmse).epsilon(1e-5));
+  }
 
   // Serial, 4 epochs straight against 2 + a resume of 2: the same halves, bit for bit
   // (the checkpoint holds them widened; the resume rounds them back to themselves).

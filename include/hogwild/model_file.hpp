@@ -41,7 +41,7 @@ inline constexpr std::uint32_t kModelFileVersion = 1;
 // One tensor of a model file: where its bytes lie after the header.
 struct ModelFileTensor {
   std::string name;
-  std::string dtype;  // "F32"
+  std::string dtype;  // "F32" or "F16"
   std::vector<std::uint64_t> shape;
   std::uint64_t begin = 0, end = 0;  // byte offsets past the header
 };
@@ -90,6 +90,7 @@ std::string output_kind(std::size_t outputs, const LabelMap& labels);
 struct ShapedTensor {
   TensorSource source;  // name is the tensor's
   std::vector<std::size_t> shape;
+  bool half = false;  // written as F16 (MF's factors under --factors fp16), else F32
 };
 void write_model_file(const ModelDescription& d, std::span<const ShapedTensor> tensors,
                       const std::string& path);

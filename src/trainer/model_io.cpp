@@ -38,7 +38,7 @@ void Run::write_model(const std::string& path, unsigned epochs) const {
                         [&t](std::size_t begin, std::size_t n, float* out) {
                           read_values(t.space, t.dtype, t.data, begin, n, out);
                         }},
-                       specs[i].shape});
+                       specs[i].shape, t.dtype == Dtype::f16});
   }
   write_model_file(d, tensors, path);
 }
