@@ -266,4 +266,10 @@ TEST_CASE("hogwild_predict: lines, metrics, - for standard input, exit statuses"
   CHECK(r.out.find("predicts:   2 probabilities a row") != std::string::npos);
   CHECK(r.out.find("tensor:     b F32 [1]") != std::string::npos);
   CHECK(r.out.find("trained:    2 epoch(s) on 2000 rows") != std::string::npos);
+  // ... and a checkpoint: its options, progress, data and tensors.
+  r = test::run({test::hogwild_data_path(), "info", dir.file("ck")});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("(hogwild checkpoint)") != std::string::npos);
+  CHECK(r.out.find("progress:   1 epoch(s) done by every worker") != std::string::npos);
+  CHECK(r.out.find("tensor:     param:w") != std::string::npos);
 }

@@ -149,7 +149,7 @@ void model_info(const std::string& path) {
 // A checkpoint (--checkpoint): its options, progress, data and tensors.
 void checkpoint_info(const std::string& path) {
   const Checkpoint c = read_checkpoint(path);
-  fmt::print("file:       {} (hogwild checkpoint, format {})\n", path, kCheckpointVersion);
+  fmt::print("file:       {} (hogwild checkpoint)\n", path);
   std::string options;
   for (const auto& [k, v] : c.config) options += fmt::format("{}{} {}", options.empty() ? "" : " ", k, v);
   fmt::print("options:    {}\n", options);
