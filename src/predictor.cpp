@@ -5,8 +5,10 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -25,21 +27,38 @@ constexpr std::size_t kBlock = 256;  // rows a task predicts at once (the MLP's 
 
 // The area under the ROC curve: the chance that a positive row scores above a
 // negative one, ties counting half (Mann-Whitney U from the ranks).
+// A float's bits as an unsigned key that sorts as the floats do (negatives flipped).
+std::uint32_t sortable(float x) noexcept {
+  std::uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+
 double auc(const std::vector<float>& score, const std::vector<float>& target) {
-  std::vector<std::pair<float, bool>> rows(score.size());  // (score, positive), sorted
-  for (std::size_t r = 0; r < score.size(); ++r) rows[r] = {score[r], target[r] > 0.5f};
-  std::sort(rows.begin(), rows.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Each row as (score key << 1 | positive), sorted by an LSD radix sort of 3 passes
+  // of 11 bits (the 33 bits): linear in the rows, where a comparison sort was most
+  // of an evaluation's time.
+  const std::size_t n = score.size();
+  std::vector<std::uint64_t> keys(n), scratch(n);
+  for (std::size_t r = 0; r < n; ++r)
+    keys[r] = std::uint64_t{sortable(score[r])} << 1 | (target[r] > 0.5f ? 1u : 0u);
+  for (unsigned shift = 0; shift < 33; shift += 11) {
+    std::array<std::size_t, 2049> at{};
+    for (auto k : keys) ++at[((k >> shift) & 2047) + 1];
+    for (std::size_t b = 1; b < at.size(); ++b) at[b] += at[b - 1];
+    for (auto k : keys) scratch[at[(k >> shift) & 2047]++] = k;
+    keys.swap(scratch);
+  }
   double positive_ranks = 0, positives = 0;
-  for (std::size_t i = 0; i < rows.size();) {
+  for (std::size_t i = 0; i < n;) {
     std::size_t j = i, here = 0;
-    for (; j < rows.size() && rows[j].first == rows[i].first; ++j) here += rows[j].second;
+    for (; j < n && keys[j] >> 1 == keys[i] >> 1; ++j) here += keys[j] & 1;
     const double rank = (static_cast<double>(i + j) + 1) / 2;  // the tie's mean rank, from 1
     positive_ranks += rank * static_cast<double>(here);
     positives += static_cast<double>(here);
     i = j;
   }
-  const double negatives = static_cast<double>(score.size()) - positives;
+  const double negatives = static_cast<double>(n) - positives;
   if (positives == 0 || negatives == 0) return std::nan("");
   return (positive_ranks - positives * (positives + 1) / 2) / (positives * negatives);
 }

@@ -81,7 +81,9 @@ def logistic(tmp):
     model, out = os.path.join(tmp, "b.safetensors"), os.path.join(tmp, "b.pred")
     run(TRAIN, "--model", "logistic", "--mode", "hogwild", "--workers", "2", "--epochs", "3",
         "--train", train, "--save-model", model, "--quiet")
-    run(PREDICT, "--model", model, "--data", test, "--probabilities", "--output", out, "--quiet")
+    summary = os.path.join(tmp, "b.json")
+    run(PREDICT, "--model", model, "--data", test, "--probabilities", "--output", out, "--quiet",
+        "--summary", summary)
     meta, t = read_safetensors(model)
     assert meta["model"] == "logistic" and meta["output"] == "probabilities", meta
     y, X = read_libsvm(test, int(meta["features"]))
@@ -95,6 +97,16 @@ def logistic(tmp):
     mismatched = int(np.sum(rows[:, 0] != labels))
     if mismatched:
         sys.exit(f"FAIL logistic: {mismatched} labels differ")
+    # The metrics from the same numbers: accuracy, log loss, and the AUC as the
+    # Mann-Whitney statistic (ties counted half), computed here pair by pair.
+    with open(summary) as f:
+        m = json.load(f)
+    pos, neg = p[y > 0], p[y <= 0]
+    auc = (np.sum(pos[:, None] > neg[None, :]) + 0.5 * np.sum(pos[:, None] == neg[None, :])) / (len(pos) * len(neg))
+    check_close("logistic AUC", [m["auc"]], np.array([auc]), 1e-4)
+    check_close("logistic accuracy", [m["accuracy"]], np.array([np.mean(labels == y)]), 1e-12)
+    logloss = -np.mean(np.where(y > 0, np.log(p), np.log(1 - p)))
+    check_close("logistic log loss", [m["log_loss"]], np.array([logloss]), 1e-4)
 
 
 def softmax(tmp):
