@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -37,7 +38,16 @@ std::shared_ptr<const int> open_for_reading(const std::string& path, const std::
     if (*fd >= 0) ::close(*fd);
     delete fd;
   };
-  if (detail::is_stream(path)) {
+  auto gzipped = [&] {
+    try {
+      bool gz = false;
+      detail::read_head(path, 2, &gz);
+      return gz;
+    } catch (const std::exception&) {
+      return false;  // unreadable: open() below says why
+    }
+  };
+  if (detail::is_stream(path) || gzipped()) {
     const std::string bytes = detail::read_stream(path, name);
     std::shared_ptr<const int> f(new int(::memfd_create("hogwild-model", MFD_CLOEXEC)), closing);
     if (*f < 0 || detail::write_all(*f, bytes.data(), bytes.size()) != 0)
@@ -118,7 +128,15 @@ ModelFileHeader read_model_header(const std::string& file) {
   h.data_offset = 8 + n;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    // A name given twice would be read as its last: refused (safetensors' own rule).
+    std::set<std::string> names;
+    j = nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t event,
+                                        nlohmann::json& parsed) {
+      if (depth == 1 && event == nlohmann::json::parse_event_t::key &&
+          !names.insert(parsed.get<std::string>()).second)
+        throw std::runtime_error("\"" + parsed.get<std::string>() + "\" is given twice");
+      return true;
+    });
   } catch (const std::exception& e) {
     throw bad(fmt::format("not a model file: its header is not JSON ({})", e.what()));
   }
@@ -162,12 +180,22 @@ ModelFileHeader read_model_header(const std::string& file) {
                             "holds {}", name, t.end, data_bytes));
     h.tensors.push_back(std::move(t));
   }
-  std::sort(h.tensors.begin(), h.tensors.end(),
-            [](const auto& a, const auto& b) { return a.begin < b.begin; });
-  for (std::size_t i = 1; i < h.tensors.size(); ++i)
-    if (h.tensors[i].begin < h.tensors[i - 1].end)
-      throw bad(fmt::format("tensors \"{}\" and \"{}\" overlap", h.tensors[i - 1].name,
-                            h.tensors[i].name));
+  // The tensors cover the data exactly, one after another (as safetensors requires:
+  // no overlap, no hole, nothing after the last).
+  std::sort(h.tensors.begin(), h.tensors.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
+  });
+  std::uint64_t covered = 0;
+  for (const auto& t : h.tensors) {
+    if (t.begin < covered)
+      throw bad(fmt::format("tensor \"{}\" overlaps the one before it", t.name));
+    if (t.begin > covered)
+      throw bad(fmt::format("bytes {} to {} of the data belong to no tensor", covered, t.begin));
+    covered = t.end;
+  }
+  if (covered != data_bytes)
+    throw bad(fmt::format("{} bytes after the last tensor (the tensors end at byte {} of {}): "
+                          "not a file --save-model wrote", data_bytes - covered, covered, data_bytes));
   const auto format = h.metadata.find("format");
   if (format == h.metadata.end() || format->second != kModelFileFormat)
     throw bad(fmt::format("a safetensors file, but not a hogwild model (its __metadata__ has no "
@@ -238,6 +266,16 @@ ModelDescription describe_model(const ModelFileHeader& h, const std::string& pat
     d.problem.classes = whole("classes");
     d.problem.users = whole("users");
     d.problem.items = whole("items");
+    // What a training set can have (32-bit feature ids, the label map's classes).
+    auto at_most = [&](const char* key, std::uint64_t v, std::uint64_t most) {
+      if (v > most)
+        throw DataError(path, 0, fmt::format("metadata \"{}\" is {}, more than a model has (at most {})",
+                                             key, v, most));
+    };
+    at_most("features", d.problem.features, std::numeric_limits<std::uint32_t>::max());
+    at_most("users", d.problem.users, std::numeric_limits<std::uint32_t>::max());
+    at_most("items", d.problem.items, std::numeric_limits<std::uint32_t>::max());
+    at_most("classes", d.problem.classes, LabelMap::kMaxClasses);
     d.problem.target_mean = std::stod(get("target_mean"));
     const std::string& layout = get("layout");
     bool known = false;
@@ -268,10 +306,18 @@ ModelDescription describe_model(const ModelFileHeader& h, const std::string& pat
 
 void write_model_file(const ModelDescription& d, std::span<const ShapedTensor> tensors,
                       const std::string& path) {
+  // The F32 tensors first, then the F16 ones, so that every tensor starts at a
+  // multiple of its element's size (safetensors' own writer orders them so).
+  std::vector<const ShapedTensor*> order;
+  for (const auto& t : tensors)
+    if (!t.half) order.push_back(&t);
+  for (const auto& t : tensors)
+    if (t.half) order.push_back(&t);
   nlohmann::ordered_json header;
   header["__metadata__"] = model_metadata(d);
   std::uint64_t offset = 0;
-  for (const auto& t : tensors) {
+  for (const ShapedTensor* p : order) {
+    const ShapedTensor& t = *p;
     std::vector<std::size_t> shape = t.shape.empty() ? std::vector<std::size_t>{t.source.size} : t.shape;
     std::uint64_t count = 1;
     for (auto s : shape) count *= s;
@@ -290,8 +336,9 @@ void write_model_file(const ModelDescription& d, std::span<const ShapedTensor> t
   out.write(text);
   std::vector<float> chunk;
   std::vector<std::uint16_t> halves;
-  for (const auto& t : tensors)
-    for (std::size_t begin = 0; begin < t.source.size; begin += kCheckpointChunkFloats) {
+  for (const ShapedTensor* p : order)
+    for (std::size_t begin = 0; begin < p->source.size; begin += kCheckpointChunkFloats) {
+      const ShapedTensor& t = *p;
       const std::size_t count = std::min(kCheckpointChunkFloats, t.source.size - begin);
       chunk.resize(count);
       t.source.read(begin, count, chunk.data());

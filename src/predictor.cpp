@@ -244,9 +244,21 @@ Predictor load_model(const std::string& file) {
   config.model_options.matmul = MatmulPrecision::fp32;
   auto model = make_model(d.model, config.model_options);
   model->configure(d.problem);
-  if (model->outputs() != d.outputs)
-    throw ConfigError(fmt::format("model file {}: model {} predicts {} values a row, the file "
-                                  "says {}", path, d.model, model->outputs(), d.outputs));
+  // What the metadata says of the predictions must be what this model, configured
+  // from it, makes: a file edited or written by another program is refused here,
+  // not read past its tensors.
+  const LabelKind kind = model->label_kind();
+  const bool kind_fits = kind == LabelKind::binary_or_real
+                             ? d.labels.kind() == LabelKind::binary || d.labels.kind() == LabelKind::real
+                             : d.labels.kind() == kind;
+  const std::string output = model->outputs() == 0 ? "none" : output_kind(model->outputs(), d.labels);
+  if (!kind_fits || d.labels.classes() != d.problem.classes || model->outputs() != d.outputs ||
+      d.output != output)
+    throw DataError(path, 0, fmt::format(
+        "its metadata does not fit model {}: labels {} ({} classes, {} label values), {} outputs "
+        "({}), where the model configured from it predicts {} ({})",
+        d.model, d.labels.kind() == LabelKind::multiclass ? "multiclass" : d.labels.kind() == LabelKind::binary ? "binary" : "real",
+        d.problem.classes, d.labels.values().size(), d.outputs, d.output, model->outputs(), output));
   std::vector<std::vector<float>> weights;
   std::vector<std::string> expected;
   for (const TensorSpec& s : model->parameters()) {
@@ -263,6 +275,11 @@ Predictor load_model(const std::string& file) {
           it == header.tensors.end() ? fmt::format("has no \"{}\"", s.name)
                                      : fmt::format("has {} {}", it->name, it->shape)));
     weights.push_back(read_model_tensor(header, *it));
+    const auto bad = std::find_if(weights.back().begin(), weights.back().end(),
+                                  [](float x) { return !std::isfinite(x); });
+    if (bad != weights.back().end())
+      throw DataError(path, 0, fmt::format("tensor {}[{}] is {}: a model with non-finite weights "
+                                           "predicts nothing", s.name, bad - weights.back().begin(), *bad));
   }
   if (header.tensors.size() != weights.size())
     throw ConfigError(fmt::format("model file {} holds {} tensors, model {} has {}", path,

@@ -59,13 +59,15 @@ nlohmann::json header_of(const std::string& bytes) {
   std::memcpy(&n, bytes.data(), 8);
   return nlohmann::json::parse(bytes.substr(8, n));
 }
-std::string with_header(const std::string& bytes, const nlohmann::json& h) {
+std::string with_header_text(const std::string& bytes, std::string text) {
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
-  std::string text = h.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   const std::uint64_t m = text.size();
   return std::string(reinterpret_cast<const char*>(&m), 8) + text + bytes.substr(8 + n);
+}
+std::string with_header(const std::string& bytes, const nlohmann::json& h) {
+  return with_header_text(bytes, h.dump());
 }
 
 }  // namespace
@@ -154,6 +156,23 @@ TEST_CASE("--init-from: a warm start continues the saved model; another model or
   CHECK(warm.train_loss < fresh.train_loss);
   CHECK(warm.test.loss < first.test.loss);
 
+  SUBCASE("other labels: a class's weights would change meaning") {
+    std::vector<float> flipped(train.labels().begin(), train.labels().end());
+    for (float& y : flipped) y = y > 0 ? 1.f : -1.f;  // {-1, 1}: the same classes, other labels
+    std::vector<float> three(flipped);
+    three[0] = 7;
+    TrainConfig other = c;
+    other.model = "squared";
+    other.init_from.clear();
+    other.save_model = dir.file("squared");
+    hogwild::train(other, train, &test);  // binary labels {0, 1}
+    other.save_model.clear();
+    other.init_from = dir.file("squared");
+    const Dataset real = Dataset::sparse(three, train.offsets(), train.indices(), train.values(),
+                                         train.cols(), "three labels");
+    CHECK_THROWS_WITH_AS(hogwild::train(other, real, nullptr), doctest::Contains("its labels are 0 1"),
+                         ConfigError);
+  }
   SUBCASE("another model") {
     TrainConfig other = c;
     other.model = "hinge";
@@ -208,6 +227,38 @@ TEST_CASE("a file that is not a model, a truncated one, or another program's mod
   h["w"]["dtype"] = "I64";
   CHECK(refused(with_header(good, h)).find("I64") != std::string::npos);
   CHECK(!refused(with_header(good, nlohmann::json::array())).empty());
+  // What the metadata says of the predictions must fit the model it configures.
+  h = header_of(good);
+  h["__metadata__"]["output"] = "score";
+  CHECK(refused(with_header(good, h)).find("does not fit model logistic") != std::string::npos);
+  h = header_of(good);
+  h["__metadata__"]["labels"] = "real";
+  h["__metadata__"]["label_values"] = "[]";
+  CHECK(refused(with_header(good, h)).find("does not fit model logistic") != std::string::npos);
+  h = header_of(good);
+  h["__metadata__"]["features"] = "18446744073709551615";
+  CHECK(refused(with_header(good, h)).find("more than a model has") != std::string::npos);
+  // The tensors cover the data exactly: no hole, nothing after the last.
+  CHECK(refused(good + std::string(4, '\0')).find("after the last tensor") != std::string::npos);
+  h = header_of(good);
+  h["w"]["data_offsets"] = {4, 204};
+  h["b"]["data_offsets"] = {204, 208};
+  CHECK(refused(with_header(good, h) + std::string(4, '\0')).find("belong to no tensor") !=
+        std::string::npos);
+  // A name given twice (JSON keeps the last): refused.
+  std::string twice = header_of(good).dump();
+  twice.insert(twice.size() - 1, R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[200,204]})");
+  CHECK(refused(with_header_text(good, twice)).find("given twice") != std::string::npos);
+  // A weight that is not finite (a file not written by the trainer, which refuses them).
+  std::string nan = good;
+  std::uint64_t n = 0;
+  std::memcpy(&n, good.data(), 8);
+  const float not_a_number = std::nanf("");
+  std::memcpy(nan.data() + 8 + n + 4 * 3, &not_a_number, 4);
+  CHECK(refused(nan).find("non-finite") != std::string::npos);
+  // A gzip'ed model file loads as the file does.
+  test::write_gzip(dir.file("m.gz"), good);
+  CHECK(load_model(dir.file("m.gz")).description().model == "logistic");
 }
 
 TEST_CASE("hogwild_predict: lines, metrics, - for standard input, exit statuses" * doctest::test_suite("cli")) {

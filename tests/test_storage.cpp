@@ -103,6 +103,12 @@ TEST_CASE("densified: pixels written with a fixed number of decimals are bytes t
   // 0.25 fall between two bytes whatever their decimals.
   CHECK(three_rows(0.123f, 1.0f, 0.0f).densified(4).layout() == Layout::dense);
   CHECK(three_rows(0.25f, 1.0f, 0.0f).densified(4).layout() == Layout::dense);
+  // Nor values all written with two decimals or fewer: 0.02 is 5/255 within 5e-4,
+  // but a set at that precision may as well hold other numbers.
+  CHECK(three_rows(0.02f, 0.2f, 0.98f).densified(4).layout() == Layout::dense);
+  // With one value showing three decimals the set is at that precision: 0.02 is
+  // "%.3f"'s 0.020, 5/255.
+  CHECK(three_rows(0.02f, 0.012f, 0.98f).densified(4).layout() == Layout::dense_u8);
   // The libsvm text of an IDX image written with "%.3f" loads as the same bytes.
   std::string text;
   const std::uint8_t pixels[] = {0, 3, 77, 128, 200, 254, 255, 1};

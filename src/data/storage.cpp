@@ -32,23 +32,33 @@ int decimals_shown(float v) noexcept {
   return std::max(0, mantissa - exponent);
 }
 
-// k when v is k/255 within the precision it was written with, else -1: to six
+// Whether v is some k/255 within the precision it was written with: to six
 // significant digits (LIBSVM's "%g": a relative error of at most 5e-6, plus the
 // float's own rounding), or to the decimals it shows, taken as at least 3 ("%.3f"
-// and "%.4f" as the scaling tools and converters write pixels; half a unit of the
-// last decimal, 5e-4 at 3, is less than half the 1/255 between neighbours, so the
-// match is never ambiguous, and a value such as 0.5 showing fewer is no k/255).
-int byte_of(float v) noexcept {
-  if (!(v >= 0.0f && v <= 1.0f)) return -1;
+// and "%.4f" as the scaling tools and converters write pixels, where 0.020 reads
+// back as 0.02; half a unit of the third decimal, 5e-4, is less than half the 1/255
+// between neighbours, so the match is never ambiguous, and 0.5 is no k/255).
+struct ByteMatch {
+  int byte = -1;    // k, or -1
+  int shown = -1;   // the decimals v shows, where they decided (else -1)
+};
+ByteMatch byte_of(float v) noexcept {
+  if (!(v >= 0.0f && v <= 1.0f)) return {};
   const double k = std::nearbyint(static_cast<double>(v) * 255.0);
   const double exact = k / 255.0, off = std::fabs(static_cast<double>(v) - exact);
-  if (off <= 6e-6 * exact) return static_cast<int>(k);
-  const double half_unit = 0.5 * std::pow(10.0, -std::max(3, decimals_shown(v)));
-  return off <= half_unit + 1.2e-7 * static_cast<double>(v) ? static_cast<int>(k) : -1;  // + the float's rounding
+  if (off <= 6e-6 * exact) return {static_cast<int>(k), -1};
+  const int shown = decimals_shown(v);
+  const double half_unit = 0.5 * std::pow(10.0, -std::max(3, shown));
+  if (off <= half_unit + 1.2e-7 * static_cast<double>(v))  // + the float's own rounding
+    return {static_cast<int>(k), shown};
+  return {};
 }
 
 // byte_of with the answers of the last values seen, by their bits: an image file
-// holds at most 256 distinct values, each met a million times.
+// holds at most 256 distinct values, each met a million times. It remembers the
+// most decimals any value matched by its decimals showed: a set whose values all
+// show two or fewer was written at that precision, where k/255 cannot be told
+// from other numbers (0.02, 0.98), and is not taken as bytes.
 class ByteMatcher {
  public:
   int operator()(float v) noexcept {
@@ -56,16 +66,24 @@ class ByteMatcher {
     std::memcpy(&bits, &v, sizeof bits);
     Slot& s = slots_[(bits * 2654435761u) >> (32 - kBits)];
     if (!s.used || s.bits != bits) s = {bits, byte_of(v), true};
-    return s.byte;
+    if (s.match.shown >= 0) {
+      by_decimals_ = true;
+      most_shown_ = std::max(most_shown_, s.match.shown);
+    }
+    return s.match.byte;
   }
+  // False when values matched only at the precision of two decimals or fewer.
+  bool precise_enough() const noexcept { return !by_decimals_ || most_shown_ >= 3; }
 
  private:
   static constexpr unsigned kBits = 10;
   struct Slot {
     std::uint32_t bits = 0;
-    int byte = -1;
+    ByteMatch match;
     bool used = false;
   };
+  bool by_decimals_ = false;
+  int most_shown_ = 0;
   std::vector<Slot> slots_ = std::vector<Slot>(std::size_t{1} << kBits);
 };
 
@@ -79,7 +97,7 @@ bool holds_bytes(const Dataset& d, ByteMatcher& byte) {
       if (j > 0 && x.index[j] <= x.index[j - 1]) return false;
     }
   }
-  return true;
+  return byte.precise_enough();
 }
 
 std::size_t checked_cells(std::size_t rows, std::size_t cols) {

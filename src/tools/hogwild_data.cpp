@@ -120,9 +120,13 @@ const char* format_name(FileFormat f) {
 void model_info(const std::string& path) {
   const ModelFileHeader h = read_model_header(path);
   const ModelDescription d = describe_model(h, path);
+  auto said = [&](const char* key) {
+    const auto it = h.metadata.find(key);
+    return it == h.metadata.end() ? std::string("?") : it->second;
+  };
   fmt::print("file:       {} (hogwild model, safetensors, format {})\n", path,
-             h.metadata.at("format_version"));
-  fmt::print("model:      {} (hogwild {})\n", d.model, h.metadata.at("hogwild_version"));
+             said("format_version"));
+  fmt::print("model:      {} (hogwild {})\n", d.model, said("hogwild_version"));
   std::string options;
   for (const auto& [k, v] : d.options) options += fmt::format("{}--{} {}", options.empty() ? "" : " ", k, v);
   fmt::print("options:    {}\n", options);
@@ -133,7 +137,7 @@ void model_info(const std::string& path) {
   std::string labels;
   for (std::size_t k = 0; k < d.labels.values().size(); ++k)
     labels += fmt::format("{}{}", k ? " " : "", d.labels.label_of(k));
-  fmt::print("labels:     {}{}\n", h.metadata.at("labels"), labels.empty() ? "" : " (" + labels + ")");
+  fmt::print("labels:     {}{}\n", said("labels"), labels.empty() ? "" : " (" + labels + ")");
   fmt::print("predicts:   {} {} a row\n", d.outputs, d.output);
   fmt::print("trained:    {} epoch(s) on {}\n", d.epochs, d.data.describe());
   std::uint64_t values = 0;
@@ -360,7 +364,8 @@ int main(int argc, char** argv) {
                 "Also write test rows (ratings) drawn from the same hidden model to FILE");
   std::size_t gen_test_rows = 0;
   g->add_option("--test-rows", gen_test_rows,
-                "sparse: number of test rows (default: a tenth of --rows)");
+                "sparse: number of test rows (default: a tenth of --rows)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 40));
   g->add_option("--test-ratings", rgen.test_ratings,
                 "ratings: number of test ratings (default: a tenth of --ratings)");
   g->add_option("--out", gen_out,
@@ -437,6 +442,9 @@ int main(int argc, char** argv) {
     if (*g) tools::check_outputs({}, {{"--out", gen_out}, {"--test-out", gen_test_out}});
     if (*c) tools::check_outputs({{"input", conv_in}, {"--labels", conv_labels}}, {{"--out", conv_out}});
     if (*sc) tools::check_outputs({{"--train", st.train}, {"--labels", st.labels}}, {{"--json", st.json}});
+    if (*g && gen_test_out.empty() && (gen_test_rows > 0 || (g->count("--test-ratings") && rgen.test_ratings > 0)))
+      throw ConfigError(fmt::format("--{}: give --test-out FILE for the test set",
+                                    gen_test_rows > 0 ? "test-rows" : "test-ratings"));
     if (*g && g->count(gen_kind == "ratings" ? "--test-rows" : "--test-ratings"))
       throw ConfigError(gen_kind == "ratings"
                             ? "--test-rows is for --kind sparse; ratings take --test-ratings"

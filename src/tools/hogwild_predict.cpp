@@ -120,6 +120,11 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "hogwild_predict: error: {}\n", e.what());
     return kExitBadInput;
   }
+  if (o.model == "-" && (o.data == "-" || o.labels == "-"))
+    throw ConfigError(fmt::format("--model - and --{} - both read standard input: give one of them "
+                                  "a file", o.data == "-" ? "data" : "labels"));
+  if (o.probabilities && o.top > 0)
+    throw ConfigError("--probabilities and --top: lines hold one or the other; choose one");
   if (o.output == "-" && o.summary == "-")
     throw ConfigError("--output and --summary both go to standard output: give one a file");
   tools::check_outputs({{"--model", o.model}, {"--data", o.data}, {"--labels", o.labels}},
@@ -138,6 +143,9 @@ int run(int argc, char** argv) {
                                   p.description().model));
   const auto t0 = std::chrono::steady_clock::now();
   const Dataset data = p.prepare(load_dataset(o.data, o.labels));
+  if (data.rows() == 0)
+    throw ConfigError(fmt::format("--data {} has no rows: nothing to predict",
+                                  o.data == "-" ? "(standard input)" : o.data));
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<float> labels(data.rows()), out(data.rows() * p.outputs());
   p.predict(data, labels, out);

@@ -158,19 +158,29 @@ NodesFrom nodes_from_launcher(hogwild::TrainConfig& cfg, bool nodes_given, bool 
   return from;
 }
 
+// Standard input holds one file: two of the inputs named `-` are refused (IDX
+// images and their labels have a message of their own, where they are read).
+void one_standard_input(const std::vector<std::string>& args) {
+  std::string first;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    std::string option = args[i], value = i + 1 < args.size() ? args[i + 1] : "";
+    if (const auto eq = option.find('='); option.starts_with("--") && eq != std::string::npos)
+      value = option.substr(eq + 1), option = option.substr(0, eq);
+    if (value != "-" || (option != "--config" && option != "--train" && option != "--test" &&
+                         option != "--resume" && option != "--init-from"))
+      continue;
+    if (!first.empty())
+      throw hogwild::ConfigError(fmt::format(
+          "{} - and {} - both read standard input: give one of them a file", first, option));
+    first = option;
+  }
+}
+
 // --config - (or a pipe): its text read now into an anonymous memory file, which
 // every later reader (the fork server's check, CLI11) opens as /proc/self/fd/N.
-// Standard input holds one file: --config - beside --train - is refused.
 void config_from_stream(std::vector<std::string>& args) {
   for (std::size_t i = 1; i + 1 < args.size(); ++i) {
     if (args[i] != "--config" || !hogwild::detail::is_stream(args[i + 1])) continue;
-    if (args[i + 1] == "-")
-      for (std::size_t j = 1; j + 1 < args.size(); ++j)
-        if (j != i && args[j + 1] == "-" &&
-            (args[j] == "--train" || args[j] == "--test" || args[j] == "--train-labels" ||
-             args[j] == "--test-labels" || args[j] == "--resume" || args[j] == "--init-from"))
-          throw hogwild::ConfigError(fmt::format(
-              "--config - and {} - both read standard input: give one of them a file", args[j]));
     const std::string text =
         hogwild::detail::read_stream(args[i + 1], hogwild::detail::stream_name(args[i + 1]));
     const int fd = ::memfd_create("hogwild-config", 0);
@@ -535,6 +545,7 @@ int main(int argc_given, char** argv_given) {
   // that starts the workers of --worker-start fork-server (fork_server.hpp); only
   // when asked for, so that a default run's process tree stays parent + workers.
   try {
+    one_standard_input(args);
     config_from_stream(args);
     for (auto& a : args) argv_now.push_back(a.data());
     argv_now.push_back(nullptr);

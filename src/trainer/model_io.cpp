@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "hogwild/model_file.hpp"
 #include "hogwild/options.hpp"
@@ -51,6 +52,10 @@ void Run::init_from_model(const std::string& path) {
   };
   if (d.model != model.name())
     throw refuse(fmt::format("it holds model {}, and this run trains {}", d.model, model.name()));
+  // The same labels in the same places: a class's weights must go on meaning it.
+  if (d.labels.kind() != labels.kind() || d.labels.values() != labels.values())
+    throw refuse(fmt::format("its labels are {}, and this run's training data has {}",
+                             fmt::join(d.labels.values(), " "), fmt::join(labels.values(), " ")));
   if (header.tensors.size() != specs.size())
     throw refuse(fmt::format("it holds {} tensors, and model {} here has {} (--no-bias?)",
                              header.tensors.size(), model.name(), specs.size()));
@@ -64,6 +69,9 @@ void Run::init_from_model(const std::string& path) {
                                "features, classes or ids, or the model's options differ)",
                                it->name, it->shape, shape_of(specs[i])));
     const std::vector<float> values = read_model_tensor(header, *it);
+    const auto bad = std::find_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != values.end())
+      throw refuse(fmt::format("its tensor {}[{}] is {}", it->name, bad - values.begin(), *bad));
     const ParamSet::Tensor& t = params.tensor(i);
     write_values(t.space, t.dtype, t.data, 0, values.data(), values.size());
   }
