@@ -317,6 +317,9 @@ TEST_CASE("hogwild_predict: lines, metrics, - for standard input, exit statuses"
   CHECK(r.out.find("predicts:   2 probabilities a row") != std::string::npos);
   CHECK(r.out.find("tensor:     b F32 [1]") != std::string::npos);
   CHECK(r.out.find("trained:    2 epoch(s) on 2000 rows") != std::string::npos);
+  r = sh(fmt::format("cat {} | {} info -", dir.file("m"), test::hogwild_data_path()));
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("file:       standard input (hogwild model") != std::string::npos);
   // ... and a checkpoint: its options, progress, data and tensors.
   r = test::run({test::hogwild_data_path(), "info", dir.file("ck")});
   CHECK(r.exit_code == 0);

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hogwild/data_io.hpp"
 #include "hogwild/dataset.hpp"
 
 namespace hogwild::detail {
@@ -50,6 +51,10 @@ bool is_stream(const std::string& path);
 std::string read_stream(const std::string& path, const std::string& name);
 // "standard input" for `-`, else the path.
 std::string stream_name(const std::string& path);
+// The data set in a stream's bytes (read_stream's), in whichever format they hold,
+// as load_dataset reads `path` when it is a stream.
+Dataset parse_stream(const std::string& bytes, const std::string& path,
+                     const std::string& labels_path, const LoadOptions& options);
 
 // Up to `n` bytes from the start of the (inflated) content: enough to sniff a format
 // without reading a whole file.

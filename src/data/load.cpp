@@ -76,10 +76,11 @@ std::string read_labels(const std::string& path) {
   return is_stream(path) ? read_stream(path, stream_name(path)) : read_file_maybe_gz(path);
 }
 
-Dataset load_stream(const std::string& path, const std::string& labels_path,
-                    const LoadOptions& options) {
-  const std::string name = path == "-" ? "standard input" : path;
-  const std::string bytes = read_stream(path, name);
+}  // namespace
+
+Dataset detail::parse_stream(const std::string& bytes, const std::string& path,
+                             const std::string& labels_path, const LoadOptions& options) {
+  const std::string name = stream_name(path);
   switch (sniff_head(std::string_view(bytes).substr(0, 4096), false).format) {
     case FileFormat::cache:
       if (!labels_path.empty())
@@ -110,6 +111,13 @@ Dataset load_stream(const std::string& path, const std::string& labels_path,
       }
   }
   throw Error("unknown file format");  // unreachable: the switch covers every format
+}
+
+namespace {
+
+Dataset load_stream(const std::string& path, const std::string& labels_path,
+                    const LoadOptions& options) {
+  return detail::parse_stream(read_stream(path, stream_name(path)), path, labels_path, options);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 // Exit status: 0 ok, 2 bad input or option, 4 out of memory or disk, 1 otherwise.
 #include <fmt/core.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
 
 #include "hogwild/config.hpp"
 #include "hogwild/data_io.hpp"
@@ -117,14 +120,14 @@ const char* format_name(FileFormat f) {
 }
 
 // A model file (--save-model): its model, what it predicts, its tensors and options.
-void model_info(const std::string& path) {
+void model_info(const std::string& path, const std::string& shown) {
   const ModelFileHeader h = read_model_header(path);
   const ModelDescription d = describe_model(h, path);
   auto said = [&](const char* key) {
     const auto it = h.metadata.find(key);
     return it == h.metadata.end() ? std::string("?") : it->second;
   };
-  fmt::print("file:       {} (hogwild model, safetensors, format {})\n", path,
+  fmt::print("file:       {} (hogwild model, safetensors, format {})\n", shown,
              said("format_version"));
   fmt::print("model:      {} (hogwild {})\n", d.model, said("hogwild_version"));
   std::string options;
@@ -151,8 +154,7 @@ void model_info(const std::string& path) {
 }
 
 // A checkpoint (--checkpoint): its options, progress, data and tensors.
-void checkpoint_info(const std::string& path) {
-  const Checkpoint c = read_checkpoint(path);
+void checkpoint_info(const Checkpoint& c, const std::string& path) {
   fmt::print("file:       {} (hogwild checkpoint)\n", path);
   std::string options;
   for (const auto& [k, v] : c.config) options += fmt::format("{}{} {}", options.empty() ? "" : " ", k, v);
@@ -168,16 +170,31 @@ void info(const std::string& path, const std::string& labels, unsigned threads) 
   std::error_code ec;
   const bool stream = path == "-" || (std::filesystem::exists(path, ec) &&
                                       !std::filesystem::is_regular_file(path, ec));
-  if (!stream) {
+  // As the file holds it (the infinite density keeps sparse text sparse).
+  const LoadOptions as_held{threads, Storage::automatic, std::numeric_limits<double>::infinity()};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<Dataset> read;
+  if (stream) {  // read once: a model, a checkpoint or data
+    const std::string bytes = detail::read_stream(path, detail::stream_name(path));
+    if (looks_like_model_file(bytes)) {
+      const int fd = ::memfd_create("hogwild-model", MFD_CLOEXEC);
+      if (fd < 0 || detail::write_all(fd, bytes.data(), bytes.size()) != 0)
+        throw ResourceError("cannot hold the model in memory");
+      model_info(fmt::format("/proc/self/fd/{}", fd), detail::stream_name(path));
+      ::close(fd);
+      return;
+    }
+    if (bytes.starts_with("HWCKPT01"))
+      return checkpoint_info(parse_checkpoint(bytes, detail::stream_name(path)),
+                             detail::stream_name(path));
+    read = detail::parse_stream(bytes, path, labels, as_held);
+  } else {
     const std::string head = detail::read_head(path, 16);
-    if (looks_like_model_file(head)) return model_info(path);
-    if (head.starts_with("HWCKPT01")) return checkpoint_info(path);
+    if (looks_like_model_file(head)) return model_info(path, path);
+    if (head.starts_with("HWCKPT01")) return checkpoint_info(read_checkpoint(path), path);
   }
   const std::string format = stream ? "read from a stream" : format_name(detect_format(path));
-  const auto t0 = std::chrono::steady_clock::now();
-  // As the file holds it (the infinite density keeps sparse text sparse).
-  Dataset d = load_dataset(path, labels,
-                           {threads, Storage::automatic, std::numeric_limits<double>::infinity()});
+  Dataset d = read ? std::move(*read) : load_dataset(path, labels, as_held);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   DatasetStats st = describe(d);
   const double cells = static_cast<double>(st.rows) * static_cast<double>(st.cols);
