@@ -55,7 +55,7 @@ if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
   # are not compiled a third time).
   tsan_tests=(arena device_arena device_run mlp_steps comm ring ps ps_gloo ddp models labels
               optimizer trainer restart checkpoint replica hot_coordinates byte_rows
-              epoch_order metrics striped)
+              epoch_order metrics striped model_file)
   if [ ! -f build-tsan/build.ninja ]; then
     meson setup build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
       -Dwerror=true >/dev/null || status=1

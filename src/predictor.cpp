@@ -140,12 +140,14 @@ float Predictor::predict(RowView row, std::span<float> out) const {
 
 void Predictor::for_blocks(const Dataset& data,
                            const std::function<void(std::size_t, std::size_t, const float*)>& f) const {
-  const std::size_t k = d_.outputs;
-  auto blocks = [&](std::size_t begin, std::size_t end) {
+  // Blocks b = rows [b kBlock, (b + 1) kBlock): the same blocks however the work
+  // is split among the threads (a block's sums are its own, evaluate's included).
+  const std::size_t k = d_.outputs, count = (data.rows() + kBlock - 1) / kBlock;
+  auto blocks = [&](std::size_t first, std::size_t last) {
     std::vector<RowView> rows;
     std::vector<float> out;
-    for (std::size_t r0 = begin; r0 < end; r0 += kBlock) {
-      const std::size_t n = std::min(kBlock, end - r0);
+    for (std::size_t b = first; b < last; ++b) {
+      const std::size_t r0 = b * kBlock, n = std::min(kBlock, data.rows() - r0);
       rows.clear();
       for (std::size_t r = r0; r < r0 + n; ++r) rows.push_back(data.row(r));
       out.resize(n * k);
@@ -153,10 +155,10 @@ void Predictor::for_blocks(const Dataset& data,
       f(r0, n, out.data());
     }
   };
-  if (data.rows() <= 4 * kBlock) return blocks(0, data.rows());
+  if (count <= 4) return blocks(0, count);
   detail::TbbSession tbb(0);
   tbb.run([&] {
-    oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, data.rows(), kBlock),
+    oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, count),
                               tbb.task([&](const auto& range) { blocks(range.begin(), range.end()); }));
   });
 }

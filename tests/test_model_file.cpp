@@ -93,6 +93,23 @@ TEST_CASE("every built-in model: the Predictor evaluates a saved model as the tr
     CHECK(p.predict(t.row(17), one) == labels[17]);
     CHECK(one[1] == out[17 * 2 + 1]);
   }
+  SUBCASE("many rows, in parallel: the metrics are the rows' own, the same every time") {
+    auto [train, test] = test::generated_problem(2000, 30000, 200, 10, 0.05, 4);
+    hogwild::train(config("logistic", dir.file("m")), train, nullptr);
+    const Predictor p = load_model(dir.file("m"));
+    const Dataset t = p.prepare(test);
+    std::vector<float> labels(t.rows());
+    p.predict(t, labels);
+    std::size_t right = 0;
+    for (std::size_t r = 0; r < t.rows(); ++r) right += labels[r] == t.label(r);
+    const PredictionMetrics m = p.evaluate(t);
+    CHECK(m.accuracy == static_cast<double>(right) / static_cast<double>(t.rows()));
+    for (int i = 0; i < 4; ++i) {
+      const PredictionMetrics again = p.evaluate(t);
+      CHECK(again.log_loss == m.log_loss);  // summed in block order, whatever the threads
+      CHECK(again.auc == m.auc);
+    }
+  }
   SUBCASE("softmax and mlp, dense rows") {
     const Dataset all = test::class_blobs(3000, 24, 5);
     const Dataset train = test::slice(all, 0, 2400, "train"), test = test::slice(all, 2400, 3000, "test");
