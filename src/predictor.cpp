@@ -1,10 +1,13 @@
 // Predicting with a saved model (hogwild/predictor.hpp).
 #include "hogwild/predictor.hpp"
 
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -13,7 +16,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "data/tbb_session.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/model_registry.hpp"
 #include "hogwild/options.hpp"
@@ -156,11 +158,31 @@ void Predictor::for_blocks(const Dataset& data,
     }
   };
   if (count <= 4) return blocks(0, count);
-  detail::TbbSession tbb(0);
-  tbb.run([&] {
-    oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, count),
-                              tbb.task([&](const auto& range) { blocks(range.begin(), range.end()); }));
-  });
+  // One thread per core this process may run on, each taking the next block until
+  // none is left, joined before returning (no pool outlives the call: a program may
+  // fork after it). The first exception (a model's) stops the others and is rethrown.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int allowed = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  const auto threads = static_cast<unsigned>(std::clamp<std::size_t>(allowed, 1, count));
+  std::atomic<std::size_t> next{0};
+  std::mutex failed;
+  std::exception_ptr error;
+  auto work = [&] {
+    try {
+      for (std::size_t b; (b = next.fetch_add(1, std::memory_order_relaxed)) < count;) blocks(b, b + 1);
+    } catch (...) {
+      const std::lock_guard hold(failed);
+      if (!error) error = std::current_exception();
+      next.store(count, std::memory_order_relaxed);
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+  }  // joined
+  if (error) std::rethrow_exception(error);
 }
 
 void Predictor::predict(const Dataset& data, std::span<float> labels, std::span<float> outputs) const {
