@@ -5,7 +5,11 @@
 // lacks is refused with the reason; hogwild_predict's lines and exit statuses.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -327,6 +331,23 @@ TEST_CASE("hogwild_predict: lines, metrics, - for standard input, exit statuses"
   r = sh(fmt::format("echo 'epochs = 1' | {} --config - --train - < {}", train_tool, train));
   CHECK(r.exit_code == kExitBadInput);
   CHECK(r.out.find("both read standard input") != std::string::npos);
+  // With --checkpoint-every, the model is written beside each checkpoint: a run
+  // killed mid-way leaves a model of its last checkpoint, whole.
+  {
+    const auto [big, big_test] = test::problem_files(dir, 20000, 2000);
+    std::filesystem::remove(dir.file("mid.st"));
+    auto bg = test::start_train({"--train", big, "--workers", "2", "--epochs", "100000", "--checkpoint",
+                                 dir.file("mid.ck"), "--checkpoint-every", "0.05", "--save-model",
+                                 dir.file("mid.st"), "-q"},
+                                dir, "mid.txt");
+    for (int t = 0; t < 2000 && !std::filesystem::exists(dir.file("mid.st")); ++t)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(bg.pid, SIGKILL);
+    CHECK(test::wait_exit(bg.pid, 10) == -SIGKILL);
+    const Predictor mid = load_model(dir.file("mid.st"));
+    CHECK(mid.evaluate(mid.prepare(load_dataset(big_test))).accuracy > 0.6);
+  }
   // hogwild_data info describes the model file: its model, what it predicts, its tensors.
   r = test::run({test::hogwild_data_path(), "info", dir.file("m")});
   CHECK(r.exit_code == 0);

@@ -144,8 +144,9 @@ struct TrainConfig {
   std::string checkpoint;     // write checkpoints to this file (at the end, when stopped,
   double checkpoint_every = 0;  // and every this many seconds; 0: only then)
   std::string resume;         // continue from this checkpoint
-  // Write the trained model to this file at the end (and when stopped by a signal):
-  // safetensors with what predicting needs (model_file.hpp); "-": standard output.
+  // Write the trained model to this file at the end (and when stopped by a signal;
+  // with `checkpoint`, beside each checkpoint too): safetensors with what predicting
+  // needs (model_file.hpp); "-": standard output, at the end only.
   std::string save_model;
   // Start from the weights of this model file (--save-model's) instead of the
   // initialisation: ConfigError when its model or tensor shapes are not this run's.

@@ -356,7 +356,7 @@ std::vector<OptionInfo> output_options() {
                     "FILE"},
                    [](auto& c) -> auto& { return c.resume; }));
   v.push_back(text({"save-model", Concern::outputs,
-                    "Write the trained model to FILE at the end (safetensors: numpy, PyTorch "
+                    "Write the trained model to FILE at the end and beside each checkpoint (safetensors: numpy, PyTorch "
                     "and hogwild_predict read it; - for standard output)", "FILE"},
                    [](auto& c) -> auto& { return c.save_model; }));
   v.push_back(agreed(text({"init-from", Concern::outputs,

@@ -22,6 +22,7 @@
 
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
+#include "data/file_io.hpp"
 #include "science/conflicts.hpp"
 #include "hogwild/checkpoint.hpp"
 #include "hogwild/error.hpp"
@@ -529,6 +530,11 @@ class Supervisor {
   void write_checkpoint_now() {
     run_.write_checkpoint(cfg_.checkpoint, resumed_seconds_ + seconds_since(t0_) - paused_, restarts_);
     last_checkpoint_ = Clock::now();
+    // The model beside each checkpoint, when it goes to a file (a stream gets the
+    // final one alone): a run killed later leaves a model of its last checkpoint.
+    if (!cfg_.save_model.empty() &&
+        detail::output_target(cfg_.save_model).kind != detail::OutputTarget::Kind::stream)
+      run_.write_model(cfg_.save_model, run_.min_epochs());
   }
 
   TrainResult finish() {
@@ -584,8 +590,11 @@ class Supervisor {
                                                 run_.workers, run_.params);
     r.huge_pages = run_.arena.huge_pages();
     // The workers are gone: exact. Written from the arena, before the result's copy.
-    if (!cfg_.checkpoint.empty()) write_checkpoint_now();
-    if (!cfg_.save_model.empty()) run_.write_model(cfg_.save_model, run_.min_epochs());
+    if (!cfg_.checkpoint.empty()) write_checkpoint_now();  // the model beside it
+    if (!cfg_.save_model.empty() &&
+        (cfg_.checkpoint.empty() ||
+         detail::output_target(cfg_.save_model).kind == detail::OutputTarget::Kind::stream))
+      run_.write_model(cfg_.save_model, run_.min_epochs());
     if (cfg_.result_parameters)
       for (const auto& t : run_.params.tensors()) {
         auto copy = [&](std::vector<float>& dst, const float* src, Dtype type) {
