@@ -2,7 +2,6 @@
 #include "hogwild/model_file.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,11 +48,7 @@ std::shared_ptr<const int> open_for_reading(const std::string& path, const std::
   };
   if (detail::is_stream(path) || gzipped()) {
     const std::string bytes = detail::read_stream(path, name);
-    std::shared_ptr<const int> f(new int(::memfd_create("hogwild-model", MFD_CLOEXEC)), closing);
-    if (*f < 0 || detail::write_all(*f, bytes.data(), bytes.size()) != 0)
-      throw ResourceError(fmt::format("cannot hold the model from {} in memory: {}", name,
-                                      std::strerror(errno)));
-    return f;
+    return {new int(detail::memory_file(bytes, "the model from " + name)), closing};
   }
   std::shared_ptr<const int> f(new int(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), closing);
   if (*f < 0) throw IoError(fmt::format("cannot open model file {}: {}", path, std::strerror(errno)));

@@ -328,6 +328,8 @@ TEST_CASE("hogwild_predict: lines, metrics, - for standard input, exit statuses"
   r = sh(fmt::format("cat {} | {} --train {} --epochs 2 -q --resume -", dir.file("ck"), train_tool, train));
   INFO(r.out);
   CHECK(r.exit_code == 0);
+  r = sh(fmt::format("echo 'epochs = 1' | {} --config=- --train {} -q", train_tool, train));
+  CHECK(r.exit_code == 0);  // the --config=FILE form too
   r = sh(fmt::format("echo 'epochs = 1' | {} --config - --train - < {}", train_tool, train));
   CHECK(r.exit_code == kExitBadInput);
   CHECK(r.out.find("both read standard input") != std::string::npos);

@@ -64,6 +64,12 @@ std::string read_head(const std::string& path, std::size_t n, bool* gzipped = nu
 // errno that stopped it (ENOSPC for a write that wrote nothing).
 int write_all(int fd, const void* data, std::size_t n) noexcept;
 
+// An anonymous memory file (memfd) holding `bytes`, read back at any offset through
+// its descriptor or as /proc/self/fd/N (a stream's bytes for a reader that needs a
+// file). Close-on-exec unless `inherited`; ResourceError naming `what` when memory
+// runs short.
+int memory_file(std::string_view bytes, const std::string& what, bool inherited = false);
+
 // Where an output named `path` goes, links followed (up to 40):
 // - stream: an open descriptor, written at its current offset as the run goes: `-`
 //   (standard output), and any path whose links lead to /dev/fd/N, /proc/self/fd/N

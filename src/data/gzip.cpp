@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -315,6 +316,14 @@ void OutputFile::fail(const std::string& doing, int err) {
     throw ResourceError(msg + (tmp_.empty() ? "" : "; the previous version of the file, if any, "
                                                    "is intact"));
   throw IoError(msg);
+}
+
+int memory_file(std::string_view bytes, const std::string& what, bool inherited) {
+  const int fd = ::memfd_create("hogwild", inherited ? 0 : MFD_CLOEXEC);
+  const int err = fd < 0 ? errno : write_all(fd, bytes.data(), bytes.size());
+  if (err == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  throw ResourceError(fmt::format("cannot hold {} in memory: {}", what, std::strerror(err)));
 }
 
 int write_all(int fd, const void* data, std::size_t n) noexcept {

@@ -8,7 +8,6 @@
 // Exit status: 0 ok, 2 bad input or option, 4 out of memory or disk, 1 otherwise.
 #include <fmt/core.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -177,9 +176,7 @@ void info(const std::string& path, const std::string& labels, unsigned threads) 
   if (stream) {  // read once: a model, a checkpoint or data
     const std::string bytes = detail::read_stream(path, detail::stream_name(path));
     if (looks_like_model_file(bytes)) {
-      const int fd = ::memfd_create("hogwild-model", MFD_CLOEXEC);
-      if (fd < 0 || detail::write_all(fd, bytes.data(), bytes.size()) != 0)
-        throw ResourceError("cannot hold the model in memory");
+      const int fd = detail::memory_file(bytes, "the model");
       model_info(fmt::format("/proc/self/fd/{}", fd), detail::stream_name(path));
       ::close(fd);
       return;

@@ -144,8 +144,7 @@ int run(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const Dataset data = p.prepare(load_dataset(o.data, o.labels));
   if (data.rows() == 0)
-    throw ConfigError(fmt::format("--data {} has no rows: nothing to predict",
-                                  o.data == "-" ? "(standard input)" : o.data));
+    throw ConfigError(fmt::format("--data {} has no rows: nothing to predict", o.data));
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<float> labels(data.rows()), out(data.rows() * p.outputs());
   p.predict(data, labels, out);
@@ -165,7 +164,7 @@ int run(int argc, char** argv) {
   const double predict_s = std::chrono::duration<double>(t2 - t1).count();
   if (!o.quiet) {
     if (m)
-      fmt::print(human, "{}: {}\n", o.data == "-" ? "standard input" : o.data, describe(*m));
+      fmt::print(human, "{}: {}\n", detail::stream_name(o.data), describe(*m));
     else
       fmt::print(human, "no metrics: {}\n", why_not);
     fmt::print(human, "predicted {} rows in {:.3f} s ({:.0f} rows/s; loaded in {:.3f} s)\n",

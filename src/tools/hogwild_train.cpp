@@ -5,7 +5,6 @@
 // 2 for bad input or options, 3 when a worker fails, 4 when a resource is short,
 // 130/143 when interrupted (docs/CLI.md).
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,7 +12,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -179,15 +177,17 @@ void one_standard_input(const std::vector<std::string>& args) {
 // --config - (or a pipe): its text read now into an anonymous memory file, which
 // every later reader (the fork server's check, CLI11) opens as /proc/self/fd/N.
 void config_from_stream(std::vector<std::string>& args) {
-  for (std::size_t i = 1; i + 1 < args.size(); ++i) {
-    if (args[i] != "--config" || !hogwild::detail::is_stream(args[i + 1])) continue;
-    const std::string text =
-        hogwild::detail::read_stream(args[i + 1], hogwild::detail::stream_name(args[i + 1]));
-    const int fd = ::memfd_create("hogwild-config", 0);
-    if (fd < 0 || hogwild::detail::write_all(fd, text.data(), text.size()) != 0)
-      throw hogwild::ResourceError(fmt::format("cannot hold --config {} in memory: {}",
-                                               args[i + 1], std::strerror(errno)));
-    args[i + 1] = fmt::format("/proc/self/fd/{}", fd);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    // The path: the next argument, or what follows "--config=" (both forms, as
+    // config_path reads them); rewritten in place.
+    std::string* path = args[i] == "--config" && i + 1 < args.size() ? &args[i + 1] : nullptr;
+    std::string inline_path;
+    if (args[i].starts_with("--config=")) inline_path = args[i].substr(9), path = &inline_path;
+    if (path == nullptr || !hogwild::detail::is_stream(*path)) continue;
+    const std::string text = hogwild::detail::read_stream(*path, hogwild::detail::stream_name(*path));
+    *path = fmt::format("/proc/self/fd/{}",
+                        hogwild::detail::memory_file(text, "--config " + *path, true));
+    if (path == &inline_path) args[i] = "--config=" + inline_path;
   }
 }
 

@@ -530,11 +530,7 @@ class Supervisor {
   void write_checkpoint_now() {
     run_.write_checkpoint(cfg_.checkpoint, resumed_seconds_ + seconds_since(t0_) - paused_, restarts_);
     last_checkpoint_ = Clock::now();
-    // The model beside each checkpoint, when it goes to a file (a stream gets the
-    // final one alone): a run killed later leaves a model of its last checkpoint.
-    if (!cfg_.save_model.empty() &&
-        detail::output_target(cfg_.save_model).kind != detail::OutputTarget::Kind::stream)
-      run_.write_model(cfg_.save_model, run_.min_epochs());
+    if (model_beside_checkpoints_) run_.write_model(cfg_.save_model, run_.min_epochs());
   }
 
   TrainResult finish() {
@@ -590,10 +586,8 @@ class Supervisor {
                                                 run_.workers, run_.params);
     r.huge_pages = run_.arena.huge_pages();
     // The workers are gone: exact. Written from the arena, before the result's copy.
-    if (!cfg_.checkpoint.empty()) write_checkpoint_now();  // the model beside it
-    if (!cfg_.save_model.empty() &&
-        (cfg_.checkpoint.empty() ||
-         detail::output_target(cfg_.save_model).kind == detail::OutputTarget::Kind::stream))
+    if (!cfg_.checkpoint.empty()) write_checkpoint_now();
+    if (!cfg_.save_model.empty() && !model_beside_checkpoints_)
       run_.write_model(cfg_.save_model, run_.min_epochs());
     if (cfg_.result_parameters)
       for (const auto& t : run_.params.tensors()) {
@@ -618,6 +612,11 @@ class Supervisor {
   const TrainConfig& cfg_;
   const ProgressCallback& on_progress_;
   const double resumed_seconds_;
+  // --save-model beside each checkpoint, when it goes to a file (a stream gets the
+  // final model alone): a run killed later leaves the model of its last checkpoint.
+  const bool model_beside_checkpoints_ =
+      !cfg_.checkpoint.empty() && !cfg_.save_model.empty() &&
+      detail::output_target(cfg_.save_model).kind != detail::OutputTarget::Kind::stream;
   unsigned restarts_;  // workers respawned (a resumed run's earlier ones included)
   const Clock::time_point t0_ = Clock::now();
   Clock::time_point last_checkpoint_ = Clock::now();
