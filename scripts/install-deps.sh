@@ -9,7 +9,7 @@ set -euo pipefail
 # Building the library and the tools, and the quick start's dataset.
 run=(
   meson ninja-build pkg-config g++
-  libboost1.81-dev libtbb-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  libboost-dev libtbb-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libdnnl-dev libgloo-dev libhiredis-dev help2man
   dataset-fashion-mnist
 )

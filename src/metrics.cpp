@@ -66,7 +66,7 @@ MetricsWriter::~MetricsWriter() {
   if (f_) std::fclose(f_);
 }
 
-void MetricsWriter::write(const Progress& p) {
+std::string progress_json(const Progress& p) {
   nlohmann::json j{
       {"time", p.time},
       {"epoch", p.epoch},
@@ -91,7 +91,11 @@ void MetricsWriter::write(const Progress& p) {
     j["lag"] = quantiles_json(p.lag);
     j["overlap"] = quantiles_json(p.overlap);
   }
-  const std::string line = j.dump() + "\n";
+  return j.dump();
+}
+
+void MetricsWriter::write(const Progress& p) {
+  const std::string line = progress_json(p) + "\n";
   if (!f_) {
     // A descriptor (-, /dev/stdout, a link to one) is written where it stands: opening
     // /dev/stdout "w" truncated the log that standard output was redirected to.

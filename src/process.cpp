@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -137,7 +138,10 @@ pid_t ProcessGroup::spawn(unsigned rank, const std::function<int()>& body) {
     if (!become_worker(parent)) _exit(kExitWorkerFailed);
     run_worker(rank, body);
   }
-  children_.push_back({rank, pid, false});
+  // A descriptor that polls readable when the child ends (Linux 5.3); without one,
+  // wait() sleeps its timeout out.
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  children_.push_back({rank, pid, false, pidfd});
   ++running_;
   return pid;
 }
@@ -145,7 +149,7 @@ pid_t ProcessGroup::spawn(unsigned rank, const std::function<int()>& body) {
 pid_t ProcessGroup::start(unsigned rank, std::string_view description, const std::vector<int>& fds) {
   HOGWILD_ENFORCE(server_ != nullptr, "ProcessGroup::start needs the fork server");
   const pid_t pid = server_->start_worker(rank, description, fds);
-  children_.push_back({rank, pid, false});
+  children_.push_back({rank, pid, false, -1});
   ++running_;
   return pid;
 }
@@ -154,6 +158,8 @@ void ProcessGroup::done(pid_t pid, int status, std::vector<WorkerExit>* out) {
   for (auto& c : children_)
     if (!c.done && c.pid == pid) {
       c.done = true;
+      if (c.pidfd >= 0) ::close(c.pidfd);
+      c.pidfd = -1;
       --running_;
       if (out) out->push_back({c.rank, c.pid, status});
     }
@@ -171,6 +177,25 @@ std::vector<WorkerExit> ProcessGroup::reap() {
     if (waitpid(c.pid, &status, WNOHANG) == c.pid) done(c.pid, status, &out);
   }
   return out;
+}
+
+void ProcessGroup::wait(int timeout_ms) {
+  if (server_) return server_->wait(timeout_ms);
+  std::vector<pollfd> fds;
+  for (const auto& c : children_) {
+    if (c.done) continue;
+    if (c.pidfd < 0) {  // a worker without a pidfd: its end is seen at the timeout
+      fds.clear();
+      break;
+    }
+    fds.push_back({c.pidfd, POLLIN, 0});
+  }
+  if (fds.empty()) {
+    timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+    nanosleep(&ts, nullptr);  // a signal cuts it short, as it does the poll
+    return;
+  }
+  (void)::poll(fds.data(), fds.size(), timeout_ms);  // EINTR: a signal, for the caller to see
 }
 
 std::vector<pid_t> ProcessGroup::pids() const {
@@ -362,6 +387,13 @@ bool ForkServer::receive(int timeout_ms) {
                                   n < 0 ? std::string(": ") + std::strerror(errno) : ""));
   queue_.push_back({w.rank, w.pid, w.status, w.exited != 0});
   return true;
+}
+
+void ForkServer::wait(int timeout_ms) {
+  for (const auto& r : queue_)
+    if (r.exited) return;
+  pollfd pfd{socket_, POLLIN, 0};
+  (void)::poll(&pfd, 1, timeout_ms);  // EINTR: a signal, for the caller to see
 }
 
 std::vector<ForkServer::Report> ForkServer::exits(int timeout_ms) {

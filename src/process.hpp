@@ -58,6 +58,8 @@ class ForkServer {
   pid_t start_worker(unsigned rank, std::string_view description, const std::vector<int>& fds);
   // Exit reports received so far (waiting up to `timeout_ms` for the first; -1: for ever).
   std::vector<Report> exits(int timeout_ms);
+  // Waits up to timeout_ms (less when a signal comes) for a report to read.
+  void wait(int timeout_ms);
   std::mutex& user() noexcept { return user_; }
 
  private:
@@ -89,6 +91,11 @@ class ProcessGroup {
 
   // Reaps workers that have ended, without blocking.
   std::vector<WorkerExit> reap();
+  // Waits until a worker has ended (reap() then has it), timeout_ms passed or a
+  // signal arrived, whichever is first: a supervisor's pause that does not add its
+  // length to the end of a run (a pidfd per forked worker, the server's socket for
+  // the fork server's).
+  void wait(int timeout_ms);
   std::size_t running() const noexcept { return running_; }
   // The pids of the workers still running (not yet reaped).
   std::vector<pid_t> pids() const;
@@ -103,6 +110,7 @@ class ProcessGroup {
     unsigned rank;
     pid_t pid;
     bool done;
+    int pidfd;  // readable once the worker has ended; -1: none (the fork server's, or no pidfd_open)
   };
   void done(pid_t pid, int status, std::vector<WorkerExit>* out);
   std::vector<Child> children_;

@@ -185,8 +185,12 @@ TEST_CASE("replicas merged every 256 examples converge like serial (hogwild and 
     const auto r = train(config(m, 2, 256), tr, &te);
     MESSAGE(to_string(m) << " x2 merge every 256: loss " << r.test.loss << " accuracy "
                          << r.test.accuracy);
-    CHECK(r.test.loss <= serial.test.loss * 1.03);
-    CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.01);
+    // How the two workers' merges interleave moves the final loss: 0.312 to 0.345
+    // (serial 0.322) across runs, the worst under TSan in CI with another suite
+    // beside it (accuracy 0.0123 below serial's). A lost or doubled merge is caught
+    // exactly by the first test case; this one bounds the convergence.
+    CHECK(r.test.loss <= serial.test.loss * 1.10);
+    CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.02);
     CHECK(r.samples == 8ull * tr.rows());
   }
   // (Merging only at each epoch's end is not bounded here: each worker's whole

@@ -32,6 +32,10 @@ class MetricsWriter {
   std::FILE* f_ = nullptr;
 };
 
+// One evaluation as a JSON object in one line (no newline): the record each line of
+// --metrics holds, and what the Python module's Result.metrics lists.
+std::string progress_json(const Progress& p);
+
 // "epoch   3/10  1.23M samples/s  train loss 0.2345  test loss 0.2456  accuracy 0.9712  1.2s"
 std::string format_progress(const Progress& p, unsigned epochs);
 

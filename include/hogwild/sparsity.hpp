@@ -107,4 +107,9 @@ struct TheoryView {
 };
 TheoryView theory_at(const SparsityStats& stats, double tau, bool with_bias);
 
+// The statistics and the theories' views as one JSON object (`source` names the
+// data): what `hogwild_data stats --json` writes and hogwild.stats() returns.
+std::string sparsity_json(const SparsityStats& stats, const std::vector<TheoryView>& theory,
+                          const std::string& source);
+
 }  // namespace hogwild

@@ -244,32 +244,6 @@ std::vector<double> parse_taus(const std::string& text) {
   return taus;
 }
 
-nlohmann::json to_json(const SparsityStats& s, const std::vector<TheoryView>& theory,
-                       const std::string& path) {
-  nlohmann::json hot = nlohmann::json::array();
-  for (const auto& h : s.hot)
-    hot.push_back({{"what", h.what}, {"degree", h.degree}, {"fraction", h.fraction},
-                   {"write_share", h.write_share}});
-  nlohmann::json views = nlohmann::json::array();
-  for (const auto& v : theory)
-    views.push_back({{"tau", v.tau}, {"hogwild_overhead", v.hogwild_overhead},
-                     {"hogwild_vacuous", v.hogwild_vacuous}, {"mania_limit", v.mania_limit},
-                     {"mania_vacuous", v.mania_vacuous}});
-  nlohmann::json j = {
-      {"data", path}, {"model", s.model}, {"updates", s.updates}, {"empty_rows", s.empty},
-      {"coordinates", s.coordinates}, {"omega", s.omega}, {"mean_update_size", s.mean_size},
-      {"delta", s.delta}, {"busiest", s.busiest}, {"rho_lower", s.rho_lower},
-      {"rho_upper", s.rho_upper}, {"rho_how", s.rho_how}, {"rho_cost_visits", s.rho_cost},
-      {"rho_visits", s.rho_visits}, {"seconds", s.rho_seconds},
-      {"conflict_degree", s.conflict_degree}, {"conflict_degree_upper", s.conflict_degree_upper},
-      {"p_conflict", s.p_conf}, {"p_conflict_se", s.p_conf_se}, {"p_conflict_exact", s.p_conf_exact},
-      {"pairs_sampled", s.pairs}, {"kappa", s.kappa}, {"hot", hot},
-      {"power_law_alpha", s.alpha}, {"power_law_min_degree", s.alpha_min},
-      {"power_law_nodes", s.alpha_nodes}, {"zipf_slope", s.zipf_slope},
-      {"bias_coordinates", s.bias_coordinates}, {"theory", views}};
-  j["rho"] = s.rho ? nlohmann::json(*s.rho) : nlohmann::json(nullptr);
-  return j;
-}
 
 void stats(StatsCommand& c) {
   SparsityOptions& o = c.options;
@@ -323,7 +297,7 @@ void stats(StatsCommand& c) {
                v.hogwild_vacuous ? "vacuous" : "", v.mania_limit,
                v.mania_vacuous ? "  vacuous" : "");
   if (!c.json.empty()) {
-    const std::string text = to_json(s, theory, c.train).dump(1) + "\n";
+    const std::string text = nlohmann::json::parse(sparsity_json(s, theory, c.train)).dump(1) + "\n";
     std::fflush(human);
     write_file_atomically(c.json, text);  // the one writer: - and links too
     if (c.json != "-") fmt::print(human, "wrote {}\n", c.json);

@@ -265,7 +265,7 @@ class Supervisor {
       }
       checkpoint_if_due();
       live_.tick(seconds_since(t0_));
-      sleep_ms(10);
+      group.wait(10);  // the last worker's exit ends it at once: no 10 ms tail on every run
     }
     workers_gone_ = true;  // the live weights hold still: evaluated where they are
     for (const unsigned done = run_.min_epochs(); evaluated_ < done;)

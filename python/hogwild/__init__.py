@@ -1,0 +1,193 @@
+"""hogwild: lock-free parallel SGD across processes that share memory (Hogwild!),
+and the modes it is compared with, from Python.
+
+    import hogwild
+    r = hogwild.train((X, y), test=(Xt, yt), model="logistic", mode="hogwild",
+                      workers=4, epochs=10, lr=0.5, lr_decay=0.9)
+    r.weights["w"], r.metrics, r.summary["samples_per_second"]
+    m = hogwild.load_model("m.safetensors"); m.predict(Xt)
+    hogwild.stats(X, model="logistic")
+
+Every option of hogwild_train is a keyword, '_' for '-' (hogwild.options() lists
+them). Workers are forked by a server process started when this module is
+imported, so no worker inherits the interpreter's threads. docs/PYTHON.md.
+"""
+# First: the compiled half starts the fork server while this process is as bare as
+# it will ever be again (before numpy, a BLAS pool or the caller's threads start).
+from . import _hogwild  # noqa: I001
+
+import json
+import threading
+
+from ._data import as_data, rows_of
+from ._errors import (ConfigError, ConversionWarning, DataError, Error, InputError,
+                      Interrupted, IoError, ResourceError, WorkerError)
+
+__all__ = ["train", "load_model", "stats", "options", "Result", "Model", "Error", "InputError",
+           "DataError", "ConfigError", "IoError", "ResourceError", "WorkerError", "Interrupted",
+           "ConversionWarning"]
+
+fork_server_pid = _hogwild.fork_server_pid
+
+
+def options():
+    """Every training option: name (the keyword), flag, value, range, mode, concern,
+    help and default (as the command line's text)."""
+    return _hogwild.options()
+
+
+_FLAGS = None
+
+
+def _option_text(name, value):
+    global _FLAGS
+    if _FLAGS is None:
+        _FLAGS = {o["name"] for o in _hogwild.options() if o["flag"]}
+    if hasattr(value, "item") and not hasattr(value, "__len__"):
+        value = value.item()  # a numpy scalar
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if name in _FLAGS:
+        raise ConfigError(f"{name} is a flag: give True or False, not {value!r}")
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _option_texts(kwargs):
+    out = {}
+    for name, value in kwargs.items():
+        if value is None:
+            continue  # the option's default
+        out[name.replace("_", "-")] = _option_text(name, value)
+    return out
+
+
+class Result:
+    """A finished run: the final weights (numpy arrays the result owns), the
+    evaluations (`metrics`, the records of --metrics' JSON lines) and the summary
+    (--summary's object)."""
+
+    def __init__(self, native):
+        self.weights = dict(native["weights"])
+        self.metrics = [json.loads(m) for m in native["metrics"]]
+        self.summary = json.loads(native["summary"])
+        self.line = native["line"]
+
+    @property
+    def test(self):
+        """The final weights' test figures: loss, accuracy (or rmse)."""
+        s = self.summary
+        return {k: s.get(k) for k in ("test_loss", "test_accuracy", "test_rmse") if k in s}
+
+    def metrics_frame(self):
+        """The metrics as a pandas DataFrame (pandas is not a dependency otherwise)."""
+        import pandas as pd
+        return pd.DataFrame(self.metrics)
+
+    def __repr__(self):
+        return f"<hogwild.Result {self.line}>"
+
+
+def train(data, test=None, *, labels="", test_labels="", threads=0, storage="auto",
+          on_epoch=None, verbose=False, metrics=None, summary=None, **options):
+    """Trains on `data` and returns a Result.
+
+    data, test: a path in any format hogwild_train reads (labels=/test_labels= name
+    an IDX labels file), (X, y) with X a float32 or uint8 numpy array or a scipy CSR
+    matrix, or (users, items, ratings) for matrix factorisation.
+    options: hogwild_train's, with '_' for '-' (model="softmax", workers=4,
+    lr_decay=0.9, hidden=[256, 128], metrics_every...). None keeps an option's default.
+    on_epoch: called with each evaluation's record (a dict), in this thread; an
+    exception it raises stops the run and is raised here.
+    verbose: print each evaluation's line, as hogwild_train does.
+    metrics, summary: paths to also write the JSON-lines metrics and the summary to.
+    Raises an hogwild.Error subclass on failure; Ctrl-C stops the run after the
+    workers' current batch (final checkpoint and model written) and raises
+    hogwild.Interrupted (a KeyboardInterrupt) with the run so far as its `result`.
+    """
+    if metrics is True or metrics is False:
+        metrics = None  # the records are always in Result.metrics
+    texts = _option_texts(options)
+    train_set = as_data(data, "train", labels, threads)
+    test_set = as_data(test, "test", test_labels, threads) if test is not None else None
+
+    def progress(record, line):
+        if verbose:
+            print(line, flush=True)
+        if on_epoch is not None:
+            on_epoch(json.loads(record))
+
+    # Only the main thread owns SIGINT: a run in another thread leaves it to Python.
+    signals = threading.current_thread() is threading.main_thread()
+    native = _hogwild.train(train_set, test_set, texts, storage,
+                            progress if (verbose or on_epoch is not None) else None,
+                            signals, metrics or "", summary or "")
+    result = Result(native)
+    if verbose:
+        print(result.line, flush=True)
+    if native["signal"]:
+        e = Interrupted(f"training stopped by {'SIGINT' if native['signal'] == 2 else 'SIGTERM'}")
+        e.signal = native["signal"]
+        e.exit_code = 130 if native["signal"] == 2 else 143
+        e.result = result
+        raise e
+    return result
+
+
+class Model:
+    """A trained model read from a model file (--save-model, save_model=):
+    predict, predict_proba and evaluate on numpy or CSR rows, in parallel over the
+    cores, with the GIL released."""
+
+    def __init__(self, native):
+        self._p = native
+        self.model = native.model
+        self.metadata = dict(native.metadata)
+
+    @property
+    def weights(self):
+        return dict(self._p.weights)
+
+    @property
+    def outputs(self):
+        return self._p.outputs
+
+    def predict(self, X):
+        """Each row's predicted label (as the training data wrote labels) or value."""
+        return self._p.predict(rows_of(X))
+
+    def predict_proba(self, X):
+        """Each row's class probabilities, (rows, classes); binary models give
+        (P(negative), P(positive)). ConfigError for a model without probabilities."""
+        if not self._p.probabilities:
+            raise ConfigError(f"model {self.model} gives scores, not probabilities")
+        return self._p.outputs_of(rows_of(X))
+
+    def decision_function(self, X):
+        """Each row's raw outputs: probabilities, a score or a value, (rows, outputs)."""
+        return self._p.outputs_of(rows_of(X))
+
+    def evaluate(self, data):
+        """Accuracy, log loss and AUC (classifiers) or RMSE and MAE against the labels."""
+        return self._p.evaluate(as_data(data, "data"))
+
+    def __repr__(self):
+        return f"<hogwild.Model {self.model}, {self.outputs} output(s)>"
+
+
+def load_model(path):
+    """Reads a model file written by --save-model (or train(save_model=...))."""
+    return Model(_hogwild.load_model(str(path)))
+
+
+def stats(data, model="logistic", *, labels="", classes=0, rank=10, bias=True, rho="auto",
+          tau=(1, 2, 4, 8, 16), pairs=200000, top=10, seed=1, threads=0):
+    """hogwild_data stats' figures as a dict: Omega, Delta, rho (or its bounds), the
+    conflict probability and degree, the hot coordinates and the theories' views at
+    each staleness in `tau`."""
+    d = as_data(data, "data", labels, threads)
+    return json.loads(_hogwild.stats(d, model, classes, rank, bias, rho, [float(t) for t in tau],
+                                     pairs, top, seed))

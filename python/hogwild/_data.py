@@ -1,0 +1,112 @@
+"""Turns what a user holds (a path, numpy and scipy arrays) into the trainer's data
+set, checking shapes and saying every conversion that copies or changes values."""
+import os
+import warnings
+
+import numpy as np
+
+from . import _hogwild
+from ._errors import ConfigError, ConversionWarning, DataError
+
+
+def _warn(what, text):
+    warnings.warn(f"{what}: {text}", ConversionWarning, stacklevel=4)
+
+
+def _labels(y, rows, what):
+    y = np.asarray(y)
+    if y.ndim != 1:
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()
+        else:
+            raise ConfigError(f"{what}: labels must be one value per row, got shape {y.shape}")
+    if y.shape[0] != rows:
+        raise ConfigError(f"{what}: {rows} rows but {y.shape[0]} labels")
+    if y.dtype.kind not in "biuf":
+        raise DataError(f"{what}: labels must be numbers, not {y.dtype} (encode them first, "
+                        "or use hogwild.sklearn's estimators, which do)")
+    if y.dtype == np.float32:
+        return np.ascontiguousarray(y)
+    y32 = y.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        changed = np.flatnonzero((y32 != y) & np.isfinite(y))
+    if changed.size:
+        r = int(changed[0])
+        _warn(what, f"labels of dtype {y.dtype} rounded to float32 ({changed.size} changed, "
+                    f"the first at row {r}: {y[r]!r} -> {y32[r]!r})")
+    return y32
+
+
+def _csr(X, y, what):
+    import scipy.sparse as sp
+    if not sp.isspmatrix_csr(X) and not (hasattr(sp, "csr_array") and isinstance(X, sp.csr_array)):
+        _warn(what, f"a {type(X).__name__} is converted to CSR (a copy)")
+        X = sp.csr_matrix(X)
+    if X.dtype != np.float32:
+        _warn(what, f"values of dtype {X.dtype} are converted to float32 (a copy)")
+        X = X.astype(np.float32)
+    if not X.has_sorted_indices:
+        _warn(what, "columns within rows are not sorted: sorted in a copy")
+        X = X.sorted_indices()
+    rows, cols = X.shape
+    y = _labels(y, rows, what)
+    p, i = X.indptr, X.indices
+    if p.dtype == np.int32 and i.dtype == np.int32:
+        return _hogwild.data_from_csr32(p, i, X.data, y, cols, what)
+    if p.dtype == np.int64 and i.dtype == np.int32:
+        return _hogwild.data_from_csr_mixed(p, i, X.data, y, cols, what)
+    return _hogwild.data_from_csr64(p.astype(np.int64, copy=False), i.astype(np.int64, copy=False),
+                                    X.data, y, cols, what)
+
+
+def _dense(X, y, what):
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ConfigError(f"{what}: rows must be a 2-D array, got {X.ndim} dimension(s)")
+    if X.dtype == np.uint8:
+        reader = _hogwild.data_from_bytes  # value = byte / 255, as IDX images hold them
+    else:
+        if X.dtype != np.float32:
+            if X.dtype.kind not in "biuf":
+                raise DataError(f"{what}: values must be numbers, not {X.dtype}")
+            _warn(what, f"values of dtype {X.dtype} are converted to float32 (a copy)")
+            X = X.astype(np.float32)
+        reader = _hogwild.data_from_dense
+    if not X.flags.c_contiguous:
+        _warn(what, "the array is not C-contiguous: copied")
+        X = np.ascontiguousarray(X)
+    return reader(X, _labels(y, X.shape[0], what), what)
+
+
+def _ids(a, name, what):
+    a = np.asarray(a)
+    if a.ndim != 1:
+        raise ConfigError(f"{what}: {name} must be 1-D")
+    if a.dtype.kind not in "iu":
+        raise DataError(f"{what}: {name} must be integer ids, not {a.dtype}")
+    return a.astype(np.int64, copy=False)
+
+
+def as_data(data, what="train", labels="", threads=0):
+    """A data set for the trainer from a path, (X, y) or (users, items, ratings)."""
+    if isinstance(data, _hogwild.Data):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        return _hogwild.data_from_file(os.fspath(data), os.fspath(labels) if labels else "", threads)
+    if isinstance(data, tuple) and len(data) == 2:
+        X, y = data
+        if hasattr(X, "tocsr") and hasattr(X, "nnz"):  # scipy.sparse
+            return _csr(X, y, what)
+        return _dense(X, y, what)
+    if isinstance(data, tuple) and len(data) == 3:
+        u, i, r = data
+        u, i = _ids(u, "users", what), _ids(i, "items", what)
+        return _hogwild.data_from_ratings(u, i, _labels(r, u.shape[0], what), what)
+    raise ConfigError(f"{what}: give a path, (X, y) with X a numpy array or scipy CSR matrix, "
+                      f"or (users, items, ratings); got {type(data).__name__}")
+
+
+def rows_of(X, what="X"):
+    """Rows without labels, for predicting."""
+    rows = X.shape[0]
+    return as_data((X, np.zeros(rows, dtype=np.float32)), what)
