@@ -14,10 +14,12 @@ run=(
   dataset-fashion-mnist
 )
 # The tests: doctest, a real redis-server, network namespaces (iproute2, unshare),
-# the fuzzers (clang and its libFuzzer runtime), the study tools' Python.
+# the fuzzers (clang and its libFuzzer runtime), the study tools' Python, and the
+# Python module (pybind11, for Debian's python3) with what its tests use.
 tests=(
   doctest-dev redis-server util-linux iproute2 clang libclang-rt-14-dev
-  python3 python3-numpy python3-matplotlib
+  python3 python3-numpy python3-matplotlib python3-scipy python3-pytest python3-sklearn
+  python3-dev pybind11-dev
 )
 if [ "${1:-}" = --run ]; then
   packages=("${run[@]}")

@@ -45,7 +45,7 @@ if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
   # in 0.4 of the time of -O2 -g (test_cli.cpp: 27-30 s against 68-75 s).
   if [ ! -f build-asan/build.ninja ]; then
     meson setup build-asan -Doptimization=1 -Ddebug=false -Db_ndebug=false -Dcpp_args=-g1 \
-      -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true >/dev/null || status=1
+      -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true -Dpython=disabled >/dev/null || status=1
   fi
   mapfile -t targets < <(test_targets build-asan --exclude-suites install,bench)
   run_suite build-asan -- --no-suite install --no-suite bench
@@ -58,7 +58,7 @@ if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
               epoch_order metrics striped model_file)
   if [ ! -f build-tsan/build.ninja ]; then
     meson setup build-tsan -Dbuildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false \
-      -Dwerror=true >/dev/null || status=1
+      -Dwerror=true -Dpython=disabled >/dev/null || status=1
   fi
   mapfile -t targets < <(test_targets build-tsan "${tsan_tests[@]}")
   run_suite build-tsan -- "${tsan_tests[@]}"

@@ -39,21 +39,13 @@ using namespace hogwild;
 
 namespace {
 
-// A data set as the trainer reads it (its source names it in errors and the summary).
+// A data set as the trainer reads it (its source names it in errors and the summary),
+// and what keeps its arrays alive: the caller's numpy arrays, read in place, and
+// the arrays converted for it (CSR offsets as 64-bit, column ids as 32-bit).
 struct Data {
   Dataset set;
-};
-
-// Where each array of a set goes in its one anonymous shared mapping (64-byte
-// aligned): the one copy of an array set, which forked workers map and the fork
-// server's memory file is written from.
-struct Placement {
-  std::size_t next = 0;
-  std::size_t take(std::size_t bytes) {
-    const std::size_t at = next;
-    next = (next + bytes + 63) / 64 * 64;
-    return at;
-  }
+  std::vector<py::object> arrays = {};
+  std::vector<std::shared_ptr<void>> owned = {};
 };
 
 [[noreturn]] void row_error(const std::string& what, std::size_t row, const std::string& why) {
@@ -63,19 +55,15 @@ struct Placement {
 template <class T>
 using Array = py::array_t<T, py::array::c_style>;
 
-void copy_labels(const Array<float>& labels, float* out, const std::string& what) {
-  const float* y = labels.data();
-  for (std::size_t r = 0; r < static_cast<std::size_t>(labels.size()); ++r) {
-    if (!std::isfinite(y[r])) row_error(what, r, "the label is not a finite number");
-    out[r] = y[r];
-  }
-}
-
 // CSR rows (scipy's indptr, indices, data) and their labels, checked row by row
-// (columns ascending and below `cols`, values finite) as they are copied.
+// (columns ascending and below `cols`, values and labels finite) and read in place
+// where the dtypes are the trainer's (float32 values and labels, int32 column ids,
+// int64 offsets); 32-bit offsets and 64-bit ids are converted once. A fork-server
+// worker reads the rows from the memory file the run writes them to, as it would a
+// file's; the parent (serial, dp) reads the caller's arrays.
 template <class Ptr, class Idx>
-Dataset csr(const Array<Ptr>& indptr, const Array<Idx>& indices, const Array<float>& data,
-            const Array<float>& labels, std::size_t cols, const std::string& what) {
+Data csr(const Array<Ptr>& indptr, const Array<Idx>& indices, const Array<float>& data,
+         const Array<float>& labels, std::size_t cols, const std::string& what) {
   const auto rows = static_cast<std::size_t>(labels.size());
   if (static_cast<std::size_t>(indptr.size()) != rows + 1)
     throw ConfigError(what + ": indptr has " + std::to_string(indptr.size()) + " entries for " +
@@ -89,18 +77,11 @@ Dataset csr(const Array<Ptr>& indptr, const Array<Idx>& indices, const Array<flo
     throw ConfigError(what + ": indptr runs from " + std::to_string(p[0]) + " to " +
                       std::to_string(p[rows]) + " for " + std::to_string(nnz) +
                       " stored values (0 to that many expected)");
-  Placement at;
-  const std::size_t l = at.take(rows * sizeof(float)), o = at.take((rows + 1) * sizeof(std::uint64_t)),
-                    i = at.take(nnz * sizeof(std::uint32_t)), v = at.take(nnz * sizeof(float));
-  auto storage = MappedBuffer::anonymous(at.next);
-  auto* lab = reinterpret_cast<float*>(storage->data() + l);
-  auto* off = reinterpret_cast<std::uint64_t*>(storage->data() + o);
-  auto* ind = reinterpret_cast<std::uint32_t*>(storage->data() + i);
-  auto* val = reinterpret_cast<float*>(storage->data() + v);
-  copy_labels(labels, lab, what);
+  const float* y = labels.data();
+  for (std::size_t r = 0; r < rows; ++r)
+    if (!std::isfinite(y[r])) row_error(what, r, "the label is not a finite number");
   const Idx* ix = indices.data();
   const float* x = data.data();
-  off[0] = 0;
   for (std::size_t r = 0; r < rows; ++r) {
     if (p[r + 1] < p[r] || static_cast<std::size_t>(p[r + 1]) > nnz)
       row_error(what, r, "indptr goes backwards or past the stored values");
@@ -116,30 +97,43 @@ Dataset csr(const Array<Ptr>& indptr, const Array<Idx>& indices, const Array<flo
                                                         "(X.sort_indices() sorts them)"));
       if (!std::isfinite(x[k]))
         row_error(what, r, "the value at column " + std::to_string(j) + " is not a finite number");
-      ind[k] = static_cast<std::uint32_t>(j);
-      val[k] = x[k];
     }
-    off[r + 1] = e;
   }
-  return Dataset::view(storage, hogwild::Layout::sparse, rows, cols, lab, off, ind, val, what);
+  Data d;
+  d.arrays = {indptr, indices, data, labels};
+  const std::uint64_t* offsets;
+  if constexpr (std::is_same_v<Ptr, std::int64_t>) {
+    offsets = reinterpret_cast<const std::uint64_t*>(p);  // checked: from 0, ascending
+  } else {
+    auto wide = std::make_shared<std::vector<std::uint64_t>>(p, p + rows + 1);
+    offsets = wide->data();
+    d.owned.push_back(wide);
+  }
+  const std::uint32_t* ids;
+  if constexpr (std::is_same_v<Idx, std::int32_t>) {
+    ids = reinterpret_cast<const std::uint32_t*>(ix);  // checked: 0 or more
+  } else {
+    auto narrow = std::make_shared<std::vector<std::uint32_t>>(ix, ix + nnz);
+    ids = narrow->data();
+    d.owned.push_back(narrow);
+  }
+  d.set = Dataset::view(nullptr, hogwild::Layout::sparse, rows, cols, y, offsets, ids, x, what);
+  return d;
 }
 
-// Dense rows of floats, or of bytes (value = byte / 255, as IDX images).
+// Dense rows of floats, or of bytes (value = byte / 255, as IDX images), read in place.
 template <class T>
-Dataset dense(const py::array_t<T, py::array::c_style>& x, const Array<float>& labels,
-              const std::string& what) {
+Data dense(const py::array_t<T, py::array::c_style>& x, const Array<float>& labels,
+           const std::string& what) {
   if (x.ndim() != 2) throw ConfigError(what + ": dense rows need a 2-D array");
   const auto rows = static_cast<std::size_t>(x.shape(0)), cols = static_cast<std::size_t>(x.shape(1));
   if (static_cast<std::size_t>(labels.size()) != rows)
     throw ConfigError(what + ": " + std::to_string(rows) + " rows and " +
                       std::to_string(labels.size()) + " labels");
   if (cols == 0) throw ConfigError(what + ": rows of 0 columns");
-  Placement at;
-  const std::size_t l = at.take(rows * sizeof(float)), v = at.take(rows * cols * sizeof(T));
-  auto storage = MappedBuffer::anonymous(at.next);
-  auto* lab = reinterpret_cast<float*>(storage->data() + l);
-  auto* val = reinterpret_cast<T*>(storage->data() + v);
-  copy_labels(labels, lab, what);
+  const float* y = labels.data();
+  for (std::size_t r = 0; r < rows; ++r)
+    if (!std::isfinite(y[r])) row_error(what, r, "the label is not a finite number");
   const T* in = x.data();
   if constexpr (std::is_same_v<T, float>) {
     for (std::size_t r = 0; r < rows; ++r)
@@ -147,11 +141,13 @@ Dataset dense(const py::array_t<T, py::array::c_style>& x, const Array<float>& l
         if (!std::isfinite(in[r * cols + c]))
           row_error(what, r, "the value at column " + std::to_string(c) + " is not a finite number");
   }
-  std::memcpy(val, in, rows * cols * sizeof(T));
+  Data d;
+  d.arrays = {x, labels};
   if constexpr (std::is_same_v<T, float>)
-    return Dataset::view(storage, hogwild::Layout::dense, rows, cols, lab, nullptr, nullptr, val, what);
+    d.set = Dataset::view(nullptr, hogwild::Layout::dense, rows, cols, y, nullptr, nullptr, in, what);
   else
-    return Dataset::view_u8(storage, rows, cols, lab, val, what);
+    d.set = Dataset::view_u8(nullptr, rows, cols, y, in, what);
+  return d;
 }
 
 Dataset ratings(const Array<std::int64_t>& users, const Array<std::int64_t>& items,
@@ -419,18 +415,18 @@ PYBIND11_MODULE(_hogwild, m) {
   });
   m.def("data_from_csr32", [](const Array<std::int32_t>& p, const Array<std::int32_t>& i,
                               const Array<float>& v, const Array<float>& y, std::size_t cols,
-                              const std::string& what) { return Data{csr(p, i, v, y, cols, what)}; });
+                              const std::string& what) { return csr(p, i, v, y, cols, what); });
   m.def("data_from_csr64", [](const Array<std::int64_t>& p, const Array<std::int64_t>& i,
                               const Array<float>& v, const Array<float>& y, std::size_t cols,
-                              const std::string& what) { return Data{csr(p, i, v, y, cols, what)}; });
+                              const std::string& what) { return csr(p, i, v, y, cols, what); });
   m.def("data_from_csr_mixed", [](const Array<std::int64_t>& p, const Array<std::int32_t>& i,
                                   const Array<float>& v, const Array<float>& y, std::size_t cols,
-                                  const std::string& what) { return Data{csr(p, i, v, y, cols, what)}; });
+                                  const std::string& what) { return csr(p, i, v, y, cols, what); });
   m.def("data_from_dense", [](const Array<float>& x, const Array<float>& y, const std::string& what) {
-    return Data{dense(x, y, what)};
+    return dense(x, y, what);
   });
   m.def("data_from_bytes", [](const Array<std::uint8_t>& x, const Array<float>& y, const std::string& what) {
-    return Data{dense(x, y, what)};
+    return dense(x, y, what);
   });
   m.def("data_from_ratings", [](const Array<std::int64_t>& u, const Array<std::int64_t>& i,
                                 const Array<float>& r, const std::string& what) {
