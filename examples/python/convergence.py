@@ -65,9 +65,10 @@ def cpu_name():
 def make_problem(rows, features, nnz, noise, seed):
     """A sparse binary problem: (X, y) as float32 scipy CSR and float32 0/1 labels.
 
-    Feature j is drawn with probability proportional to 1 / (j + 1): feature 0 is
-    in nearly every row, most features in a handful. Duplicates in a row are merged,
-    and each row is scaled to unit norm (as RCV1's tf-idf rows are)."""
+    Feature j is drawn with probability proportional to 1 / (j + 1): at 4096
+    features, feature 0 is in about 9 rows of 10 and the rarest in a few dozen of
+    100k. Duplicates in a row are merged, and each row is scaled to unit norm (as
+    RCV1's tf-idf rows are)."""
     rng = np.random.default_rng(seed)
     popularity = 1.0 / np.arange(1, features + 1)
     popularity /= popularity.sum()
@@ -112,7 +113,8 @@ def seed_band(runs, points=200):
 
 def plot(results, a, title, out):
     # The planted model's own expected loss: it is right with probability 1 - noise.
-    floor = -(a.noise * math.log(a.noise) + (1 - a.noise) * math.log(1 - a.noise)) if a.noise else 0.0
+    q = a.noise
+    floor = -(q * math.log(q) + (1 - q) * math.log(1 - q)) if 0 < q < 1 else 0.0
     fig, axes = plt.subplots(1, len(MODES), figsize=(5 * len(MODES), 4.2), sharex=True,
                              sharey=True, constrained_layout=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -137,7 +139,8 @@ def plot(results, a, title, out):
 
 
 def table(results, a):
-    rows = [f"{'mode':8} {'workers':>7} {'final test loss':>17} {'examples/s':>11} {'vs 1 worker':>11}"]
+    rows = [f"{'mode':8} {'workers':>7} {'final test loss':>17} {'examples/s':>11} "
+            f"{'vs ' + str(a.workers[0]) + ' worker':>11}"]
     for mode in MODES:
         one = None
         for workers in a.workers:
@@ -177,7 +180,8 @@ def main():
     p.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
     p.add_argument("--seeds", type=int, default=3, help="seeds 1..N for each setting")
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch", type=int, default=1, help="mini-batch per worker (1: classic Hogwild!)")
+    p.add_argument("--batch", type=int, default=1,
+                   help="mini-batch per worker (1: classic Hogwild!)")
     p.add_argument("--lr", type=float, default=0.5)
     p.add_argument("--lr-decay", type=float, default=0.8, help="lr <- lr * this after each epoch")
     p.add_argument("--eval-every", type=float, default=0.02,

@@ -32,8 +32,13 @@ fork_server_pid = _hogwild.fork_server_pid
 
 def options():
     """Every training option: name (the keyword), flag, value, range, mode, concern,
-    help and default (as the command line's text)."""
-    return _hogwild.options()
+    help and default (as the command line's text; worker_start is always the fork
+    server's here)."""
+    out = _hogwild.options()
+    for o in out:
+        if o["name"] == "worker_start":
+            o["default"] = "fork-server"
+    return out
 
 
 _FLAGS = None
@@ -146,6 +151,8 @@ class Model:
         self._p = native
         self.model = native.model
         self.metadata = dict(native.metadata)
+        features = self.metadata.get("features")
+        self._features = int(features) if features is not None and str(features).isdigit() else None
 
     @property
     def weights(self):
@@ -157,18 +164,18 @@ class Model:
 
     def predict(self, X):
         """Each row's predicted label (as the training data wrote labels) or value."""
-        return self._p.predict(rows_of(X))
+        return self._p.predict(rows_of(X, features=self._features))
 
     def predict_proba(self, X):
         """Each row's class probabilities, (rows, classes); binary models give
         (P(negative), P(positive)). ConfigError for a model without probabilities."""
         if not self._p.probabilities:
             raise ConfigError(f"model {self.model} gives scores, not probabilities")
-        return self._p.outputs_of(rows_of(X))
+        return self._p.outputs_of(rows_of(X, features=self._features))
 
     def decision_function(self, X):
         """Each row's raw outputs: probabilities, a score or a value, (rows, outputs)."""
-        return self._p.outputs_of(rows_of(X))
+        return self._p.outputs_of(rows_of(X, features=self._features))
 
     def evaluate(self, data):
         """Accuracy, log loss and AUC (classifiers) or RMSE and MAE against the labels."""

@@ -9,8 +9,18 @@ from . import _hogwild
 from ._errors import ConfigError, ConversionWarning, DataError
 
 
+def _caller_level():
+    """The stack level of the first frame outside this package (the user's call)."""
+    import sys
+    level, frame = 1, sys._getframe(1)
+    here = os.path.dirname(__file__)
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == here:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _warn(what, text):
-    warnings.warn(f"{what}: {text}", ConversionWarning, stacklevel=4)
+    warnings.warn(f"{what}: {text}", ConversionWarning, stacklevel=_caller_level())
 
 
 def _labels(y, rows, what):
@@ -106,7 +116,13 @@ def as_data(data, what="train", labels="", threads=0):
                       f"or (users, items, ratings); got {type(data).__name__}")
 
 
-def rows_of(X, what="X"):
-    """Rows without labels, for predicting."""
+def rows_of(X, what="X", features=None):
+    """Rows without labels, for predicting; dense rows must have the model's
+    `features` columns (a sparse row's columns past them are features it never saw)."""
+    if not hasattr(X, "nnz"):
+        X = np.asarray(X)
+        if X.ndim == 2 and features is not None and X.shape[1] != features:
+            raise ConfigError(f"{what}: rows of {X.shape[1]} columns for a model of {features} "
+                              "features")
     rows = X.shape[0]
     return as_data((X, np.zeros(rows, dtype=np.float32)), what)

@@ -335,3 +335,27 @@ def test_stats_are_hogwild_datas(spam, tmp_path):
     for key in ("updates", "omega", "delta", "coordinates", "rho_lower", "rho_upper", "kappa"):
         assert s[key] == pytest.approx(cli[key]), key
     assert [v["tau"] for v in s["theory"]] == [1, 2, 4, 8, 16]
+
+
+def test_forking_after_threads(tmp_path):
+    """As in a Jupyter kernel: numpy (a BLAS pool) and the caller's threads exist before
+    `import hogwild`; the workers, forked by the server, still train."""
+    script = tmp_path / "threads_first.py"
+    script.write_text(
+        "import threading, time, numpy as np\n"
+        "a = np.random.default_rng(0).random((300, 300)); a @ a  # the BLAS pool is up\n"
+        "stop = threading.Event(); lock = threading.Lock()\n"
+        "def busy():\n"
+        "    while not stop.is_set():\n"
+        "        with lock: time.sleep(0.0001)\n"
+        "ts = [threading.Thread(target=busy) for _ in range(3)]; [t.start() for t in ts]\n"
+        "import hogwild, scipy.sparse as sp\n"
+        "X = sp.random(5000, 200, density=0.05, format='csr', dtype=np.float32, random_state=1)\n"
+        "y = (X @ np.arange(200, dtype=np.float32) > 50).astype(np.float32)\n"
+        "r = hogwild.train((X, y), test=(X, y), workers=2, epochs=3)\n"
+        "stop.set(); [t.join() for t in ts]\n"
+        "print(r.summary['test_accuracy'])\n")
+    out = subprocess.run(["/usr/bin/python3", str(script)], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout.strip()) > 0.8

@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.datasets import make_classification, make_regression
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -21,6 +22,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import hogwild
 from hogwild.sklearn import EXCLUDED_OPTIONS, HogwildClassifier, HogwildRegressor
 
+# The estimators hand the trainer float32, C-ordered rows and sorted CSR columns:
+# the library never has to copy or convert (it would say so with this warning).
+pytestmark = pytest.mark.filterwarnings("error::hogwild.ConversionWarning")
+
+# Serial: deterministic, every check applies. Hogwild with two racing workers (the
+# estimators' defaults, so their ids read "HogwildClassifier()"): the checks that
+# compare two fits are xfail (the estimators' _xfail_checks tag says why).
 ESTIMATORS = [
     HogwildClassifier(mode="serial"),
     HogwildRegressor(mode="serial"),
@@ -46,7 +54,7 @@ def test_every_option_but_the_excluded_is_a_parameter():
 
 @pytest.fixture(scope="module")
 def classification():
-    X, y = make_classification(n_samples=1200, n_features=20, n_informative=6, class_sep=1.0,
+    X, y = make_classification(n_samples=1200, n_features=20, n_informative=5, class_sep=2.0,
                                random_state=0)
     return train_test_split(X, y, test_size=0.25, random_state=0)
 
@@ -54,16 +62,18 @@ def classification():
 def test_grid_search_in_a_pipeline_and_cross_val_score(classification):
     X, Xt, y, yt = classification
     pipe = make_pipeline(StandardScaler(), HogwildClassifier(workers=2))
-    grid = GridSearchCV(pipe, {"hogwildclassifier__lr": [0.001, 0.05]}, cv=3)
+    grid = GridSearchCV(pipe, {"hogwildclassifier__lr": [0.01, 0.1, 1.0]}, cv=3)
     grid.fit(X, y)
-    assert grid.best_params_ == {"hogwildclassifier__lr": 0.05}  # 0.001 has not converged
-    assert grid.best_score_ > 0.8
-    assert grid.score(Xt, yt) > 0.8
+    assert len(grid.cv_results_["mean_test_score"]) == 3
+    assert grid.best_score_ > 0.88
+    # scikit-learn's own LogisticRegression gets 0.95 on the held-out quarter.
+    reference = make_pipeline(StandardScaler(), LogisticRegression()).fit(X, y).score(Xt, yt)
+    assert grid.score(Xt, yt) > max(0.88, reference - 0.05)
     # A fitted search survives pickling (the model file's bytes travel, not a native object).
     again = pickle.loads(pickle.dumps(grid))
     np.testing.assert_array_equal(again.predict(Xt), grid.predict(Xt))
     scores = cross_val_score(pipe, X, y, cv=3)
-    assert scores.shape == (3,) and scores.min() > 0.8
+    assert scores.shape == (3,) and scores.min() > 0.85
 
 
 def test_string_classes_sparse_rows_and_probabilities():
@@ -117,10 +127,11 @@ def test_regressor_fits_real_two_valued_and_constant_targets():
     reg2 = HogwildRegressor(mode="serial").fit(X, y2)
     assert abs(reg2.predict(X).mean() - y2.mean()) < 0.5
     assert reg2.score(X, y2) > 0.5
-    np.testing.assert_allclose(HogwildRegressor(mode="serial").fit(X, np.full(500, 7.5)).predict(X), 7.5)
+    constant = HogwildRegressor(mode="serial").fit(X, np.full(500, 7.5))
+    np.testing.assert_allclose(constant.predict(X), 7.5)
 
 
-def test_pickle_drops_the_native_model_and_rebuilds_it():
+def test_pickle_drops_the_native_model_and_rebuilds_it(monkeypatch):
     X, y = make_classification(n_samples=200, n_features=5, random_state=4)
     clf = HogwildClassifier(mode="serial").fit(X, y)
     before = clf.predict_proba(X)
@@ -132,4 +143,13 @@ def test_pickle_drops_the_native_model_and_rebuilds_it():
     np.testing.assert_array_equal(again.predict_proba(X), before)
     refit = clone(clf).fit(X, y)
     np.testing.assert_array_equal(refit.predict_proba(X), before)
+    # Without memfd the model is rebuilt through a temporary file.
+    monkeypatch.delattr(os, "memfd_create")
+    again = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(again.predict_proba(X), before)
+    # A failed refit leaves the fitted state as it was.
+    with pytest.raises(ValueError):
+        clf.set_params(lr=-1.0).fit(X, np.where(y == 1, "b", "a"))
+    assert list(clf.classes_) == [0, 1]
+    np.testing.assert_array_equal(clf.predict_proba(X), before)
     assert not [f for f in os.listdir(tempfile.gettempdir()) if f.startswith("hogwild-sklearn-")]
