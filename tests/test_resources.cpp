@@ -68,7 +68,7 @@ TEST_CASE("an address-space limit (ulimit -v) too small for the model is a clear
     return;
   }
   test::TempDir dir;
-  test::write_text(dir.file("big.svm"), "0 1:1\n1 100000000:1\n");  // 400 MB of weights
+  test::write_text(dir.file("big.svm"), "0 1:1\n1 300000000:1\n");  // 1.2 GB of weights
   auto r = train_cli({"--train", dir.file("big.svm"), "--epochs", "1"},
                      {"/usr/bin/prlimit", "--as=1000000000", "--"});
   INFO(r.out);

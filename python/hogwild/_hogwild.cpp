@@ -301,9 +301,10 @@ py::dict train_native(const Data& train_data, const Data* test_data,
         for (auto k : s.shape) n *= k;
         if (n == values.size()) shape.assign(s.shape.begin(), s.shape.end());
       }
-    py::array_t<float> a(shape);
-    std::memcpy(a.mutable_data(), values.data(), values.size() * sizeof(float));
-    weights[py::str(name)] = a;
+    // The result's vector itself, owned by the array (no copy of the weights).
+    auto* owned = new std::vector<float>(std::move(values));
+    py::capsule owner(owned, [](void* v) { delete static_cast<std::vector<float>*>(v); });
+    weights[py::str(name)] = py::array_t<float>(shape, owned->data(), owner);
   }
   py::dict out;
   out["weights"] = weights;

@@ -68,6 +68,8 @@ std::string state_block(const std::string& tensor);
 
 // Writes each tensor's initial values (TensorSpec::init, drawn from `seed`)
 // through write_values (halves rounded from the same draws), a chunk at a time.
+// On a fresh arena (its host tensors read as zeros): Init::zeros tensors on the host
+// are left as they are.
 void initialise(const ParamSet& params, const std::vector<TensorSpec>& specs, std::uint64_t seed);
 
 }  // namespace hogwild::detail

@@ -359,3 +359,38 @@ def test_forking_after_threads(tmp_path):
                          env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert float(out.stdout.strip()) > 0.8
+
+
+def test_one_run_at_a_time_through_the_fork_server():
+    X, y = problem(20000, 200)
+    running, done = threading.Event(), threading.Event()
+    errors = []
+
+    class Stop(Exception):
+        pass
+
+    def progress(record):
+        running.set()
+        if done.is_set():
+            raise Stop()
+
+    def background():
+        try:
+            hogwild.train((X, y), workers=2, epochs=100000, on_epoch=progress)
+        except Stop:
+            pass
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=background)
+    t.start()
+    try:
+        assert running.wait(30)
+        with pytest.raises(hogwild.ConfigError, match="serving another run"):
+            hogwild.train((X, y), workers=2, epochs=1)
+        # Serial runs in this process's own thread: allowed beside it.
+        assert hogwild.train((X, y), mode="serial", epochs=1).summary["samples"] == 20000
+    finally:
+        done.set()
+        t.join(60)
+    assert not t.is_alive() and not errors
