@@ -23,7 +23,7 @@ from ._data import as_data, rows_of
 from ._errors import (ConfigError, ConversionWarning, DataError, Error, InputError,
                       Interrupted, IoError, ResourceError, WorkerError)
 
-__all__ = ["train", "load_model", "stats", "options", "Result", "Model", "Error", "InputError",
+__all__ = ["train", "dataset", "load_model", "stats", "options", "Result", "Model", "Error", "InputError",
            "DataError", "ConfigError", "IoError", "ResourceError", "WorkerError", "Interrupted",
            "ConversionWarning"]
 
@@ -68,6 +68,14 @@ def _option_texts(kwargs):
             continue  # the option's default
         out[name.replace("_", "-")] = _option_text(name, value)
     return out
+
+
+def dataset(data, *, labels="", threads=0, what="data"):
+    """`data` (a path, (X, y) or (users, items, ratings)) checked once, for several
+    runs: train(), stats() and Model.evaluate() take it as they take the arrays, and
+    skip the checks (a sweep's runs then pay only for training). It keeps the arrays
+    it reads in place alive; changing them afterwards changes what it holds."""
+    return as_data(data, what, labels, threads)
 
 
 class Result:

@@ -1,6 +1,7 @@
 // A dataset handed to another process as a descriptor: the binary cache's bytes in
-// a memory file (memfd), which the receiver maps read-only and checks as it checks
-// a cache file. How a worker started by the fork server gets its rows.
+// a memory file (memfd), which the receiver maps read-only. How a worker started by
+// the fork server gets its rows: the parent checked them, so the file carries no
+// section checksums and the worker checks its structure (header, sections) alone.
 #pragma once
 
 #include <string>

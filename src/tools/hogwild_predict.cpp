@@ -176,6 +176,7 @@ int run(int argc, char** argv) {
                      {"model_name", p.description().model},
                      {"data", o.data},
                      {"rows", data.rows()},
+                     {"load_seconds", load_s},  // reading, checking and preparing the rows
                      {"predict_seconds", predict_s},
                      {"rows_per_second", predict_s > 0 ? static_cast<double>(data.rows()) / predict_s : 0.0}};
     if (m) {

@@ -168,8 +168,7 @@ class Supervisor {
   void parallel() {
     const bool served = cfg_.worker_start == WorkerStart::fork_server;
     detail::ProcessGroup group(served ? detail::ForkServer::get() : nullptr);
-    std::optional<detail::WorkerDescription> described;  // what the fork server starts from
-    if (served) described.emplace(run_);
+    std::optional<detail::WorkerDescription>& described = described_;
     detail::Run& run = run_;
     // --stall-timeout: each worker's examples, and since when they have not moved.
     struct Watch {
@@ -607,6 +606,12 @@ class Supervisor {
   }
 
   detail::Run& run_;
+  // What the fork server starts each worker from (its rows copied into memory files):
+  // made before the clock of the training starts (t0_, below).
+  std::optional<detail::WorkerDescription> described_ =
+      run_.cfg.worker_start == WorkerStart::fork_server && run_.mode.parallel()
+          ? std::optional<detail::WorkerDescription>(std::in_place, run_)
+          : std::nullopt;
   detail::LiveMeter live_;
   detail::TreeMeter meter_;  // the process tree's peak memory
   bool workers_gone_ = false;  // every worker (and server) has ended
