@@ -159,7 +159,7 @@ class Supervisor {
       const auto pause_start = Clock::now();
       evaluated_ = e + 1;
       report(e + 1, true);
-      meter_.sample({});  // after the epoch's evaluation
+      if (meter_.due()) meter_.sample({});  // after the epoch's evaluation
       checkpoint_if_due();
       paused_ += seconds_since(pause_start);
     }
@@ -249,7 +249,8 @@ class Supervisor {
         spawn(exit.rank);
         report(fraction(), false, true);  // a metrics line records the restart
       }
-      if (gone || meter_.due()) meter_.sample(processes(group), gone);
+      meter_.gone(gone);
+      if (meter_.due()) meter_.sample(processes(group));
       if (g_signal) return stop(group);
       if (watch_stalls) check_stalls(group, watch);
       unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
@@ -593,6 +594,10 @@ class Supervisor {
     if (cfg_.result_parameters)
       for (const auto& t : run_.params.tensors()) {
         auto copy = [&](std::vector<float>& dst, const float* src, Dtype type) {
+          if (t.space != MemorySpace::device && type == Dtype::f32) {
+            dst.assign(src, src + t.size);  // nothing writes now: one plain copy, vectorised
+            return;
+          }
           dst.resize(t.size);
           read_values(t.space, type, src, 0, t.size, dst.data());
         };
