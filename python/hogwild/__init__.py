@@ -200,9 +200,13 @@ def load_model(path):
 
 def stats(data, model="logistic", *, labels="", classes=0, rank=10, bias=True, rho="auto",
           tau=(1, 2, 4, 8, 16), pairs=200000, top=10, seed=1, threads=0):
-    """hogwild_data stats' figures as a dict: Omega, Delta, rho (or its bounds), the
+    """hogwild_data stats' figures as a dict for `data` (rows alone, X, or anything
+    train() takes): Omega, Delta, rho (or its bounds), the
     conflict probability and degree, the hot coordinates and the theories' views at
     each staleness in `tau`."""
-    d = as_data(data, "data", labels, threads)
+    if hasattr(data, "shape") and not isinstance(data, tuple):  # rows alone: X
+        d = rows_of(data, "data")
+    else:
+        d = as_data(data, "data", labels, threads)
     return json.loads(_hogwild.stats(d, model, classes, rank, bias, rho, [float(t) for t in tau],
                                      pairs, top, seed))

@@ -334,6 +334,7 @@ def test_stats_are_hogwild_datas(spam, tmp_path):
     cli = json.loads(out.read_text())
     for key in ("updates", "omega", "delta", "coordinates", "rho_lower", "rho_upper", "kappa"):
         assert s[key] == pytest.approx(cli[key]), key
+    assert hogwild.stats(X, model="logistic")["omega"] == s["omega"]  # rows alone, as the README has it
     assert [v["tau"] for v in s["theory"]] == [1, 2, 4, 8, 16]
 
 
@@ -394,3 +395,26 @@ def test_one_run_at_a_time_through_the_fork_server():
         done.set()
         t.join(60)
     assert not t.is_alive() and not errors
+
+
+def test_the_issue_snippet(spam, tmp_path):
+    """The page's first example, as a user types it: load_svmlight_file's float64 rows
+    (converted once, with a warning), metrics=True, a saved model, stats of X alone."""
+    X, y = load_svmlight_file(SPAM_TRAIN)  # float64, as sklearn loads by default
+    Xt, yt = load_svmlight_file(SPAM_TEST, n_features=X.shape[1])
+    model = str(tmp_path / "m.safetensors")
+    with pytest.warns(hogwild.ConversionWarning, match="float64"):
+        r = hogwild.train((X, y), test=(Xt, yt), model="logistic", mode="hogwild", workers=2,
+                          epochs=10, lr=0.5, lr_decay=0.9, metrics=True, save_model=model)
+    w = r.weights["w"]
+    kept = w.copy()
+    assert len(r.metrics) == 10 and r.summary["samples_per_second"] > 0
+    assert r.summary["test_accuracy"] >= 0.96
+    m = hogwild.load_model(model)
+    assert np.mean(m.predict(Xt) == yt) == pytest.approx(r.summary["test_accuracy"], abs=1e-9)
+    s = hogwild.stats(X, model="logistic")
+    assert s["omega"] > 0 and 0 < s["delta"] <= 1
+    # The weights are the result's own: another run (a new arena where the old one
+    # was) leaves them as they were.
+    hogwild.train((Xt, yt), model="logistic", workers=2, epochs=2, lr=5.0)
+    np.testing.assert_array_equal(w, kept)
