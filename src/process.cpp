@@ -326,7 +326,16 @@ void send_report(int socket, const ReportWire& r) {
 }  // namespace
 
 void ForkServer::start(WorkerEntry entry) {
-  if (g_server) return;
+  if (g_server && g_server->owner_ == getpid()) return;
+  if (g_server) {
+    // A process forked from the program after it started its server (Python's
+    // multiprocessing, os.fork): that server and its socket are the program's. Two
+    // processes asking on one socket read each other's replies (both waited for
+    // ever), and the workers of a killed child outlived it. This one gets its own;
+    // its copy of the program's socket is closed (the server ends with the program).
+    close(g_server->socket_);
+    g_server = nullptr;  // the program's object, copied by fork: left, not freed
+  }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     throw ResourceError(fmt::format("cannot make the fork server's socket: {}", std::strerror(errno)));
@@ -346,7 +355,9 @@ void ForkServer::start(WorkerEntry entry) {
   g_server = new ForkServer(pid, sv[0]);  // for the life of the program
 }
 
-ForkServer* ForkServer::get() noexcept { return g_server; }
+ForkServer* ForkServer::get() noexcept {
+  return g_server && g_server->owner_ == getpid() ? g_server : nullptr;
+}
 
 pid_t ForkServer::start_worker(unsigned rank, std::string_view description, const std::vector<int>& fds) {
   if (description.size() > kMaxDescription)

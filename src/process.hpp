@@ -6,6 +6,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -42,9 +43,10 @@ using WorkerEntry = int (*)(unsigned rank, std::string_view description, std::sp
 class ForkServer {
  public:
   // Forks the server (once; later calls do nothing). Call it before any thread
-  // starts: the server is a copy of the process as it is then.
+  // starts: the server is a copy of the process as it is then. In a process forked
+  // from one that had started it, the call starts that process's own.
   static void start(WorkerEntry entry);
-  // The server, or null when start() was not called.
+  // This process's server, or null when start() was not called here.
   static ForkServer* get() noexcept;
   pid_t pid() const noexcept { return pid_; }
 
@@ -65,6 +67,7 @@ class ForkServer {
  private:
   ForkServer(pid_t pid, int socket) : pid_(pid), socket_(socket) {}
   bool receive(int timeout_ms);  // one report into queue_; false on timeout
+  pid_t owner_ = getpid();  // the process that started it (a fork of it has none)
   pid_t pid_;
   int socket_;
   std::deque<Report> queue_;

@@ -98,6 +98,12 @@ struct LoadOptions {
 Dataset load_dataset(const std::string& path, const std::string& labels_path = "",
                      const LoadOptions& options = {});
 
+// `d` copied once into a memory file, in the cache format (rows, as checked here,
+// without checksums). Worth it for a set trained on many times through the fork
+// server (the Python module's hogwild.dataset, a sweep in one program): each run
+// hands that file to its workers instead of copying the rows into a new one.
+Dataset in_memory_file(const Dataset& d);
+
 // Reads a whole file into memory, inflating gzip transparently.
 std::string read_file_maybe_gz(const std::string& path);
 

@@ -24,11 +24,16 @@ class MappedBuffer {
   static std::shared_ptr<MappedBuffer> anonymous(std::size_t bytes);
   // PROT_READ mapping of a whole file.
   static std::shared_ptr<MappedBuffer> map_file(const std::string& path);
+  // PROT_READ mapping of a whole memory file (memfd), which the buffer then owns:
+  // a worker started by the fork server can be handed its descriptor (memory_file()).
+  static std::shared_ptr<MappedBuffer> map_memory_file(int fd);
 
   MappedBuffer(const MappedBuffer&) = delete;
   MappedBuffer& operator=(const MappedBuffer&) = delete;
   ~MappedBuffer();
 
+  // The memory file mapped (map_memory_file), or -1.
+  int memory_file() const noexcept { return fd_; }
   std::byte* data() noexcept { return data_; }
   const std::byte* data() const noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }
@@ -39,9 +44,10 @@ class MappedBuffer {
   void release(std::size_t begin, std::size_t end);
 
  private:
-  MappedBuffer(std::byte* data, std::size_t size) : data_(data), size_(size) {}
+  MappedBuffer(std::byte* data, std::size_t size, int fd = -1) : data_(data), size_(size), fd_(fd) {}
   std::byte* data_;
   std::size_t size_;
+  int fd_;
 };
 
 enum class Layout : std::uint8_t { sparse = 0, dense = 1, ratings = 2, dense_u8 = 3 };
@@ -131,6 +137,11 @@ class Dataset {
   }
   // Bytes of the arrays (what N workers share rather than copy).
   std::size_t bytes() const noexcept;
+  // The memory file this set is the whole of, in the cache format (in_memory_file,
+  // data_io.hpp), or -1: what a fork-server worker is handed instead of a copy.
+  int memory_file() const noexcept {
+    return storage_ && !index_storage_ ? storage_->memory_file() : -1;
+  }
 
  private:
   std::shared_ptr<MappedBuffer> storage_;

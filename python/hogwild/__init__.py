@@ -17,6 +17,8 @@ imported, so no worker inherits the interpreter's threads. docs/PYTHON.md.
 from . import _hogwild  # noqa: I001
 
 import json
+import math
+import signal
 import threading
 
 from ._data import as_data, rows_of
@@ -27,7 +29,14 @@ __all__ = ["train", "dataset", "load_model", "stats", "options", "Result", "Mode
            "DataError", "ConfigError", "IoError", "ResourceError", "WorkerError", "Interrupted",
            "ConversionWarning"]
 
-fork_server_pid = _hogwild.fork_server_pid
+
+
+def __getattr__(name):
+    # The fork server's pid, read when asked: a process forked from this one after the
+    # import (multiprocessing) starts its own at its first run.
+    if name == "fork_server_pid":
+        return _hogwild.fork_server_pid()
+    raise AttributeError(f"module 'hogwild' has no attribute {name!r}")
 
 
 def options():
@@ -56,8 +65,8 @@ def _option_text(name, value):
         raise ConfigError(f"{name} is a flag: give True or False, not {value!r}")
     if isinstance(value, float):
         return repr(value)
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
+    if isinstance(value, (list, tuple)) or (hasattr(value, "tolist") and hasattr(value, "__len__")):
+        return ",".join(str(v) for v in (value.tolist() if hasattr(value, "tolist") else value))
     return str(value)
 
 
@@ -71,11 +80,12 @@ def _option_texts(kwargs):
 
 
 def dataset(data, *, labels="", threads=0, what="data"):
-    """`data` (a path, (X, y) or (users, items, ratings)) checked once, for several
-    runs: train(), stats() and Model.evaluate() take it as they take the arrays, and
-    skip the checks (a sweep's runs then pay only for training). It keeps the arrays
-    it reads in place alive; changing them afterwards changes what it holds."""
-    return as_data(data, what, labels, threads)
+    """`data` (a path, (X, y) or (users, items, ratings)) checked and copied once into
+    a memory file, for several runs: train(), stats() and Model.evaluate() take it as
+    they take the arrays, skip the checks, and every run's workers map that file
+    instead of a new copy of the rows (a sweep's runs then pay only for training).
+    Changing the arrays afterwards does not change it."""
+    return _hogwild.in_memory_file(as_data(data, what, labels, threads))
 
 
 class Result:
@@ -104,6 +114,18 @@ class Result:
         return f"<hogwild.Result {self.line}>"
 
 
+def _same_width(data, test):
+    """Dense arrays say their width: a test set of another one is a mistake (a file's
+    rows, or CSR's, have the columns they mention, and the others are zeros)."""
+    def dense_width(d):
+        if isinstance(d, tuple) and len(d) == 2 and not hasattr(d[0], "nnz") and hasattr(d[0], "shape"):
+            return d[0].shape[1] if len(d[0].shape) == 2 else None
+        return None
+    a, b = dense_width(data), dense_width(test)
+    if a is not None and b is not None and a != b:
+        raise ConfigError(f"test: rows of {b} columns for training rows of {a}")
+
+
 def train(data, test=None, *, labels="", test_labels="", threads=0, storage="auto",
           on_epoch=None, verbose=False, metrics=None, summary=None, **options):
     """Trains on `data` and returns a Result.
@@ -124,6 +146,7 @@ def train(data, test=None, *, labels="", test_labels="", threads=0, storage="aut
     if metrics is True or metrics is False:
         metrics = None  # the records are always in Result.metrics
     texts = _option_texts(options)
+    _same_width(data, test)
     train_set = as_data(data, "train", labels, threads)
     test_set = as_data(test, "test", test_labels, threads) if test is not None else None
 
@@ -133,8 +156,11 @@ def train(data, test=None, *, labels="", test_labels="", threads=0, storage="aut
         if on_epoch is not None:
             on_epoch(json.loads(record))
 
-    # Only the main thread owns SIGINT: a run in another thread leaves it to Python.
-    signals = threading.current_thread() is threading.main_thread()
+    # Only the main thread owns SIGINT: a run in another thread leaves it to Python,
+    # and so does a program that ignores it.
+    signals = (threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
+    _hogwild.ensure_fork_server()  # this process's (a fork of the importer starts its own)
     native = _hogwild.train(train_set, test_set, texts, storage,
                             progress if (verbose or on_epoch is not None) else None,
                             signals, metrics or "", summary or "")
@@ -187,6 +213,8 @@ class Model:
 
     def evaluate(self, data):
         """Accuracy, log loss and AUC (classifiers) or RMSE and MAE against the labels."""
+        if isinstance(data, tuple) and len(data) == 2 and not hasattr(data[0], "nnz"):
+            rows_of(data[0], "data", self._features)  # dense rows of the model's width
         return self._p.evaluate(as_data(data, "data"))
 
     def __repr__(self):
@@ -204,9 +232,20 @@ def stats(data, model="logistic", *, labels="", classes=0, rank=10, bias=True, r
     train() takes): Omega, Delta, rho (or its bounds), the
     conflict probability and degree, the hot coordinates and the theories' views at
     each staleness in `tau`."""
+    try:
+        taus = [float(t) for t in tau]
+    except (TypeError, ValueError):
+        raise ConfigError(f"tau: a list of staleness values, not {tau!r}") from None
+    if not all(math.isfinite(t) and t >= 1 for t in taus):
+        raise ConfigError(f"tau: each staleness is a number of 1 or more, got {tau!r}")
+    for name, value in (("classes", classes), ("rank", rank), ("pairs", pairs), ("top", top),
+                        ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{name}: a whole number of 0 or more, not {value!r}")
+    if not isinstance(bias, bool):
+        raise ConfigError(f"bias: True or False, not {bias!r}")
     if hasattr(data, "shape") and not isinstance(data, tuple):  # rows alone: X
         d = rows_of(data, "data")
     else:
         d = as_data(data, "data", labels, threads)
-    return json.loads(_hogwild.stats(d, model, classes, rank, bias, rho, [float(t) for t in tau],
-                                     pairs, top, seed))
+    return json.loads(_hogwild.stats(d, model, classes, rank, bias, rho, taus, pairs, top, seed))

@@ -37,8 +37,13 @@ def _labels(y, rows, what):
                         "or use hogwild.sklearn's estimators, which do)")
     if y.dtype == np.float32:
         return np.ascontiguousarray(y)
-    y32 = y.astype(np.float32)
+    with np.errstate(over="ignore"):
+        y32 = y.astype(np.float32)
     with np.errstate(invalid="ignore"):
+        overflow = np.flatnonzero(np.isfinite(y) & ~np.isfinite(y32))
+        if overflow.size:
+            r = int(overflow[0])
+            raise DataError(f"{what}: row {r}: the label {y[r]!r} does not fit a float32")
         changed = np.flatnonzero((y32 != y) & np.isfinite(y))
     if changed.size:
         r = int(changed[0])
@@ -47,11 +52,37 @@ def _labels(y, rows, what):
     return y32
 
 
+def _check_indptr(X, what):
+    """The offsets, checked before scipy reads them (its sort runs past the arrays
+    of a matrix whose indptr goes backwards)."""
+    p, rows = np.asarray(X.indptr), X.shape[0]
+    if p.shape != (rows + 1,):
+        raise DataError(f"{what}: indptr has {p.shape[0]} entries for {rows} rows (rows + 1 expected)")
+    if p[0] != 0 or p[-1] != X.data.shape[0] or X.indices.shape[0] != X.data.shape[0]:
+        raise DataError(f"{what}: indptr runs from {p[0]} to {p[-1]} for {X.data.shape[0]} stored "
+                        "values (0 to that many expected)")
+    back = np.flatnonzero(np.diff(p.astype(np.int64)) < 0)
+    if back.size:
+        raise DataError(f"{what}: row {int(back[0])}: indptr goes backwards")
+
+
 def _csr(X, y, what):
     import scipy.sparse as sp
     if not sp.isspmatrix_csr(X) and not (hasattr(sp, "csr_array") and isinstance(X, sp.csr_array)):
         _warn(what, f"a {type(X).__name__} is converted to CSR (a copy)")
         X = sp.csr_matrix(X)
+    _check_indptr(X, what)
+    for name in ("indices", "indptr"):
+        a = getattr(X, name)
+        if a.dtype not in (np.int32, np.int64):
+            if a.dtype.kind not in "iu" or (a.size and a.max() > np.iinfo(np.int64).max):
+                raise DataError(f"{what}: {name} of dtype {a.dtype}")
+            _warn(what, f"{name} of dtype {a.dtype} are widened to int64 (a copy)")
+            X = sp.csr_matrix((X.data, X.indices.astype(np.int64), X.indptr.astype(np.int64)),
+                              shape=X.shape)
+    if not X.data.flags.c_contiguous:
+        _warn(what, "the values are not contiguous: copied")
+        X = sp.csr_matrix((np.ascontiguousarray(X.data), X.indices, X.indptr), shape=X.shape)
     if X.dtype != np.float32:
         _warn(what, f"values of dtype {X.dtype} are converted to float32 (a copy)")
         X = X.astype(np.float32)
@@ -101,6 +132,8 @@ def as_data(data, what="train", labels="", threads=0):
     """A data set for the trainer from a path, (X, y) or (users, items, ratings)."""
     if isinstance(data, _hogwild.Data):
         return data
+    if labels and not isinstance(data, (str, os.PathLike)):
+        raise ConfigError(f"{what}: a labels file goes with an images path, not with arrays")
     if isinstance(data, (str, os.PathLike)):
         return _hogwild.data_from_file(os.fspath(data), os.fspath(labels) if labels else "", threads)
     if isinstance(data, tuple) and len(data) == 2:
@@ -119,6 +152,8 @@ def as_data(data, what="train", labels="", threads=0):
 def rows_of(X, what="X", features=None):
     """Rows without labels, for predicting; dense rows must have the model's
     `features` columns (a sparse row's columns past them are features it never saw)."""
+    if isinstance(X, _hogwild.Data):
+        return X
     if not hasattr(X, "nnz"):
         X = np.asarray(X)
         if X.ndim == 2 and features is not None and X.shape[1] != features:

@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -216,6 +217,63 @@ py::list option_table() {
   return out;
 }
 
+// --- the GIL around a run ------------------------------------------------------
+
+// A thread still training when the interpreter exits (a daemon thread) must not
+// take the GIL back: Python ends such a thread with a forced unwind, which the C++
+// frames below it turn into std::terminate. It waits for the process's end instead
+// (its workers die with the process, and the fork server with them).
+[[noreturn]] void park_until_exit() {
+  for (;;) ::pause();
+}
+
+// The GIL released for a run, taken back at its end.
+class Unlocked {
+ public:
+  Unlocked() : state_(PyEval_SaveThread()) {}
+  ~Unlocked() {
+    if (_Py_IsFinalizing()) park_until_exit();
+    PyEval_RestoreThread(state_);
+  }
+  Unlocked(const Unlocked&) = delete;
+  Unlocked& operator=(const Unlocked&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
+// The GIL taken for a callback from inside a run.
+class Locked {
+ public:
+  Locked() {
+    if (_Py_IsFinalizing()) park_until_exit();
+    state_ = PyGILState_Ensure();
+  }
+  ~Locked() { PyGILState_Release(state_); }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
+// A tensor's values as numpy, shaped as the model declares it (softmax's W:
+// classes x its padded row stride; an MLP layer: out x in).
+py::array_t<float> shaped(const std::string& name, std::vector<float>&& values,
+                          const std::vector<TensorSpec>& specs) {
+  std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(values.size())};
+  for (const auto& s : specs)
+    if (s.name == name && !s.shape.empty()) {
+      std::size_t n = 1;
+      for (auto k : s.shape) n *= k;
+      if (n == values.size()) shape.assign(s.shape.begin(), s.shape.end());
+    }
+  // The vector itself, owned by the array (no copy of the weights).
+  auto* owned = new std::vector<float>(std::move(values));
+  py::capsule owner(owned, [](void* v) { delete static_cast<std::vector<float>*>(v); });
+  return py::array_t<float>(shape, owned->data(), owner);
+}
+
 // --- training ----------------------------------------------------------------
 
 // A Python exception raised by a callback, carried through train() (whose unwinding
@@ -274,12 +332,12 @@ py::dict train_native(const Data& train_data, const Data* test_data,
   TrainResult result;
   try {
     SignalsBack back;
-    py::gil_scoped_release unlocked;
+    Unlocked unlocked;
     result = hogwild::train(cfg, *model, train, test ? &*test : nullptr, [&](const Progress& p) {
       records.push_back(progress_json(p));
       if (metrics) metrics->write(p);
       if (on_progress.is_none() || p.restart) return;
-      py::gil_scoped_acquire held;
+      Locked held;
       try {
         on_progress(records.back(), format_progress(p, cfg.epochs));
       } catch (py::error_already_set& e) {
@@ -293,19 +351,7 @@ py::dict train_native(const Data& train_data, const Data* test_data,
   if (!summary_path.empty()) write_file_atomically(summary_path, summary + "\n");
   py::dict weights;
   const auto specs = model->parameters();
-  for (auto& [name, values] : result.parameters) {
-    std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(values.size())};
-    for (const auto& s : specs)
-      if (s.name == name && !s.shape.empty()) {
-        std::size_t n = 1;
-        for (auto k : s.shape) n *= k;
-        if (n == values.size()) shape.assign(s.shape.begin(), s.shape.end());
-      }
-    // The result's vector itself, owned by the array (no copy of the weights).
-    auto* owned = new std::vector<float>(std::move(values));
-    py::capsule owner(owned, [](void* v) { delete static_cast<std::vector<float>*>(v); });
-    weights[py::str(name)] = py::array_t<float>(shape, owned->data(), owner);
-  }
+  for (auto& [name, values] : result.parameters) weights[py::str(name)] = shaped(name, std::move(values), specs);
   py::dict out;
   out["weights"] = weights;
   out["metrics"] = records;
@@ -397,7 +443,10 @@ PYBIND11_MODULE(_hogwild, m) {
   start_fork_server();
   py::register_exception_translator(&translate);
   m.doc() = "The compiled half of the hogwild module (use `import hogwild`).";
-  m.attr("fork_server_pid") = fork_server_pid();
+  m.def("fork_server_pid", [] { return fork_server_pid(); });
+  // This process's server: a process forked from the importer (multiprocessing)
+  // starts its own at its first run.
+  m.def("ensure_fork_server", [] { start_fork_server(); });
 
   py::class_<Data>(m, "Data")
       .def_property_readonly("rows", [](const Data& d) { return d.set.rows(); })
@@ -434,6 +483,10 @@ PYBIND11_MODULE(_hogwild, m) {
     return Data{ratings(u, i, r, what)};
   });
 
+  m.def("in_memory_file", [](const Data& d) {
+    py::gil_scoped_release unlocked;
+    return Data{in_memory_file(d.set)};
+  });
   m.def("options", &option_table);
   m.def("check_options", [](const std::map<std::string, std::string>& options) {
     config_from(options).validate();
@@ -453,11 +506,10 @@ PYBIND11_MODULE(_hogwild, m) {
       .def_property_readonly("weights", [](const Loaded& p) {
         py::dict w;
         const ParamSet& ps = p.p.parameters();
-        for (std::size_t t = 0; t < ps.count(); ++t) {
-          py::array_t<float> a(static_cast<py::ssize_t>(ps.size(t)));
-          std::memcpy(a.mutable_data(), ps.data(t), ps.size(t) * sizeof(float));
-          w[py::str(ps.tensor(t).name)] = a;
-        }
+        const auto specs = p.p.model().parameters();
+        for (std::size_t t = 0; t < ps.count(); ++t)
+          w[py::str(ps.tensor(t).name)] =
+              shaped(ps.tensor(t).name, std::vector<float>(ps.data(t), ps.data(t) + ps.size(t)), specs);
         return w;
       });
   m.def("load_model", [](const std::string& path) {

@@ -121,8 +121,11 @@ class _HogwildBase(BaseEstimator):
         if opts.get("model") == "mf":
             raise ValueError(f"{type(self).__name__}: model 'mf' trains on (users, items, "
                              "ratings), not (X, y): use hogwild.train")
-        if opts.get("workers") is not None:
-            opts["workers"] = max(1, min(int(opts["workers"]), n_samples))
+        w = opts.get("workers")
+        # A whole number of workers is capped at the samples (a fold of 3 rows); any
+        # other value goes to the trainer as given, which says what is wrong with it.
+        if isinstance(w, (int, np.integer)) and not isinstance(w, bool) and 1 <= w:
+            opts["workers"] = min(int(w), n_samples)
         return opts
 
     @staticmethod

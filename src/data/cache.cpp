@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <zlib.h>
 #include <unistd.h>
@@ -284,6 +285,12 @@ void write_cache(const Dataset& d, const std::string& path) {
 namespace detail {
 
 int cache_memfd(const Dataset& d) {
+  if (const int whole = d.memory_file(); whole >= 0) {  // in_memory_file's: handed as it is
+    const int fd = ::fcntl(whole, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+      throw ResourceError(fmt::format("cannot hand {} on: {}", d.source(), std::strerror(errno)));
+    return fd;
+  }
   const int fd = memfd_create("hogwild-rows", MFD_CLOEXEC);
   if (fd < 0)
     throw ResourceError(fmt::format("cannot make a memory file for {}: {}", d.source(),
@@ -314,6 +321,10 @@ Dataset open_cache_fd(int fd, const std::string& name) {
 }  // namespace detail
 
 Dataset open_cache(const std::string& path) { return validate_cache(MappedBuffer::map_file(path), path); }
+
+Dataset in_memory_file(const Dataset& d) {
+  return validate_cache(MappedBuffer::map_memory_file(detail::cache_memfd(d)), d.source(), true);
+}
 
 Dataset parse_cache(std::string_view bytes, const std::string& name) {
   auto map = MappedBuffer::anonymous(bytes.size());

@@ -68,7 +68,25 @@ std::shared_ptr<MappedBuffer> MappedBuffer::map_file(const std::string& path) {
   return std::shared_ptr<MappedBuffer>(new MappedBuffer(static_cast<std::byte*>(p), size));
 }
 
+std::shared_ptr<MappedBuffer> MappedBuffer::map_memory_file(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size == 0) {
+    const std::string why = st.st_size == 0 ? "empty" : errno_text();
+    ::close(fd);
+    throw ResourceError("cannot map a memory file: " + why);
+  }
+  const auto size = static_cast<std::size_t>(st.st_size);
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw ResourceError("cannot map a memory file of " + std::to_string(size) + " bytes: " + why);
+  }
+  return std::shared_ptr<MappedBuffer>(new MappedBuffer(static_cast<std::byte*>(p), size, fd));
+}
+
 MappedBuffer::~MappedBuffer() {
+  if (fd_ >= 0) ::close(fd_);
   ::munmap(data_, map_length(size_));
 }
 

@@ -256,8 +256,8 @@ class Supervisor {
       unsigned done = run_.min_epochs();  // not re-read: fast epochs must not starve the loop
       if (run_.servers && done == cfg_.epochs && group.running() > 0)
         done = cfg_.epochs - 1;  // the last once the services (ps: servers) are done (below)
-      while (evaluated_ < done) {
-        ++evaluated_;
+      while (evaluated_ < done && !g_signal) {  // a slow callback: a stop is not queued
+        ++evaluated_;                             // behind every epoch still to report
         report(evaluated_, true);
       }
       if (group.running() == 0) break;
@@ -270,8 +270,10 @@ class Supervisor {
       group.wait(10);  // the last worker's exit ends it at once: no 10 ms tail on every run
     }
     workers_gone_ = true;  // the live weights hold still: evaluated where they are
-    for (const unsigned done = run_.min_epochs(); evaluated_ < done;)
-      report(++evaluated_, true);  // a parameter server's last epoch
+    for (const unsigned done = run_.min_epochs(); evaluated_ < done && !g_signal;)
+      report(++evaluated_, true);  // a parameter server's last epoch, or epochs a slow
+                                   // callback has not seen yet: a stop ends them
+    if (g_signal) return;
     if (evaluated_ < cfg_.epochs)
       throw WorkerError(fmt::format("workers ended after {} of {} epochs", evaluated_, cfg_.epochs));
   }
@@ -431,7 +433,7 @@ class Supervisor {
         if (!WIFEXITED(exit.status))
           std::fprintf(stderr, "hogwild: worker %u (pid %d) %s while the run stopped\n",
                        exit.rank, exit.pid, exit.describe().c_str());
-      if (group.running() > 0) sleep_ms(10);
+      if (group.running() > 0) group.wait(10);
     }
     group.kill_all(SIGKILL);
     group.wait_all();

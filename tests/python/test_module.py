@@ -418,3 +418,94 @@ def test_the_issue_snippet(spam, tmp_path):
     # was) leaves them as they were.
     hogwild.train((Xt, yt), model="logistic", workers=2, epochs=2, lr=5.0)
     np.testing.assert_array_equal(w, kept)
+
+
+def test_a_dataset_is_checked_and_copied_once_for_many_runs():
+    X, y = problem(3000, 100)
+    d = hogwild.dataset((X, y))
+    assert (d.rows, d.cols) == (3000, 100)
+    serial = hogwild.train(d, mode="serial", epochs=2, seed=4).weights["w"]
+    np.testing.assert_array_equal(serial, hogwild.train((X, y), mode="serial", epochs=2, seed=4).weights["w"])
+    X.data[:] = 0  # the caller's arrays change; the data set was copied
+    del X
+    np.testing.assert_array_equal(serial, hogwild.train(d, mode="serial", epochs=2, seed=4).weights["w"])
+    before = our_shm()
+    for _ in range(3):  # the workers are handed the same memory file each run
+        r = hogwild.train(d, test=d, workers=2, epochs=2)
+        assert r.summary["samples"] == 6000 and r.summary["test_accuracy"] > 0.7
+    assert our_shm() <= before
+
+
+# --- what a red-team pass found ------------------------------------------------------
+
+def run_script(tmp_path, text, timeout=120):
+    script = tmp_path / "case.py"
+    script.write_text(text)
+    return subprocess.run(["/usr/bin/python3", str(script)], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+PROBLEM = ("import numpy as np, scipy.sparse as sp, hogwild\n"
+           "X = sp.random(8000, 200, density=0.05, format='csr', dtype=np.float32, random_state=1)\n"
+           "y = (X @ np.arange(200, dtype=np.float32) > 50).astype(np.float32)\n")
+
+
+def test_processes_forked_after_import_train_through_their_own_server(tmp_path):
+    """multiprocessing's fork: each child once asked the importer's server on its
+    socket, read the other's replies and waited for ever."""
+    out = run_script(tmp_path, PROBLEM +
+                     "import multiprocessing as mp, os\n"
+                     "def job(i):\n"
+                     "    r = hogwild.train((X, y), workers=2, epochs=2)\n"
+                     "    return r.summary['samples'], hogwild.fork_server_pid != SERVER\n"
+                     "SERVER = hogwild.fork_server_pid\n"
+                     "with mp.get_context('fork').Pool(2) as p:\n"
+                     "    print(p.map(job, range(4)))\n"
+                     "print(hogwild.train((X, y), workers=2, epochs=1).summary['samples'])\n", timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["[(16000, True), (16000, True), (16000, True), (16000, True)]", "8000"]
+
+
+def test_ctrl_c_is_not_queued_behind_a_slow_callback(tmp_path):
+    out = run_script(tmp_path, PROBLEM +
+                     "import os, signal, threading, time\n"
+                     "threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+                     "t = time.time()\n"
+                     "try:\n"
+                     "    hogwild.train((X, y), workers=2, epochs=30, on_epoch=lambda r: time.sleep(0.5))\n"
+                     "except KeyboardInterrupt:\n"
+                     "    print(round(time.time() - t))\n")
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) <= 4  # not the 15 s of every epoch's callback
+
+
+def test_interpreter_exit_while_a_daemon_thread_trains(tmp_path):
+    out = run_script(tmp_path, PROBLEM +
+                     "import threading, time\n"
+                     "threading.Thread(target=lambda: hogwild.train((X, y), epochs=100000,\n"
+                     "                 on_epoch=lambda r: None), daemon=True).start()\n"
+                     "time.sleep(0.5)\n")
+    assert out.returncode == 0, out.stderr  # was: "terminate called", abort
+
+
+def test_indptr_going_backwards_is_a_data_error():
+    C = sp.random(50, 20, density=.3, format="csr", dtype=np.float32, random_state=1)
+    p = C.indptr.copy()
+    p[5] = 10**7  # scipy's own sort read past the arrays of this matrix
+    with pytest.raises(hogwild.DataError, match="row 5: indptr goes backwards"):
+        hogwild.train((sp.csr_matrix((C.data, C.indices, p), shape=C.shape), np.arange(50) % 2), epochs=1)
+
+
+def test_widths_and_argument_checks():
+    X, y = problem(300, 40)
+    D = X.toarray()
+    with pytest.raises(hogwild.ConfigError, match="test: rows of 20 columns for training rows of 40"):
+        hogwild.train((D, y), test=(D[:, :20], y), epochs=1)
+    with pytest.raises(hogwild.ConfigError, match="tau"):
+        hogwild.stats(X, tau=[-1])
+    with pytest.raises(hogwild.ConfigError, match="classes"):
+        hogwild.stats(X, classes=-1)
+    with pytest.raises(hogwild.DataError, match="row 0: the label 1e.300 does not fit a float32"):
+        hogwild.train((X, np.full(300, 1e300)), epochs=1)
+    r = hogwild.train((D, y), model="mlp", hidden=np.array([8, 4]), epochs=1, mode="serial")
+    assert r.weights["W1"].shape == (8, 40)
