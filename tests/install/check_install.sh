@@ -31,6 +31,26 @@ for tool in hogwild_train hogwild_data hogwild_predict hogwild_sweep hogwild_plo
 done
 [ -n "$(find "$root" -path '*doc/hogwild/CLI.md')" ] || { echo "docs not installed"; exit 1; }
 
+# The Python module, where built: installed where the interpreter it was built for
+# looks (its own site directory under the prefix), and it trains from there.
+init=$(find "$root" -path '*dist-packages/hogwild/__init__.py' | head -1)
+if [ -n "$(find "$build/python" -name '_hogwild*.so' 2>/dev/null)" ]; then
+  echo "== installed Python module"
+  [ -n "$init" ] || { echo "the Python module was built but not installed"; exit 1; }
+  site=$(dirname "$(dirname "$init")")
+  inside=${site#"$root"}
+  /usr/bin/python3 -c "import sys; sys.exit('$inside' not in sys.path)" ||
+    { echo "$inside is not on /usr/bin/python3's path"; exit 1; }
+  (cd "$tmp" && PYTHONPATH=$site /usr/bin/python3 -c "
+import numpy as np, hogwild
+assert hogwild.__file__.startswith('$site'), hogwild.__file__
+X = np.random.default_rng(0).random((400, 8), dtype=np.float32)
+y = (X[:, 0] > 0.5).astype(np.float32)
+r = hogwild.train((X, y), test=(X, y), workers=2, epochs=5, lr=0.5)
+assert r.summary['test_accuracy'] > 0.8, r.summary['test_accuracy']
+print('installed module trained:', r.line)") || exit 1
+fi
+
 # hogwild.pc where it was installed, its prefix found from its place (--define-prefix):
 # a user's compile needs nothing else, and no path outside the tree.
 flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --define-prefix --cflags --libs hogwild)
