@@ -19,7 +19,7 @@ run=(
 tests=(
   doctest-dev redis-server util-linux iproute2 clang libclang-rt-14-dev
   python3 python3-numpy python3-matplotlib python3-scipy python3-pytest python3-sklearn
-  python3-dev pybind11-dev
+  python3-dev pybind11-dev python3-ipykernel python3-jupyter-client
 )
 if [ "${1:-}" = --run ]; then
   packages=("${run[@]}")

@@ -509,3 +509,48 @@ def test_widths_and_argument_checks():
         hogwild.train((X, np.full(300, 1e300)), epochs=1)
     r = hogwild.train((D, y), model="mlp", hidden=np.array([8, 4]), epochs=1, mode="serial")
     assert r.weights["W1"].shape == (8, 40)
+
+
+def test_in_a_jupyter_kernel():
+    """A real ipykernel (Debian's python3-ipykernel): a run trains, the kernel's
+    interrupt (SIGINT, as the notebook's stop button) raises Interrupted at once,
+    the next run trains, nothing is left in /dev/shm."""
+    manager = pytest.importorskip("jupyter_client.manager")
+    pytest.importorskip("ipykernel")
+    env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
+    km = manager.KernelManager(kernel_name="python3")
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+
+        def run(code, interrupt_after=None):
+            msg_id = kc.execute(code)
+            if interrupt_after is not None:
+                time.sleep(interrupt_after)
+                km.interrupt_kernel()
+            out, errors = [], []
+            while True:
+                m = kc.get_iopub_msg(timeout=60)
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if m["msg_type"] == "stream" and m["content"]["name"] == "stdout":
+                    out.append(m["content"]["text"])
+                if m["msg_type"] == "error":
+                    errors.append(m["content"]["ename"])
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    return "".join(out), errors
+
+        out, errors = run(PROBLEM + "r = hogwild.train((X, y), test=(X, y), workers=2, epochs=3)\n"
+                                    "print(r.summary['test_accuracy'])\n")
+        assert not errors and float(out) > 0.9
+        t0 = time.time()
+        out, errors = run("r = hogwild.train((X, y), workers=2, epochs=100000)", interrupt_after=1.5)
+        assert errors == ["Interrupted"] and time.time() - t0 < 15
+        out, errors = run("print(hogwild.train((X, y), workers=2, epochs=1).summary['samples'])\n"
+                          "import os\nprint(len([n for n in os.listdir('/dev/shm') if n.startswith('hogwild')]))")
+        assert not errors and out.split() == ["8000", "0"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
