@@ -476,7 +476,7 @@ def test_ctrl_c_is_not_queued_behind_a_slow_callback(tmp_path):
                      "except KeyboardInterrupt:\n"
                      "    print(round(time.time() - t))\n")
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout.strip()) <= 4  # not the 15 s of every epoch's callback
+    assert int(out.stdout.strip()) <= 8  # not the 15 s of every epoch's callback
 
 
 def test_interpreter_exit_while_a_daemon_thread_trains(tmp_path):
