@@ -31,19 +31,10 @@ import tempfile
 import threading
 import time
 
+from suite import cpu_name  # bench/suite.py: the model and its vector units
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MiB = 2 ** 20
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def memory_cgroup():

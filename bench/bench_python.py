@@ -32,14 +32,7 @@ import numpy as np
 from sklearn.datasets import load_svmlight_file
 
 import hogwild
-
-
-def cpu_name():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown CPU"
+from suite import cpu_name  # bench/suite.py: the model and its vector units
 
 
 def median(xs):

@@ -108,8 +108,9 @@ struct TheoryView {
 TheoryView theory_at(const SparsityStats& stats, double tau, bool with_bias);
 
 // The statistics and the theories' views as one JSON object (`source` names the
-// data): what `hogwild_data stats --json` writes and hogwild.stats() returns.
+// data): what `hogwild_data stats --json` writes and hogwild.stats() returns; on one
+// line, or indented by `indent` spaces a level.
 std::string sparsity_json(const SparsityStats& stats, const std::vector<TheoryView>& theory,
-                          const std::string& source);
+                          const std::string& source, int indent = -1);
 
 }  // namespace hogwild

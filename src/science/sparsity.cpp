@@ -300,7 +300,7 @@ TheoryView theory_at(const SparsityStats& s, double tau, bool with_bias) {
 }
 
 std::string sparsity_json(const SparsityStats& s, const std::vector<TheoryView>& theory,
-                          const std::string& source) {
+                          const std::string& source, int indent) {
   nlohmann::json hot = nlohmann::json::array();
   for (const auto& h : s.hot)
     hot.push_back({{"what", h.what}, {"degree", h.degree}, {"fraction", h.fraction},
@@ -323,7 +323,7 @@ std::string sparsity_json(const SparsityStats& s, const std::vector<TheoryView>&
       {"power_law_nodes", s.alpha_nodes}, {"zipf_slope", s.zipf_slope},
       {"bias_coordinates", s.bias_coordinates}, {"theory", views}};
   j["rho"] = s.rho ? nlohmann::json(*s.rho) : nlohmann::json(nullptr);
-  return j.dump();
+  return j.dump(indent);
 }
 
 }  // namespace hogwild

@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <chrono>
@@ -297,7 +296,7 @@ void stats(StatsCommand& c) {
                v.hogwild_vacuous ? "vacuous" : "", v.mania_limit,
                v.mania_vacuous ? "  vacuous" : "");
   if (!c.json.empty()) {
-    const std::string text = nlohmann::json::parse(sparsity_json(s, theory, c.train)).dump(1) + "\n";
+    const std::string text = sparsity_json(s, theory, c.train, 1) + "\n";
     std::fflush(human);
     write_file_atomically(c.json, text);  // the one writer: - and links too
     if (c.json != "-") fmt::print(human, "wrote {}\n", c.json);

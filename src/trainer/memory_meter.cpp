@@ -6,9 +6,9 @@
 
 namespace hogwild::detail {
 
-void TreeMeter::sample(std::span<const Process> processes, std::uint64_t gone) {
+void TreeMeter::sample(std::span<const Process> processes) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::uint64_t tree = gone + gone_ + memory_share().bytes();
+  std::uint64_t tree = gone_ + memory_share().bytes();
   gone_ = 0;
   if (const ForkServer* server = ForkServer::get()) tree += memory_share(server->pid()).bytes();
   for (const auto& p : processes)  // an exiting process may read as less, a reaped one as 0

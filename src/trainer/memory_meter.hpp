@@ -23,10 +23,10 @@ class TreeMeter {
     // however much of its memory its exit has already given back.
     std::uint64_t exit_sample = 0;
   };
-  // Samples this process, the fork server (if any) and `processes` now, plus `gone`
-  // and what gone() was told since the last sample: what processes that ended since
-  // then held at their exit.
-  void sample(std::span<const Process> processes, std::uint64_t gone = 0);
+  // Samples this process, the fork server (if any) and `processes` now, plus what
+  // gone() was told since the last sample: what processes that ended since then held
+  // at their exit.
+  void sample(std::span<const Process> processes);
   // Processes that ended holding `bytes` (counted at the next sample).
   void gone(std::uint64_t bytes) noexcept { gone_ += bytes; }
   // Whether the next periodic sample is due: each reads every process's page

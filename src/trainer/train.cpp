@@ -168,7 +168,6 @@ class Supervisor {
   void parallel() {
     const bool served = cfg_.worker_start == WorkerStart::fork_server;
     detail::ProcessGroup group(served ? detail::ForkServer::get() : nullptr);
-    std::optional<detail::WorkerDescription>& described = described_;
     detail::Run& run = run_;
     // --stall-timeout: each worker's examples, and since when they have not moved.
     struct Watch {
@@ -180,7 +179,7 @@ class Supervisor {
     const bool watch_stalls = cfg_.stall_timeout > 0 && !run_.mode.workers_wait() &&
                               cfg_.nodes == 1;
     auto spawn = [&](unsigned r) {
-      const pid_t pid = described ? group.start(r, described->description(), described->fds())
+      const pid_t pid = described_ ? group.start(r, described_->description(), described_->fds())
                                   : group.spawn(r, [&run, r] { return run.work(r); });
       watch[r] = {run_.progress[r].samples.load(std::memory_order_relaxed), Clock::now(), pid};
     };
