@@ -28,7 +28,7 @@ for lib in $(LD_LIBRARY_PATH="$PWD/build/src" ldd "$kit"/bin/* | awk '/=> \//{pr
 done
 cp scripts/gpu-run.sh "$kit/run.sh"
 cp scripts/gpu-summary.py "$kit/summary.py"
-cp bench/cpu_scaling.py bench/bench_memory.py "$kit/"
+cp bench/cpu_scaling.py bench/bench_memory.py bench/suite*.py "$kit/"  # cpu_name: suite.py
 # Fashion-MNIST (30 MB), where this machine has it: the softmax and MLP runs.
 fashion=/usr/share/datasets/fashion-mnist
 if [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then

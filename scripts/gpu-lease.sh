@@ -5,7 +5,7 @@
 # (at most 8 files come back: res.tar.gz, status.txt, summary.md).
 #   scripts/gpu-lease.sh PART:SECONDS...
 # PART: tests (test_cuda's two training cases side by side with its other cases, those
-# one at a time, 90 s each, then the arena tests and the examples, one at a time:
+# one at a time, 60 s each, then the arena tests and the examples, one at a time:
 # the memory checks want the device to themselves), sweep (accuracy and examples/s against --device-warps), cpu (the
 # machine's cores: bench_contention's yardstick, then bench/cpu_scaling.py's
 # hogwild scaling on the RCV1-like set), or one of gpu-kit/run.sh's parts (bench,
@@ -38,7 +38,7 @@ tests() {
   local name rc
   "$kit/bin/test_cuda" -ltc -tce="$heavy" 2>/dev/null | sed -n '/^=====/,/^=====/p' | grep -v '^=====' |
     while IFS= read -r name; do
-      timeout -k 5 90 "$kit/bin/test_cuda" -tc="${name//,/\\,}" >> "$res/test_cuda_rest.txt" 2>&1
+      timeout -k 5 60 "$kit/bin/test_cuda" -tc="${name//,/\\,}" >> "$res/test_cuda_rest.txt" 2>&1
       rc=$?
       echo "test_cuda \"$name\": exit $rc" >> "$res/status.txt"
     done
@@ -84,12 +84,35 @@ cpu() {
   cp /tmp/scaling/scaling.md /tmp/scaling/scaling.json "$res/" 2>/dev/null
 }
 
+# The MLP on Fashion-MNIST (256,128, batch 32, 5 epochs): worker processes against
+# one process's streams (--device-streams), 3 repetitions interleaved, each run's
+# examples/s and test accuracy from its summary.
+choice() {
+  local f=$kit/fashion-mnist rep w k batch=${1:-32} lr=${2:-0.05} configs=${3:-"1:1 2:1 4:1 1:2 1:4 2:2"}
+  [ -f "$f/train-images-idx3-ubyte.gz" ] || { echo "choice: no Fashion-MNIST in the kit" >> "$res/choice.txt"; return; }
+  for rep in 1 2 3; do
+    for wk in $configs; do
+      set -- ${wk/:/ }
+      w=$1 k=$2
+      "$kit/bin/hogwild_train" --train "$f/train-images-idx3-ubyte.gz" \
+        --test "$f/t10k-images-idx3-ubyte.gz" --model mlp --hidden 256,128 --lr "$lr" \
+        --batch "$batch" --mode hogwild --device cuda --epochs 5 --workers $w --device-streams $k \
+        --summary "$res/choice-$batch-$w-$k-$rep.json" > "$res/choice-$batch-$w-$k-$rep.txt" 2>&1
+      echo "choice batch $batch workers $w streams $k rep $rep: exit $? $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("samples_per_second"), d.get("test_accuracy", d.get("test", {})))' "$res/choice-$batch-$w-$k-$rep.json" 2>&1 | tail -1)" >> "$res/choice.txt"
+    done
+  done
+}
+
 for part in "$@"; do
   name=${part%%:*} limit=${part##*:}
   s=$(date +%s)
   case $name in
     tests) tests "$limit"; rc=done ;;
     sweep) export -f sweep; export kit res; timeout -k 5 "$limit" bash -c sweep; rc=$? ;;
+    choice) export -f choice; export kit res; timeout -k 5 "$limit" bash -c choice; rc=$? ;;
+    choice?*) export -f choice; export kit res batch=${name#choice}  # choiceB: --batch B
+      timeout -k 5 "$limit" bash -c 'choice $batch $([ $batch -ge 128 ] && echo 0.1 || echo 0.05) "1:1 1:4 2:1"'
+      rc=$? ;;
     cpu) export -f cpu; export kit res; timeout -k 5 "$limit" bash -c cpu; rc=$? ;;
     *) timeout -k 5 "$limit" "$kit/run.sh" "$res" "$name"; rc=$? ;;
   esac
@@ -100,4 +123,4 @@ command -v python3 > /dev/null && python3 "$kit/summary.py" "$res" > "$res/summa
 cp "$res/status.txt" "$out/" 2>/dev/null
 cp "$res/summary.md" "$out/" 2>/dev/null
 tar czf "$out/res.tar.gz" --exclude=data --exclude=sweep-data --exclude="mps-*" -C /tmp gpu-res
-cat "$res/status.txt" "$res/sweep.txt" "$res/contention.md" "$res/scaling.md" 2>/dev/null
+cat "$res/status.txt" "$res/choice.txt" "$res/sweep.txt" "$res/contention.md" "$res/scaling.md" 2>/dev/null

@@ -296,7 +296,8 @@ std::vector<OptionInfo> device_options() {
   v.push_back(whole({"device-streams", Concern::device,
                      "--device cuda, the MLP: streams per worker process, each training every "
                      "K-th mini-batch on the shared weights (Hogwild! workers inside the "
-                     "process)", "K"},
+                     "process); measured on an H200, more than 1 gains nothing below 128 rows "
+                     "a mini-batch (docs/GPU.md)", "K"},
                     [](auto& c) -> auto& { return c.device_streams; }, 1, 64));
   v.push_back(whole({"device-warps", Concern::device,
                      "--device cuda: warps per worker process, each a Hogwild! worker on the "
