@@ -10,7 +10,7 @@ set -euo pipefail
 run=(
   meson ninja-build pkg-config g++
   libboost-dev libtbb-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
-  libdnnl-dev libgloo-dev libhiredis-dev help2man
+  libdnnl-dev libgloo-dev libhiredis-dev libssl-dev help2man
   dataset-fashion-mnist
 )
 # The tests: doctest, a real redis-server, network namespaces (iproute2, unshare),

@@ -206,6 +206,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"checkpoint", c.checkpoint.empty() ? nlohmann::json() : nlohmann::json(c.checkpoint)},
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
+  if (!r.weights_sha256.empty()) j["weights_sha256"] = r.weights_sha256;
   j["memory_estimate_address_space_bytes"] = {{"parent", r.memory_estimate.parent_address_space},
                                                {"worker", r.memory_estimate.worker_address_space}};
   auto& parts = j["memory_estimate_parts"] = nlohmann::json::array();

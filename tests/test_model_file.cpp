@@ -19,6 +19,7 @@
 
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/metrics.hpp"
 #include "hogwild/model_file.hpp"
 #include "hogwild/model_registry.hpp"
 #include "hogwild/predictor.hpp"
@@ -161,6 +162,34 @@ TEST_CASE("a user's registered model saves and predicts through its own predict_
   // y = 2 x0 - x1, learnt.
   const std::vector<float> y{0}, x{1, 1};
   CHECK(p.predict(p.prepare(Dataset::dense(y, x, 2, "one")).row(0)) == doctest::Approx(1).epsilon(0.02));
+}
+
+TEST_CASE("weights_sha256: asked for, the digest of the final weights; a seed repeats it in serial") {
+  auto [train, test] = test::generated_problem(2000, 500, 300, 10, 0.05, 5);
+  TrainConfig c = test::sgd_config(Mode::serial, 1);
+  c.model = "softmax";  // two tensors (W and b): their order is part of the digest
+  c.epochs = 2;
+  const auto plain = hogwild::train(c, train, &test);
+  CHECK(plain.weights_sha256.empty());  // not asked: not paid for
+  c.digest_weights = true;
+  const auto a = hogwild::train(c, train, &test);
+  REQUIRE(a.weights_sha256.size() == 64);
+  CHECK(a.weights_sha256.find_first_not_of("0123456789abcdef") == std::string::npos);
+  c.result_parameters = false;  // digested from the arena, not the result's copy
+  const auto b = hogwild::train(c, train, &test);
+  CHECK(b.weights_sha256 == a.weights_sha256);
+  CHECK(nlohmann::json::parse(summary_json(c, b, "train", "test"))["weights_sha256"] ==
+        a.weights_sha256);
+  c.seed += 1;
+  CHECK(hogwild::train(c, train, &test).weights_sha256 != a.weights_sha256);
+  // Two racing workers end with weights of their own; the digest is of those.
+  TrainConfig h = test::sgd_config(Mode::hogwild, 2);
+  h.model = "softmax";
+  h.epochs = 2;
+  h.digest_weights = true;
+  const auto r = hogwild::train(h, train, &test);
+  REQUIRE(r.weights_sha256.size() == 64);
+  CHECK(r.weights_sha256 != a.weights_sha256);
 }
 
 TEST_CASE("--init-from: a warm start continues the saved model; another model or shape is refused") {

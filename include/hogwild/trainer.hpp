@@ -156,6 +156,10 @@ struct TrainConfig {
   // arena's. A program that keeps them only in the checkpoint (the CLI) turns it
   // off; the checkpoint is written from the arena either way.
   bool result_parameters = true;
+  // --digest: the final weights' SHA-256 into TrainResult::weights_sha256 (over every
+  // tensor, src/trainer/weights_digest.hpp): about 3 ms a MB of weights without the
+  // CPU's SHA instructions, so off unless asked.
+  bool digest_weights = false;
   // Install SIGINT/SIGTERM handlers in this process for the run (the CLI asks): the
   // first signal stops the workers after their batch and train() returns with the
   // weights at the stop (TrainResult::signal); a second exits at once. Off, the
@@ -254,6 +258,9 @@ struct TrainResult {
   // TrainConfig::result_parameters is off).
   std::map<std::string, std::vector<float>> parameters;
   std::map<std::string, std::vector<float>> optimizer_state;
+  // TrainConfig::digest_weights: SHA-256 of the final weights, lower-case hex (the
+  // bytes: src/trainer/weights_digest.hpp); empty when not asked.
+  std::string weights_sha256;
   std::size_t classes = 0;
   unsigned restarts = 0;             // crashed workers respawned
   unsigned device_warps = 0;         // --device cuda: warps a worker process ran (resolved)

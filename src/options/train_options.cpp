@@ -325,6 +325,11 @@ std::vector<OptionInfo> instrument_options() {
                     "K random): conflicts and lost-update mass, in the summary (every write then "
                     "goes one coordinate at a time)", ""},
                    [](auto& c) -> auto& { return c.conflicts; }));
+  v.push_back(flag({"digest", Concern::instruments,
+                    "Put the SHA-256 of the final weights in the summary (weights_sha256), to "
+                    "check that two runs ended with the same weights (about 3 ms a MB of "
+                    "weights; docs/CLI.md)", ""},
+                   [](auto& c) -> auto& { return c.digest_weights; }));
   v.push_back(whole({"conflict-k", Concern::instruments, "--conflicts: K of the sample", "K"},
                     [](auto& c) -> auto& { return c.conflict_k; }, 0, 64));
   v.push_back(whole({"grad-delay-ns", Concern::instruments,

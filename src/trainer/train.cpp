@@ -33,6 +33,7 @@
 #include "process.hpp"
 #include "trainer/live_meter.hpp"
 #include "trainer/memory_meter.hpp"
+#include "trainer/weights_digest.hpp"
 #include "trainer/run.hpp"
 #include "trainer/worker_start.hpp"
 
@@ -605,6 +606,9 @@ class Supervisor {
         copy(r.parameters[t.name], t.data, t.dtype);
         if (t.state) copy(r.optimizer_state[t.name], t.state, Dtype::f32);
       }
+    if (cfg_.digest_weights)
+      r.weights_sha256 = cfg_.result_parameters ? detail::weights_sha256(r.parameters)
+                                                : detail::weights_sha256(run_.params);
     meter_.sample({});  // the workers are gone; the result's copy made
     r.peak_rss_bytes = meter_.peak();
     r.memory_estimate = run_.memory;

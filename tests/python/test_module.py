@@ -4,6 +4,7 @@ workers, shared memory) and the real command-line tools."""
 import gzip
 import json
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -22,6 +23,7 @@ SPAM_TRAIN = os.path.join(SHARED, "spamassassin", "spam.train.svm.gz")
 SPAM_TEST = os.path.join(SHARED, "spamassassin", "spam.test.svm.gz")
 FASHION = "/usr/share/datasets/fashion-mnist"
 PREDICT = os.environ.get("HOGWILD_PREDICT", "hogwild_predict")
+TRAIN = os.environ.get("HOGWILD_TRAIN", "hogwild_train")
 DATA_TOOL = os.environ.get("HOGWILD_DATA", "hogwild_data")
 
 
@@ -80,6 +82,43 @@ def test_path_and_arrays_give_identical_weights(spam):
     np.testing.assert_array_equal(from_path.weights["b"], from_csr.weights["b"])
     np.testing.assert_array_equal(from_csr.weights["w"], from_csr64.weights["w"])
     assert from_path.summary["samples"] == from_csr.summary["samples"] == 2 * X.shape[0]
+
+
+def safetensors_sha256(path):
+    """The summary's weights_sha256, computed here from a model file's tensors: the
+    definition (tensors by ascending name; name, a zero byte, the count as a u64,
+    the float32 values; all little-endian), written again independently."""
+    import hashlib
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    h = hashlib.sha256()
+    for name in sorted((k for k in header if k != "__metadata__"), key=str.encode):
+        t = header[name]
+        assert t["dtype"] == "F32"
+        begin, end = t["data_offsets"]
+        h.update(name.encode() + b"\0")
+        h.update(((end - begin) // 4).to_bytes(8, "little"))
+        h.update(raw[8 + n + begin:8 + n + end])
+    return h.hexdigest()
+
+
+def test_weights_sha256_is_the_clis_and_the_model_files(spam, tmp_path):
+    X, y, _, _ = spam
+    summary, model = tmp_path / "s.json", tmp_path / "m.safetensors"
+    subprocess.run([TRAIN, "--train", SPAM_TRAIN, "--model", "logistic", "--mode", "serial",
+                    "--epochs", "2", "--lr", "0.5", "--seed", "3", "--digest", "--summary", str(summary),
+                    "--save-model", str(model), "-q"], check=True, capture_output=True)
+    cli = json.loads(summary.read_text())["weights_sha256"]
+    assert len(cli) == 64
+    assert safetensors_sha256(model) == cli
+    r = hogwild.train((X, y), model="logistic", mode="serial", epochs=2, lr=0.5, seed=3)
+    assert "weights_sha256" not in r.summary  # not asked for: not paid for
+    assert r.weights_sha256 == cli
+    other = hogwild.train((X, y), model="logistic", mode="serial", epochs=2, lr=0.5, seed=4,
+                          digest=True)
+    assert other.weights_sha256 != cli
+    assert other.summary["weights_sha256"] == other.weights_sha256
 
 
 def test_dense_floats_and_csr_of_the_same_rows_agree():
@@ -531,8 +570,14 @@ def test_in_a_jupyter_kernel():
                 time.sleep(interrupt_after)
                 km.interrupt_kernel()
             out, errors = [], []
+            idle = False
             while True:
-                m = kc.get_iopub_msg(timeout=60)
+                # ipykernel's output thread may send the last of stdout after the
+                # idle status on a loaded machine: read on for a second after it.
+                try:
+                    m = kc.get_iopub_msg(timeout=1 if idle else 60)
+                except queue.Empty:
+                    return "".join(out), errors
                 if m["parent_header"].get("msg_id") != msg_id:
                     continue
                 if m["msg_type"] == "stream" and m["content"]["name"] == "stdout":
@@ -540,7 +585,7 @@ def test_in_a_jupyter_kernel():
                 if m["msg_type"] == "error":
                     errors.append(m["content"]["ename"])
                 if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
-                    return "".join(out), errors
+                    idle = True
 
         out, errors = run(PROBLEM + "r = hogwild.train((X, y), test=(X, y), workers=2, epochs=3)\n"
                                     "print(r.summary['test_accuracy'])\n")
