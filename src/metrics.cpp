@@ -216,7 +216,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
     j["join_seconds"] = r.join_seconds;
     j["iface"] = r.iface;
   }
-  if (c.telemetry) j["staleness"] = staleness_json(r.staleness);
+  // (--mode simulated measures every update exactly, without --telemetry.)
+  if (c.telemetry || r.staleness.every > 0) j["staleness"] = staleness_json(r.staleness);
   // Every option as the run had it (hogwild/options.hpp), keyed as in Python: what
   // a later run needs to repeat this one.
   auto& options = j["options"] = nlohmann::json::object();

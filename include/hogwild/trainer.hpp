@@ -72,6 +72,11 @@ struct TrainConfig {
   // (0: bulk-synchronous; -1: no bound). hashed_keys: each server owns the
   // coordinates whose hash says so (--key-ranges hashed) instead of a contiguous
   // slice.
+  // --mode simulated: the access the virtual workers' writes have (hogwild, atomic
+  // or lock), and a JSON file of the cost model's figures ("": the built-in ones;
+  // src/modes/simulated/simulator.hpp, docs/EXPERIMENTS.md).
+  std::string simulate_access = "hogwild";
+  std::string cost_model;
   unsigned servers = 1;
   std::size_t push_every = 1;
   std::size_t fetch_every = 1;
@@ -300,6 +305,16 @@ struct TrainResult {
     std::vector<std::uint64_t> server_records, server_keys;
     std::uint64_t lost_examples = 0, rounds = 0, network_bytes = 0;
   } ps;
+  // --mode simulated: the simulated seconds of all epochs, the updates and the
+  // coordinates written, the writes another worker's store overwrote and the size of
+  // the changes lost so (exact: also in `staleness` and `conflicts`), and where the
+  // costs came from.
+  struct Simulation {
+    double seconds = 0;
+    std::uint64_t updates = 0, writes = 0, lost_writes = 0;
+    double lost_mass = 0;
+    std::string cost_model;
+  } simulation;
 };
 
 // Called in the parent for every evaluation, in order.

@@ -253,6 +253,51 @@ struct MeasuredUpdate : VectorReads {
   }
 };
 
+namespace detail {
+// --mode simulated (src/modes/simulated/): one write of a simulated update, logged
+// as the step makes it so that the simulator can take it back and make it again
+// when the simulated clock says the write lands.
+struct SimulatedWrite {
+  float* p;
+  float old;  // the value before this write
+  float d;    // the change
+};
+// The log of the step being simulated, set around each step by the simulator (one
+// process, one thread). Its room is the model's every coordinate twice over, made
+// once (untouched pages cost nothing); a step that writes more sets `overflow` and
+// the simulator stops the run with a ResourceError (its undo would be incomplete).
+struct SimulatedLog {
+  SimulatedWrite* writes = nullptr;
+  std::size_t size = 0, capacity = 0;
+  bool overflow = false;
+};
+inline thread_local SimulatedLog* simulated_log = nullptr;
+}  // namespace detail
+
+// --mode simulated: the step runs as serial's, reading and writing the weights in
+// place (every read sees what the simulated schedule has committed, and the
+// step's own earlier writes), and every write is logged: one coordinate at a time
+// (no fused block adds), each product rounded before its add as serial's vector
+// kernels round it. The simulator then undoes the writes and makes each again at
+// the simulated time it lands (src/modes/simulated/simulator.hpp).
+struct SimulatedUpdate : VectorReads {
+  static constexpr bool concurrent_writers = false;
+  static constexpr bool shared_memory = false;
+  static constexpr bool plain_adds = false;
+  static float read(const float* p) noexcept { return *p; }
+  static void add(float* p, float d) noexcept {
+    detail::SimulatedLog& log = *detail::simulated_log;
+    if (log.size < log.capacity)
+      log.writes[log.size++] = {p, *p, d};
+    else
+      log.overflow = true;
+    *p += d;
+  }
+  static void axpy(float* dst, float a, const float* x, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) add(dst + i, detail::opaque(a * x[i]));
+  }
+};
+
 // The access policies every model's step is compiled for, in one list: X(policy,
 // arg) per entry. A mode that needs a new policy adds it here (GradientCapture, the
 // gradient path, is defined in gradient.hpp).
@@ -262,6 +307,7 @@ struct MeasuredUpdate : VectorReads {
   X(AtomicUpdate, arg)                  \
   X(LockUpdate, arg)                    \
   X(GradientCapture, arg)               \
-  X(MeasuredUpdate, arg)
+  X(MeasuredUpdate, arg)                \
+  X(SimulatedUpdate, arg)
 
 }  // namespace hogwild

@@ -82,6 +82,8 @@ struct ModeWorker {
   std::function<bool()> others_done = {};
 };
 
+struct EpochTask;  // trainer/step_loop.hpp
+
 class ModeDef {
  public:
   virtual ~ModeDef() = default;
@@ -123,6 +125,15 @@ class ModeDef {
   // One process (not parallel()) whose mini-batches are split among `workers`
   // threads, each with a model of its own made by name (modes/dp/data_parallel.hpp).
   virtual bool threaded() const { return false; }
+  // One process (not parallel()) that simulates `workers` workers on a clock of its
+  // own (modes/simulated): none is forked, and its train_epoch runs them.
+  virtual bool simulated() const { return false; }
+  // Trains the calling process's epoch itself instead of the step loop
+  // (trainer/step_loop.hpp): returns the epoch's summed loss, having published the
+  // place reached in task.progress; nullopt: the step loop trains it.
+  virtual std::optional<double> train_epoch(Model&, const EpochTask&, const ModeWorker&) const {
+    return std::nullopt;
+  }
   // Where its parameters live (trainer/tensor_store.hpp): the CPU modes train the
   // shared arena; a GPU mode would name device memory.
   virtual MemorySpace space() const { return MemorySpace::host_shared; }

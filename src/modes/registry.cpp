@@ -46,7 +46,11 @@ std::string mode_names_where(bool (ModeDef::*has)() const) {
   return mode_names_where([has](const ModeDef& m) { return (m.*has)(); });
 }
 
-bool ModeDef::steps_write_weights() const { return access() != access_index<GradientCapture>(); }
+// (simulated: its steps write the weights, but it measures what the instruments
+// would, exactly: they do not watch it.)
+bool ModeDef::steps_write_weights() const {
+  return access() != access_index<GradientCapture>() && !simulated();
+}
 
 std::optional<DeviceAccess> device_access(Mode m) { return mode_def(m).device_access(); }
 
@@ -141,7 +145,7 @@ bool is_parallel(Mode m) { return detail::mode_def(m).parallel(); }
 
 unsigned workers_used(Mode m, unsigned workers) {
   const auto& def = detail::mode_def(m);
-  return def.parallel() || def.threaded() ? workers : 1;
+  return def.parallel() || def.threaded() || def.simulated() ? workers : 1;
 }
 
 }  // namespace hogwild

@@ -371,7 +371,8 @@ std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const
                  option, owner, cfg.model);
   const unsigned cores = std::thread::hardware_concurrency();
   // A mode that forks workers, or (dp) one whose process runs threads.
-  if (cores && hogwild::workers_used(cfg.mode, cfg.workers) > cores)
+  if (cores && hogwild::workers_used(cfg.mode, cfg.workers) > cores &&
+      !hogwild::detail::mode_def(cfg.mode).simulated())
     fmt::print(stderr, "hogwild_train: warning: {} {} on {} cores; they will share cores\n",
                cfg.workers,
                hogwild::is_parallel(cfg.mode) ? std::string("workers")

@@ -485,7 +485,8 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   }
   // The parts, in the order they act after each batch.
   task.parts = local.part_list;
-  epoch_loss[rank * cfg.epochs + e] = train_epoch(model, task);
+  const auto own = mode.train_epoch(model, task, mode_worker(rank));  // simulated's
+  epoch_loss[rank * cfg.epochs + e] = own ? *own : train_epoch(model, task);
   if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
       p.position.load(std::memory_order_relaxed) < rows.size())
     return;  // epoch cut short

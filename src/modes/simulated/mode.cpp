@@ -1,0 +1,178 @@
+// simulated: K virtual workers in the calling process, their reads and writes
+// events on a simulated clock (modes/simulated/simulator.hpp): staleness and lost
+// updates known exactly, the same seed the same weights, past the machine's cores.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "hogwild/model_base.hpp"
+#include "modes/mode_def.hpp"
+#include "modes/simulated/simulator.hpp"
+#include "options/kinds.hpp"
+#include "trainer/progress.hpp"
+#include "trainer/step_loop.hpp"
+
+namespace hogwild::detail {
+
+namespace {
+
+std::vector<std::size_t> sizes_of(std::span<const TensorSpec> specs) {
+  std::vector<std::size_t> v;
+  for (const auto& s : specs) v.push_back(s.size);
+  return v;
+}
+
+// A histogram's quantiles: exact below its last bucket (SimulationFigures).
+Quantiles quantiles(const std::uint64_t (&h)[SimulationFigures::kHistogram], double sum,
+                    std::uint64_t max) {
+  Quantiles q;
+  for (const std::uint64_t n : h) q.samples += n;
+  if (q.samples == 0) return q;
+  q.mean = sum / static_cast<double>(q.samples);
+  q.max = max;
+  const auto at = [&](double f) {
+    const auto want = static_cast<std::uint64_t>(std::ceil(f * static_cast<double>(q.samples)));
+    std::uint64_t seen = 0;
+    for (std::size_t v = 0; v < SimulationFigures::kHistogram; ++v)
+      if ((seen += h[v]) >= std::max<std::uint64_t>(want, 1)) return std::min<std::uint64_t>(v, max);
+    return max;
+  };
+  q.p50 = at(0.5);
+  q.p90 = at(0.9);
+  q.p99 = at(0.99);
+  return q;
+}
+
+class Simulated final : public ModeDef {
+ public:
+  std::string_view name() const override { return "simulated"; }
+  std::string_view summary() const override {
+    return "K virtual workers on a simulated clock, one process (docs/EXPERIMENTS.md)";
+  }
+  std::uint8_t access() const override { return access_index<SimulatedUpdate>(); }
+  bool parallel() const override { return false; }
+  bool simulated() const override { return true; }
+
+  std::vector<OptionInfo> config_options() const override {
+    using namespace options;
+    std::vector<OptionInfo> v;
+    v.push_back(resumed(choice({"simulate-access", Concern::mode,
+                        "--mode simulated: how the virtual workers' writes land: hogwild (a "
+                        "load, then a store a write's cost later: a store of another worker in "
+                        "between is lost), atomic (nothing lost) or lock (one update at a time)",
+                        "hogwild|atomic|lock"},
+                       [](auto& c) -> auto& { return c.simulate_access; },
+                       [](const std::string& t) {
+                         parse_simulated_access(t);
+                         return t;
+                       },
+                       [](const std::string& t) { return t; })));
+    v.push_back(text({"cost-model", Concern::mode,
+                      "--mode simulated: a JSON file of the costs in simulated ns (example_ns, "
+                      "read_ns, write_ns, coherence_ns, speed: one factor a worker); the "
+                      "built-in ones without it", "FILE"},
+                     [](auto& c) -> auto& { return c.cost_model; }));
+    return v;
+  }
+
+  void check(const TrainConfig& c) const override {
+    if (c.device != Device::cpu)
+      throw ConfigError("--mode simulated runs on the CPU: leave out --device cuda");
+    if (c.merge_every || c.hot_k)
+      throw ConfigError("--merge-every and --hot-k do not apply to --mode simulated: its "
+                        "workers write the shared weights as plain hogwild's do");
+    if (c.telemetry || c.conflicts)
+      throw ConfigError("--telemetry and --conflicts do not apply to --mode simulated: it "
+                        "measures every update's staleness and lost writes exactly, into the "
+                        "same fields of the summary");
+    if (c.nodes > 1) throw ConfigError("--mode simulated runs on one node: leave out --nodes");
+    if (c.grad_delay_ns)
+      throw ConfigError("--grad-delay-ns does not apply to --mode simulated: give the cost "
+                        "model's example_ns instead (--cost-model)");
+    if (c.workers > 65534)
+      throw ConfigError(fmt::format("--mode simulated: at most 65534 workers, not {}", c.workers));
+    parse_simulated_access(c.simulate_access);
+    if (!c.cost_model.empty()) read_cost_model(c.cost_model);  // its errors before training
+  }
+
+  void arena_blocks(const ModeArena& a, std::vector<BlockSpec>& blocks) const override {
+    const std::size_t n = Simulator::coordinates(sizes_of(a.specs),
+                                                 a.config.optimizer == Optimizer::adagrad);
+    blocks.push_back({"simulation", sizeof(SimulationFigures)});
+    blocks.push_back({"simulation_owners", (n / 16 + 1) * sizeof(std::uint16_t)});
+  }
+
+  std::optional<double> train_epoch(Model& model, const EpochTask& t,
+                                    const ModeWorker& w) const override {
+    const TrainConfig& c = w.config;
+    Simulator sim({model, t.params, c, parse_simulated_access(c.simulate_access),
+                   c.cost_model.empty() ? default_cost_model() : read_cost_model(c.cost_model),
+                   c.workers, w.arena.object<SimulationFigures>("simulation"),
+                   w.arena.array<std::uint16_t>("simulation_owners")});
+    const double loss = sim.epoch(*t.data, t.targets, t.step_size, t.epoch, t.stop,
+                                  t.progress ? &t.progress->samples : nullptr);
+    if (t.progress) {
+      const bool stopped = t.stop && t.stop->load(std::memory_order_relaxed);
+      // An epoch cut short starts again from its beginning when the run resumes.
+      publish_record(*t.progress, t.progress->samples.load(std::memory_order_relaxed),
+                     stopped ? 0 : t.rows.size(), stopped ? 0 : loss);
+    }
+    return loss;
+  }
+
+  void collect(Arena& arena, TrainResult& r) const override {
+    const auto& f = arena.object<SimulationFigures>("simulation");
+    r.simulation.seconds = f.seconds;
+    r.simulation.updates = f.updates;
+    r.simulation.writes = f.writes;
+    r.simulation.lost_writes = f.lost_writes;
+    r.simulation.lost_mass = f.lost_mass;
+    // Exact, in the fields the sampling instruments fill (--telemetry, --conflicts).
+    r.staleness.every = 1;
+    r.staleness.lag = quantiles(f.lag, f.lag_sum, f.lag_max);
+    r.staleness.overlap = quantiles(f.overlap, f.overlap_sum, f.overlap_max);
+    for (std::size_t v = 0; v < SimulationFigures::kHistogram; ++v)
+      if (f.lag[v]) r.staleness.lag_histogram.emplace_back(v, f.lag[v]);
+    r.conflicts.measured = true;
+    r.conflicts.writes = f.writes;
+    r.conflicts.conflicts = f.lost_writes;
+    r.conflicts.conflict_rate =
+        f.writes ? static_cast<double>(f.lost_writes) / static_cast<double>(f.writes) : 0;
+    r.conflicts.lost_mass_mean = f.writes ? f.lost_mass / static_cast<double>(f.writes) : 0;
+  }
+
+  void summarize(const TrainConfig& c, const TrainResult& r, nlohmann::json& j) const override {
+    const CostModel costs = c.cost_model.empty() ? default_cost_model() : read_cost_model(c.cost_model);
+    j["simulation"] = {
+        {"access", c.simulate_access},
+        {"seconds", r.simulation.seconds},
+        {"examples_per_second",
+         r.simulation.seconds > 0 ? static_cast<double>(r.samples) / r.simulation.seconds : 0.0},
+        {"updates", r.simulation.updates},
+        {"writes", r.simulation.writes},
+        {"lost_writes", r.simulation.lost_writes},
+        {"lost_mass", r.simulation.lost_mass},
+        {"cost_model", {{"source", costs.source}, {"example_ns", costs.example_ns},
+                        {"read_ns", costs.read_ns}, {"write_ns", costs.write_ns},
+                        {"coherence_ns", costs.coherence_ns}, {"speed", costs.speed}}},
+    };
+  }
+
+  std::string result_text(const TrainConfig& c, const TrainResult& r) const override {
+    return fmt::format(", simulated {} worker(s) ({}): {:.4g} s, {:.4g} examples/s simulated, "
+                       "lag mean {:.2f} max {}, {} lost write(s)",
+                       c.workers, c.simulate_access, r.simulation.seconds,
+                       r.simulation.seconds > 0 ? static_cast<double>(r.samples) / r.simulation.seconds : 0.0,
+                       r.staleness.lag.mean, r.staleness.lag.max, r.simulation.lost_writes);
+  }
+};
+
+}  // namespace
+
+const ModeDef& simulated_mode() {
+  static const Simulated mode;
+  return mode;
+}
+
+}  // namespace hogwild::detail

@@ -1,0 +1,339 @@
+#include "modes/simulated/simulator.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "hogwild/error.hpp"
+#include "hogwild/model_base.hpp"
+#include "trainer/epoch_order.hpp"
+
+namespace hogwild::detail {
+
+CostModel default_cost_model() {
+  CostModel c;
+  // Serial sparse logistic regression on the RCV1-like set runs about 1.2M examples/s
+  // on the 2-core Xeon @ 2.50 GHz (75 non-zeros a row: about 830 ns an example), and
+  // bench_contention's hot float costs 28-43 ns an example shared against 7-15 ns
+  // private on the 16-core Xeon lent on 2026-11-28 (docs/GPU.md): rough figures,
+  // until --cost-model files measured by a calibration replace them.
+  c.example_ns = 60;
+  c.read_ns = 5;
+  c.write_ns = 5;
+  c.coherence_ns = 25;
+  c.source = "built-in (Xeon @ 2.50 GHz, 2026-11-28)";
+  return c;
+}
+
+CostModel read_cost_model(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(fmt::format("--cost-model {}: cannot be read", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(fmt::format("--cost-model {}: not JSON: {}", path, e.what()));
+  }
+  if (!j.is_object())
+    throw ConfigError(fmt::format("--cost-model {}: a JSON object of costs is wanted", path));
+  CostModel c = default_cost_model();
+  c.source = path;
+  const auto cost = [&](const std::string& key, double& field) {
+    if (!j.contains(key)) return;
+    const auto& v = j[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      throw ConfigError(fmt::format("--cost-model {}: {} must be a number of nanoseconds >= 0, "
+                                    "not {}", path, key, v.dump()));
+    field = v.get<double>();
+  };
+  for (const auto& [key, value] : j.items()) {
+    if (key == "example_ns") cost(key, c.example_ns);
+    else if (key == "read_ns") cost(key, c.read_ns);
+    else if (key == "write_ns") cost(key, c.write_ns);
+    else if (key == "coherence_ns") cost(key, c.coherence_ns);
+    else if (key == "speed") {
+      if (!value.is_array())
+        throw ConfigError(fmt::format("--cost-model {}: speed must be an array of factors "
+                                      "(one a worker, 1 = nominal)", path));
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        const auto& f = value[i];
+        if (!f.is_number() || !std::isfinite(f.get<double>()) || f.get<double>() <= 0)
+          throw ConfigError(fmt::format("--cost-model {}: speed[{}] must be a number > 0, not {}",
+                                        path, i, f.dump()));
+        c.speed.push_back(f.get<double>());
+      }
+    } else if (key != "machine" && key != "note") {
+      throw ConfigError(fmt::format("--cost-model {}: unknown key {} (example_ns, read_ns, "
+                                    "write_ns, coherence_ns, speed, machine, note)", path, key));
+    }
+  }
+  return c;
+}
+
+SimulatedAccess parse_simulated_access(const std::string& s) {
+  if (s == "hogwild") return SimulatedAccess::hogwild;
+  if (s == "atomic") return SimulatedAccess::atomic;
+  if (s == "lock") return SimulatedAccess::lock;
+  throw ConfigError(fmt::format("--simulate-access {}: choose hogwild, atomic or lock", s));
+}
+
+namespace {
+constexpr std::size_t kLineFloats = 16;  // 64-byte cache lines
+}  // namespace
+
+void Simulator::sift_down() noexcept {
+  const std::size_t n = heap_.size();
+  if (n < 2) return;
+  const Event e = heap_[0];
+  std::size_t i = 0;
+  for (;;) {
+    std::size_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && earlier(heap_[c + 1].t, heap_[c + 1].worker, heap_[c].t, heap_[c].worker)) ++c;
+    if (!earlier(heap_[c].t, heap_[c].worker, e.t, e.worker)) break;
+    heap_[i] = heap_[c];
+    i = c;
+  }
+  heap_[i] = e;
+}
+
+std::size_t Simulator::coordinates(std::span<const std::size_t> sizes, bool adagrad) {
+  std::size_t total = 0;
+  for (const std::size_t n : sizes)
+    total += (n + kLineFloats - 1) / kLineFloats * kLineFloats * (adagrad ? 2 : 1);
+  return total;
+}
+
+Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
+  if (s_.workers > 65534)
+    throw ConfigError(fmt::format("--mode simulated: at most 65534 workers, not {}", s_.workers));
+  std::size_t total = 0;
+  for (const auto& t : s_.params.tensors()) {
+    ranges_.push_back({t.data, t.size, total});
+    total += (t.size + kLineFloats - 1) / kLineFloats * kLineFloats;
+    if (t.state) {
+      ranges_.push_back({t.state, t.size, total});
+      total += (t.size + kLineFloats - 1) / kLineFloats * kLineFloats;
+    }
+  }
+  std::sort(ranges_.begin(), ranges_.end(),
+            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  if (s_.owners.size() < total / kLineFloats)
+    throw ConfigError("--mode simulated: the arena's blocks do not match the model's tensors");
+  owners_ = s_.owners;
+  // A step writes each coordinate at most a few times (a weight and its L2, the
+  // optimiser's state): twice the model's coordinates is room for any.
+  log_.capacity = 2 * total + 64;
+  log_room_.reset(new SimulatedWrite[log_.capacity]);
+  log_.writes = log_room_.get();
+  for (std::size_t k = 0; k < workers_.size(); ++k) {
+    workers_[k].speed = k < s_.costs.speed.size() ? s_.costs.speed[k] : 1.0;
+    if (s_.config.straggler_worker == static_cast<int>(k))
+      workers_[k].speed *= s_.config.straggler_factor;
+  }
+  heap_.reserve(workers_.size());
+}
+
+
+double Simulator::start_update(std::uint32_t k, double t) {
+  Worker& w = workers_[k];
+  if (w.pos >= w.rows.size()) {
+    w.phase = Worker::Phase::done;
+    return t;
+  }
+  // Lock: a worker that finds it held tries again just after the holder lets go
+  // (just after: the holder's own last event is at that instant).
+  if (s_.access == SimulatedAccess::lock && (lock_held_ || t < lock_free_at_))
+    return std::nextafter(std::max(t, lock_free_at_), std::numeric_limits<double>::infinity());
+  const std::size_t size = std::min<std::size_t>(std::max<std::size_t>(s_.config.batch, 1),
+                                                 w.rows.size() - w.pos);
+  const Batch b{data_, targets_, w.rows.data() + w.pos, size};
+  const float lr = step_size_.at_epoch_lr(epoch_lr_, w.seen * workers_.size());
+  const StepKind kind{access_index<SimulatedUpdate>(), static_cast<std::uint8_t>(s_.config.optimizer)};
+  log_.size = 0;
+  simulated_log = &log_;
+  loss_ += s_.model.train_batch(kind, b, s_.params, lr);
+  simulated_log = nullptr;
+  if (log_.overflow)
+    throw ResourceError(fmt::format("--mode simulated: one update wrote more than {} coordinates, "
+                                    "the simulator's room for a step's writes", log_.capacity));
+  std::uint64_t nnz = 0;
+  for (std::size_t i = 0; i < size; ++i) nnz += b.row(i).nnz;
+  const std::size_t writes = log_.size;
+  w.size = size;
+  w.committed_at_read = committed_;
+  ++read_;
+  const double compute =
+      (s_.costs.example_ns + s_.costs.read_ns * static_cast<double>(std::max<std::uint64_t>(nnz, writes))) *
+      w.speed;
+  w.writes.clear();
+  w.next = 0;
+  w.phase = Worker::Phase::load;  // (with no writes left, the next act finishes the update)
+  // Lock, or an update that ends before any other worker's next event (K = 1
+  // always): nothing can come between its read and its last write, so the writes
+  // the step made stand, each landing at its time.
+  // (The test takes every write's line as another's: an end no earlier than the
+  // real one, which the writes then reach, each line k's after its first.)
+  const bool solo = s_.access == SimulatedAccess::lock || workers_.size() == 1 || [&] {
+    double end = t + compute;
+    for (std::size_t i = 0; i < writes; ++i) end += cost_of(k, index_of(log_.writes[i].p), false);
+    return first(end, k);
+  }();
+  if (solo) {
+    double solo_end = t + compute;
+    for (std::size_t i = 0; i < writes; ++i) {
+      const std::size_t index = index_of(log_.writes[i].p);
+      solo_end += cost_of(k, index, true);
+    }
+    s_.figures.writes += writes;
+    if (s_.access == SimulatedAccess::lock) {
+      lock_free_at_ = solo_end;
+      lock_held_ = true;
+    }
+    return solo_end;
+  }
+  // Taken back, newest first, to be made again when the clock says they land.
+  for (std::size_t i = writes; i-- > 0;) *log_.writes[i].p = log_.writes[i].old;
+  w.writes.assign(log_.writes, log_.writes + writes);
+  w.index.resize(writes);
+  for (std::size_t i = 0; i < writes; ++i) w.index[i] = index_of(log_.writes[i].p);
+  return t + compute;
+}
+
+double Simulator::finish_update(std::uint32_t k, double t) {
+  Worker& w = workers_[k];
+  SimulationFigures& f = s_.figures;
+  const std::uint64_t lag = committed_ - w.committed_at_read;
+  const std::uint64_t overlap = read_ - w.committed_at_read - 1;
+  ++committed_;
+  ++f.updates;
+  f.examples += w.size;
+  f.lag_sum += static_cast<double>(lag);
+  f.overlap_sum += static_cast<double>(overlap);
+  f.lag_max = std::max(f.lag_max, lag);
+  f.overlap_max = std::max(f.overlap_max, overlap);
+  ++f.lag[std::min<std::uint64_t>(lag, SimulationFigures::kHistogram - 1)];
+  ++f.overlap[std::min<std::uint64_t>(overlap, SimulationFigures::kHistogram - 1)];
+  w.pos += w.size;
+  w.seen += w.size;
+  w.phase = Worker::Phase::read;
+  lock_held_ = false;  // (lock: the holder is the one finishing)
+  return t;
+}
+
+// Worker k's writes from its next one, at time t: each a load, then a store a
+// write's cost later. While no other worker's event comes before a write's store,
+// its load and store are made at once (nothing can land in between); otherwise the
+// load is made and the store is the worker's next event.
+double Simulator::writes_from(std::uint32_t k, double t) {
+  Worker& w = workers_[k];
+  while (w.next < w.writes.size()) {
+    const SimulatedWrite& x = w.writes[w.next];
+    const double store_at = t + cost_of(k, w.index[w.next], true);
+    if (s_.access == SimulatedAccess::atomic) {  // one read-modify-write: nothing lost
+      *x.p += x.d;
+      ++s_.figures.writes;
+      ++w.next;
+      t = store_at;
+      if (!first(t, k)) return t;  // the next write waits for the others' events before it
+      continue;
+    }
+    if (first(store_at, k)) {
+      *x.p += x.d;
+      ++s_.figures.writes;
+      ++w.next;
+      t = store_at;
+      continue;
+    }
+    w.loaded = *x.p;
+    w.phase = Worker::Phase::store;
+    return store_at;
+  }
+  return finish_update(k, t);
+}
+
+double Simulator::act(std::uint32_t k, double t) {
+  Worker& w = workers_[k];
+  switch (w.phase) {
+    case Worker::Phase::read:
+      return start_update(k, t);
+    case Worker::Phase::load:
+      return writes_from(k, t);
+    case Worker::Phase::store: {
+      const SimulatedWrite& x = w.writes[w.next];
+      // Another worker's store changed it since our load: that change is overwritten.
+      if (std::bit_cast<std::uint32_t>(*x.p) != std::bit_cast<std::uint32_t>(w.loaded)) {
+        ++s_.figures.lost_writes;
+        s_.figures.lost_mass += std::fabs(static_cast<double>(*x.p) - static_cast<double>(w.loaded));
+      }
+      *x.p = w.loaded + x.d;
+      ++s_.figures.writes;
+      ++w.next;
+      w.phase = Worker::Phase::load;
+      return writes_from(k, t);  // the next write's load at once
+    }
+    case Worker::Phase::done:
+      return t;
+  }
+  return t;
+}
+
+double Simulator::epoch(const Dataset& data, const float* targets, const StepSize& step_size,
+                        unsigned e, const std::atomic<std::int32_t>* stop,
+                        std::atomic<std::uint64_t>* samples) {
+  s_.model.check_rows(data);
+  data_ = &data;
+  targets_ = targets;
+  step_size_ = step_size;
+  epoch_lr_ = step_size.epoch_start(e);
+  loss_ = 0;
+  const auto K = static_cast<unsigned>(workers_.size());
+  std::vector<std::uint32_t> all;
+  for (unsigned k = 0; k < K; ++k) {
+    Worker& w = workers_[k];
+    epoch_rows(s_.config.partition, data.rows(), K, k, s_.config.seed, e, w.rows);
+    w.pos = 0;
+    w.seen = std::uint64_t{e} * w.rows.size();
+    w.phase = Worker::Phase::read;
+    all.insert(all.end(), w.rows.begin(), w.rows.end());
+  }
+  s_.model.begin_epoch(all);
+  const double t0 = s_.figures.seconds * 1e9;
+  // A binary min-heap of the workers' next events, earliest (ties: lowest worker)
+  // at the top; the top worker acts with its event left in place, then its next
+  // event is sifted down (one pass, no pop and push).
+  heap_.clear();
+  for (std::uint32_t k = 0; k < K; ++k) heap_.push_back({t0, k});  // sorted: a heap
+  double now = t0;
+  std::uint64_t steps = 0;
+  while (!heap_.empty()) {
+    if ((++steps & 4095) == 0) {
+      if (stop && stop->load(std::memory_order_relaxed)) break;
+      if (samples) samples->store(s_.figures.examples, std::memory_order_relaxed);
+    }
+    Event& top = heap_.front();
+    now = top.t;
+    const double next = act(top.worker, top.t);
+    if (workers_[top.worker].phase == Worker::Phase::done) {
+      top = heap_.back();
+      heap_.pop_back();
+    } else {
+      top.t = next;
+    }
+    sift_down();
+  }
+  s_.model.end_epoch();
+  s_.figures.seconds = std::max(now, lock_free_at_) * 1e-9;
+  if (samples) samples->store(s_.figures.examples, std::memory_order_relaxed);
+  return loss_;
+}
+
+}  // namespace hogwild::detail

@@ -1,0 +1,177 @@
+// --mode simulated: K virtual Hogwild! workers in one process, on a simulated clock.
+//
+// Each virtual worker trains its share of each epoch's order (the rows a real
+// worker of K would get: epoch_rows) with the same model, optimiser and step sizes
+// as the real modes. An update is a sequence of timed events:
+//   1. read: the step runs at once on the weights as the simulated schedule has
+//      committed them (SimulatedUpdate: serial's arithmetic, every write logged),
+//      then its writes are taken back;
+//   2. compute: the clock moves on by the cost model's time for the update's reads
+//      and its fixed cost;
+//   3. write, one coordinate at a time: a load, and a store of the loaded value
+//      plus the logged change a write's cost later (more when the coordinate's
+//      cache line was last written by another worker).
+// Events are taken in order of simulated time (ties by worker): another worker's
+// store that lands between a coordinate's load and its store is overwritten, a
+// lost update, exactly as on hardware. Under --simulate-access atomic a write is
+// one event (nothing lost); under lock a worker holds one lock from its read to its
+// last write, so updates happen one at a time, in the order the workers took it.
+// The same seed gives the same events and so the same weights, bit for bit; with
+// K = 1 nothing interleaves and the weights are serial's.
+//
+// Measured exactly, for every update: its lag (Niu et al.'s tau: the updates of
+// other workers that completed between its read and its last write), its overlap
+// (Mania et al.: the updates whose read-to-last-write interval meets its own), and
+// the writes it lost to others (the lost mass: the size of the changes a store
+// overwrote).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hogwild/batch.hpp"
+#include "hogwild/model.hpp"
+#include "hogwild/param_set.hpp"
+#include "hogwild/step_size.hpp"
+#include "hogwild/trainer.hpp"
+#include "hogwild/update_policy.hpp"
+
+namespace hogwild::detail {
+
+// What an update costs in simulated nanoseconds. Every cost of a worker is
+// multiplied by its speed factor (speed[k], 1 where absent; 2: half as fast).
+struct CostModel {
+  double example_ns = 0;    // fixed, per update (the loss, the step's bookkeeping)
+  double read_ns = 0;       // per coordinate read
+  double write_ns = 0;      // per coordinate written: its load-add-store
+  double coherence_ns = 0;  // added to a write whose cache line another worker wrote last
+  std::vector<double> speed;
+  std::string source;       // where the figures came from, for the summary
+};
+
+// The built-in costs (docs/EXPERIMENTS.md says where they were measured).
+CostModel default_cost_model();
+// A --cost-model file: a JSON object with any of example_ns, read_ns, write_ns,
+// coherence_ns (finite, >= 0) and speed (an array of numbers > 0), the built-in
+// value for each one left out. ConfigError naming the file and the key for anything
+// else; IoError when it cannot be read.
+CostModel read_cost_model(const std::string& path);
+
+enum class SimulatedAccess : std::uint8_t { hogwild, atomic, lock };
+SimulatedAccess parse_simulated_access(const std::string& s);  // ConfigError naming the choices
+
+// The run's figures, kept in the run's arena (block "simulation") so that the
+// mode's collect() finds them: histograms of lag and overlap (exact below
+// kHistogram, counted in the last bucket above it, whose max is exact).
+struct SimulationFigures {
+  static constexpr std::size_t kHistogram = 4096;
+  double seconds = 0;  // simulated time, all epochs
+  std::uint64_t updates = 0, writes = 0, lost_writes = 0, examples = 0;
+  double lost_mass = 0;  // sum of |the changes overwritten|
+  std::uint64_t lag_max = 0, overlap_max = 0;
+  double lag_sum = 0, overlap_sum = 0;
+  std::uint64_t lag[kHistogram] = {}, overlap[kHistogram] = {};
+};
+
+class Simulator {
+ public:
+  struct Setup {
+    Model& model;
+    const ParamSet& params;
+    const TrainConfig& config;
+    SimulatedAccess access;
+    CostModel costs;
+    unsigned workers;  // K
+    // Kept across epochs in the run's arena: the figures, and each cache line's
+    // last writer (+ 1), coordinates() / 16 of them.
+    SimulationFigures& figures;
+    std::span<std::uint16_t> owners;
+  };
+  // The coordinates the simulator tracks for a model of these tensors: each tensor,
+  // and with AdaGrad its state, rounded up to whole cache lines.
+  static std::size_t coordinates(std::span<const std::size_t> tensor_sizes, bool adagrad);
+  explicit Simulator(Setup s);
+
+  // One epoch of every virtual worker over `data` (its rows split among them as a
+  // real run's), starting at simulated time figures.seconds. Returns the epoch's
+  // summed training loss (each example's before its update). Stops early, with the
+  // epoch's updates so far made, when *stop is set.
+  double epoch(const Dataset& data, const float* targets, const StepSize& step_size, unsigned e,
+               const std::atomic<std::int32_t>* stop, std::atomic<std::uint64_t>* samples);
+
+ private:
+  struct Worker {
+    std::vector<std::uint32_t> rows;
+    std::size_t pos = 0;      // next row
+    std::uint64_t seen = 0;   // examples trained, all epochs (the step size's count)
+    enum class Phase : std::uint8_t { read, load, store, done } phase = Phase::read;
+    std::vector<SimulatedWrite> writes;  // the update in flight
+    std::vector<std::uint32_t> index;    // its coordinates' indices (index_of)
+    std::size_t next = 0;                // its next write
+    float loaded = 0;                    // the value its write in flight loaded
+    std::uint64_t committed_at_read = 0, size = 0;
+    double speed = 1;
+  };
+  struct Event {
+    double t;
+    std::uint32_t worker;
+  };
+  // Coordinate `p`'s index (its cache line's in owners_: index / 16).
+  std::size_t index_of(const float* p) const noexcept {
+    for (const Range& r : ranges_)
+      if (p >= r.begin && p < r.begin + r.size) return r.base + static_cast<std::size_t>(p - r.begin);
+    return 0;  // not a tensor's: cannot happen (the steps write only the tensors)
+  }
+  // One step of worker k (the heap's top) at time t; returns when its next event is.
+  double act(std::uint32_t k, double t);
+  double writes_from(std::uint32_t k, double t);
+  // The order of events: by time, ties to the lower worker (a function of the seed).
+  static bool earlier(double ta, std::uint32_t a, double tb, std::uint32_t b) noexcept {
+    return ta < tb || (ta == tb && a < b);
+  }
+  // Whether an event of worker k (the heap's top) at time t comes before every other
+  // worker's next event: the top's children are the earliest of the others.
+  bool first(double t, std::uint32_t k) const noexcept {
+    const std::size_t n = heap_.size();
+    return (n < 2 || earlier(t, k, heap_[1].t, heap_[1].worker)) &&
+           (n < 3 || earlier(t, k, heap_[2].t, heap_[2].worker));
+  }
+  void sift_down() noexcept;
+  double start_update(std::uint32_t k, double t);
+  double finish_update(std::uint32_t k, double t);
+  // A write's cost to worker k, coherence included; `own`: it is made, and the line
+  // is k's from then on.
+  double cost_of(std::uint32_t k, std::size_t index, bool own) noexcept {
+    std::uint16_t& owner = owners_[index / 16];
+    double c = s_.costs.write_ns;
+    if (owner != 0 && owner != k + 1) c += s_.costs.coherence_ns;
+    if (own) owner = static_cast<std::uint16_t>(k + 1);
+    return c * workers_[k].speed;
+  }
+
+  Setup s_;
+  std::vector<Worker> workers_;
+  std::vector<Event> heap_;
+  struct Range {
+    const float* begin;
+    std::size_t size, base;
+  };
+  std::vector<Range> ranges_;             // the tensors and their optimiser state
+  std::span<std::uint16_t> owners_;       // the worker that last wrote each line, + 1
+  std::unique_ptr<SimulatedWrite[]> log_room_;  // not value-initialised: pages untouched
+  SimulatedLog log_;
+  // Per epoch: the data and step sizes the steps read.
+  const Dataset* data_ = nullptr;
+  const float* targets_ = nullptr;
+  StepSize step_size_{};
+  double epoch_lr_ = 0;
+  double loss_ = 0;
+  std::uint64_t committed_ = 0, read_ = 0;  // updates finished, updates begun
+  double lock_free_at_ = 0;                 // lock: when the holder lets go
+  bool lock_held_ = false;
+};
+
+}  // namespace hogwild::detail

@@ -1,0 +1,172 @@
+// --mode simulated: K virtual workers on a simulated clock. One worker is serial
+// bit for bit; a seed repeats its weights; atomic loses nothing where hogwild loses
+// writes; lock runs one update at a time; the clock is the cost model's sum; the
+// cost model's file is checked like any input.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "hogwild/error.hpp"
+#include "hogwild/metrics.hpp"
+#include "hogwild/trainer.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+
+namespace {
+
+TrainConfig simulated(unsigned workers, const std::string& access = "hogwild") {
+  TrainConfig c = test::sgd_config(Mode::simulated, workers);
+  c.epochs = 3;
+  c.simulate_access = access;
+  c.digest_weights = true;
+  return c;
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+TEST_CASE("one simulated worker ends with serial's weights, bit for bit") {
+  auto [train, test] = test::generated_problem(3000, 500, 400, 15, 0.05, 3);
+  for (const auto opt : {Optimizer::sgd, Optimizer::adagrad}) {
+    CAPTURE(static_cast<int>(opt));
+    TrainConfig s = simulated(1);
+    s.mode = Mode::serial;
+    s.optimizer = opt;
+    TrainConfig k1 = simulated(1);
+    k1.optimizer = opt;
+    const auto a = hogwild::train(s, train, &test);
+    const auto b = hogwild::train(k1, train, &test);
+    REQUIRE(a.weights_sha256.size() == 64);
+    CHECK(b.weights_sha256 == a.weights_sha256);
+    CHECK(b.train_loss == a.train_loss);
+    CHECK(b.simulation.lost_writes == 0);
+    CHECK(b.staleness.lag.max == 0);
+    CHECK(b.simulation.updates == a.samples);
+  }
+}
+
+TEST_CASE("a seed repeats a simulated run's weights; another seed does not") {
+  auto [train, test] = test::generated_problem(2000, 400, 300, 15, 0.05, 4);
+  TrainConfig c = simulated(16);
+  const auto a = hogwild::train(c, train, &test);
+  const auto b = hogwild::train(c, train, &test);
+  CHECK(a.weights_sha256 == b.weights_sha256);
+  CHECK(a.simulation.lost_writes == b.simulation.lost_writes);
+  CHECK(a.staleness.lag.mean == b.staleness.lag.mean);
+  c.seed += 1;
+  CHECK(hogwild::train(c, train, &test).weights_sha256 != a.weights_sha256);
+  // And its racing workers end elsewhere than one worker.
+  CHECK(hogwild::train(simulated(1), train, &test).weights_sha256 != a.weights_sha256);
+}
+
+TEST_CASE("atomic loses no write; hogwild's many workers lose some, counted with their mass") {
+  // Few features: every example writes the bias and shares most of its features,
+  // so 64 workers' writes collide.
+  auto [train, test] = test::generated_problem(3000, 500, 40, 10, 0.05, 5);
+  const auto atomic = hogwild::train(simulated(64, "atomic"), train, &test);
+  const auto racing = hogwild::train(simulated(64, "hogwild"), train, &test);
+  CHECK(atomic.simulation.lost_writes == 0);
+  CHECK(atomic.simulation.lost_mass == 0);
+  CHECK(atomic.simulation.writes > atomic.simulation.updates);
+  CHECK(racing.simulation.lost_writes > 0);
+  CHECK(racing.simulation.lost_mass > 0);
+  CHECK(racing.conflicts.conflicts == racing.simulation.lost_writes);
+  // Both see the same schedule of reads: the staleness is the workers', not the access's.
+  CHECK(atomic.staleness.lag.mean > 10);
+  CHECK(atomic.staleness.overlap.max >= atomic.staleness.lag.max);
+  // The same writes, made: every update's writes are counted once.
+  CHECK(racing.simulation.writes == atomic.simulation.writes);
+  // Sixty-four workers' staleness costs this problem little at lr 0.5.
+  CHECK(atomic.test.accuracy > 0.7);
+}
+
+TEST_CASE("lock: one update at a time, none lost, nothing stale") {
+  auto [train, test] = test::generated_problem(2000, 400, 40, 10, 0.05, 6);
+  const auto r = hogwild::train(simulated(8, "lock"), train, &test);
+  CHECK(r.simulation.lost_writes == 0);
+  CHECK(r.staleness.lag.max == 0);
+  CHECK(r.staleness.overlap.max == 0);
+  CHECK(r.simulation.updates == r.samples);
+  // Serialised: the clock is at least every update's cost one after another
+  // (built-in costs: 60 ns an example at the least).
+  CHECK(r.simulation.seconds >= static_cast<double>(r.samples) * 60e-9);
+}
+
+TEST_CASE("the simulated clock is the cost model's: per worker, in parallel, with stragglers") {
+  test::TempDir dir;
+  auto [train, test] = test::generated_problem(4000, 400, 300, 10, 0.05, 7);
+  write(dir.file("costs.json"), R"({"example_ns": 100, "read_ns": 0, "write_ns": 0,
+                                   "coherence_ns": 0, "machine": "a test"})");
+  TrainConfig c = simulated(1);
+  c.cost_model = dir.file("costs.json");
+  c.partition = Partition::contiguous;
+  const double n = 4000.0 * c.epochs;
+  CHECK(hogwild::train(c, train, &test).simulation.seconds == doctest::Approx(n * 100e-9));
+  c.workers = 4;  // four at once: a quarter of the time
+  CHECK(hogwild::train(c, train, &test).simulation.seconds == doctest::Approx(n / 4 * 100e-9));
+  write(dir.file("slow.json"), R"({"example_ns": 100, "read_ns": 0, "write_ns": 0,
+                                   "coherence_ns": 0, "speed": [2]})");
+  c.cost_model = dir.file("slow.json");  // worker 0 twice as slow: the epoch waits for it
+  const auto slow = hogwild::train(c, train, &test);
+  CHECK(slow.simulation.seconds == doctest::Approx(n / 4 * 200e-9));
+  const auto j = nlohmann::json::parse(summary_json(c, slow, "train", "test"));
+  CHECK(j["simulation"]["cost_model"]["source"] == c.cost_model);
+  CHECK(j["staleness"]["lag"]["samples"] == slow.samples);
+}
+
+TEST_CASE("a cost model's file is checked like any input; the instruments it replaces are refused") {
+  test::TempDir dir;
+  auto [train, test] = test::generated_problem(500, 100, 50, 5, 0.05, 8);
+  TrainConfig c = simulated(4);
+  const auto refused = [&](const std::string& text, const std::string& says) {
+    write(dir.file("c.json"), text);
+    c.cost_model = dir.file("c.json");
+    const std::string message = dir.file("c.json") + ": " + says;
+    CHECK_THROWS_WITH_AS(hogwild::train(c, train, &test), doctest::Contains(message.c_str()),
+                         ConfigError);
+  };
+  refused("{", "not JSON");
+  refused("[1, 2]", "a JSON object of costs");
+  refused(R"({"write_ns": -1})", "write_ns must be a number of nanoseconds >= 0, not -1");
+  refused(R"({"read_ns": "fast"})", "read_ns must be a number");
+  refused(R"({"speed": [1, 0]})", "speed[1] must be a number > 0, not 0");
+  refused(R"({"speed": 2})", "speed must be an array");
+  refused(R"({"write": 3})", "unknown key write");
+  c.cost_model = dir.file("absent.json");
+  CHECK_THROWS_AS(hogwild::train(c, train, &test), IoError);
+  c.cost_model.clear();
+  c.simulate_access = "striped";
+  CHECK_THROWS_WITH_AS(hogwild::train(c, train, &test),
+                       doctest::Contains("choose hogwild, atomic or lock"), ConfigError);
+  c.simulate_access = "hogwild";
+  c.telemetry = true;
+  CHECK_THROWS_WITH_AS(hogwild::train(c, train, &test), doctest::Contains("exactly"), ConfigError);
+  c.telemetry = false;
+  c.merge_every = 64;
+  CHECK_THROWS_AS(hogwild::train(c, train, &test), ConfigError);
+}
+
+TEST_CASE("hogwild_train --mode simulated: the line, the summary, and exit 2 for a bad cost model" *
+          doctest::test_suite("cli")) {
+  test::TempDir dir;
+  const auto [train, test] = test::problem_files(dir, 2000);
+  const auto out = test::run_train({"--train", train, "--test", test, "--mode", "simulated",
+                                    "--workers", "256", "--epochs", "1", "--summary",
+                                    dir.file("s.json"), "--digest"});
+  REQUIRE(out.exit_code == 0);
+  CHECK(out.out.find("simulated 256 worker(s) (hogwild)") != std::string::npos);
+  const auto j = nlohmann::json::parse(test::read_text(dir.file("s.json")));
+  CHECK(j["workers"] == 256);
+  CHECK(j["simulation"]["updates"] == 2000);
+  CHECK(j["weights_sha256"].get<std::string>().size() == 64);
+  CHECK(j["staleness"]["lag"]["max"].get<int>() > 0);
+  write(dir.file("bad.json"), R"({"coherence_ns": null})");
+  const auto bad = test::run_train({"--train", train, "--mode", "simulated", "--workers", "4",
+                                    "--cost-model", dir.file("bad.json")});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.out.find("bad.json: coherence_ns must be a number") != std::string::npos);
+}
