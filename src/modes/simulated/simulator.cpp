@@ -306,6 +306,13 @@ double Simulator::epoch(const Dataset& data, const float* targets, const StepSiz
     all.insert(all.end(), w.rows.begin(), w.rows.end());
   }
   s_.model.begin_epoch(all);
+  // The worker's published count: what the run had before this epoch (a resumed
+  // run's earlier epochs included), plus this epoch's examples.
+  const std::uint64_t base = samples ? samples->load(std::memory_order_relaxed) : 0;
+  const std::uint64_t before = s_.figures.examples;
+  const auto publish = [&] {
+    if (samples) samples->store(base + s_.figures.examples - before, std::memory_order_relaxed);
+  };
   const double t0 = s_.figures.seconds * 1e9;
   // A binary min-heap of the workers' next events, earliest (ties: lowest worker)
   // at the top; the top worker acts with its event left in place, then its next
@@ -317,7 +324,7 @@ double Simulator::epoch(const Dataset& data, const float* targets, const StepSiz
   while (!heap_.empty()) {
     if ((++steps & 4095) == 0) {
       if (stop && stop->load(std::memory_order_relaxed)) break;
-      if (samples) samples->store(s_.figures.examples, std::memory_order_relaxed);
+      publish();
     }
     Event& top = heap_.front();
     now = top.t;
@@ -332,7 +339,7 @@ double Simulator::epoch(const Dataset& data, const float* targets, const StepSiz
   }
   s_.model.end_epoch();
   s_.figures.seconds = std::max(now, lock_free_at_) * 1e-9;
-  if (samples) samples->store(s_.figures.examples, std::memory_order_relaxed);
+  publish();
   return loss_;
 }
 
