@@ -703,7 +703,8 @@ TEST_CASE("ps on two nodes: a dead replica is respawned on its node, a dead serv
   const auto [train_file, test_file] = test::problem_files(dir, 20000, 500);
   const std::vector<std::string> args{"--train", train_file, "--test", test_file, "--mode", "ps",
                                       "--workers", "2", "--servers", "1", "--push-every", "8",
-                                      "--fetch-every", "8", "--epochs", "10", "--max-restarts", "2"};
+                                      "--fetch-every", "8", "--epochs", "4", "--max-restarts", "2"};
+  // (4 epochs: about 7 s on 2 cores, far past the kill 0.3 s in.)
   // Starts both nodes, and kills node 1's replica 0 (spawned first) or its server
   // (spawned last) a moment into training; returns the nodes and the pid killed.
   struct Killed {
