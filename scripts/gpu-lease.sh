@@ -103,6 +103,32 @@ choice() {
   done
 }
 
+# --digest's weights_sha256 read from device memory: two serial GPU runs (one warp,
+# in order) give the same digest, and a racing run another.
+digest() {
+  local d=$res/digest-data
+  mkdir -p "$d"
+  "$kit/bin/hogwild_data" generate --rows 20000 --features 2000 --nnz-per-row 20 --seed 7 \
+    --out "$d/train.svm" > /dev/null
+  for run in "serial 1 a" "serial 1 b" "hogwild 2 c"; do
+    set -- $run
+    "$kit/bin/hogwild_train" --train "$d/train.svm" --model logistic --lr 0.5 --epochs 2 \
+      --device cuda --mode $1 --workers $2 --digest --summary "$res/digest-$3.json" \
+      > "$res/digest-$3.txt" 2>&1
+    echo "digest $1 $2 ($3): exit $? $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["weights_sha256"])' "$res/digest-$3.json" 2>&1 | tail -1)" >> "$res/choice.txt"
+  done
+  rm -rf "$d"
+}
+
+# test_cuda's VMM lifetime case again and again (it hung once for more than 60 s).
+vmm() {
+  local i
+  for i in $(seq 1 "$1"); do
+    timeout -k 5 40 "$kit/bin/test_cuda" -tc='VMM memory outlives*' > "$res/vmm-$i.txt" 2>&1
+    echo "vmm case, try $i: exit $?" >> "$res/status.txt"
+  done
+}
+
 for part in "$@"; do
   name=${part%%:*} limit=${part##*:}
   s=$(date +%s)
@@ -113,6 +139,9 @@ for part in "$@"; do
     choice?*) export -f choice; export kit res batch=${name#choice}  # choiceB: --batch B
       timeout -k 5 "$limit" bash -c 'choice $batch $([ $batch -ge 128 ] && echo 0.1 || echo 0.05) "1:1 1:4 2:1"'
       rc=$? ;;
+    vmm*) export -f vmm; export kit res; n=${name#vmm}
+      timeout -k 5 "$limit" bash -c "vmm ${n:-8}"; rc=$? ;;
+    digest) export -f digest; export kit res; timeout -k 5 "$limit" bash -c digest; rc=$? ;;
     cpu) export -f cpu; export kit res; timeout -k 5 "$limit" bash -c cpu; rc=$? ;;
     *) timeout -k 5 "$limit" "$kit/run.sh" "$res" "$name"; rc=$? ;;
   esac

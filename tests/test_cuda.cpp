@@ -17,6 +17,8 @@
 
 #include <cstring>
 #include <fstream>
+#include <poll.h>
+
 #include <chrono>
 #include <functional>
 #include <numeric>
@@ -215,10 +217,23 @@ TEST_CASE("VMM memory outlives its exporter and returns when its last importer i
     return 0;
   });
   REQUIRE(exporter == 0);
+  // The importer's end is its own from here: if it dies this end reads EOF, and if it
+  // hangs the wait below ends, instead of this case hanging (as it once did, for
+  // more than 60 s, on the H200 of 2026-11-28, saying nothing).
+  close(sp.fd[1]);
+  sp.fd[1] = -1;
   const char go = 1;
   REQUIRE(write(sp.fd[0], &go, 1) == 1);
   char mapped = 0;
-  REQUIRE(read(sp.fd[0], &mapped, 1) == 1);
+  pollfd answer{sp.fd[0], POLLIN, 0};
+  if (!(poll(&answer, 1, 30000) == 1 && read(sp.fd[0], &mapped, 1) == 1)) {
+    const bool alive = kill(importer, 0) == 0;
+    kill(importer, SIGKILL);
+    const int status = test::wait_exit(importer, 30);
+    FAIL("the importer did not read the memory after its exporter exited: "
+         << (alive ? "it was still running after 30 s (killed)" : "it exited") << ", status "
+         << status << " (20: no go, 21: a wrong value, 22: its answer not written)");
+  }
   // Free memory, asked by a process of its own: the gigabyte is still held.
   const std::size_t held = free_bytes();
   kill(importer, SIGKILL);
