@@ -69,7 +69,7 @@ class Simulated final : public ModeDef {
                        },
                        [](const std::string& t) { return t; })));
     v.push_back(text({"cost-model", Concern::mode,
-                      "--mode simulated: a JSON file of the costs in simulated ns (example_ns, "
+                      "--mode simulated: a JSON file of the costs in simulated ns (example_ns, idle_ns, "
                       "read_ns, write_ns, coherence_ns, speed: one factor a worker); the "
                       "built-in ones without it", "FILE"},
                      [](auto& c) -> auto& { return c.cost_model; }));
@@ -154,6 +154,7 @@ class Simulated final : public ModeDef {
         {"lost_writes", r.simulation.lost_writes},
         {"lost_mass", r.simulation.lost_mass},
         {"cost_model", {{"source", costs.source}, {"example_ns", costs.example_ns},
+                        {"idle_ns", costs.idle_ns},
                         {"read_ns", costs.read_ns}, {"write_ns", costs.write_ns},
                         {"coherence_ns", costs.coherence_ns}, {"speed", costs.speed}}},
     };

@@ -18,16 +18,16 @@ namespace hogwild::detail {
 
 CostModel default_cost_model() {
   CostModel c;
-  // Serial sparse logistic regression on the RCV1-like set runs about 1.2M examples/s
-  // on the 2-core Xeon @ 2.50 GHz (75 non-zeros a row: about 830 ns an example), and
-  // bench_contention's hot float costs 28-43 ns an example shared against 7-15 ns
-  // private on the 16-core Xeon lent on 2026-11-28 (docs/GPU.md): rough figures,
-  // until --cost-model files measured by a calibration replace them.
-  c.example_ns = 60;
-  c.read_ns = 5;
-  c.write_ns = 5;
-  c.coherence_ns = 25;
-  c.source = "built-in (Xeon @ 2.50 GHz, 2026-11-28)";
+  // bench/calibrate_simulator.py on the 2-core Intel Xeon @ 2.50 GHz (AVX-512) this
+  // was written on, 2026-11-28 (docs/EXPERIMENTS.md): serial 226 / 699 ns an example
+  // at 10 / 100 non-zeros, and two real hogwild workers' 1.47M examples/s on the
+  // RCV1-like set. Another machine measures its own (--cost-model).
+  c.example_ns = 0.68;
+  c.idle_ns = 172.25;
+  c.read_ns = 2.938;
+  c.write_ns = 2.938;
+  c.coherence_ns = 16.6;
+  c.source = "built-in (bench/calibrate_simulator.py, Intel Xeon @ 2.50 GHz, 2 cores, 2026-11-28)";
   return c;
 }
 
@@ -56,6 +56,7 @@ CostModel read_cost_model(const std::string& path) {
   };
   for (const auto& [key, value] : j.items()) {
     if (key == "example_ns") cost(key, c.example_ns);
+    else if (key == "idle_ns") cost(key, c.idle_ns);
     else if (key == "read_ns") cost(key, c.read_ns);
     else if (key == "write_ns") cost(key, c.write_ns);
     else if (key == "coherence_ns") cost(key, c.coherence_ns);
@@ -71,8 +72,8 @@ CostModel read_cost_model(const std::string& path) {
         c.speed.push_back(f.get<double>());
       }
     } else if (key != "machine" && key != "note") {
-      throw ConfigError(fmt::format("--cost-model {}: unknown key {} (example_ns, read_ns, "
-                                    "write_ns, coherence_ns, speed, machine, note)", path, key));
+      throw ConfigError(fmt::format("--cost-model {}: unknown key {} (example_ns, idle_ns, "
+                                    "read_ns, write_ns, coherence_ns, speed, machine, note)", path, key));
     }
   }
   return c;
@@ -226,7 +227,7 @@ double Simulator::finish_update(std::uint32_t k, double t) {
   w.seen += w.size;
   w.phase = Worker::Phase::read;
   lock_held_ = false;  // (lock: the holder is the one finishing)
-  return t;
+  return t + s_.costs.idle_ns * w.speed;  // the next update's read
 }
 
 // Worker k's writes from its next one, at time t: each a load, then a store a

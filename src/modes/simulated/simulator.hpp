@@ -44,7 +44,9 @@ namespace hogwild::detail {
 // What an update costs in simulated nanoseconds. Every cost of a worker is
 // multiplied by its speed factor (speed[k], 1 where absent; 2: half as fast).
 struct CostModel {
-  double example_ns = 0;    // fixed, per update (the loss, the step's bookkeeping)
+  double example_ns = 0;    // fixed, per update, between its read and its writes (the loss)
+  double idle_ns = 0;       // fixed, per update, before its read (the loop, the row's
+                            // fetch): time outside the read-to-last-write window
   double read_ns = 0;       // per coordinate read
   double write_ns = 0;      // per coordinate written: its load-add-store
   double coherence_ns = 0;  // added to a write whose cache line another worker wrote last
@@ -54,7 +56,7 @@ struct CostModel {
 
 // The built-in costs (docs/EXPERIMENTS.md says where they were measured).
 CostModel default_cost_model();
-// A --cost-model file: a JSON object with any of example_ns, read_ns, write_ns,
+// A --cost-model file: a JSON object with any of example_ns, idle_ns, read_ns, write_ns,
 // coherence_ns (finite, >= 0) and speed (an array of numbers > 0), the built-in
 // value for each one left out. ConfigError naming the file and the key for anything
 // else; IoError when it cannot be read.
