@@ -4,13 +4,16 @@
 // cost model's file is checked like any input.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "hogwild/error.hpp"
 #include "hogwild/metrics.hpp"
+#include "hogwild/model_registry.hpp"
 #include "hogwild/trainer.hpp"
+#include "ridge.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -169,4 +172,39 @@ TEST_CASE("hogwild_train --mode simulated: the line, the summary, and exit 2 for
                                     "--cost-model", dir.file("bad.json")});
   CHECK(bad.exit_code == 2);
   CHECK(bad.out.find("bad.json: coherence_ns must be a number") != std::string::npos);
+}
+
+TEST_CASE("an analytic case: least squares in rounds of K reads of one iterate, as the recurrence") {
+  // A user's model (tests/ridge.hpp, least squares, its one tensor "theta"): the
+  // simulator runs every model compiled for the access policies, built in or not.
+  register_model("ridge", [](const ModelOptions&) { return std::make_unique<test::Ridge<>>(); });
+  // One weight, every row x = 1 with target y, squared loss, a fixed step:
+  // serial SGD is e <- (1 - lr) e for e = w - y. With K workers of equal costs whose
+  // reads all come after the round's writes (idle_ns 1, the rest of an update
+  // example_ns), each round's K updates read the same iterate, a delay of up to
+  // K - 1 updates: e_{r+1} = (1 - K lr) e_r, so after R rounds e = (1 - K lr)^R e_0.
+  test::TempDir dir;
+  write(dir.file("rounds.json"), R"({"example_ns": 100, "idle_ns": 1, "read_ns": 0,
+                                     "write_ns": 0, "coherence_ns": 0})");
+  constexpr float y = 2.f;
+  constexpr std::size_t rows = 120;
+  const std::vector<float> labels(rows, y), values(rows, 1.f);
+  const Dataset data = Dataset::dense(labels, values, 1, "x = 1");
+  for (const unsigned K : {1u, 2u, 4u, 8u}) {
+    CAPTURE(K);
+    TrainConfig c = simulated(K);
+    c.model = "ridge";
+    c.epochs = 1;
+    c.step_size.lr0 = 0.02f;
+    c.step_size.decay = 1;
+    c.cost_model = dir.file("rounds.json");
+    const auto r = hogwild::train(c, data, &data);
+    const double rounds = static_cast<double>(rows / K);
+    const double expected = y + std::pow(1.0 - K * 0.02, rounds) * (0.0 - y);
+    REQUIRE(r.parameters.count("theta"));
+    CHECK(r.parameters.at("theta")[0] == doctest::Approx(expected).epsilon(1e-5));
+    // Every update but a round's first saw the round's earlier ones land after its read.
+    CHECK(r.staleness.lag.max == K - 1);
+    CHECK(r.staleness.lag.mean == doctest::Approx((K - 1) / 2.0));
+  }
 }
