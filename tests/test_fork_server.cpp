@@ -204,6 +204,9 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.telemetry_every = 17;
   c.conflicts = true;
   c.conflict_k = 5;
+  c.digest_weights = true;
+  c.simulate_access = "lock";
+  c.cost_model = "costs.json";
   c.grad_delay_ns = 1234;
   c.straggler_worker = 1;
   c.straggler_factor = 2.5;
@@ -268,6 +271,9 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.telemetry_every == c.telemetry_every);
   CHECK(d.conflicts == c.conflicts);
   CHECK(d.conflict_k == c.conflict_k);
+  CHECK(d.digest_weights == c.digest_weights);
+  CHECK(d.simulate_access == c.simulate_access);
+  CHECK(d.cost_model == c.cost_model);
   CHECK(d.grad_delay_ns == c.grad_delay_ns);
   CHECK(d.straggler_worker == c.straggler_worker);
   CHECK(d.straggler_factor == c.straggler_factor);
