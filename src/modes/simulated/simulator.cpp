@@ -98,8 +98,8 @@ void Simulator::sift_down() noexcept {
   for (;;) {
     std::size_t c = 2 * i + 1;
     if (c >= n) break;
-    if (c + 1 < n && earlier(heap_[c + 1].t, heap_[c + 1].worker, heap_[c].t, heap_[c].worker)) ++c;
-    if (!earlier(heap_[c].t, heap_[c].worker, e.t, e.worker)) break;
+    if (c + 1 < n && heap_[c + 1] < heap_[c]) ++c;
+    if (!(heap_[c] < e)) break;
     heap_[i] = heap_[c];
     i = c;
   }
@@ -150,10 +150,10 @@ double Simulator::start_update(std::uint32_t k, double t) {
     w.phase = Worker::Phase::done;
     return t;
   }
-  // Lock: a worker that finds it held tries again just after the holder lets go
-  // (just after: the holder's own last event is at that instant).
+  // Lock: a worker that finds it held tries again a tick of the clock after the
+  // holder lets go (after: the holder's own last event is at that instant).
   if (s_.access == SimulatedAccess::lock && (lock_held_ || t < lock_free_at_))
-    return std::nextafter(std::max(t, lock_free_at_), std::numeric_limits<double>::infinity());
+    return std::max(t, lock_free_at_) + 1 / kTicks;
   const std::size_t size = std::min<std::size_t>(std::max<std::size_t>(s_.config.batch, 1),
                                                  w.rows.size() - w.pos);
   const Batch b{data_, targets_, w.rows.data() + w.pos, size};
@@ -256,6 +256,11 @@ double Simulator::writes_from(std::uint32_t k, double t) {
     }
     w.loaded = *x.p;
     w.phase = Worker::Phase::store;
+    // Its next write's coordinate and line, fetched while other workers' events run.
+    if (w.next + 1 < w.writes.size()) {
+      __builtin_prefetch(w.writes[w.next + 1].p, 1);
+      __builtin_prefetch(&owners_[w.index[w.next + 1] / 16], 1);
+    }
     return store_at;
   }
   return finish_update(k, t);
@@ -319,7 +324,10 @@ double Simulator::epoch(const Dataset& data, const float* targets, const StepSiz
   // at the top; the top worker acts with its event left in place, then its next
   // event is sifted down (one pass, no pop and push).
   heap_.clear();
-  for (std::uint32_t k = 0; k < K; ++k) heap_.push_back({t0, k});  // sorted: a heap
+  for (std::uint32_t k = 0; k < K; ++k) {  // in order: a heap
+    workers_[k].at = t0;
+    heap_.push_back(event(t0, k));
+  }
   double now = t0;
   std::uint64_t steps = 0;
   while (!heap_.empty()) {
@@ -327,14 +335,15 @@ double Simulator::epoch(const Dataset& data, const float* targets, const StepSiz
       if (stop && stop->load(std::memory_order_relaxed)) break;
       publish();
     }
-    Event& top = heap_.front();
-    now = top.t;
-    const double next = act(top.worker, top.t);
-    if (workers_[top.worker].phase == Worker::Phase::done) {
-      top = heap_.back();
+    const auto k = static_cast<std::uint32_t>(heap_.front() & 0xffff);
+    Worker& w = workers_[k];
+    now = w.at;
+    w.at = act(k, w.at);
+    if (w.phase == Worker::Phase::done) {
+      heap_.front() = heap_.back();
       heap_.pop_back();
     } else {
-      top.t = next;
+      heap_.front() = event(w.at, k);
     }
     sift_down();
   }

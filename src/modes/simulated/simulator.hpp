@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "hogwild/batch.hpp"
+#include "hogwild/error.hpp"
 #include "hogwild/model.hpp"
 #include "hogwild/param_set.hpp"
 #include "hogwild/step_size.hpp"
@@ -116,11 +117,19 @@ class Simulator {
     float loaded = 0;                    // the value its write in flight loaded
     std::uint64_t committed_at_read = 0, size = 0;
     double speed = 1;
+    double at = 0;  // when its next event is
   };
-  struct Event {
-    double t;
-    std::uint32_t worker;
-  };
+  // An event in the heap: its time in sixteenths of a nanosecond above the worker's
+  // number (16 bits), one integer to compare (the time itself is the worker's `at`).
+  // 2^48 sixteenths: 4.9 hours of simulated time.
+  using Event = std::uint64_t;
+  static constexpr double kTicks = 16;
+  Event event(double t, std::uint32_t k) const {
+    const double ticks = t * kTicks;
+    if (!(ticks < 281474976710656.0))  // 2^48
+      throw ResourceError("--mode simulated: the simulated clock passed 4.9 hours, its limit");
+    return (static_cast<std::uint64_t>(ticks) << 16) | k;
+  }
   // Coordinate `p`'s index (its cache line's in owners_: index / 16).
   std::size_t index_of(const float* p) const noexcept {
     for (const Range& r : ranges_)
@@ -130,16 +139,14 @@ class Simulator {
   // One step of worker k (the heap's top) at time t; returns when its next event is.
   double act(std::uint32_t k, double t);
   double writes_from(std::uint32_t k, double t);
-  // The order of events: by time, ties to the lower worker (a function of the seed).
-  static bool earlier(double ta, std::uint32_t a, double tb, std::uint32_t b) noexcept {
-    return ta < tb || (ta == tb && a < b);
-  }
   // Whether an event of worker k (the heap's top) at time t comes before every other
-  // worker's next event: the top's children are the earliest of the others.
-  bool first(double t, std::uint32_t k) const noexcept {
+  // worker's next event (the top's children are the earliest of the others). The
+  // order of events: by time to a sixteenth of a nanosecond, ties to the lower
+  // worker (a function of the seed).
+  bool first(double t, std::uint32_t k) const {
     const std::size_t n = heap_.size();
-    return (n < 2 || earlier(t, k, heap_[1].t, heap_[1].worker)) &&
-           (n < 3 || earlier(t, k, heap_[2].t, heap_[2].worker));
+    const Event e = event(t, k);
+    return (n < 2 || e < heap_[1]) && (n < 3 || e < heap_[2]);
   }
   void sift_down() noexcept;
   double start_update(std::uint32_t k, double t);
