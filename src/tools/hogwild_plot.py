@@ -246,7 +246,10 @@ def lost_mass(st, out, made):
             if not ws:
                 continue
             row = st.best(model, mode, max(ws))
-            runs = [r for r in (st.runs(row) if row else []) if r.get("conflicts")]
+            # (per sampled coordinate: --conflicts' runs; a simulated run has its
+            # lost mass in total only)
+            runs = [r for r in (st.runs(row) if row else [])
+                    if (r.get("conflicts") or {}).get("coordinates")]
             if runs:
                 bars.append((f"{mode} x{max(ws)}", runs[0]["conflicts"]["coordinates"]))
         if not bars:

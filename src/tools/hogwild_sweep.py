@@ -125,6 +125,14 @@ def read_run(folder):
                 m = json.loads(line)
                 if m.get("end_of_epoch") and m.get("test_loss") is not None:
                     curve.append((m["time"], m["samples"], m["test_loss"]))
+    # --mode simulated: its speed is the simulated clock's, not the wall's. The
+    # metrics carry wall time, so each point's time is its examples at the run's
+    # simulated rate (the clock's mean pace: a projection, not a measurement).
+    sim = r.get("simulation")
+    if sim and sim.get("examples_per_second"):
+        rate = sim["examples_per_second"]
+        r["samples_per_second"] = rate
+        curve = [(samples / rate, samples, loss) for _, samples, loss in curve]
     r["curve"] = curve
     return r
 
@@ -216,7 +224,10 @@ def analyse(args, cells, refs):
         rows.append(row)
     by = {(r["model"], r["mode"], r["workers"], r["lr"]): r for r in rows}
     for r in rows:
-        serial = by.get((r["model"], "serial", 1, r["lr"]))
+        # Simulated runs are measured against one simulated worker (serial's weights,
+        # on the simulated clock), real ones against serial.
+        serial = (r["mode"] == "simulated" and by.get((r["model"], "simulated", 1, r["lr"]))) or \
+            by.get((r["model"], "serial", 1, r["lr"]))
         one = by.get((r["model"], r["mode"], 1, r["lr"])) or serial
         se = (serial["updates_to_target"] / r["updates_to_target"]
               if serial and serial["updates_to_target"] and r["updates_to_target"] else None)
@@ -294,7 +305,8 @@ def main():
                    help="target loss f* + eps (f0 - f*) (default 0.05)")
     p.add_argument("--ref-epochs", type=int, default=0, help="default: 4 x --epochs")
     p.add_argument("--ref-lr", type=float, default=0, help="default: the smallest --lr")
-    p.add_argument("--telemetry", action="store_true", help="pass --telemetry to the runs")
+    p.add_argument("--telemetry", action="store_true",
+                   help="pass --telemetry to the runs (a simulated run's staleness is exact without it)")
     p.add_argument("--conflicts", action="store_true",
                    help="pass --conflicts to the runs of modes hogwild, atomic, lock and serial")
     p.add_argument("--train-option", action="append", default=[], metavar="OPTION=VALUE",
@@ -359,7 +371,7 @@ def main():
     for i, c in enumerate(todo):
         opts = dict(args.extra_opts, model=c["model"], mode=c["mode"], workers=c["workers"],
                     lr=c["lr"], seed=c["seed"], epochs=args.epochs)
-        if args.telemetry:
+        if args.telemetry and c["mode"] != "simulated":  # it measures every update exactly
             opts["telemetry"] = True
         if args.conflicts and c["mode"] in ("serial", "hogwild", "atomic", "lock"):
             opts["conflicts"] = True

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -51,10 +52,10 @@ try:
         f.writelines(lines[3000:])
     out = f"{tmp}/study"
     cmd = [sweep, "--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm", "--model", "logistic",
-           "--workers", "1,2", "--mode", "serial,hogwild,atomic,lock", "--lr", "0.5,1e38",
+           "--workers", "1,2", "--mode", "serial,hogwild,atomic,lock,simulated", "--lr", "0.5,1e38",
            "--seeds", "2", "--epochs", "4", "--ref-lr", "0.5", "--eps", "0.2", "--telemetry", "--conflicts",
            "--out", out, "--hogwild-train", train]
-    cells = 2 * (1 + 3 * 2) * 2  # lr x (serial + 3 modes x 2 workers) x seeds
+    cells = 2 * (1 + 4 * 2) * 2  # lr x (serial + 4 modes x 2 workers) x seeds
 
     # Killed after a few runs, then resumed.
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -62,9 +63,8 @@ try:
     deadline = time.time() + 120
     while time.time() < deadline and p.poll() is None:
         done = [d for d in os.listdir(runs)] if os.path.isdir(runs) else []
-        done = [d for d in done if os.path.exists(os.path.join(runs, d, "summary.json"))
-                or os.path.exists(os.path.join(runs, d, "failed.json"))]
-        if len(done) >= 4:
+        done = [d for d in done if os.path.exists(os.path.join(runs, d, "summary.json"))]
+        if len(done) >= 3:
             break
         time.sleep(0.05)
     p.send_signal(signal.SIGKILL)
@@ -98,6 +98,21 @@ try:
     hog = [x for x in small if x["mode"] == "hogwild" and x["workers"] == 2][0]
     check(hog["staleness_lag_p99"] is not None, "the telemetry's lag is in the results")
     check(hog["lost_mass_mean"] is not None, "the conflicts' lost mass is in the results")
+    # Simulated runs: their own exact staleness (no --telemetry passed), their speed on
+    # the simulated clock, measured against one simulated worker (serial's weights).
+    sim1 = [x for x in small if x["mode"] == "simulated" and x["workers"] == 1][0]
+    sim2 = [x for x in small if x["mode"] == "simulated" and x["workers"] == 2][0]
+    check(sim1["updates_to_target"] == ser["updates_to_target"],
+          "one simulated worker reaches the target after serial's updates")
+    check(sim1["statistical_efficiency"] == 1.0 and sim1["hardware_efficiency"] == 1.0,
+          "one simulated worker's efficiencies are 1")
+    check(sim2["staleness_lag_p99"] is not None and sim2["lost_mass_mean"] is not None,
+          "a simulated run's exact staleness and lost mass are in the results")
+    sim_runs = [json.load(open(os.path.join(runs, d, "summary.json"))) for d in os.listdir(runs)
+                if "-simulated-w2-lr0.5-" in d and os.path.exists(os.path.join(runs, d, "summary.json"))]
+    check(len(sim_runs) == 2 and sim2["throughput"] == statistics.median(
+        s["simulation"]["examples_per_second"] for s in sim_runs),
+          "a simulated row's throughput is the simulated clock's")
     with open(os.path.join(out, "table.md")) as f:
         table = f.read()
     check("| logistic | hogwild | 2 | 0.5 |" in table and "| logistic | serial | 1 | 1e+38 |" in table,
