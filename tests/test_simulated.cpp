@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -118,7 +119,16 @@ TEST_CASE("the simulated clock is the cost model's: per worker, in parallel, wit
   CHECK(slow.simulation.seconds == doctest::Approx(n / 4 * 200e-9));
   const auto j = nlohmann::json::parse(summary_json(c, slow, "train", "test"));
   CHECK(j["simulation"]["cost_model"]["source"] == c.cost_model);
+  CHECK(j["simulation"]["cost_model"]["speed"] == nlohmann::json::array({2.0}));
   CHECK(j["staleness"]["lag"]["samples"] == slow.samples);
+  // The file is read once, at the first epoch: gone after it, the run and its
+  // summary go on with the costs it read.
+  const auto gone = hogwild::train(c, train, &test, [&](const Progress& p) {
+    if (p.epoch == 1) std::filesystem::remove(c.cost_model);
+  });
+  CHECK(gone.simulation.seconds == doctest::Approx(n / 4 * 200e-9));
+  CHECK(nlohmann::json::parse(summary_json(c, gone, "train", "test"))["simulation"]["cost_model"]
+            ["example_ns"] == 100.0);
 }
 
 TEST_CASE("a cost model's file is checked like any input; the instruments it replaces are refused") {

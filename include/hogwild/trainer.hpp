@@ -3,6 +3,7 @@
 // the live weights while they run, and removes everything on the way out.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -313,7 +314,10 @@ struct TrainResult {
     double seconds = 0;
     std::uint64_t updates = 0, writes = 0, lost_writes = 0;
     double lost_mass = 0;
-    std::string cost_model;
+    // The costs it ran with, in ns: idle, example, read, write, coherence; and the
+    // workers' speed factors (modes/simulated/simulator.hpp's CostModel).
+    std::array<double, 5> costs = {};
+    std::vector<double> speed;
   } simulation;
 };
 

@@ -44,6 +44,19 @@ Quantiles quantiles(const std::uint64_t (&h)[SimulationFigures::kHistogram], dou
   return q;
 }
 
+// The cost model the run read (SimulationFigures), and where it came from.
+CostModel costs_of(const SimulationFigures& f, const TrainConfig& c) {
+  CostModel m;
+  m.idle_ns = f.idle_ns;
+  m.example_ns = f.example_ns;
+  m.read_ns = f.read_ns;
+  m.write_ns = f.write_ns;
+  m.coherence_ns = f.coherence_ns;
+  m.speed.assign(f.speed, f.speed + f.speeds);
+  m.source = c.cost_model.empty() ? default_cost_model().source : c.cost_model;
+  return m;
+}
+
 class Simulated final : public ModeDef {
  public:
   std::string_view name() const override { return "simulated"; }
@@ -106,9 +119,20 @@ class Simulated final : public ModeDef {
   std::optional<double> train_epoch(Model& model, const EpochTask& t,
                                     const ModeWorker& w) const override {
     const TrainConfig& c = w.config;
-    Simulator sim({model, t.params, c, parse_simulated_access(c.simulate_access),
-                   c.cost_model.empty() ? default_cost_model() : read_cost_model(c.cost_model),
-                   c.workers, w.arena.object<SimulationFigures>("simulation"),
+    auto& f = w.arena.object<SimulationFigures>("simulation");
+    if (!f.costs_read) {  // once: the same costs for every epoch
+      const CostModel read = c.cost_model.empty() ? default_cost_model() : read_cost_model(c.cost_model);
+      f.idle_ns = read.idle_ns;
+      f.example_ns = read.example_ns;
+      f.read_ns = read.read_ns;
+      f.write_ns = read.write_ns;
+      f.coherence_ns = read.coherence_ns;
+      f.speeds = static_cast<std::uint32_t>(read.speed.size());
+      std::copy(read.speed.begin(), read.speed.end(), f.speed);
+      f.costs_read = true;
+    }
+    Simulator sim({model, t.params, c, parse_simulated_access(c.simulate_access), costs_of(f, c),
+                   c.workers, f,
                    w.arena.array<std::uint16_t>("simulation_owners")});
     const double loss = sim.epoch(*t.data, t.targets, t.step_size, t.epoch, t.stop,
                                   t.progress ? &t.progress->samples : nullptr);
@@ -123,6 +147,8 @@ class Simulated final : public ModeDef {
 
   void collect(Arena& arena, TrainResult& r) const override {
     const auto& f = arena.object<SimulationFigures>("simulation");
+    r.simulation.costs = {f.idle_ns, f.example_ns, f.read_ns, f.write_ns, f.coherence_ns};
+    r.simulation.speed.assign(f.speed, f.speed + f.speeds);
     r.simulation.seconds = f.seconds;
     r.simulation.updates = f.updates;
     r.simulation.writes = f.writes;
@@ -143,7 +169,7 @@ class Simulated final : public ModeDef {
   }
 
   void summarize(const TrainConfig& c, const TrainResult& r, nlohmann::json& j) const override {
-    const CostModel costs = c.cost_model.empty() ? default_cost_model() : read_cost_model(c.cost_model);
+    const auto& k = r.simulation.costs;
     j["simulation"] = {
         {"access", c.simulate_access},
         {"seconds", r.simulation.seconds},
@@ -153,10 +179,9 @@ class Simulated final : public ModeDef {
         {"writes", r.simulation.writes},
         {"lost_writes", r.simulation.lost_writes},
         {"lost_mass", r.simulation.lost_mass},
-        {"cost_model", {{"source", costs.source}, {"example_ns", costs.example_ns},
-                        {"idle_ns", costs.idle_ns},
-                        {"read_ns", costs.read_ns}, {"write_ns", costs.write_ns},
-                        {"coherence_ns", costs.coherence_ns}, {"speed", costs.speed}}},
+        {"cost_model", {{"source", c.cost_model.empty() ? default_cost_model().source : c.cost_model},
+                        {"idle_ns", k[0]}, {"example_ns", k[1]}, {"read_ns", k[2]},
+                        {"write_ns", k[3]}, {"coherence_ns", k[4]}, {"speed", r.simulation.speed}}},
     };
   }
 

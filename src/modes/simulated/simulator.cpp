@@ -64,6 +64,9 @@ CostModel read_cost_model(const std::string& path) {
       if (!value.is_array())
         throw ConfigError(fmt::format("--cost-model {}: speed must be an array of factors "
                                       "(one a worker, 1 = nominal)", path));
+      if (value.size() > SimulationFigures::kSpeeds)
+        throw ConfigError(fmt::format("--cost-model {}: at most {} speed factors, not {}", path,
+                                      SimulationFigures::kSpeeds, value.size()));
       for (std::size_t i = 0; i < value.size(); ++i) {
         const auto& f = value[i];
         if (!f.is_number() || !std::isfinite(f.get<double>()) || f.get<double>() <= 0)

@@ -71,6 +71,13 @@ SimulatedAccess parse_simulated_access(const std::string& s);  // ConfigError na
 // kHistogram, counted in the last bucket above it, whose max is exact).
 struct SimulationFigures {
   static constexpr std::size_t kHistogram = 4096;
+  static constexpr std::size_t kSpeeds = 4096;  // a cost model's speed factors, at most
+  // The cost model, read once at the first epoch (a file changed or gone later
+  // changes nothing).
+  bool costs_read = false;
+  double idle_ns = 0, example_ns = 0, read_ns = 0, write_ns = 0, coherence_ns = 0;
+  std::uint32_t speeds = 0;
+  double speed[kSpeeds] = {};
   double seconds = 0;  // simulated time, all epochs
   std::uint64_t updates = 0, writes = 0, lost_writes = 0, examples = 0;
   double lost_mass = 0;  // sum of |the changes overwritten|
