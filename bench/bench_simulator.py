@@ -9,23 +9,14 @@ regression.
     /usr/bin/python3 bench/bench_simulator.py --build build [--quick] [--data FILE]
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
+from calibrate_simulator import cache, train  # noqa: E402  the runs, as the calibration makes them
 from suite import cpu_name  # noqa: E402  bench/suite.py: the model and its vector units
-
-
-def run(tool, data, extra, summary, epochs):
-    subprocess.run([tool, "--train", data, "--model", "logistic", "--lr", "0.5", "--epochs",
-                    str(epochs), "-q", "--summary", summary, *extra], check=True,
-                   capture_output=True)
-    with open(summary) as f:
-        return json.load(f)
 
 
 def main():
@@ -51,13 +42,11 @@ def main():
     lost = {}
     with tempfile.TemporaryDirectory() as tmp:
         # A cache of the rows first, so that no run parses text.
-        cache = os.path.join(tmp, "rows.cache")
-        subprocess.run([os.path.join(a.build, "src", "hogwild_data"), "convert", a.data,
-                        "--out", cache, "--format", "cache"], check=True, capture_output=True)
-        summary = os.path.join(tmp, "s.json")
+        rows = cache(os.path.join(a.build, "src", "hogwild_data"), a.data,
+                     os.path.join(tmp, "rows.cache"))
         for _ in range(a.reps):  # interleaved
             for name, extra in configs:
-                s = run(tool, cache, extra, summary, a.epochs)
+                s = train(tool, rows, [*extra, "--epochs", str(a.epochs)], tmp)
                 rates[name].append(s["samples_per_second"])
                 if "simulation" in s:
                     lost[name] = (s["simulation"]["lost_writes"], s["staleness"]["lag"]["mean"])

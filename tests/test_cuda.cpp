@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -17,7 +18,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <poll.h>
 
 #include <chrono>
 #include <functional>

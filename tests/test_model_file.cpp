@@ -175,7 +175,7 @@ TEST_CASE("weights_sha256: asked for, the digest of the final weights; a seed re
   const auto a = hogwild::train(c, train, &test);
   REQUIRE(a.weights_sha256.size() == 64);
   CHECK(a.weights_sha256.find_first_not_of("0123456789abcdef") == std::string::npos);
-  c.result_parameters = false;  // digested from the arena, not the result's copy
+  c.result_parameters = false;  // no copy of the weights in the result: the same digest
   const auto b = hogwild::train(c, train, &test);
   CHECK(b.weights_sha256 == a.weights_sha256);
   CHECK(nlohmann::json::parse(summary_json(c, b, "train", "test"))["weights_sha256"] ==

@@ -3,7 +3,6 @@
 // the live weights while they run, and removes everything on the way out.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -73,16 +72,16 @@ struct TrainConfig {
   // (0: bulk-synchronous; -1: no bound). hashed_keys: each server owns the
   // coordinates whose hash says so (--key-ranges hashed) instead of a contiguous
   // slice.
-  // --mode simulated: the access the virtual workers' writes have (hogwild, atomic
-  // or lock), and a JSON file of the cost model's figures ("": the built-in ones;
-  // src/modes/simulated/simulator.hpp, docs/EXPERIMENTS.md).
-  std::string simulate_access = "hogwild";
-  std::string cost_model;
   unsigned servers = 1;
   std::size_t push_every = 1;
   std::size_t fetch_every = 1;
   long staleness = -1;
   bool hashed_keys = false;
+  // --mode simulated: the access the virtual workers' writes have (hogwild, atomic
+  // or lock), and a JSON file of the cost model's figures ("": the built-in ones;
+  // src/modes/simulated/simulator.hpp, docs/EXPERIMENTS.md).
+  std::string simulate_access = "hogwild";
+  std::string cost_model;
   // --mode ddp: the gradients of `accumulate` mini-batches are combined before one
   // update (PyTorch's no_sync); the reduction goes in buckets of bucket_bytes after
   // a first one of 1 MiB (0: 25 MiB, PyTorch's default); a worker waiting longer
@@ -314,9 +313,9 @@ struct TrainResult {
     double seconds = 0;
     std::uint64_t updates = 0, writes = 0, lost_writes = 0;
     double lost_mass = 0;
-    // The costs it ran with, in ns: idle, example, read, write, coherence; and the
-    // workers' speed factors (modes/simulated/simulator.hpp's CostModel).
-    std::array<double, 5> costs = {};
+    // The costs it ran with, in ns by name (idle_ns, example_ns, read_ns, write_ns,
+    // coherence_ns), and the workers' speed factors (modes/simulated/simulator.hpp).
+    std::map<std::string, double> costs;
     std::vector<double> speed;
   } simulation;
 };

@@ -606,9 +606,7 @@ class Supervisor {
         copy(r.parameters[t.name], t.data, t.dtype);
         if (t.state) copy(r.optimizer_state[t.name], t.state, Dtype::f32);
       }
-    if (cfg_.digest_weights)
-      r.weights_sha256 = cfg_.result_parameters ? detail::weights_sha256(r.parameters)
-                                                : detail::weights_sha256(run_.params);
+    if (cfg_.digest_weights) r.weights_sha256 = detail::weights_sha256(run_.params);
     meter_.sample({});  // the workers are gone; the result's copy made
     r.peak_rss_bytes = meter_.peak();
     r.memory_estimate = run_.memory;

@@ -81,13 +81,4 @@ std::string weights_sha256(const ParamSet& params) {
   return sha.hex();
 }
 
-std::string weights_sha256(const std::map<std::string, std::vector<float>>& weights) {
-  Sha256 sha;  // a std::map iterates in ascending order of name
-  for (const auto& [name, values] : weights) {
-    sha.tensor(name, values.size());
-    sha.add(values.data(), values.size() * sizeof(float));
-  }
-  return sha.hex();
-}
-
 }  // namespace hogwild::detail

@@ -9,9 +9,7 @@
 // same computed anywhere (docs/CLI.md, "The summary").
 #pragma once
 
-#include <map>
 #include <string>
-#include <vector>
 
 #include "hogwild/param_set.hpp"
 
@@ -20,7 +18,5 @@ namespace hogwild::detail {
 // Lower-case hex. Reads the tensors where they live (host or device memory); call
 // it when nothing writes them any more.
 std::string weights_sha256(const ParamSet& params);
-// The same digest of weights already copied out (TrainResult::parameters).
-std::string weights_sha256(const std::map<std::string, std::vector<float>>& weights);
 
 }  // namespace hogwild::detail

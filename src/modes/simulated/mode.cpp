@@ -44,8 +44,18 @@ Quantiles quantiles(const std::uint64_t (&h)[SimulationFigures::kHistogram], dou
   return q;
 }
 
-// The cost model the run read (SimulationFigures), and where it came from.
-CostModel costs_of(const SimulationFigures& f, const TrainConfig& c) {
+// Where a run's costs came from: its --cost-model file, or the built-in ones.
+std::string cost_source(const TrainConfig& c) {
+  return c.cost_model.empty() ? default_cost_model().source : c.cost_model;
+}
+
+// Examples a second of simulated time.
+double simulated_rate(const TrainResult& r) {
+  return r.simulation.seconds > 0 ? static_cast<double>(r.samples) / r.simulation.seconds : 0.0;
+}
+
+// The cost model the run read, from its figures.
+CostModel costs_of(const SimulationFigures& f) {
   CostModel m;
   m.idle_ns = f.idle_ns;
   m.example_ns = f.example_ns;
@@ -53,7 +63,6 @@ CostModel costs_of(const SimulationFigures& f, const TrainConfig& c) {
   m.write_ns = f.write_ns;
   m.coherence_ns = f.coherence_ns;
   m.speed.assign(f.speed, f.speed + f.speeds);
-  m.source = c.cost_model.empty() ? default_cost_model().source : c.cost_model;
   return m;
 }
 
@@ -110,10 +119,10 @@ class Simulated final : public ModeDef {
   }
 
   void arena_blocks(const ModeArena& a, std::vector<BlockSpec>& blocks) const override {
-    const std::size_t n = Simulator::coordinates(sizes_of(a.specs),
-                                                 a.config.optimizer == Optimizer::adagrad);
+    const std::size_t lines = Simulator::lines(sizes_of(a.specs),
+                                               a.config.optimizer == Optimizer::adagrad);
     blocks.push_back({"simulation", sizeof(SimulationFigures)});
-    blocks.push_back({"simulation_owners", (n / 16 + 1) * sizeof(std::uint16_t)});
+    blocks.push_back({"simulation_owners", lines * sizeof(std::uint16_t)});
   }
 
   std::optional<double> train_epoch(Model& model, const EpochTask& t,
@@ -131,10 +140,9 @@ class Simulated final : public ModeDef {
       std::copy(read.speed.begin(), read.speed.end(), f.speed);
       f.costs_read = true;
     }
-    Simulator sim({model, t.params, c, parse_simulated_access(c.simulate_access), costs_of(f, c),
-                   c.workers, f,
-                   w.arena.array<std::uint16_t>("simulation_owners")});
-    const double loss = sim.epoch(*t.data, t.targets, t.step_size, t.epoch, t.stop,
+    Simulator sim({model, t.params, c, parse_simulated_access(c.simulate_access), costs_of(f),
+                   c.workers, f, w.arena.array<std::uint16_t>("simulation_owners")});
+    const double loss = sim.epoch(*t.data, t.rows, t.targets, t.step_size, t.epoch, t.stop,
                                   t.progress ? &t.progress->samples : nullptr);
     if (t.progress) {
       const bool stopped = t.stop && t.stop->load(std::memory_order_relaxed);
@@ -147,7 +155,9 @@ class Simulated final : public ModeDef {
 
   void collect(Arena& arena, TrainResult& r) const override {
     const auto& f = arena.object<SimulationFigures>("simulation");
-    r.simulation.costs = {f.idle_ns, f.example_ns, f.read_ns, f.write_ns, f.coherence_ns};
+    r.simulation.costs = {{"idle_ns", f.idle_ns},   {"example_ns", f.example_ns},
+                          {"read_ns", f.read_ns},   {"write_ns", f.write_ns},
+                          {"coherence_ns", f.coherence_ns}};
     r.simulation.speed.assign(f.speed, f.speed + f.speeds);
     r.simulation.seconds = f.seconds;
     r.simulation.updates = f.updates;
@@ -169,27 +179,25 @@ class Simulated final : public ModeDef {
   }
 
   void summarize(const TrainConfig& c, const TrainResult& r, nlohmann::json& j) const override {
-    const auto& k = r.simulation.costs;
+    nlohmann::json costs(r.simulation.costs);
+    costs["source"] = cost_source(c);
+    costs["speed"] = r.simulation.speed;
     j["simulation"] = {
         {"access", c.simulate_access},
         {"seconds", r.simulation.seconds},
-        {"examples_per_second",
-         r.simulation.seconds > 0 ? static_cast<double>(r.samples) / r.simulation.seconds : 0.0},
+        {"examples_per_second", simulated_rate(r)},
         {"updates", r.simulation.updates},
         {"writes", r.simulation.writes},
         {"lost_writes", r.simulation.lost_writes},
         {"lost_mass", r.simulation.lost_mass},
-        {"cost_model", {{"source", c.cost_model.empty() ? default_cost_model().source : c.cost_model},
-                        {"idle_ns", k[0]}, {"example_ns", k[1]}, {"read_ns", k[2]},
-                        {"write_ns", k[3]}, {"coherence_ns", k[4]}, {"speed", r.simulation.speed}}},
+        {"cost_model", costs},
     };
   }
 
   std::string result_text(const TrainConfig& c, const TrainResult& r) const override {
     return fmt::format(", simulated {} worker(s) ({}): {:.4g} s, {:.4g} examples/s simulated, "
                        "lag mean {:.2f} max {}, {} lost write(s)",
-                       c.workers, c.simulate_access, r.simulation.seconds,
-                       r.simulation.seconds > 0 ? static_cast<double>(r.samples) / r.simulation.seconds : 0.0,
+                       c.workers, c.simulate_access, r.simulation.seconds, simulated_rate(r),
                        r.staleness.lag.mean, r.staleness.lag.max, r.simulation.lost_writes);
   }
 };

@@ -45,21 +45,18 @@ CostModel read_cost_model(const std::string& path) {
   if (!j.is_object())
     throw ConfigError(fmt::format("--cost-model {}: a JSON object of costs is wanted", path));
   CostModel c = default_cost_model();
-  c.source = path;
-  const auto cost = [&](const std::string& key, double& field) {
-    if (!j.contains(key)) return;
-    const auto& v = j[key];
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-      throw ConfigError(fmt::format("--cost-model {}: {} must be a number of nanoseconds >= 0, "
-                                    "not {}", path, key, v.dump()));
-    field = v.get<double>();
-  };
   for (const auto& [key, value] : j.items()) {
-    if (key == "example_ns") cost(key, c.example_ns);
-    else if (key == "idle_ns") cost(key, c.idle_ns);
-    else if (key == "read_ns") cost(key, c.read_ns);
-    else if (key == "write_ns") cost(key, c.write_ns);
-    else if (key == "coherence_ns") cost(key, c.coherence_ns);
+    const auto cost = [&, &key = key, &value = value](double& field) {
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+        throw ConfigError(fmt::format("--cost-model {}: {} must be a number of nanoseconds >= 0, "
+                                      "not {}", path, key, value.dump()));
+      field = value.get<double>();
+    };
+    if (key == "example_ns") cost(c.example_ns);
+    else if (key == "idle_ns") cost(c.idle_ns);
+    else if (key == "read_ns") cost(c.read_ns);
+    else if (key == "write_ns") cost(c.write_ns);
+    else if (key == "coherence_ns") cost(c.coherence_ns);
     else if (key == "speed") {
       if (!value.is_array())
         throw ConfigError(fmt::format("--cost-model {}: speed must be an array of factors "
@@ -90,7 +87,10 @@ SimulatedAccess parse_simulated_access(const std::string& s) {
 }
 
 namespace {
-constexpr std::size_t kLineFloats = 16;  // 64-byte cache lines
+// n floats in whole cache lines.
+std::size_t line_floats(std::size_t n) {
+  return (n + Simulator::kLineFloats - 1) / Simulator::kLineFloats * Simulator::kLineFloats;
+}
 }  // namespace
 
 void Simulator::sift_down() noexcept {
@@ -109,30 +109,26 @@ void Simulator::sift_down() noexcept {
   heap_[i] = e;
 }
 
-std::size_t Simulator::coordinates(std::span<const std::size_t> sizes, bool adagrad) {
+std::size_t Simulator::lines(std::span<const std::size_t> sizes, bool adagrad) {
   std::size_t total = 0;
-  for (const std::size_t n : sizes)
-    total += (n + kLineFloats - 1) / kLineFloats * kLineFloats * (adagrad ? 2 : 1);
-  return total;
+  for (const std::size_t n : sizes) total += line_floats(n) * (adagrad ? 2 : 1);
+  return total / kLineFloats;
 }
 
 Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
-  if (s_.workers > 65534)
-    throw ConfigError(fmt::format("--mode simulated: at most 65534 workers, not {}", s_.workers));
+  HOGWILD_ENFORCE_LE(s_.workers, 65534u);  // (the mode's check said so first: 16 bits a worker)
   std::size_t total = 0;
   for (const auto& t : s_.params.tensors()) {
     ranges_.push_back({t.data, t.size, total});
-    total += (t.size + kLineFloats - 1) / kLineFloats * kLineFloats;
+    total += line_floats(t.size);
     if (t.state) {
       ranges_.push_back({t.state, t.size, total});
-      total += (t.size + kLineFloats - 1) / kLineFloats * kLineFloats;
+      total += line_floats(t.size);
     }
   }
   std::sort(ranges_.begin(), ranges_.end(),
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  if (s_.owners.size() < total / kLineFloats)
-    throw ConfigError("--mode simulated: the arena's blocks do not match the model's tensors");
-  owners_ = s_.owners;
+  HOGWILD_ENFORCE_LE(total / kLineFloats, s_.owners.size());  // the arena's block, sized by lines()
   // A step writes each coordinate at most a few times (a weight and its L2, the
   // optimiser's state): twice the model's coordinates is room for any.
   log_.capacity = 2 * total + 64;
@@ -181,6 +177,8 @@ double Simulator::start_update(std::uint32_t k, double t) {
   w.writes.clear();
   w.next = 0;
   w.phase = Worker::Phase::load;  // (with no writes left, the next act finishes the update)
+  w.index.resize(writes);
+  for (std::size_t i = 0; i < writes; ++i) w.index[i] = index_of(log_.writes[i].p);
   // Lock, or an update that ends before any other worker's next event (K = 1
   // always): nothing can come between its read and its last write, so the writes
   // the step made stand, each landing at its time.
@@ -188,15 +186,12 @@ double Simulator::start_update(std::uint32_t k, double t) {
   // real one, which the writes then reach, each line k's after its first.)
   const bool solo = s_.access == SimulatedAccess::lock || workers_.size() == 1 || [&] {
     double end = t + compute;
-    for (std::size_t i = 0; i < writes; ++i) end += cost_of(k, index_of(log_.writes[i].p), false);
+    for (std::size_t i = 0; i < writes; ++i) end += cost_of(k, w.index[i], false);
     return first(end, k);
   }();
   if (solo) {
     double solo_end = t + compute;
-    for (std::size_t i = 0; i < writes; ++i) {
-      const std::size_t index = index_of(log_.writes[i].p);
-      solo_end += cost_of(k, index, true);
-    }
+    for (std::size_t i = 0; i < writes; ++i) solo_end += cost_of(k, w.index[i], true);
     s_.figures.writes += writes;
     if (s_.access == SimulatedAccess::lock) {
       lock_free_at_ = solo_end;
@@ -207,8 +202,6 @@ double Simulator::start_update(std::uint32_t k, double t) {
   // Taken back, newest first, to be made again when the clock says they land.
   for (std::size_t i = writes; i-- > 0;) *log_.writes[i].p = log_.writes[i].old;
   w.writes.assign(log_.writes, log_.writes + writes);
-  w.index.resize(writes);
-  for (std::size_t i = 0; i < writes; ++i) w.index[i] = index_of(log_.writes[i].p);
   return t + compute;
 }
 
@@ -242,19 +235,15 @@ double Simulator::writes_from(std::uint32_t k, double t) {
   while (w.next < w.writes.size()) {
     const SimulatedWrite& x = w.writes[w.next];
     const double store_at = t + cost_of(k, w.index[w.next], true);
-    if (s_.access == SimulatedAccess::atomic) {  // one read-modify-write: nothing lost
+    // Atomic: one read-modify-write, nothing lost; hogwild with no other event before
+    // its store: nothing can land in between either.
+    const bool atomic = s_.access == SimulatedAccess::atomic;
+    if (atomic || first(store_at, k)) {
       *x.p += x.d;
       ++s_.figures.writes;
       ++w.next;
       t = store_at;
-      if (!first(t, k)) return t;  // the next write waits for the others' events before it
-      continue;
-    }
-    if (first(store_at, k)) {
-      *x.p += x.d;
-      ++s_.figures.writes;
-      ++w.next;
-      t = store_at;
+      if (atomic && !first(t, k)) return t;  // the next write waits for the others' events
       continue;
     }
     w.loaded = *x.p;
@@ -262,7 +251,7 @@ double Simulator::writes_from(std::uint32_t k, double t) {
     // Its next write's coordinate and line, fetched while other workers' events run.
     if (w.next + 1 < w.writes.size()) {
       __builtin_prefetch(w.writes[w.next + 1].p, 1);
-      __builtin_prefetch(&owners_[w.index[w.next + 1] / 16], 1);
+      __builtin_prefetch(&s_.owners[w.index[w.next + 1] / kLineFloats], 1);
     }
     return store_at;
   }
@@ -295,9 +284,9 @@ double Simulator::act(std::uint32_t k, double t) {
   return t;
 }
 
-double Simulator::epoch(const Dataset& data, const float* targets, const StepSize& step_size,
-                        unsigned e, const std::atomic<std::int32_t>* stop,
-                        std::atomic<std::uint64_t>* samples) {
+double Simulator::epoch(const Dataset& data, std::span<const std::uint32_t> rows,
+                        const float* targets, const StepSize& step_size, unsigned e,
+                        const std::atomic<std::int32_t>* stop, std::atomic<std::uint64_t>* samples) {
   s_.model.check_rows(data);
   data_ = &data;
   targets_ = targets;
@@ -305,16 +294,14 @@ double Simulator::epoch(const Dataset& data, const float* targets, const StepSiz
   epoch_lr_ = step_size.epoch_start(e);
   loss_ = 0;
   const auto K = static_cast<unsigned>(workers_.size());
-  std::vector<std::uint32_t> all;
   for (unsigned k = 0; k < K; ++k) {
     Worker& w = workers_[k];
     epoch_rows(s_.config.partition, data.rows(), K, k, s_.config.seed, e, w.rows);
     w.pos = 0;
     w.seen = std::uint64_t{e} * w.rows.size();
     w.phase = Worker::Phase::read;
-    all.insert(all.end(), w.rows.begin(), w.rows.end());
   }
-  s_.model.begin_epoch(all);
+  s_.model.begin_epoch(rows);
   // The worker's published count: what the run had before this epoch (a resumed
   // run's earlier epochs included), plus this epoch's examples.
   const std::uint64_t base = samples ? samples->load(std::memory_order_relaxed) : 0;

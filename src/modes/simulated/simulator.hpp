@@ -52,7 +52,7 @@ struct CostModel {
   double write_ns = 0;      // per coordinate written: its load-add-store
   double coherence_ns = 0;  // added to a write whose cache line another worker wrote last
   std::vector<double> speed;
-  std::string source;       // where the figures came from, for the summary
+  std::string source;       // the built-in ones': where they were measured, for the summary
 };
 
 // The built-in costs (docs/EXPERIMENTS.md says where they were measured).
@@ -96,21 +96,24 @@ class Simulator {
     CostModel costs;
     unsigned workers;  // K
     // Kept across epochs in the run's arena: the figures, and each cache line's
-    // last writer (+ 1), coordinates() / 16 of them.
+    // last writer (+ 1), lines() of them.
     SimulationFigures& figures;
     std::span<std::uint16_t> owners;
   };
-  // The coordinates the simulator tracks for a model of these tensors: each tensor,
-  // and with AdaGrad its state, rounded up to whole cache lines.
-  static std::size_t coordinates(std::span<const std::size_t> tensor_sizes, bool adagrad);
+  static constexpr std::size_t kLineFloats = 16;  // 64-byte cache lines
+  // The cache lines the simulator tracks for a model of these tensors: each tensor,
+  // and with AdaGrad its state, from a line of its own.
+  static std::size_t lines(std::span<const std::size_t> tensor_sizes, bool adagrad);
   explicit Simulator(Setup s);
 
   // One epoch of every virtual worker over `data` (its rows split among them as a
   // real run's), starting at simulated time figures.seconds. Returns the epoch's
   // summed training loss (each example's before its update). Stops early, with the
   // epoch's updates so far made, when *stop is set.
-  double epoch(const Dataset& data, const float* targets, const StepSize& step_size, unsigned e,
-               const std::atomic<std::int32_t>* stop, std::atomic<std::uint64_t>* samples);
+  // `rows`: the epoch's rows (the model's begin_epoch sees them).
+  double epoch(const Dataset& data, std::span<const std::uint32_t> rows, const float* targets,
+               const StepSize& step_size, unsigned e, const std::atomic<std::int32_t>* stop,
+               std::atomic<std::uint64_t>* samples);
 
  private:
   struct Worker {
@@ -137,7 +140,7 @@ class Simulator {
       throw ResourceError("--mode simulated: the simulated clock passed 4.9 hours, its limit");
     return (static_cast<std::uint64_t>(ticks) << 16) | k;
   }
-  // Coordinate `p`'s index (its cache line's in owners_: index / 16).
+  // Coordinate `p`'s index (its cache line's in the owners: index / kLineFloats).
   std::size_t index_of(const float* p) const noexcept {
     for (const Range& r : ranges_)
       if (p >= r.begin && p < r.begin + r.size) return r.base + static_cast<std::size_t>(p - r.begin);
@@ -161,7 +164,7 @@ class Simulator {
   // A write's cost to worker k, coherence included; `own`: it is made, and the line
   // is k's from then on.
   double cost_of(std::uint32_t k, std::size_t index, bool own) noexcept {
-    std::uint16_t& owner = owners_[index / 16];
+    std::uint16_t& owner = s_.owners[index / kLineFloats];
     double c = s_.costs.write_ns;
     if (owner != 0 && owner != k + 1) c += s_.costs.coherence_ns;
     if (own) owner = static_cast<std::uint16_t>(k + 1);
@@ -176,7 +179,6 @@ class Simulator {
     std::size_t size, base;
   };
   std::vector<Range> ranges_;             // the tensors and their optimiser state
-  std::span<std::uint16_t> owners_;       // the worker that last wrote each line, + 1
   std::unique_ptr<SimulatedWrite[]> log_room_;  // not value-initialised: pages untouched
   SimulatedLog log_;
   // Per epoch: the data and step sizes the steps read.
