@@ -56,6 +56,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("keep.jsonl"), "{\"epoch\": 1}\n{\"epoch\": 2}\n{\"epoch\": 3}\n");
   test::write_text(dir.file("extra.toml"), "epochs = 1\nfrobnicate = 3\n");
   test::write_text(dir.file("list.toml"), "epochs = 1\nlr = [1,2\n");
+  test::write_text(dir.file("costs.json"), "{\"write_ns\": -1}");
+  test::write_text(dir.file("cut.json"), "{\"write_ns\": 3,");
   std::filesystem::create_directory(dir.file("a_folder"));
   // Two 2x2 IDX images and their labels (big-endian headers).
   test::write_text(dir.file("img.idx"), std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x02"
@@ -211,6 +213,14 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"nothing to predict", "{P} --model {dir}/m.st --data {dir}/empty.svm", 2, "has no rows: nothing to predict"},
       {"a test count without a test file", "{D} generate --rows 10 --out {dir}/g.svm --test-rows 5", 2,
        "--test-rows: give --test-out FILE"},
+      {"a simulated cost model with a negative cost",
+       "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/costs.json", 2,
+       "costs.json: write_ns must be a number of nanoseconds >= 0, not -1"},
+      {"a simulated cost model cut short", "{T} --train {train} --mode simulated --cost-model {dir}/cut.json",
+       2, "cut.json: not JSON"},
+      {"a simulated cost model that is missing",
+       "{T} --train {train} --mode simulated --cost-model {dir}/none.json", 2,
+       "none.json: cannot be read"},
       {"a test split of no rows", "{D} generate --rows 10 --out {dir}/g.svm --test-out {dir}/t.svm --test-rows 0",
        2, "--test-rows 0"},
   };
