@@ -38,11 +38,16 @@ inline void tail_store(float* p, float v) noexcept {
 
 // Without contraction: dst[i] + round(a * x[i]), the rounding the gradient path
 // reproduces (opaque() in update_policy.hpp). The loop is bound by memory, not by
-// the separate multiply.
+// the separate multiply. (GCC takes it for the function, clang inside its body.)
+#if !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
+#endif
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 void dense_axpy_shared(float* dst, float a, const float* x, std::size_t n) noexcept {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
   std::size_t i = 0;
   const v8f va = {a, a, a, a, a, a, a, a};
   v8f d0, d1, x0, x1;
@@ -57,7 +62,9 @@ void dense_axpy_shared(float* dst, float a, const float* x, std::size_t n) noexc
   for (; i + 4 <= n; i += 4) vstore(dst + i, vload(dst + i) + v4f{a, a, a, a} * vload(x + i));
   for (; i < n; ++i) tail_store(dst + i, tail_load(dst + i) + a * x[i]);
 }
+#if !defined(__clang__)
 #pragma GCC pop_options
+#endif
 
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 float dense_dot_shared(const float* w, const float* x, std::size_t n) noexcept {
@@ -125,7 +132,7 @@ float sparse_dot_scalar(const float* w, const std::uint32_t* index, const float*
   return s0 + s1;
 }
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !defined(HOGWILD_ASAN) && !defined(HOGWILD_TSAN)
 #define HOGWILD_GATHER 1
 __attribute__((target("avx2,fma"))) float sparse_dot_avx2(const float* w,
                                                           const std::uint32_t* index,

@@ -207,6 +207,12 @@ bool skip_threads_under_tsan() {
   return true;
 }
 
+bool skip_statistics_under_sanitizers() {
+  if (!kSanitized) return false;
+  skip("under a sanitizer: a statistical case, whose code paths the cases beside it run");
+  return true;
+}
+
 std::vector<std::string> our_shm_entries() {
   std::vector<std::string> out;
   std::error_code ec;

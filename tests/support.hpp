@@ -13,16 +13,22 @@
 #include <vector>
 
 #include "hogwild/dataset.hpp"
+#include "hogwild/sanitizers.hpp"
 #include "hogwild/trainer.hpp"
 
 namespace hogwild::test {
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(HOGWILD_TSAN)
 // Under TSan the CLI's TBB parsing threads (Debian's TBB is not instrumented) are
 // reported as races: tests that run hogwild_train skip themselves there.
 inline constexpr bool kThreadSanitizer = true;
 #else
 inline constexpr bool kThreadSanitizer = false;
+#endif
+#if defined(HOGWILD_ASAN) || defined(HOGWILD_TSAN)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
 #endif
 // Marks the running test case skipped (it cannot run here: no AMX, no ../shared,
 // not root, ...): prints "SKIPPED: <why>" and counts it; the caller then returns.
@@ -36,6 +42,12 @@ bool skip_cli_under_tsan();
 // Under TSan: skip() a case whose process runs TBB threads (libtbb is not
 // instrumented, so TSan reports its synchronisation as races); true when skipped.
 bool skip_threads_under_tsan();
+// Under a sanitizer: skip() a statistical case (convergence of long runs measured
+// against bounds), true when skipped. Its code paths run under the sanitizer in the
+// short cases beside it; its hundreds of thousands of examples, 3-30x slower there,
+// are what made the sanitizer stages run past CI's hour. Such cases sit in the
+// doctest test_suite "statistics" (a meson test of its own, SKIP there).
+bool skip_statistics_under_sanitizers();
 
 // A fresh temporary directory, removed with everything in it on destruction.
 class TempDir {

@@ -342,7 +342,8 @@ TEST_CASE("damaged caches are rejected, each with a message naming the damage") 
     // A label's sign bit: the label counts changed (711/1289 to 710/1290), silently.
     for (const auto& [section, offset] : {std::pair{"labels", h.labels_offset + 3},
                                           std::pair{"values", h.values_offset + 2}}) {
-      CAPTURE(section);
+      const std::string where = section;  // (clang 14 captures no structured binding)
+      CAPTURE(where);
       CacheBytes c(path);
       c.bytes()[offset] = static_cast<char>(c.bytes()[offset] ^ (offset == h.labels_offset + 3 ? 0x80 : 0x01));
       CHECK(contains(c.open_error(bad), std::string("the ") + section +

@@ -135,7 +135,8 @@ TEST_CASE("malformed checkpoints are refused with what is wrong, never a crash")
         std::pair{good.find("param:w") + 12, std::string("the tensor 1 ('param:w') section (bytes ") +
                                                  std::to_string(tensor_at) + " to "},
         std::pair{good.size() - 2, std::string("the file's checksum (its last 4 bytes)")}}) {
-    CAPTURE(at);
+    const std::size_t flipped = at;  // (clang 14 captures no structured binding)
+    CAPTURE(flipped);
     b = good;
     b[at] ^= 0x40;
     CHECK(error_of(b).find("checksum mismatch in " + section) != std::string::npos);
@@ -320,7 +321,7 @@ TEST_CASE("resume refuses other data, other options or a finished run, saying wh
   TrainConfig c = serial_config(2);
   c.checkpoint = dir.file("ck.bin");
   train(c, tr, &te);
-  auto refused = [&](TrainConfig r, const Dataset& data) -> std::string {
+  auto refused = [&, &te = te](TrainConfig r, const Dataset& data) -> std::string {
     r.resume = c.checkpoint;
     r.checkpoint.clear();
     try {

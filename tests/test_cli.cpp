@@ -209,7 +209,8 @@ TEST_CASE("outputs: a link is written through and stays, a descriptor is streame
   fs::create_symlink("../made.json", dir.file("sub/hop.json"));
   for (const auto& [given, written] : {std::pair{"link.json", "real.json"},
                                        std::pair{"chain.json", "made.json"}}) {
-    CAPTURE(given);
+    const std::string link = given;  // (clang 14 captures no structured binding)
+    CAPTURE(link);
     const auto r = test::run_train({"--train", train, "--epochs", "1", "-q", "--summary",
                                     dir.file(given)});
     INFO(r.out);
@@ -282,7 +283,9 @@ TEST_CASE("inputs from a pipe: --train - reads standard input, a FIFO is read to
   // A test set through a FIFO was "0 rows", no evaluation and exit 0.
   const std::string fifo = dir.file("test.fifo");
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  std::thread writer([&] { test::run({"/bin/sh", "-c", "cat \"$0\" > \"$1\"", test_file, fifo}, 60); });
+  std::thread writer([&, &test_file = test_file] {
+    test::run({"/bin/sh", "-c", "cat \"$0\" > \"$1\"", test_file, fifo}, 60);
+  });
   auto r = test::run_train({"--train", train, "--test", fifo, "--epochs", "2", "-q"});
   if (const int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK); fd >= 0) ::close(fd);  // hang guard
   writer.join();
@@ -643,7 +646,7 @@ TEST_CASE("a normal run prints progress, writes metrics and summary, leaves noth
 TEST_CASE("--storage: the load line says how rows are stored; --hot-k keeps them sparse") {
   test::TempDir dir;
   auto [train, test_file] = problem_files(dir, 400, 40);  // 20 non-zeros of 40: density 0.5
-  auto load_lines = [&](const std::vector<std::string>& extra) {
+  auto load_lines = [&, &train = train, &test_file = test_file](const std::vector<std::string>& extra) {
     auto r = test::run_train(
         {"--train", train, "--test", test_file, "--workers", "2", "--epochs", "1"}, extra);
     INFO(r.out);

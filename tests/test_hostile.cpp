@@ -236,7 +236,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
     CHECK(test::our_shm_entries().empty());
     const auto after = contents(d);  // nothing new (no temporary), nothing changed
     for (const auto& [path, text] : after) {
-      CAPTURE(path);
+      const std::string file = path;  // (clang 14 captures no structured binding)
+      CAPTURE(file);
       const auto was = before.find(path);
       CHECK(was != before.end());
       if (was != before.end()) CHECK(was->second == text);

@@ -567,7 +567,8 @@ TEST_CASE("a launcher's environment gives --nodes and --node-rank: Slurm's, or t
   const auto [train_file, test_file] = test::problem_files(dir, 4000, 300);
   for (const auto& [size, rank] : {std::pair{"SLURM_NNODES", "SLURM_NODEID"},
                                    std::pair{"WORLD_SIZE", "RANK"}}) {
-    CAPTURE(size);
+    const std::string size_variable = size;  // (clang 14 captures no structured binding)
+    CAPTURE(size_variable);
     test::TempDir store;
     std::vector<test::Background> nodes;
     for (unsigned k = 0; k < 2; ++k)

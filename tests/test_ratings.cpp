@@ -97,7 +97,8 @@ TEST_CASE("malformed ratings name the file, the line, what was expected and what
       {"1 2:1 3:1\n", "r.tsv:1: expected an item id (a non-negative integer) but found \"2:1\""},
   };
   for (const auto& [text, message] : cases) {
-    CAPTURE(text);
+    const std::string input = text;  // (clang 14 captures no structured binding)
+    CAPTURE(input);
     CHECK(contains(parse_error(text), message));
   }
   CHECK(contains(parse_error(std::string("1\t2\t3\n\0\n", 8)), "r.tsv:2: expected user, item, rating"));
@@ -122,7 +123,8 @@ TEST_CASE("detection: ratings files are recognised, libsvm files never taken for
   };
   int n = 0;
   for (const auto& [text, format] : cases) {
-    CAPTURE(text);
+    const std::string input = text;  // (clang 14 captures no structured binding)
+    CAPTURE(input);
     const std::string path = dir.file(std::to_string(n++) + ".txt");
     test::write_text(path, text);
     CHECK(detect_format(path) == format);

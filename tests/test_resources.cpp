@@ -16,13 +16,14 @@
 #include <thread>
 
 #include "hogwild/checkpoint.hpp"
+#include "hogwild/sanitizers.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(HOGWILD_ASAN) || defined(HOGWILD_TSAN)
 constexpr bool kSanitized = true;  // their shadow memory needs an unlimited address space
 #else
 constexpr bool kSanitized = false;
@@ -169,7 +170,7 @@ TEST_CASE("the reported peak holds the arena and every worker's own memory") {
   CHECK(peak >= 3 * W + 2 * (W + layer));
   // And the estimate made before the first epoch is within 20 % of it: where memory
   // is the program's own (under ASan, its shadow, redzones and quarantine add 36 % here).
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(HOGWILD_ASAN)
   const auto estimate = s["memory_estimate_bytes"].get<std::uint64_t>();
   CHECK(static_cast<double>(estimate) == doctest::Approx(static_cast<double>(peak)).epsilon(0.2));
 #endif

@@ -63,7 +63,8 @@ TEST_CASE("a worker that dies mid-epoch is respawned and finishes its partition 
   // had not pushed dies with it, and its respawn trains those rows again.
   for (auto [m, merge_every] : {std::pair{Mode::hogwild, 0}, std::pair{Mode::lock, 0},
                                 std::pair{Mode::hogwild, 500}, std::pair{Mode::ps, 0}}) {
-    INFO(to_string(m) << " merge every " << merge_every);
+    const std::string label = std::string(to_string(m)) + " merge every " + std::to_string(merge_every);
+    INFO(label);  // (clang 14 captures no structured binding)
     shared_flag().store(0);
     CrashOnce model(CrashAt{6000, false});  // whichever worker row 6000 falls to
     TrainConfig c;

@@ -135,7 +135,7 @@ TEST_CASE("a cost model's file is checked like any input; the instruments it rep
   test::TempDir dir;
   auto [train, test] = test::generated_problem(500, 100, 50, 5, 0.05, 8);
   TrainConfig c = simulated(4);
-  const auto refused = [&](const std::string& text, const std::string& says) {
+  const auto refused = [&, &train = train, &test = test](const std::string& text, const std::string& says) {
     write(dir.file("c.json"), text);
     c.cost_model = dir.file("c.json");
     const std::string message = dir.file("c.json") + ": " + says;

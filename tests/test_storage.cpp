@@ -92,7 +92,8 @@ TEST_CASE("densified: pixels written with a fixed number of decimals are bytes t
   for (const auto& [three, half, top] : {std::tuple{0.012f, 0.502f, 0.996f},
                                          std::tuple{0.0118f, 0.502f, 0.9961f},
                                          std::tuple{0.01176f, 0.50196f, 0.99608f}}) {
-    CAPTURE(three);
+    const float first = three;  // (clang 14 captures no structured binding)
+    CAPTURE(first);
     const Dataset d = three_rows(three, half, top).densified(4);
     REQUIRE(d.layout() == Layout::dense_u8);
     CHECK(d.row(0).bytes[1] == 3);

@@ -134,7 +134,7 @@ TEST_CASE("a densified training set beside a sparse, narrower test set: the spar
 
 TEST_CASE("invalid configurations are refused with the option's name") {
   auto [tr, te] = test::generated_problem(10, 5, 10, 2, 0.0, 2);
-  auto expect = [&](TrainConfig c, const char* needle) {
+  auto expect = [&, &tr = tr, &te = te](TrainConfig c, const char* needle) {
     try {
       train(c, tr, &te);
       FAIL("expected ConfigError for " << needle);
@@ -237,7 +237,8 @@ TEST_CASE("a linear model's trained ranges are exactly the features of the rows 
   model->configure(Problem{tr.cols(), 2, Layout::sparse});
   CHECK(model->trained_ranges(1, tr, 0, tr.rows()).empty());  // the bias: all of it
   for (auto [begin, end] : {std::pair<std::size_t, std::size_t>{0, 1500}, {1500, 3000}, {0, 3000}}) {
-    INFO("rows " << begin << ".." << end);
+    const std::string rows = std::to_string(begin) + ".." + std::to_string(end);
+    INFO("rows " << rows);  // (clang 14 captures no structured binding)
     std::vector<std::uint8_t> seen(tr.cols(), 0);
     for (std::size_t r = begin; r < end; ++r) {
       const RowView x = tr.row(r);

@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "hogwild/sanitizers.hpp"
+
 namespace hogwild {
 
 namespace detail {
@@ -48,7 +50,7 @@ namespace detail {
 // gather).
 // ---------------------------------------------------------------------------------
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !defined(HOGWILD_ASAN) && !defined(HOGWILD_TSAN)
 inline float relaxed_load(const float* p) noexcept {
   float v;
   asm volatile("movss %1, %0" : "=x"(v) : "m"(*p));

@@ -10,13 +10,8 @@
 #include <new>
 #include <utility>
 
-#if defined(__SANITIZE_THREAD__)
-#define HOGWILD_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HOGWILD_TSAN 1
-#endif
-#endif
+#include "hogwild/sanitizers.hpp"
+
 #ifdef HOGWILD_TSAN
 extern "C" void __tsan_acquire(void* addr);
 extern "C" void __tsan_release(void* addr);

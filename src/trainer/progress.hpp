@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "hogwild/sanitizers.hpp"
 #include "memory/single_writer.hpp"
 
 namespace hogwild {
@@ -45,7 +46,7 @@ namespace detail {
 // not model fences (GCC refuses them with -fsanitize=thread), and every access
 // these fences order is atomic, so it has no race to report either way.
 inline void fence(std::memory_order order) noexcept {
-#if defined(__SANITIZE_THREAD__)
+#if defined(HOGWILD_TSAN)
   std::atomic_signal_fence(order);
 #else
   std::atomic_thread_fence(order);
