@@ -172,7 +172,9 @@ TEST_CASE("ddp: --accumulate K sums K mini-batches' gradients before one step") 
   CHECK(farthest(s, a) < 1e-5);
 }
 
-TEST_CASE("ddp converges within 0.5 points of serial on a generated problem, SGD and AdaGrad") {
+TEST_CASE("ddp converges within 0.5 points of serial on a generated problem, SGD and AdaGrad" *
+          doctest::test_suite("statistics")) {
+  if (test::skip_statistics_under_sanitizers()) return;
   // Labels from a hidden logistic model: about 0.86 is the best a linear model gets.
   auto [train_set, test_set] = test::generated_problem(40000, 10000, 2000, 20, 0.0, 3);
   for (Optimizer o : {Optimizer::sgd, Optimizer::adagrad}) {

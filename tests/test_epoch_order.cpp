@@ -13,6 +13,7 @@
 #include "hogwild/error.hpp"
 #include "hogwild/rng.hpp"
 #include "hogwild/trainer.hpp"
+#include "support.hpp"
 #include "trainer/epoch_order.hpp"
 
 using namespace hogwild;
@@ -218,7 +219,9 @@ TrainConfig sorted_config(Mode mode, unsigned workers, Partition partition) {
 
 }  // namespace
 
-TEST_CASE("a file sorted by label trains with 2 and 4 workers as well as serially") {
+TEST_CASE("a file sorted by label trains with 2 and 4 workers as well as serially" *
+          doctest::test_suite("statistics")) {
+  if (test::skip_statistics_under_sanitizers()) return;
   const auto [train_set, test_set] = sorted_problem(30000, 8000);
   const double serial =
       train(sorted_config(Mode::serial, 1, Partition::shuffled), train_set, &test_set)

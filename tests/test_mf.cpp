@@ -165,7 +165,9 @@ TEST_CASE("mf: options and data it cannot take are ConfigErrors") {
   CHECK(make_model("mf")->name() == "mf");
 }
 
-TEST_CASE("mf: serial reaches the noise level; hogwild x2, atomic, lock and AdaGrad stay close") {
+TEST_CASE("mf: serial reaches the noise level; hogwild x2, atomic, lock and AdaGrad stay close" *
+          doctest::test_suite("statistics")) {
+  if (test::skip_statistics_under_sanitizers()) return;
   RatingsGenerateOptions g;
   g.users = 300;
   g.items = 200;

@@ -33,7 +33,8 @@ namespace {
 // mini-batches, sampled every 100 ms and drawn at most 4 times a second): an MLP
 // on sparse rows trains some 10k examples/s on the 2-core build machine, where
 // the linear models' 3M would need millions of rows.
-constexpr std::size_t kRows = 8000;
+// Under a sanitizer the MLP trains 3-10x slower: fewer rows keep the runs as long.
+constexpr std::size_t kRows = test::kSanitized ? 2000 : 8000;
 constexpr std::size_t kHidden = 128;
 constexpr unsigned short kColumns = 100;
 
