@@ -23,12 +23,6 @@ using namespace hogwild;
 
 namespace {
 
-#if defined(HOGWILD_ASAN) || defined(HOGWILD_TSAN)
-constexpr bool kSanitized = true;  // their shadow memory needs an unlimited address space
-#else
-constexpr bool kSanitized = false;
-#endif
-
 test::RunResult train_cli(std::vector<std::string> args, const std::vector<std::string>& prefix = {}) {
   std::vector<std::string> argv = prefix;
   argv.push_back(test::hogwild_train_path());
@@ -64,7 +58,7 @@ TEST_CASE("a model larger than the available memory is refused before anything i
 }
 
 TEST_CASE("an address-space limit (ulimit -v) too small for the model is a clear error" * doctest::test_suite("address_space")) {
-  if (kSanitized) {
+  if (test::kSanitized) {
     test::skip("sanitizers need an unlimited address space");
     return;
   }
@@ -78,7 +72,7 @@ TEST_CASE("an address-space limit (ulimit -v) too small for the model is a clear
 }
 
 TEST_CASE("a run that cannot fit in its address-space limit is refused before the first epoch, naming the parts" * doctest::test_suite("address_space")) {
-  if (kSanitized) {
+  if (test::kSanitized) {
     test::skip("sanitizers need an unlimited address space");
     return;
   }
@@ -107,7 +101,7 @@ TEST_CASE("a run that cannot fit in its address-space limit is refused before th
 }
 
 TEST_CASE("a run that fits its address-space limit tightly ends, writing its checkpoint and summary" * doctest::test_suite("address_space")) {
-  if (kSanitized) {
+  if (test::kSanitized) {
     test::skip("sanitizers need an unlimited address space");
     return;
   }
