@@ -182,6 +182,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"train", train_path},
       {"test", test_path.empty() ? nlohmann::json() : nlohmann::json(test_path)},
       {"train_seconds", r.train_seconds},
+      {"run_seconds", r.run_seconds},
       {"samples", r.samples},
       {"samples_per_second", r.samples_per_second},
       {"nnz_per_second", r.nnz_per_second},

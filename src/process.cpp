@@ -1,8 +1,9 @@
 #include "process.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -12,12 +13,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <fmt/format.h>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
@@ -261,14 +264,18 @@ void send_report(int socket, const ReportWire& r) {
     if (errno != EINTR) _exit(0);  // the program is gone
 }
 
+constexpr std::int32_t kReady = 2;  // a report's `exited`: the server program runs
+
 // The server's loop: reports ended workers, forks requested ones, and ends (its
-// workers with it) when the program closes its end of the socket.
-[[noreturn]] void serve(int socket, WorkerEntry entry, pid_t program) {
+// workers with it) when the program closes its end of the socket. `ready`: it
+// first says it runs (a server started by exec, whose program waits to know).
+[[noreturn]] void serve(int socket, WorkerEntry entry, pid_t program, bool ready) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != program) _exit(0);
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
+  if (ready) send_report(socket, {kReady, 0, getpid(), 0});
   // Asleep until a request or a worker's end: SIGCHLD stays blocked but while ppoll
   // waits, so an end that comes between the reaping and the wait still wakes it.
   struct sigaction chld {};
@@ -325,7 +332,31 @@ void send_report(int socket, const ReportWire& r) {
 
 }  // namespace
 
-void ForkServer::start(WorkerEntry entry) {
+namespace {
+
+// Whether a server started by exec says it runs within 10 s (its program loads the
+// library: milliseconds), rather than closing its end or saying nothing.
+bool said_ready(int socket) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    pollfd pfd{socket, POLLIN, 0};
+    const int ready = poll(&pfd, 1, static_cast<int>(left));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    ReportWire w{};
+    ssize_t n;
+    while ((n = recv(socket, &w, sizeof w, 0)) < 0 && errno == EINTR) {
+    }
+    return n == static_cast<ssize_t>(sizeof w) && w.exited == kReady;
+  }
+}
+
+}  // namespace
+
+void ForkServer::start(WorkerEntry entry, const char* program_path) {
   if (g_server && g_server->owner_ == getpid()) return;
   if (g_server) {
     // A process forked from the program after it started its server (Python's
@@ -340,6 +371,9 @@ void ForkServer::start(WorkerEntry entry) {
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
     throw ResourceError(fmt::format("cannot make the fork server's socket: {}", std::strerror(errno)));
   const pid_t program = getpid();
+  char socket_arg[16], program_arg[16];  // formatted before fork: the child only execs
+  std::snprintf(socket_arg, sizeof socket_arg, "%d", sv[1]);
+  std::snprintf(program_arg, sizeof program_arg, "%d", static_cast<int>(program));
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid < 0) {
@@ -349,10 +383,37 @@ void ForkServer::start(WorkerEntry entry) {
   }
   if (pid == 0) {
     close(sv[0]);
-    serve(sv[1], entry, program);
+    if (program_path) {
+      // The server as a small program of its own: it keeps the socket (not
+      // close-on-exec) and learns it, and the program's pid, from its arguments.
+      const int flags = fcntl(sv[1], F_GETFD);
+      if (flags >= 0 && fcntl(sv[1], F_SETFD, flags & ~FD_CLOEXEC) == 0) {
+        char* const argv[] = {const_cast<char*>(program_path), const_cast<char*>("--socket"),
+                              socket_arg, const_cast<char*>("--program"), program_arg, nullptr};
+        execv(program_path, argv);
+        fcntl(sv[1], F_SETFD, flags);  // not run: serve as a copy of the program
+      }
+    }
+    serve(sv[1], entry, program, program_path != nullptr);
   }
   close(sv[1]);
+  if (program_path && !said_ready(sv[0])) {
+    // Exec'd, but it ended or hangs before serving (its libraries not found, say):
+    // the server is a copy of this process instead.
+    close(sv[0]);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    std::fprintf(stderr, "hogwild: the fork server program %s did not start; the fork server "
+                 "is a copy of this process\n", program_path);
+    return start(entry, nullptr);
+  }
   g_server = new ForkServer(pid, sv[0]);  // for the life of the program
+}
+
+void serve_forks(int socket, WorkerEntry entry, pid_t program) {
+  fcntl(socket, F_SETFD, FD_CLOEXEC);  // not into the workers' own execs, if any
+  serve(socket, entry, program, true);
 }
 
 ForkServer* ForkServer::get() noexcept {
@@ -501,17 +562,25 @@ static std::string proc_file(pid_t pid, const char* name) {
   return pid ? fmt::format("/proc/{}/{}", pid, name) : fmt::format("/proc/self/{}", name);
 }
 
-MemoryShare memory_share(pid_t pid) {
-  // One pass: the kernel walks every mapping's page tables for each read.
-  std::ifstream f(proc_file(pid, "smaps_rollup"));
+// The anonymous and shared-memory figures of a /proc file: the lines that start
+// with `anon` and `shmem` (kB).
+static MemoryShare read_share(const std::string& path, std::string_view anon, std::string_view shmem) {
+  std::ifstream f(path);
   MemoryShare m;
   std::string line;
   while (std::getline(f, line)) {
-    if (line.rfind("Pss_Anon:", 0) == 0) m.anon = std::stoull(line.substr(9)) * 1024, m.ok = true;
-    if (line.rfind("Pss_Shmem:", 0) == 0) m.shmem = std::stoull(line.substr(10)) * 1024;
+    if (line.rfind(anon, 0) == 0) m.anon = std::stoull(line.substr(anon.size())) * 1024, m.ok = true;
+    if (line.rfind(shmem, 0) == 0) m.shmem = std::stoull(line.substr(shmem.size())) * 1024;
   }
   return m;
 }
+
+MemoryShare memory_share(pid_t pid) {
+  // One pass: the kernel walks every mapping's page tables for each read.
+  return read_share(proc_file(pid, "smaps_rollup"), "Pss_Anon:", "Pss_Shmem:");
+}
+
+MemoryShare resident_counters() { return read_share("/proc/self/status", "RssAnon:", "RssShmem:"); }
 
 std::uint64_t mem_available_bytes() { return read_kib_field("/proc/meminfo", "MemAvailable:"); }
 std::uint64_t address_space_bytes(pid_t pid) {

@@ -44,8 +44,11 @@ class ForkServer {
  public:
   // Forks the server (once; later calls do nothing). Call it before any thread
   // starts: the server is a copy of the process as it is then. In a process forked
-  // from one that had started it, the call starts that process's own.
-  static void start(WorkerEntry entry);
+  // from one that had started it, the call starts that process's own. With
+  // `program` (not null), the forked child execs that program, which calls
+  // serve_program() (fork_server.hpp); where the exec fails the child serves as a
+  // copy, as without it.
+  static void start(WorkerEntry entry, const char* program = nullptr);
   // This process's server, or null when start() was not called here.
   static ForkServer* get() noexcept;
   pid_t pid() const noexcept { return pid_; }
@@ -73,6 +76,10 @@ class ForkServer {
   std::deque<Report> queue_;
   std::mutex user_;  // held by the ProcessGroup using the server
 };
+
+// The body of a fork server started by exec: `socket` is its end of the program's
+// socket, `program` the pid of the process that started it (it ends with it).
+[[noreturn]] void serve_forks(int socket, WorkerEntry entry, pid_t program);
 
 class ProcessGroup {
  public:
@@ -155,6 +162,10 @@ struct MemoryShare {
   std::uint64_t bytes() const noexcept { return anon + shmem; }
 };
 MemoryShare memory_share(pid_t pid = 0);
+// This process's resident anonymous and shared-memory bytes (/proc/self/status's
+// RssAnon and RssShmem: counters the kernel keeps, read without walking page
+// tables), in a MemoryShare's fields.
+MemoryShare resident_counters();
 // Bytes of /proc/meminfo's MemAvailable (0 if unknown), and of a process's VmSize
 // and RssAnon (/proc/PID/status; `pid` 0: this process).
 std::uint64_t mem_available_bytes();

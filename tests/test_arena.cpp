@@ -115,6 +115,47 @@ TEST_CASE("an arena's handle, sent over a socket, maps the same memory in a proc
   }
 }
 
+TEST_CASE("an ended arena's segment is zeroed and taken by this process's next arena of its size") {
+  // A size no other case uses: no spare of it exists before this case.
+  const std::vector<BlockSpec> blocks{{"w", (1 << 16) + 3 * 4096 + 40}};
+  auto inode = [](const Arena& a) {
+    struct stat st {};
+    REQUIRE(fstat(a.handle(), &st) == 0);
+    return st.st_ino;
+  };
+  ino_t first;
+  {
+    Arena a = Arena::create(blocks);
+    first = inode(a);
+    auto w = a.block("w");
+    std::fill(w.begin(), w.end(), std::byte{0xab});
+  }
+  Arena b = Arena::create(blocks);
+  CHECK(inode(b) == first);  // the same pages, no new allocation
+  auto w = b.block("w");
+  CHECK(std::all_of(w.begin(), w.end(), [](std::byte v) { return v == std::byte{0}; }));
+  CHECK(b.array<float>("w").size() == blocks[0].bytes / sizeof(float));
+  {
+    Arena c = Arena::create(blocks);  // b holds the segment: a new one
+    CHECK(inode(c) != first);
+    Arena d = Arena::create({{"w", 4096}});  // another size: a new one
+    CHECK(inode(d) != first);
+  }
+  const ino_t held = [&] {  // a new one (the spare was d's, of another size): the spare
+    Arena e = Arena::create(blocks);
+    return inode(e);
+  }();
+  // A forked child does not take its parent's spare (the parent may reuse it).
+  const pid_t child = test::fork_child([&] {
+    Arena f = Arena::create(blocks);
+    struct stat st {};
+    return fstat(f.handle(), &st) == 0 && st.st_ino != held ? 0 : 1;
+  });
+  CHECK(test::wait_exit(child, 30) == 0);
+  Arena g = Arena::create(blocks);
+  CHECK(inode(g) == held);
+}
+
 TEST_CASE("attaching what is not an arena is a clear error") {
   CHECK_THROWS_WITH_AS(Arena::attach(-1), doctest::Contains("not open"), Error);
   const int fd = memfd_create("not-an-arena", MFD_CLOEXEC);

@@ -35,6 +35,12 @@ struct ArenaOptions {
   // page size). Where neither holds the arena keeps 4 KiB pages and
   // Arena::huge_pages() is false; huge_pages_status() says why.
   bool huge_pages = false;
+  // Map every page into the creator now (MADV_POPULATE_WRITE), so that its page
+  // tables name all of them and a memory reading counts pages no process touched
+  // yet; false leaves it to map_all(), later (a run's parent calls it once its
+  // workers have started, while it waits: 1.7 ms for a 4 MB arena here). The pages
+  // are reserved at creation either way.
+  bool map_now = true;
 };
 
 // One line on whether huge pages can back an arena with these options, and if not,
@@ -83,6 +89,9 @@ class Arena {
   // True when options.huge_pages was asked for and the arena got them: on /dev/shm,
   // when /proc/self/smaps shows part of the mapping on 2 MiB pages.
   bool huge_pages() const noexcept { return huge_pages_; }
+
+  // Maps every page of the segment into this process (see ArenaOptions::map_now).
+  void map_all() const;
 
   // Bytes a segment holding these blocks needs (header included).
   static std::size_t required_bytes(const std::vector<BlockSpec>& blocks);

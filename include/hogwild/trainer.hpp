@@ -241,6 +241,10 @@ unsigned device_warps_for(const TrainConfig& config, const Dataset& train_set, b
 
 struct TrainResult {
   double train_seconds = 0;
+  // The wall time of the train() call: train_seconds and the run's fixed cost
+  // around it (the arena, the workers' start and end, the result's copy, the
+  // outputs the run writes); loading the data before the call is not in it.
+  double run_seconds = 0;
   // Several nodes: seconds this node waited for the others to join (not training
   // time: train_seconds and samples_per_second leave it out).
   double join_seconds = 0;

@@ -11,6 +11,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -437,16 +438,34 @@ void translate(std::exception_ptr p) {
 
 }  // namespace
 
+namespace {
+
+// The module's fork server: the program beside this extension (build tree and
+// install alike), exec'd so that no worker is a copy of the interpreter's memory;
+// a copy of this process where that program is missing.
+const char kAnchor = 0;
+void start_server() {
+  Dl_info info{};
+  if (dladdr(&kAnchor, &info) && info.dli_fname) {
+    std::string program = info.dli_fname;
+    program = program.substr(0, program.rfind('/') + 1) + "hogwild-fork-server";
+    if (access(program.c_str(), X_OK) == 0) return start_fork_server(program);
+  }
+  start_fork_server();
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_hogwild, m) {
   // First, before this interpreter's caller goes on to start threads: the process
   // that forks every worker of every run (fork_server.hpp).
-  start_fork_server();
+  start_server();
   py::register_exception_translator(&translate);
   m.doc() = "The compiled half of the hogwild module (use `import hogwild`).";
   m.def("fork_server_pid", [] { return fork_server_pid(); });
   // This process's server: a process forked from the importer (multiprocessing)
   // starts its own at its first run.
-  m.def("ensure_fork_server", [] { start_fork_server(); });
+  m.def("ensure_fork_server", [] { start_server(); });
 
   py::class_<Data>(m, "Data")
       .def_property_readonly("rows", [](const Data& d) { return d.set.rows(); })

@@ -17,6 +17,7 @@ std::size_t DeviceKernel::chunk_size(DeviceAccess access) const {
 namespace {
 
 std::mutex registry_mutex;
+bool g_added = false;  // a program registered a kernel of its own
 
 std::map<std::string, DeviceKernelDef>& registry() {
   static std::map<std::string, DeviceKernelDef> r = detail::builtin_device_kernels();
@@ -31,7 +32,17 @@ void register_device_kernel(const std::string& model, DeviceKernelDef def) {
                                   model));
   std::lock_guard g(registry_mutex);
   registry()[model] = std::move(def);
+  g_added = true;
 }
+
+namespace detail {
+
+bool device_kernels_added() {
+  std::lock_guard g(registry_mutex);
+  return g_added;
+}
+
+}  // namespace detail
 
 std::vector<std::string> device_kernel_models() {
   std::lock_guard g(registry_mutex);

@@ -16,6 +16,10 @@ namespace hogwild::detail {
 // ConfigError naming the models that have one.
 DeviceKernelDef device_kernel_def(const std::string& model);
 
+// Whether the program registered a kernel of its own (a fork server that is a
+// program of its own would not know it).
+bool device_kernels_added();
+
 // The built-in models' kernels (device/builtin_kernels.cpp): their checks here,
 // their makers below.
 std::map<std::string, DeviceKernelDef> builtin_device_kernels();

@@ -8,6 +8,7 @@
 #include "hogwild/models/mlp.hpp"
 #include "hogwild/models/mf.hpp"
 #include "hogwild/models/softmax.hpp"
+#include "models/registry.hpp"
 
 namespace hogwild {
 
@@ -27,12 +28,23 @@ std::map<std::string, ModelFactory>& registry() {
 }
 
 std::mutex registry_mutex;
+bool g_added = false;  // a program registered a model of its own
 
 }  // namespace
+
+namespace detail {
+
+bool models_added() {
+  std::lock_guard g(registry_mutex);
+  return g_added;
+}
+
+}  // namespace detail
 
 void register_model(const std::string& name, ModelFactory factory) {
   std::lock_guard g(registry_mutex);
   registry()[name] = std::move(factory);
+  g_added = true;
 }
 
 std::vector<std::string> model_names() {

@@ -228,7 +228,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     const MemoryPlan plan = plan_memory(*this, Arena::required_bytes(blocks), window_bytes, other_rows);
     check_memory(plan);
     memory = plan.estimate;
-    arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages});
+    // A parallel run's parent maps the arena's pages once its workers have started
+    // (Supervisor), not before: off the critical path of a short run.
+    arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages, !mode.parallel()});
   }
   control = in_arena<Control>(arena.block("control").data(), 1, attach);
   if (!attach) {

@@ -160,7 +160,7 @@ class Supervisor {
       const auto pause_start = Clock::now();
       evaluated_ = e + 1;
       report(e + 1, true);
-      if (meter_.due()) meter_.sample({});  // after the epoch's evaluation
+      if (meter_.due()) meter_.sample_alone();  // after the epoch's evaluation
       checkpoint_if_due();
       paused_ += seconds_since(pause_start);
     }
@@ -186,6 +186,7 @@ class Supervisor {
     };
     if (cfg_.nodes > 1) run_.publish_fingerprint();  // each worker's node check uses it
     for (unsigned r = 0; r < run_.workers + run_.servers; ++r) spawn(r);
+    run_.arena.map_all();  // while the workers start (ArenaOptions::map_now)
     double next_timed = cfg_.eval_every;
     for (;;) {
       std::uint64_t gone = 0;  // what workers that ended held at their exit
@@ -607,7 +608,7 @@ class Supervisor {
         if (t.state) copy(r.optimizer_state[t.name], t.state, Dtype::f32);
       }
     if (cfg_.digest_weights) r.weights_sha256 = detail::weights_sha256(run_.params);
-    meter_.sample({});  // the workers are gone; the result's copy made
+    meter_.sample_alone();  // the workers are gone; the result's copy made
     r.peak_rss_bytes = meter_.peak();
     r.memory_estimate = run_.memory;
     return std::move(r);  // the weights' copy moved, not copied again
@@ -672,9 +673,12 @@ TrainResult train(const TrainConfig& given, Model& model, const Dataset& train_b
   // Several nodes: one that fails before the join (its data, a refused resume, an
   // arena that does not fit) tells the nodes waiting to join it, which stop at once.
   bool joined = false;
+  const auto called = std::chrono::steady_clock::now();
   try {
-    return train_here(given, model, train_bytes, test_bytes, on_progress, on_live, on_start,
-                      &joined);
+    TrainResult r = train_here(given, model, train_bytes, test_bytes, on_progress, on_live,
+                               on_start, &joined);
+    r.run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count();
+    return r;
   } catch (const Interrupted&) {
     throw;
   } catch (const std::exception& e) {

@@ -1,14 +1,20 @@
 #include "trainer/worker_start.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "data/cache_fd.hpp"
+#include "device/kernel_registry.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/options.hpp"
+#include "models/registry.hpp"
 #include "process.hpp"
 #include "trainer/run.hpp"
 
@@ -25,6 +31,31 @@ WorkerStart parse_worker_start(const std::string& name) {
 }
 
 void start_fork_server() { detail::ForkServer::start(&detail::worker_entry); }
+
+void start_fork_server(const std::string& program) {
+  const bool lean = !detail::models_added() && !detail::device_kernels_added();
+  detail::ForkServer::start(&detail::worker_entry, lean ? program.c_str() : nullptr);
+}
+
+int fork_server_main(int argc, char** argv) {
+  // Only as ForkServer::start execs it: --socket FD --program PID.
+  int socket = -1;
+  long program = 0;
+  if (argc == 5 && std::string_view(argv[1]) == "--socket" &&
+      std::string_view(argv[3]) == "--program") {
+    char* end = nullptr;
+    socket = static_cast<int>(std::strtol(argv[2], &end, 10));
+    if (*end != '\0') socket = -1;
+    program = std::strtol(argv[4], &end, 10);
+    if (*end != '\0') program = 0;
+  }
+  if (socket < 0 || program <= 0 || fcntl(socket, F_GETFD) < 0) {
+    std::fprintf(stderr, "%s: the fork server of a hogwild program; it is started by "
+                         "hogwild::start_fork_server(program), not by hand\n", argc > 0 ? argv[0] : "");
+    return kExitBadInput;
+  }
+  detail::serve_forks(socket, &detail::worker_entry, static_cast<pid_t>(program));
+}
 
 std::int32_t fork_server_pid() noexcept {
   const auto* s = detail::ForkServer::get();

@@ -45,6 +45,9 @@ if [ -n "$(find "$build/python" -name '_hogwild*.so' 2>/dev/null)" ]; then
   (cd "$tmp" && PYTHONPATH=$site /usr/bin/python3 -c "
 import numpy as np, hogwild
 assert hogwild.__file__.startswith('$site'), hogwild.__file__
+import os
+server = os.readlink(f'/proc/{hogwild.fork_server_pid}/exe')
+assert server.startswith('$site') and server.endswith('/hogwild-fork-server'), server
 X = np.random.default_rng(0).random((400, 8), dtype=np.float32)
 y = (X[:, 0] > 0.5).astype(np.float32)
 r = hogwild.train((X, y), test=(X, y), workers=2, epochs=5, lr=0.5)
