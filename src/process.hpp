@@ -46,7 +46,7 @@ class ForkServer {
   // starts: the server is a copy of the process as it is then. In a process forked
   // from one that had started it, the call starts that process's own. With
   // `program` (not null), the forked child execs that program, which calls
-  // serve_program() (fork_server.hpp); where the exec fails the child serves as a
+  // fork_server_main() (fork_server.hpp); where the exec fails the child serves as a
   // copy, as without it.
   static void start(WorkerEntry entry, const char* program = nullptr);
   // This process's server, or null when start() was not called here.

@@ -118,6 +118,8 @@ TEST_CASE("an arena's handle, sent over a socket, maps the same memory in a proc
 TEST_CASE("an ended arena's segment is zeroed and taken by this process's next arena of its size") {
   // A size no other case uses: no spare of it exists before this case.
   const std::vector<BlockSpec> blocks{{"w", (1 << 16) + 3 * 4096 + 40}};
+  ArenaOptions reuse;
+  reuse.reuse = true;
   auto inode = [](const Arena& a) {
     struct stat st {};
     REQUIRE(fstat(a.handle(), &st) == 0);
@@ -125,35 +127,53 @@ TEST_CASE("an ended arena's segment is zeroed and taken by this process's next a
   };
   ino_t first;
   {
-    Arena a = Arena::create(blocks);
+    Arena a = Arena::create(blocks, reuse);
     first = inode(a);
     auto w = a.block("w");
     std::fill(w.begin(), w.end(), std::byte{0xab});
   }
-  Arena b = Arena::create(blocks);
+  Arena b = Arena::create(blocks, reuse);
   CHECK(inode(b) == first);  // the same pages, no new allocation
   auto w = b.block("w");
   CHECK(std::all_of(w.begin(), w.end(), [](std::byte v) { return v == std::byte{0}; }));
   CHECK(b.array<float>("w").size() == blocks[0].bytes / sizeof(float));
   {
-    Arena c = Arena::create(blocks);  // b holds the segment: a new one
+    Arena c = Arena::create(blocks, reuse);  // b holds the segment: a new one
     CHECK(inode(c) != first);
-    Arena d = Arena::create({{"w", 4096}});  // another size: a new one
+    Arena d = Arena::create({{"w", 4096}}, reuse);  // another size: a new one
     CHECK(inode(d) != first);
   }
   const ino_t held = [&] {  // a new one (the spare was d's, of another size): the spare
-    Arena e = Arena::create(blocks);
+    Arena e = Arena::create(blocks, reuse);
     return inode(e);
   }();
   // A forked child does not take its parent's spare (the parent may reuse it).
   const pid_t child = test::fork_child([&] {
-    Arena f = Arena::create(blocks);
+    Arena f = Arena::create(blocks, reuse);
     struct stat st {};
     return fstat(f.handle(), &st) == 0 && st.st_ino != held ? 0 : 1;
   });
   CHECK(test::wait_exit(child, 30) == 0);
-  Arena g = Arena::create(blocks);
+  Arena g = Arena::create(blocks, reuse);
   CHECK(inode(g) == held);
+  // Without `reuse`, an arena neither takes the spare nor becomes it; a create of
+  // another kind frees it (a kept segment is not in the way of a --shm-dir or
+  // huge-page arena, or of one too large to keep).
+  const ino_t g_inode = inode(g);
+  { Arena plain = Arena::create(blocks); }
+  { Arena h = Arena::create(blocks, reuse); CHECK(inode(h) != g_inode); }  // plain's not kept
+  g = Arena{};  // g's segment becomes the spare
+  { Arena other = Arena::create({{"w", 4096}}); }  // frees it
+  Arena i = Arena::create(blocks, reuse);
+  CHECK(inode(i) != g_inode);
+  // release_spare_arena frees it too, unless it has the size asked for.
+  const ino_t i_inode = inode(i);
+  i = Arena{};
+  release_spare_arena(Arena::required_bytes(blocks));
+  { Arena j = Arena::create(blocks, reuse); CHECK(inode(j) == i_inode); }
+  release_spare_arena();
+  Arena k = Arena::create(blocks, reuse);
+  CHECK(inode(k) != i_inode);
 }
 
 TEST_CASE("attaching what is not an arena is a clear error") {

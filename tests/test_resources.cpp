@@ -20,6 +20,7 @@
 #include "hogwild/sanitizers.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
+#include "trainer/memory_meter.hpp"
 
 using namespace hogwild;
 
@@ -184,9 +185,12 @@ TEST_CASE("a run right after another measures the parent's peak as a fresh readi
   c.mode = Mode::serial;
   c.epochs = 1;
   (void)train(c, small_tr, nullptr);  // the reading
+  const auto before = detail::TreeMeter::moved_readings();
   const auto moved = train(c, big_tr, nullptr).peak_rss_bytes;
+  CHECK(detail::TreeMeter::moved_readings() == before + 1);  // the reading was moved
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the reading is too old
   const auto fresh = train(c, big_tr, nullptr).peak_rss_bytes;
+  CHECK(detail::TreeMeter::moved_readings() == before + 1);  // a walk of the page tables
   CHECK(static_cast<double>(moved) == doctest::Approx(static_cast<double>(fresh)).epsilon(0.15));
   CHECK(fresh > (std::uint64_t{16} << 20));
 }

@@ -26,7 +26,8 @@ from ._data import as_data, rows_of
 from ._errors import (ConfigError, ConversionWarning, DataError, Error, InputError,
                       Interrupted, IoError, ResourceError, WorkerError)
 
-__all__ = ["train", "dataset", "load_model", "stats", "options", "Result", "Model", "Error", "InputError",
+__all__ = ["train", "dataset", "load_model", "stats", "options", "release_arena", "Result", "Model",
+           "Error", "InputError",
            "DataError", "ConfigError", "IoError", "ResourceError", "WorkerError", "Interrupted",
            "ConversionWarning"]
 
@@ -38,6 +39,12 @@ def __getattr__(name):
     if name == "fork_server_pid":
         return _hogwild.fork_server_pid()
     raise AttributeError(f"module 'hogwild' has no attribute {name!r}")
+
+
+def release_arena():
+    """Frees the shared memory kept from the last run for the next run of its size
+    (up to 64 MiB; it goes with the process anyway)."""
+    _hogwild.release_arena()
 
 
 def options():

@@ -446,7 +446,7 @@ namespace {
 const char kAnchor = 0;
 void start_server() {
   Dl_info info{};
-  if (dladdr(&kAnchor, &info) && info.dli_fname) {
+  if (dladdr(&kAnchor, &info) && info.dli_fname && std::strchr(info.dli_fname, '/')) {
     std::string program = info.dli_fname;
     program = program.substr(0, program.rfind('/') + 1) + "hogwild-fork-server";
     if (access(program.c_str(), X_OK) == 0) return start_fork_server(program);
@@ -463,6 +463,7 @@ PYBIND11_MODULE(_hogwild, m) {
   py::register_exception_translator(&translate);
   m.doc() = "The compiled half of the hogwild module (use `import hogwild`).";
   m.def("fork_server_pid", [] { return fork_server_pid(); });
+  m.def("release_arena", [] { release_spare_arena(); });
   // This process's server: a process forked from the importer (multiprocessing)
   // starts its own at its first run.
   m.def("ensure_fork_server", [] { start_server(); });

@@ -1,6 +1,7 @@
 #include "hogwild/arena.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
@@ -98,50 +99,59 @@ std::shared_ptr<int> keep_fd(int fd) {
   });
 }
 
-// A run's arena, kept when it ends for the next create() of the same size in this
-// process: its mapping, pages and descriptor, zeroed and reused instead of
-// allocated, populated and, at the end, unmapped and freed again (about 2 ms of
-// every run with a 4 MB model: a sweep's and a notebook's runs follow each other).
-// One at a time, up to kMaxSpare, on /dev/shm with 4 KiB pages; nameless, so it
-// goes with the process.
+// The segment kept for the next create() with ArenaOptions::reuse (arena.hpp).
+// The globals are pointers, never destroyed (an Arena may outlive statics), and a
+// forked child gets fresh ones (its parent's lock may have been held at the fork;
+// its copy of the segment stays mapped, unused, until it exits).
 constexpr std::size_t kMaxSpare = std::size_t{64} << 20;
 struct Spare {
-  pid_t pid = 0;  // a forked child's copy is not its own
+  pid_t pid = 0;
   std::size_t size = 0;
   std::shared_ptr<bip::mapped_region> region;
   std::shared_ptr<int> fd;
   std::string name;
 };
-std::mutex& spare_mutex() {
-  static auto* m = new std::mutex;  // never destroyed: an Arena may outlive statics
-  return *m;
-}
-Spare& spare() {
-  static auto* s = new Spare;
-  return *s;
-}
+std::mutex* g_spare_mutex = new std::mutex;
+Spare* g_spare = new Spare;
+const int g_spare_atfork = pthread_atfork(nullptr, nullptr, [] {
+  g_spare_mutex = new std::mutex;
+  g_spare = new Spare;
+});
 
-// The spare if it has this size (its memory zeroed), else null (a spare of another
-// size is freed: one run's arena is held at a time, not two).
+// The spare if it has `size` bytes (0: none wanted), zeroed; a spare of another
+// size is freed (one run's arena is held at a time, not two).
 Spare take_spare(std::size_t size) {
-  std::lock_guard g(spare_mutex());
-  Spare taken = std::move(spare());
-  spare() = {};
-  if (!taken.region || taken.pid != getpid() || taken.size != size) return {};
+  Spare taken;
+  {
+    std::lock_guard g(*g_spare_mutex);
+    std::swap(taken, *g_spare);
+  }
+  if (!taken.region || taken.pid != getpid() || taken.size != size || size == 0) return {};
   std::memset(taken.region->get_address(), 0, size);
   return taken;
 }
 
-// The last reference to an arena this process created ends: its segment becomes
-// the spare, where there is none.
+// The last reference to an arena created with `reuse` ends: its segment becomes the
+// spare, where there is none.
 struct Recycle {
   Spare segment;
   void operator()(void*) noexcept {
     if (segment.pid != getpid()) return;
-    std::lock_guard g(spare_mutex());
-    if (!spare().region) spare() = std::move(segment);
+    std::lock_guard g(*g_spare_mutex);
+    if (!g_spare->region) *g_spare = std::move(segment);
   }
 };
+
+}  // namespace
+
+void release_spare_arena(std::size_t unless_bytes) {
+  Spare freed;
+  std::lock_guard g(*g_spare_mutex);
+  if (unless_bytes == 0 || g_spare->size != unless_bytes || g_spare->pid != getpid())
+    std::swap(freed, *g_spare);
+}  // (unmapped as `freed` goes, after the lock: declared before it)
+
+namespace {
 
 std::string mib(std::size_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
@@ -282,8 +292,8 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
   Arena a;
   bool advised = false;  // /dev/shm: MADV_HUGEPAGE accepted on the aligned mapping
   a.size_ = size;
-  const bool recyclable = options.dir.empty() && !huge.ok && size <= kMaxSpare;
-  Spare reused = recyclable ? take_spare(size) : Spare{};
+  const bool recyclable = options.reuse && options.dir.empty() && !huge.ok && size <= kMaxSpare;
+  Spare reused = take_spare(recyclable ? size : 0);  // another size's is freed first
   std::shared_ptr<bip::mapped_region> region = reused.region;
   a.fd_ = reused.fd;
   a.name_ = reused.region ? reused.name : unique_name();
@@ -313,6 +323,7 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
           if (advised && errno != EINVAL) throw no_space(size, "/dev/shm");
           reserve(fd, size, "/dev/shm");  // a kernel before 5.14: no SIGBUS, small pages
         }
+        a.mapped_ = true;
       } else {
         reserve(fd, size, "/dev/shm");
         region = std::make_shared<bip::mapped_region>(shm, bip::read_write);
@@ -322,6 +333,7 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
         // (a sparse model's untrained weights, unused snapshots) as the allocation
         // they are. (Linux before 5.14 ignores the advice: they are left out.)
         if (options.map_now) (void)madvise(region->get_address(), size, MADV_POPULATE_WRITE);
+        a.mapped_ = options.map_now;
       }
     } else {
       a.file_backed_ = true;
@@ -383,8 +395,9 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
   return a;
 }
 
-void Arena::map_all() const {
-  if (base_ && !file_backed_) (void)madvise(base_, size_, MADV_POPULATE_WRITE);
+void Arena::map_all() {
+  if (base_ && !file_backed_ && !mapped_) (void)madvise(base_, size_, MADV_POPULATE_WRITE);
+  mapped_ = true;
 }
 
 Arena Arena::attach(int fd) {

@@ -1,6 +1,9 @@
 #include "trainer/memory_meter.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "process.hpp"
@@ -9,52 +12,78 @@ namespace hogwild::detail {
 
 namespace {
 
-// This process's last reading of its page tables taken with no worker alive, and
-// its resident counters then.
+// This process's last reading of its page tables taken when it shared no page with
+// another process (its share then equal to its resident counters), and its
+// counters then. Any fork since (a worker's, Python's multiprocessing, os.fork)
+// makes it stale: the pages shared since may still be.
 struct AloneReading {
-  pid_t pid = 0;  // a forked child's copy is not its own
+  std::uint64_t forks = 0;
   std::chrono::steady_clock::time_point at;
   MemoryShare share, counters;
+  bool ok = false;
 };
-std::mutex g_alone_mutex;
+std::atomic<std::uint64_t> g_forks{0};
+std::mutex* g_alone_mutex = new std::mutex;  // never destroyed; a child's fresh (atfork)
 AloneReading g_alone;
+std::atomic<std::uint64_t> g_moved{0};
+const int g_alone_atfork = pthread_atfork(
+    nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); },
+    [] {
+      g_alone_mutex = new std::mutex;
+      g_alone.ok = false;
+    });
 
 std::uint64_t moved(std::uint64_t base, std::uint64_t then, std::uint64_t now) {
   return now >= then ? base + (now - then) : base - std::min(base, then - now);
 }
 
+// Within a page of each other.
+bool same(std::uint64_t a, std::uint64_t b) { return (a > b ? a - b : b - a) <= 4096; }
+
 }  // namespace
 
+std::uint64_t TreeMeter::moved_readings() noexcept { return g_moved.load(std::memory_order_relaxed); }
+
 void TreeMeter::sample_alone() {
-  const auto now = std::chrono::steady_clock::now();
-  MemoryShare self;
+  const auto t0 = std::chrono::steady_clock::now();
+  const MemoryShare counters = resident_counters();
+  const std::uint64_t forks = g_forks.load(std::memory_order_relaxed);
+  AloneReading last;
   {
-    std::lock_guard g(g_alone_mutex);
-    const MemoryShare counters = resident_counters();
-    if (g_alone.pid == getpid() && now - g_alone.at < std::chrono::seconds(1) && counters.ok) {
-      self.anon = moved(g_alone.share.anon, g_alone.counters.anon, counters.anon);
-      self.shmem = moved(g_alone.share.shmem, g_alone.counters.shmem, counters.shmem);
-    } else {
-      self = memory_share();
-      g_alone = {getpid(), now, self, counters};
-    }
+    std::lock_guard g(*g_alone_mutex);
+    last = g_alone;
   }
-  account(self.bytes(), {});
+  MemoryShare self;
+  if (last.ok && last.forks == forks && t0 - last.at < std::chrono::seconds(1) && counters.ok) {
+    self.anon = moved(last.share.anon, last.counters.anon, counters.anon);
+    self.shmem = moved(last.share.shmem, last.counters.shmem, counters.shmem);
+    g_moved.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    self = memory_share();
+    // Kept only where nothing was shared: a share below the counters would move by
+    // the wrong amount when the sharing ends.
+    const bool alone = self.ok && counters.ok && same(self.anon, counters.anon) &&
+                       same(self.shmem, counters.shmem);
+    std::lock_guard g(*g_alone_mutex);
+    g_alone = {forks, t0, self, counters, alone};
+  }
+  account(t0, self.bytes(), {});
 }
 
 void TreeMeter::sample(std::span<const Process> processes) {
-  account(memory_share().bytes(), processes);
+  const auto t0 = std::chrono::steady_clock::now();
+  account(t0, memory_share().bytes(), processes);
 }
 
-void TreeMeter::account(std::uint64_t self, std::span<const Process> processes) {
-  const auto t0 = std::chrono::steady_clock::now();
+void TreeMeter::account(std::chrono::steady_clock::time_point t0, std::uint64_t self,
+                        std::span<const Process> processes) {
   std::uint64_t tree = gone_ + self;
   gone_ = 0;
   if (const ForkServer* server = ForkServer::get()) tree += memory_share(server->pid()).bytes();
   for (const auto& p : processes)  // an exiting process may read as less, a reaped one as 0
     tree += std::max(memory_share(p.pid).bytes(), p.exit_sample);
   peak_ = std::max(peak_, tree);
-  const auto cost = std::chrono::steady_clock::now() - t0;
+  const auto cost = std::chrono::steady_clock::now() - t0;  // this process's reading included
   next_ = std::chrono::steady_clock::now() +
           std::clamp<std::chrono::steady_clock::duration>(
               40 * cost, std::chrono::milliseconds(250), std::chrono::seconds(5));

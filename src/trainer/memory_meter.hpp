@@ -28,14 +28,16 @@ class TreeMeter {
   // at their exit.
   void sample(std::span<const Process> processes);
   // As sample({}), where no worker of this process is alive (a serial run's epochs,
-  // a run's end): this process's share then comes from its last such reading when
-  // that is under a second old, moved by the change of its resident counters since
-  // (resident_counters(): what it allocated or freed, the arena it mapped), instead
-  // of a walk of its page tables. Its pages are shared with no worker at either
-  // moment, so the change of its resident bytes is the change of its share. A
-  // Python parent's walk costs 2-3 ms; a sweep's or a notebook's runs follow each
-  // other closely.
+  // a run's end): this process's share then comes from its last reading when that
+  // is under a second old, no fork happened since and it shared no page then (its
+  // share equal to its resident counters), moved by the change of its resident
+  // counters since (resident_counters(): what it allocated or freed, the arena it
+  // mapped), instead of a walk of its page tables. Sharing nothing at either moment,
+  // the change of its resident bytes is the change of its share. A Python parent's
+  // walk costs 2-3 ms; a sweep's or a notebook's runs follow each other closely.
   void sample_alone();
+  // How many sample_alone() calls moved an earlier reading (for tests).
+  static std::uint64_t moved_readings() noexcept;
   // Processes that ended holding `bytes` (counted at the next sample).
   void gone(std::uint64_t bytes) noexcept { gone_ += bytes; }
   // Whether the next periodic sample is due: each reads every process's page
@@ -48,8 +50,9 @@ class TreeMeter {
 
  private:
   // Adds the others (the fork server, `processes`, those gone) to this process's
-  // `self` bytes.
-  void account(std::uint64_t self, std::span<const Process> processes);
+  // `self` bytes, read from t0 on (the next sample's time follows the cost).
+  void account(std::chrono::steady_clock::time_point t0, std::uint64_t self,
+               std::span<const Process> processes);
   std::uint64_t peak_ = 0;
   std::uint64_t gone_ = 0;
   std::chrono::steady_clock::time_point next_ =

@@ -225,12 +225,21 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
                                 "was made for another configuration", b.name, b.bytes));
   } else {
     // Everything the run will hold at its peak, in every process, before any of it.
+    // A kept arena this run will not take is freed before its memory is planned.
+    release_spare_arena(window_bytes ? 0 : Arena::required_bytes(blocks));
     const MemoryPlan plan = plan_memory(*this, Arena::required_bytes(blocks), window_bytes, other_rows);
     check_memory(plan);
     memory = plan.estimate;
     // A parallel run's parent maps the arena's pages once its workers have started
-    // (Supervisor), not before: off the critical path of a short run.
-    arena = Arena::create(blocks, ArenaOptions{cfg.shm_dir, cfg.huge_pages, !mode.parallel()});
+    // (Supervisor), not before: off the critical path of a short run; but before
+    // --hot-k's private window covers part of it (mapped then, it would fill the
+    // window's private pages). The segment is kept for the next run of its size in
+    // this process (every worker has ended when the Run is gone), but not one with
+    // that window, a hole of private pages in the mapping.
+    ArenaOptions options{cfg.shm_dir, cfg.huge_pages};
+    options.map_now = !mode.parallel() || window_bytes > 0;
+    options.reuse = window_bytes == 0;
+    arena = Arena::create(blocks, options);
   }
   control = in_arena<Control>(arena.block("control").data(), 1, attach);
   if (!attach) {

@@ -45,9 +45,9 @@ int fork_server_main(int argc, char** argv) {
       std::string_view(argv[3]) == "--program") {
     char* end = nullptr;
     socket = static_cast<int>(std::strtol(argv[2], &end, 10));
-    if (*end != '\0') socket = -1;
+    if (*end != '\0' || end == argv[2]) socket = -1;
     program = std::strtol(argv[4], &end, 10);
-    if (*end != '\0') program = 0;
+    if (*end != '\0' || end == argv[4]) program = 0;
   }
   if (socket < 0 || program <= 0 || fcntl(socket, F_GETFD) < 0) {
     std::fprintf(stderr, "%s: the fork server of a hogwild program; it is started by "

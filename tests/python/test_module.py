@@ -359,6 +359,22 @@ def test_the_fork_server_is_a_small_program_of_its_own():
     assert hogwild.train((X, y), workers=2, epochs=1).summary["samples"] == 2000
 
 
+def test_the_arena_kept_for_the_next_run_is_released_on_request():
+    def shmem_kib():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("RssShmem:"))
+    # A 16 MiB model: its arena is kept after the run.
+    rng = np.random.default_rng(1)
+    X = sp.csr_matrix((np.ones(16000, np.float32), rng.integers(0, 1 << 22, 16000).astype(np.int32),
+                       np.arange(0, 16001, 8)), shape=(2000, 1 << 22))
+    X.sum_duplicates()
+    y = (np.arange(2000) % 2).astype(np.float32)
+    hogwild.train((X, y), workers=2, epochs=1)
+    kept = shmem_kib()
+    hogwild.release_arena()
+    assert shmem_kib() < kept - 15 * 1024
+
+
 # --- predicting and statistics ------------------------------------------------------
 
 def test_predictor_agrees_with_hogwild_predict(spam, tmp_path):
