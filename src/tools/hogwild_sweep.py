@@ -19,6 +19,12 @@ over these), hardware efficiency (throughput over the same mode's with one
 worker) and their product, and the largest step size that did not diverge per
 mode and worker count. A run that diverges is marked, not fatal.
 
+Simulated runs (--mode simulated, docs/EXPERIMENTS.md) take part as any mode, and
+a mode "simulated-ACCESS" is one with --simulate-access ACCESS (hogwild, atomic,
+lock), so that one sweep sets the accesses side by side (--mode
+simulated,simulated-atomic,simulated-lock); each is measured against one simulated
+worker of its own (K = 1: serial's weights, on the simulated clock).
+
 Exit status: 0 done, 2 bad options (or a file or folder it cannot read or write),
 4 a full disk, 1 a run failed for another reason than divergence (its output is in
 OUT/runs/<cell>/output.txt).
@@ -77,6 +83,13 @@ def parse_list(text, kind, name):
     if not out or len(set(out)) != len(out):
         fail(f"--{name} expects distinct values, got '{text}'")
     return out
+
+
+def run_mode(label):
+    """A sweep mode's hogwild_train --mode, and --simulate-access (or None)."""
+    if label.startswith("simulated-"):
+        return "simulated", label[len("simulated-"):]
+    return label, None
 
 
 def cell_id(c):
@@ -226,7 +239,9 @@ def analyse(args, cells, refs):
     for r in rows:
         # Simulated runs are measured against one simulated worker (serial's weights,
         # on the simulated clock), real ones against serial.
-        serial = (r["mode"] == "simulated" and by.get((r["model"], "simulated", 1, r["lr"]))) or \
+        simulated = run_mode(r["mode"])[0] == "simulated"
+        serial = (simulated and (by.get((r["model"], r["mode"], 1, r["lr"])) or
+                                 by.get((r["model"], "simulated", 1, r["lr"])))) or \
             by.get((r["model"], "serial", 1, r["lr"]))
         one = by.get((r["model"], r["mode"], 1, r["lr"])) or serial
         se = (serial["updates_to_target"] / r["updates_to_target"]
@@ -369,9 +384,12 @@ def main():
           f"{len(todo)} to run", flush=True)
     hard_failures = 0
     for i, c in enumerate(todo):
-        opts = dict(args.extra_opts, model=c["model"], mode=c["mode"], workers=c["workers"],
+        mode, access = run_mode(c["mode"])
+        opts = dict(args.extra_opts, model=c["model"], mode=mode, workers=c["workers"],
                     lr=c["lr"], seed=c["seed"], epochs=args.epochs)
-        if args.telemetry and c["mode"] != "simulated":  # it measures every update exactly
+        if access:
+            opts["simulate-access"] = access
+        if args.telemetry and mode != "simulated":  # it measures every update exactly
             opts["telemetry"] = True
         if args.conflicts and c["mode"] in ("serial", "hogwild", "atomic", "lock"):
             opts["conflicts"] = True

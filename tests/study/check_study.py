@@ -52,10 +52,11 @@ try:
         f.writelines(lines[3000:])
     out = f"{tmp}/study"
     cmd = [sweep, "--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm", "--model", "logistic",
-           "--workers", "1,2", "--mode", "serial,hogwild,atomic,lock,simulated", "--lr", "0.5,1e38",
+           "--workers", "1,2", "--mode", "serial,hogwild,atomic,lock,simulated,simulated-lock",
+           "--lr", "0.5,1e38",
            "--seeds", "2", "--epochs", "4", "--ref-lr", "0.5", "--eps", "0.2", "--telemetry", "--conflicts",
            "--out", out, "--hogwild-train", train]
-    cells = 2 * (1 + 4 * 2) * 2  # lr x (serial + 4 modes x 2 workers) x seeds
+    cells = 2 * (1 + 5 * 2) * 2  # lr x (serial + 5 modes x 2 workers) x seeds
 
     # Killed after a few runs, then resumed.
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -113,6 +114,18 @@ try:
     check(len(sim_runs) == 2 and sim2["throughput"] == statistics.median(
         s["simulation"]["examples_per_second"] for s in sim_runs),
           "a simulated row's throughput is the simulated clock's")
+    # A simulated access as a mode of its own: its runs got --simulate-access lock
+    # (one update at a time: nothing lost, no lag), measured against its own K = 1.
+    lock1 = [x for x in small if x["mode"] == "simulated-lock" and x["workers"] == 1][0]
+    lock2 = [x for x in small if x["mode"] == "simulated-lock" and x["workers"] == 2][0]
+    check(lock1["updates_to_target"] == ser["updates_to_target"] and
+          lock1["statistical_efficiency"] == 1.0, "one simulated worker under lock is serial")
+    check(lock2["lost_mass_mean"] == 0 and lock2["staleness_lag_p99"] == 0,
+          "simulated lock loses nothing and has no lag")
+    lock_runs = [json.load(open(os.path.join(runs, d, "summary.json"))) for d in os.listdir(runs)
+                 if "-simulated-lock-w2-lr0.5-" in d]
+    check(len(lock_runs) == 2 and all(x["simulation"]["access"] == "lock" for x in lock_runs),
+          "the simulated-lock runs were run with --simulate-access lock")
     with open(os.path.join(out, "table.md")) as f:
         table = f.read()
     check("| logistic | hogwild | 2 | 0.5 |" in table and "| logistic | serial | 1 | 1e+38 |" in table,
