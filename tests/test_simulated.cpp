@@ -14,8 +14,10 @@
 #include "hogwild/metrics.hpp"
 #include "hogwild/model_registry.hpp"
 #include "hogwild/trainer.hpp"
+#include "modes/simulated/simulator.hpp"
 #include "ridge.hpp"
 #include "support.hpp"
+#include "trainer/epoch_order.hpp"
 
 using namespace hogwild;
 
@@ -98,6 +100,47 @@ TEST_CASE("lock: one update at a time, none lost, nothing stale") {
   // Serialised: the clock is at least every update's write cost one after another
   // (each example writes its 10 non-zeros and the bias at the built-in write_ns).
   CHECK(r.simulation.seconds >= static_cast<double>(r.samples) * 11 * 2.9e-9);
+}
+
+TEST_CASE("lock is serial in the order the workers took the lock, bit for bit") {
+  // Eight workers under one lock for an epoch: the order their updates ran in is
+  // recorded; serial then trains a copy of the rows placed so that its own shuffled
+  // order meets them in that order, and ends with the same weights.
+  auto [train, test] = test::generated_problem(2000, 400, 40, 10, 0.05, 6);
+  TrainConfig c = simulated(8, "lock");
+  c.epochs = 1;
+  std::vector<std::uint32_t> ran;
+  detail::simulated_reads = &ran;
+  const auto locked = hogwild::train(c, train, &test);
+  detail::simulated_reads = nullptr;
+  REQUIRE(ran.size() == train.rows());
+  std::vector<std::uint32_t> serial_order;
+  detail::epoch_rows(c.partition, train.rows(), 1, 0, c.seed, 0, serial_order);
+  // Row serial_order[i] of the copy is row ran[i] of the data.
+  std::vector<std::uint32_t> source(train.rows());
+  for (std::size_t i = 0; i < ran.size(); ++i) source[serial_order[i]] = ran[i];
+  std::vector<float> labels;
+  std::vector<std::uint64_t> offsets{0};
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
+  for (const std::uint32_t r : source) {
+    const RowView row = train.row(r);
+    labels.push_back(train.labels()[r]);
+    indices.insert(indices.end(), row.index, row.index + row.nnz);
+    values.insert(values.end(), row.value, row.value + row.nnz);
+    offsets.push_back(indices.size());
+  }
+  const Dataset reordered = Dataset::sparse(labels, offsets, indices, values, train.cols(), "reordered");
+  TrainConfig s = c;
+  s.mode = Mode::serial;
+  s.workers = 1;
+  s.simulate_access = "hogwild";  // the default: an option of the simulated mode
+  const auto serial = hogwild::train(s, reordered, &test);
+  CHECK(serial.weights_sha256 == locked.weights_sha256);
+  // The order was one of the workers' interleavings: not serial's own.
+  std::vector<std::uint32_t> own;
+  detail::epoch_rows(c.partition, train.rows(), 1, 0, c.seed, 0, own);
+  CHECK(ran != own);
 }
 
 TEST_CASE("the simulated clock is the cost model's: per worker, in parallel, with stragglers") {

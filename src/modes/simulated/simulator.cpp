@@ -143,6 +143,8 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
 }
 
 
+std::vector<std::uint32_t>* simulated_reads = nullptr;
+
 double Simulator::start_update(std::uint32_t k, double t) {
   Worker& w = workers_[k];
   if (w.pos >= w.rows.size()) {
@@ -156,6 +158,7 @@ double Simulator::start_update(std::uint32_t k, double t) {
   const std::size_t size = std::min<std::size_t>(std::max<std::size_t>(s_.config.batch, 1),
                                                  w.rows.size() - w.pos);
   const Batch b{data_, targets_, w.rows.data() + w.pos, size};
+  if (simulated_reads) simulated_reads->insert(simulated_reads->end(), b.rows, b.rows + size);
   const float lr = step_size_.at_epoch_lr(epoch_lr_, w.seen * workers_.size());
   const StepKind kind{access_index<SimulatedUpdate>(), static_cast<std::uint8_t>(s_.config.optimizer)};
   log_.size = 0;

@@ -86,6 +86,10 @@ struct SimulationFigures {
   std::uint64_t lag[kHistogram] = {}, overlap[kHistogram] = {};
 };
 
+// For tests: where set, every update appends its rows as it reads them, in the
+// order of simulated time (under lock, the order the updates ran in, one at a time).
+extern std::vector<std::uint32_t>* simulated_reads;
+
 class Simulator {
  public:
   struct Setup {
