@@ -299,7 +299,8 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
   a.name_ = reused.region ? reused.name : unique_name();
   try {
     if (region) {
-      // the spare: zeroed, its pages already reserved and mapped
+      // the spare: its pages reserved, and every one mapped here by take_spare's memset
+      a.mapped_ = true;
     } else if (options.dir.empty()) {
       check_space(size, "/dev/shm");
       bip::permissions perm(0600);

@@ -226,8 +226,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   } else {
     // Everything the run will hold at its peak, in every process, before any of it.
     // A kept arena this run will not take is freed before its memory is planned.
-    release_spare_arena(window_bytes ? 0 : Arena::required_bytes(blocks));
-    const MemoryPlan plan = plan_memory(*this, Arena::required_bytes(blocks), window_bytes, other_rows);
+    const std::size_t arena_bytes = Arena::required_bytes(blocks);
+    release_spare_arena(window_bytes ? 0 : arena_bytes);
+    const MemoryPlan plan = plan_memory(*this, arena_bytes, window_bytes, other_rows);
     check_memory(plan);
     memory = plan.estimate;
     // A parallel run's parent maps the arena's pages once its workers have started

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 
@@ -39,22 +40,23 @@ void start_fork_server(const std::string& program) {
 
 int fork_server_main(int argc, char** argv) {
   // Only as ForkServer::start execs it: --socket FD --program PID.
-  int socket = -1;
-  long program = 0;
+  const auto number = [](const char* text) {  // -1 unless all of it is a number
+    char* end = nullptr;
+    const long n = std::strtol(text, &end, 10);
+    return *end == '\0' && end != text ? n : -1;
+  };
+  long socket = -1, program = -1;
   if (argc == 5 && std::string_view(argv[1]) == "--socket" &&
       std::string_view(argv[3]) == "--program") {
-    char* end = nullptr;
-    socket = static_cast<int>(std::strtol(argv[2], &end, 10));
-    if (*end != '\0' || end == argv[2]) socket = -1;
-    program = std::strtol(argv[4], &end, 10);
-    if (*end != '\0' || end == argv[4]) program = 0;
+    socket = number(argv[2]);
+    program = number(argv[4]);
   }
-  if (socket < 0 || program <= 0 || fcntl(socket, F_GETFD) < 0) {
+  if (socket < 0 || socket > INT_MAX || program <= 0 || fcntl(static_cast<int>(socket), F_GETFD) < 0) {
     std::fprintf(stderr, "%s: the fork server of a hogwild program; it is started by "
                          "hogwild::start_fork_server(program), not by hand\n", argc > 0 ? argv[0] : "");
     return kExitBadInput;
   }
-  detail::serve_forks(socket, &detail::worker_entry, static_cast<pid_t>(program));
+  detail::serve_forks(static_cast<int>(socket), &detail::worker_entry, static_cast<pid_t>(program));
 }
 
 std::int32_t fork_server_pid() noexcept {
