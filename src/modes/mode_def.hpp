@@ -37,6 +37,8 @@ struct ModeOption {
   std::string help;
   bool resume_must_match = false;  // a checkpoint made with another value is refused
 };
+// striped mode's --stripes, which --mode simulated shares (--simulate-access striped).
+ModeOption stripes_option();
 
 // What a mode's arena blocks are sized from, in the parent (and again, to find
 // them, in a worker started from a description).

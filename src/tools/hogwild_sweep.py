@@ -21,7 +21,7 @@ mode and worker count. A run that diverges is marked, not fatal.
 
 Simulated runs (--mode simulated, docs/EXPERIMENTS.md) take part as any mode, and
 a mode "simulated-ACCESS" is one with --simulate-access ACCESS (hogwild, atomic,
-lock), so that one sweep sets the accesses side by side (--mode
+lock, striped; striped's --stripes by --train-option stripes=N), so that one sweep sets the accesses side by side (--mode
 simulated,simulated-atomic,simulated-lock); each is measured against one simulated
 worker of its own (K = 1: serial's weights, on the simulated clock).
 

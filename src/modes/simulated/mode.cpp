@@ -82,8 +82,9 @@ class Simulated final : public ModeDef {
     v.push_back(resumed(choice({"simulate-access", Concern::mode,
                         "--mode simulated: how the virtual workers' writes land: hogwild (a "
                         "load, then a store a write's cost later: a store of another worker in "
-                        "between is lost), atomic (nothing lost) or lock (one update at a time)",
-                        "hogwild|atomic|lock"},
+                        "between is lost), atomic (nothing lost), lock (one update at a time) "
+                        "or striped (striped mode's locks over the features, --stripes)",
+                        "hogwild|atomic|lock|striped"},
                        [](auto& c) -> auto& { return c.simulate_access; },
                        [](const std::string& t) {
                          parse_simulated_access(t);
@@ -97,6 +98,9 @@ class Simulated final : public ModeDef {
                      [](auto& c) -> auto& { return c.cost_model; }));
     return v;
   }
+
+  // striped mode's --stripes, for --simulate-access striped.
+  std::vector<ModeOption> options() const override { return {stripes_option()}; }
 
   void check(const TrainConfig& c) const override {
     if (c.device != Device::cpu)
@@ -114,7 +118,10 @@ class Simulated final : public ModeDef {
                         "model's example_ns instead (--cost-model)");
     if (c.workers > 65534)
       throw ConfigError(fmt::format("--mode simulated: at most 65534 workers, not {}", c.workers));
-    parse_simulated_access(c.simulate_access);
+    if (parse_simulated_access(c.simulate_access) != SimulatedAccess::striped &&
+        c.mode_options.contains("stripes"))
+      throw ConfigError(fmt::format("--stripes applies to --simulate-access striped, not {}",
+                                    c.simulate_access));
     if (!c.cost_model.empty()) read_cost_model(c.cost_model);  // its errors before training
   }
 
@@ -141,7 +148,8 @@ class Simulated final : public ModeDef {
       f.costs_read = true;
     }
     Simulator sim({model, t.params, c, parse_simulated_access(c.simulate_access), costs_of(f),
-                   c.workers, f, w.arena.array<std::uint16_t>("simulation_owners")});
+                   c.workers, static_cast<unsigned>(mode_option(c, "stripes")), f,
+                   w.arena.array<std::uint16_t>("simulation_owners")});
     const double loss = sim.epoch(*t.data, t.rows, t.targets, t.step_size, t.epoch, t.stop,
                                   t.progress ? &t.progress->samples : nullptr);
     if (t.progress) {

@@ -83,7 +83,8 @@ SimulatedAccess parse_simulated_access(const std::string& s) {
   if (s == "hogwild") return SimulatedAccess::hogwild;
   if (s == "atomic") return SimulatedAccess::atomic;
   if (s == "lock") return SimulatedAccess::lock;
-  throw ConfigError(fmt::format("--simulate-access {}: choose hogwild, atomic or lock", s));
+  if (s == "striped") return SimulatedAccess::striped;
+  throw ConfigError(fmt::format("--simulate-access {}: choose hogwild, atomic, lock or striped", s));
 }
 
 namespace {
@@ -105,6 +106,17 @@ void Simulator::sift_down() noexcept {
     if (!(heap_[c] < e)) break;
     heap_[i] = heap_[c];
     i = c;
+  }
+  heap_[i] = e;
+}
+
+void Simulator::sift_up(std::size_t i) noexcept {
+  const Event e = heap_[i];
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 2;
+    if (!(e < heap_[parent])) break;
+    heap_[i] = heap_[parent];
+    i = parent;
   }
   heap_[i] = e;
 }
@@ -140,6 +152,54 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
       workers_[k].speed *= s_.config.straggler_factor;
   }
   heap_.reserve(workers_.size());
+  if (s_.access == SimulatedAccess::striped) {
+    HOGWILD_ENFORCE_LE(1u, s_.stripes);
+    stripe_holder_.assign(s_.stripes, 0);
+    stripe_waiters_.resize(s_.stripes);
+  }
+}
+
+bool Simulator::take_stripes(std::uint32_t k, const Batch& b) {
+  std::vector<std::uint32_t>& held = workers_[k].stripes;
+  held.clear();
+  const std::uint32_t n = s_.stripes;
+  for (std::size_t i = 0; i < b.size; ++i) {  // as striped mode's StripedPart takes them
+    const RowView row = b.row(i);
+    if (row.dense()) {  // every feature: every stripe
+      held.resize(n);
+      for (std::uint32_t s = 0; s < n; ++s) held[s] = s;
+      break;
+    }
+    for (std::uint32_t j = 0; j < row.nnz; ++j) held.push_back(row.index[j] % n);
+  }
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  for (const std::uint32_t s : held)
+    if (stripe_holder_[s] != 0) {
+      stripe_waiters_[s].push_back(k);
+      held.clear();
+      return false;
+    }
+  for (const std::uint32_t s : held) stripe_holder_[s] = k + 1;
+  return true;
+}
+
+void Simulator::release_stripes(std::uint32_t k, double t) {
+  std::vector<std::uint32_t>& held = workers_[k].stripes;
+  for (const std::uint32_t s : held) {
+    stripe_holder_[s] = 0;
+    for (const std::uint32_t waiter : stripe_waiters_[s]) {
+      // Into the heap a tick after this instant: below the top (this worker's event,
+      // the earliest), where sift_up leaves it.
+      Worker& w = workers_[waiter];
+      w.phase = Worker::Phase::read;
+      w.at = t + 1 / kTicks;
+      heap_.push_back(event(w.at, waiter));
+      sift_up(heap_.size() - 1);
+    }
+    stripe_waiters_[s].clear();
+  }
+  held.clear();
 }
 
 
@@ -158,6 +218,10 @@ double Simulator::start_update(std::uint32_t k, double t) {
   const std::size_t size = std::min<std::size_t>(std::max<std::size_t>(s_.config.batch, 1),
                                                  w.rows.size() - w.pos);
   const Batch b{data_, targets_, w.rows.data() + w.pos, size};
+  if (s_.access == SimulatedAccess::striped && !take_stripes(k, b)) {
+    w.phase = Worker::Phase::parked;
+    return t;
+  }
   if (simulated_reads) simulated_reads->insert(simulated_reads->end(), b.rows, b.rows + size);
   const float lr = step_size_.at_epoch_lr(epoch_lr_, w.seen * workers_.size());
   const StepKind kind{access_index<SimulatedUpdate>(), static_cast<std::uint8_t>(s_.config.optimizer)};
@@ -226,6 +290,7 @@ double Simulator::finish_update(std::uint32_t k, double t) {
   w.seen += w.size;
   w.phase = Worker::Phase::read;
   lock_held_ = false;  // (lock: the holder is the one finishing)
+  if (s_.access == SimulatedAccess::striped) release_stripes(k, t);
   return t + s_.costs.idle_ns * w.speed;  // the next update's read
 }
 
@@ -281,6 +346,7 @@ double Simulator::act(std::uint32_t k, double t) {
       w.phase = Worker::Phase::load;
       return writes_from(k, t);  // the next write's load at once
     }
+    case Worker::Phase::parked:
     case Worker::Phase::done:
       return t;
   }
@@ -332,7 +398,7 @@ double Simulator::epoch(const Dataset& data, std::span<const std::uint32_t> rows
     Worker& w = workers_[k];
     now = w.at;
     w.at = act(k, w.at);
-    if (w.phase == Worker::Phase::done) {
+    if (w.phase == Worker::Phase::done || w.phase == Worker::Phase::parked) {
       heap_.front() = heap_.back();
       heap_.pop_back();
     } else {

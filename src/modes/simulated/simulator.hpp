@@ -15,7 +15,13 @@
 // store that lands between a coordinate's load and its store is overwritten, a
 // lost update, exactly as on hardware. Under --simulate-access atomic a write is
 // one event (nothing lost); under lock a worker holds one lock from its read to its
-// last write, so updates happen one at a time, in the order the workers took it.
+// last write, so updates happen one at a time, in the order the workers took it;
+// under striped (striped mode's locks: a lock per stripe of features, feature j in
+// stripe j mod --stripes) a worker takes the stripes its rows' features fall in
+// before its read, all at once, and lets them go at its last write. A worker that
+// finds one held waits, parked, until the holder lets go, then tries again a tick of
+// the clock later (the holder's own last event is at that instant). Its writes are
+// hogwild's: those to coordinates outside its stripes (a bias) may be lost.
 // The same seed gives the same events and so the same weights, bit for bit; with
 // K = 1 nothing interleaves and the weights are serial's.
 //
@@ -63,7 +69,7 @@ CostModel default_cost_model();
 // else; IoError when it cannot be read.
 CostModel read_cost_model(const std::string& path);
 
-enum class SimulatedAccess : std::uint8_t { hogwild, atomic, lock };
+enum class SimulatedAccess : std::uint8_t { hogwild, atomic, lock, striped };
 SimulatedAccess parse_simulated_access(const std::string& s);  // ConfigError naming the choices
 
 // The run's figures, kept in the run's arena (block "simulation") so that the
@@ -99,6 +105,7 @@ class Simulator {
     SimulatedAccess access;
     CostModel costs;
     unsigned workers;  // K
+    unsigned stripes;  // under striped: how many (striped mode's --stripes)
     // Kept across epochs in the run's arena: the figures, and each cache line's
     // last writer (+ 1), lines() of them.
     SimulationFigures& figures;
@@ -124,7 +131,10 @@ class Simulator {
     std::vector<std::uint32_t> rows;
     std::size_t pos = 0;      // next row
     std::uint64_t seen = 0;   // examples trained, all epochs (the step size's count)
-    enum class Phase : std::uint8_t { read, load, store, done } phase = Phase::read;
+    // parked: waiting for a stripe (under striped), out of the heap until its holder
+    // lets go.
+    enum class Phase : std::uint8_t { read, load, store, parked, done } phase = Phase::read;
+    std::vector<std::uint32_t> stripes;  // under striped: those it holds, ascending
     std::vector<SimulatedWrite> writes;  // the update in flight
     std::vector<std::uint32_t> index;    // its coordinates' indices (index_of)
     std::size_t next = 0;                // its next write
@@ -194,6 +204,16 @@ class Simulator {
   std::uint64_t committed_ = 0, read_ = 0;  // updates finished, updates begun
   double lock_free_at_ = 0;                 // lock: when the holder lets go
   bool lock_held_ = false;
+  // Under striped: each stripe's holder (worker + 1; 0: free) and the workers parked
+  // until it lets go.
+  std::vector<std::uint32_t> stripe_holder_;
+  std::vector<std::vector<std::uint32_t>> stripe_waiters_;
+  // Under striped: takes the stripes of worker k's next batch, or parks it on the
+  // first one held (false). `b`: the batch.
+  bool take_stripes(std::uint32_t k, const Batch& b);
+  // Lets worker k's stripes go at time t: those parked on them act a tick later.
+  void release_stripes(std::uint32_t k, double t);
+  void sift_up(std::size_t i) noexcept;
 };
 
 }  // namespace hogwild::detail

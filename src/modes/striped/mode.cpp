@@ -74,14 +74,7 @@ class Striped final : public ModeDef {
   }
   // Relaxed loads and stores: what a batch writes outside its stripes (a bias) races.
   std::uint8_t access() const override { return access_index<HogwildUpdate>(); }
-  std::vector<ModeOption> options() const override {
-    // At most 1,024: a batch of dense rows holds every stripe, and the kernel frees a
-    // dead worker's robust mutexes only among the first 2,048 it held
-    // (ROBUST_LIST_LIMIT): beyond, a killed worker's stripes would stay locked.
-    return {{"stripes", 1, 1024, 64,
-             "Locks over the features, each held around the mini-batches whose rows have a "
-             "feature in its stripe (feature j in stripe j mod N)"}};
-  }
+  std::vector<ModeOption> options() const override { return {stripes_option()}; }
   void check(const TrainConfig& cfg) const override {
     if (cfg.hot_k > 0)
       throw ConfigError("--hot-k does not apply to --mode striped: the hot window's flushes "
@@ -111,6 +104,15 @@ class Striped final : public ModeDef {
 };
 
 }  // namespace
+
+ModeOption stripes_option() {
+  // At most 1,024: a batch of dense rows holds every stripe, and the kernel frees a
+  // dead worker's robust mutexes only among the first 2,048 it held
+  // (ROBUST_LIST_LIMIT): beyond, a killed worker's stripes would stay locked.
+  return {"stripes", 1, 1024, 64,
+          "Locks over the features, each held around the mini-batches whose rows have a "
+          "feature in its stripe (feature j in stripe j mod N)"};
+}
 
 const ModeDef& striped_mode() {
   static const Striped mode;
