@@ -87,6 +87,7 @@ std::string progress_json(const Progress& p) {
   };
   if (std::isfinite(p.test.rmse)) j["test_rmse"] = p.test.rmse;
   if (p.restart) j["restart"] = true;
+  if (p.simulated_time >= 0) j["simulated_time"] = p.simulated_time;
   if (p.lag.samples > 0) {
     j["lag"] = quantiles_json(p.lag);
     j["overlap"] = quantiles_json(p.overlap);

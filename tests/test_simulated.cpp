@@ -133,6 +133,49 @@ TEST_CASE("striped: one stripe is lock, bit for bit; more stripes lose nothing i
   CHECK(hogwild::train(many, train, &test).simulation.lost_writes > 0);
 }
 
+TEST_CASE("the sampling instruments' view of the simulated schedule, beside the exact figures") {
+  auto [train, test] = test::generated_problem(3000, 500, 40, 10, 0.05, 5);
+  TrainConfig c = simulated(16);
+  const auto r = hogwild::train(c, train, &test);
+  const auto& in = r.simulation.instruments;
+  // --telemetry's sample: about 1 update in 64 (geometric gaps), its mean lag near
+  // the exact one, and nothing it saw beyond the exact maximum.
+  CHECK(in.at("telemetry_every") == 64);
+  CHECK(in.at("sampled_updates") > static_cast<double>(r.simulation.updates) / 64 / 2);
+  CHECK(in.at("sampled_updates") < static_cast<double>(r.simulation.updates) / 64 * 2);
+  CHECK(in.at("sampled_lag_mean") == doctest::Approx(r.staleness.lag.mean).epsilon(0.3));
+  CHECK(in.at("sampled_lag_max") <= static_cast<double>(r.staleness.lag.max));
+  // --conflicts' sample: the bias and the hot features, whose writes collide far
+  // more often than the average write.
+  CHECK(in.at("conflict_coordinates") > 0);
+  CHECK(in.at("conflict_writes") > 0);
+  CHECK(in.at("conflict_writes") <= static_cast<double>(r.simulation.writes));
+  CHECK(in.at("conflict_conflicts") <= static_cast<double>(r.simulation.lost_writes));
+  CHECK(in.at("conflict_conflicts") / in.at("conflict_writes") >
+        static_cast<double>(r.simulation.lost_writes) / static_cast<double>(r.simulation.writes));
+  // Sampling every update, the telemetry's figures are the exact ones.
+  c.telemetry_every = 1;
+  const auto every = hogwild::train(c, train, &test);
+  CHECK(every.weights_sha256 == r.weights_sha256);  // (the instruments change nothing)
+  CHECK(every.simulation.instruments.at("sampled_updates") == static_cast<double>(every.simulation.updates));
+  CHECK(every.simulation.instruments.at("sampled_lag_mean") == doctest::Approx(every.staleness.lag.mean));
+  CHECK(every.simulation.instruments.at("sampled_lag_max") == static_cast<double>(every.staleness.lag.max));
+}
+
+TEST_CASE("each evaluation carries the simulated clock; other modes' none") {
+  auto [train, test] = test::generated_problem(1000, 200, 40, 10, 0.05, 7);
+  std::vector<double> clock;
+  const auto r = hogwild::train(simulated(8), train, &test,
+                                [&](const Progress& p) { clock.push_back(p.simulated_time); });
+  REQUIRE(clock.size() >= 3);
+  for (std::size_t i = 1; i < clock.size(); ++i) CHECK(clock[i] > clock[i - 1]);
+  CHECK(clock.front() > 0);
+  CHECK(clock.back() == r.simulation.seconds);
+  TrainConfig s = simulated(1);
+  s.mode = Mode::serial;
+  hogwild::train(s, train, &test, [&](const Progress& p) { CHECK(p.simulated_time < 0); });
+}
+
 TEST_CASE("lock is serial in the order the workers took the lock, bit for bit") {
   // Eight workers under one lock for an epoch: the order their updates ran in is
   // recorded; serial then trains a copy of the rows placed so that its own shuffled

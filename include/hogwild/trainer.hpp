@@ -221,6 +221,9 @@ struct Progress {
   unsigned restarts = 0;     // workers respawned so far
   // --telemetry: the staleness measured so far (all epochs), run-wide.
   Quantiles lag, overlap;
+  // --mode simulated: the simulated clock's seconds when the weights were captured
+  // (all epochs); negative for every other mode.
+  double simulated_time = -1;
 };
 
 // --device cuda: the warps each worker process runs, each a Hogwild! worker
@@ -321,6 +324,12 @@ struct TrainResult {
     // coherence_ns), and the workers' speed factors (modes/simulated/simulator.hpp).
     std::map<std::string, double> costs;
     std::vector<double> speed;
+    // What the sampling instruments would have reported on this schedule, beside
+    // the exact figures above and in staleness: --telemetry's sample of the
+    // updates (telemetry_every, sampled_updates, sampled_lag_mean, _p50, _p99, _max,
+    // sampled_overlap_mean, _p99) and --conflicts' sample of the coordinates
+    // (conflict_coordinates, conflict_writes, conflict_conflicts).
+    std::map<std::string, double> instruments;
   } simulation;
 };
 

@@ -155,6 +155,9 @@ class ModeDef {
   // Once every worker ended, its figures from its blocks into the result (ps: pushes,
   // fetches, staleness).
   virtual void collect(Arena&, TrainResult&) const {}
+  // A clock of the mode's own, in seconds so far, for each evaluation
+  // (Progress::simulated_time; simulated: the simulated clock).
+  virtual std::optional<double> clock(Arena&) const { return std::nullopt; }
   // Its part of the run's summary: what it adds to the JSON (summary_json), and to
   // the line the CLI ends with (result_line: ", ..."). Nothing by default.
   virtual void summarize(const TrainConfig&, const TrainResult&, nlohmann::json&) const {}

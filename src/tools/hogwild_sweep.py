@@ -137,15 +137,13 @@ def read_run(folder):
             if line.strip():
                 m = json.loads(line)
                 if m.get("end_of_epoch") and m.get("test_loss") is not None:
-                    curve.append((m["time"], m["samples"], m["test_loss"]))
-    # --mode simulated: its speed is the simulated clock's, not the wall's. The
-    # metrics carry wall time, so each point's time is its examples at the run's
-    # simulated rate (the clock's mean pace: a projection, not a measurement).
+                    # --mode simulated: a point's time is the simulated clock's when
+                    # its weights were captured, not the wall's.
+                    curve.append((m.get("simulated_time", m["time"]), m["samples"], m["test_loss"]))
+    # --mode simulated: its speed is the simulated clock's, not the wall's.
     sim = r.get("simulation")
     if sim and sim.get("examples_per_second"):
-        rate = sim["examples_per_second"]
-        r["samples_per_second"] = rate
-        curve = [(samples / rate, samples, loss) for _, samples, loss in curve]
+        r["samples_per_second"] = sim["examples_per_second"]
     r["curve"] = curve
     return r
 

@@ -94,6 +94,10 @@ void StalenessProbe::finish(std::uint64_t nnz) noexcept {
   // A respawned worker republishes from its last record: a count may step back.
   const std::uint64_t lag = finished > finished_at_start_ ? finished - finished_at_start_ : 0;
   const std::uint64_t overlap = started > finished_at_start_ ? started - finished_at_start_ : 0;
+  record(lag, overlap, nnz);
+}
+
+void StalenessProbe::record(std::uint64_t lag, std::uint64_t overlap, std::uint64_t nnz) noexcept {
   owner_add(record_.lag[staleness_bucket(lag)], 1);
   owner_add(record_.overlap[staleness_bucket(overlap)], 1);
   owner_add(record_.count, 1);

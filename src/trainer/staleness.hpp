@@ -43,6 +43,9 @@ class StalenessProbe {
   }
   void start() noexcept;                 // where the update's reads begin
   void finish(std::uint64_t nnz) noexcept;  // after its writes
+  // A measured update's figures into the record, as finish() puts them (--mode
+  // simulated: its exact ones, for the sampled estimate on its schedule).
+  void record(std::uint64_t lag, std::uint64_t overlap, std::uint64_t nnz) noexcept;
 
  private:
   std::uint32_t next_gap() noexcept;

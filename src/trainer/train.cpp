@@ -451,6 +451,7 @@ class Supervisor {
     p.epoch = epoch;
     p.restart = restart;
     p.restarts = restarts_;
+    if (const auto t = run_.mode.clock(run_.arena)) p.simulated_time = *t;
     if (!run_.staleness.empty()) {
       const auto s = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
       p.lag = s.lag;

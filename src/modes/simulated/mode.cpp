@@ -184,6 +184,25 @@ class Simulated final : public ModeDef {
     r.conflicts.conflict_rate =
         f.writes ? static_cast<double>(f.lost_writes) / static_cast<double>(f.writes) : 0;
     r.conflicts.lost_mass_mean = f.writes ? f.lost_mass / static_cast<double>(f.writes) : 0;
+    // The sampling instruments' view of the same schedule.
+    const Staleness s = summarize_staleness({&f.sampled, 1}, f.telemetry_every);
+    r.simulation.instruments = {
+        {"telemetry_every", static_cast<double>(s.every)},
+        {"sampled_updates", static_cast<double>(s.lag.samples)},
+        {"sampled_lag_mean", s.lag.mean},
+        {"sampled_lag_p50", static_cast<double>(s.lag.p50)},
+        {"sampled_lag_p99", static_cast<double>(s.lag.p99)},
+        {"sampled_lag_max", static_cast<double>(s.lag.max)},
+        {"sampled_overlap_mean", s.overlap.mean},
+        {"sampled_overlap_p99", static_cast<double>(s.overlap.p99)},
+        {"conflict_coordinates", static_cast<double>(f.conflict_sample.count)},
+        {"conflict_writes", static_cast<double>(f.sample_writes)},
+        {"conflict_conflicts", static_cast<double>(f.sample_conflicts)},
+    };
+  }
+
+  std::optional<double> clock(Arena& arena) const override {
+    return arena.object<SimulationFigures>("simulation").seconds;
   }
 
   void summarize(const TrainConfig& c, const TrainResult& r, nlohmann::json& j) const override {
@@ -199,6 +218,7 @@ class Simulated final : public ModeDef {
         {"lost_writes", r.simulation.lost_writes},
         {"lost_mass", r.simulation.lost_mass},
         {"cost_model", costs},
+        {"instruments", r.simulation.instruments},
     };
   }
 

@@ -152,6 +152,7 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
       workers_[k].speed *= s_.config.straggler_factor;
   }
   heap_.reserve(workers_.size());
+  sample_bits_.assign(total / 64 + 1, 0);
   if (s_.access == SimulatedAccess::striped) {
     HOGWILD_ENFORCE_LE(1u, s_.stripes);
     stripe_holder_.assign(s_.stripes, 0);
@@ -235,6 +236,8 @@ double Simulator::start_update(std::uint32_t k, double t) {
   std::uint64_t nnz = 0;
   for (std::size_t i = 0; i < size; ++i) nnz += b.row(i).nnz;
   const std::size_t writes = log_.size;
+  w.sampled = probes_[k].due();
+  w.nnz = nnz;
   w.size = size;
   w.committed_at_read = committed_;
   ++read_;
@@ -260,6 +263,7 @@ double Simulator::start_update(std::uint32_t k, double t) {
     double solo_end = t + compute;
     for (std::size_t i = 0; i < writes; ++i) solo_end += cost_of(k, w.index[i], true);
     s_.figures.writes += writes;
+    for (std::size_t i = 0; i < writes; ++i) s_.figures.sample_writes += in_sample(w.index[i]);
     if (s_.access == SimulatedAccess::lock) {
       lock_free_at_ = solo_end;
       lock_held_ = true;
@@ -286,6 +290,7 @@ double Simulator::finish_update(std::uint32_t k, double t) {
   f.overlap_max = std::max(f.overlap_max, overlap);
   ++f.lag[std::min<std::uint64_t>(lag, SimulationFigures::kHistogram - 1)];
   ++f.overlap[std::min<std::uint64_t>(overlap, SimulationFigures::kHistogram - 1)];
+  if (w.sampled) probes_[k].record(lag, overlap, w.nnz);
   w.pos += w.size;
   w.seen += w.size;
   w.phase = Worker::Phase::read;
@@ -309,6 +314,7 @@ double Simulator::writes_from(std::uint32_t k, double t) {
     if (atomic || first(store_at, k)) {
       *x.p += x.d;
       ++s_.figures.writes;
+      s_.figures.sample_writes += in_sample(w.index[w.next]);
       ++w.next;
       t = store_at;
       if (atomic && !first(t, k)) return t;  // the next write waits for the others' events
@@ -335,9 +341,12 @@ double Simulator::act(std::uint32_t k, double t) {
       return writes_from(k, t);
     case Worker::Phase::store: {
       const SimulatedWrite& x = w.writes[w.next];
+      const bool sampled = in_sample(w.index[w.next]);
+      s_.figures.sample_writes += sampled;
       // Another worker's store changed it since our load: that change is overwritten.
       if (std::bit_cast<std::uint32_t>(*x.p) != std::bit_cast<std::uint32_t>(w.loaded)) {
         ++s_.figures.lost_writes;
+        s_.figures.sample_conflicts += sampled;
         s_.figures.lost_mass += std::fabs(static_cast<double>(*x.p) - static_cast<double>(w.loaded));
       }
       *x.p = w.loaded + x.d;
@@ -370,6 +379,25 @@ double Simulator::epoch(const Dataset& data, std::span<const std::uint32_t> rows
     w.seen = std::uint64_t{e} * w.rows.size();
     w.phase = Worker::Phase::read;
   }
+  // The instruments' samples: the coordinates once (at the run's first epoch, on
+  // these rows), the updates with a probe a worker, seeded by the run and the epoch.
+  SimulationFigures& f = s_.figures;
+  if (!f.sample_chosen) {
+    choose_conflict_sample(reinterpret_cast<std::byte*>(&f.conflict_sample), s_.model.parameters(),
+                           data, s_.model.feature_indexed(), s_.config.conflict_k, s_.config.seed);
+    f.sample_chosen = true;
+  }
+  f.telemetry_every = s_.config.telemetry_every;
+  for (std::uint32_t c = 0; c < f.conflict_sample.count; ++c) {
+    const SampledCoordinate& x = f.conflict_sample.coordinates[c];
+    const std::size_t i = index_of(s_.params.data(x.tensor) + x.index);
+    sample_bits_[i >> 6] |= std::uint64_t{1} << (i & 63);
+  }
+  probes_.clear();
+  probes_.reserve(K);
+  for (unsigned k = 0; k < K; ++k)
+    probes_.emplace_back(std::span<const WorkerProgress>{}, k, f.sampled, s_.config.telemetry_every,
+                         s_.config.seed * 1000003 + e);
   s_.model.begin_epoch(rows);
   // The worker's published count: what the run had before this epoch (a resumed
   // run's earlier epochs included), plus this epoch's examples.

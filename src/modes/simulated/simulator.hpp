@@ -45,6 +45,8 @@
 #include "hogwild/step_size.hpp"
 #include "hogwild/trainer.hpp"
 #include "hogwild/update_policy.hpp"
+#include "science/conflicts.hpp"
+#include "trainer/staleness.hpp"
 
 namespace hogwild::detail {
 
@@ -90,6 +92,16 @@ struct SimulationFigures {
   std::uint64_t lag_max = 0, overlap_max = 0;
   double lag_sum = 0, overlap_sum = 0;
   std::uint64_t lag[kHistogram] = {}, overlap[kHistogram] = {};
+  // What the sampling instruments would report on this schedule: --telemetry's
+  // sample of the updates (its geometric gaps of mean telemetry_every, a probe a
+  // worker), in its record; --conflicts' sample of the coordinates (its choice:
+  // the biases, the top conflict_k features by degree, conflict_k random ones),
+  // with the writes to them and those lost.
+  StalenessRecord sampled{};
+  std::uint32_t telemetry_every = 0;
+  bool sample_chosen = false;
+  ConflictBlock conflict_sample{};
+  std::uint64_t sample_writes = 0, sample_conflicts = 0;
 };
 
 // For tests: where set, every update appends its rows as it reads them, in the
@@ -135,6 +147,8 @@ class Simulator {
     // lets go.
     enum class Phase : std::uint8_t { read, load, store, parked, done } phase = Phase::read;
     std::vector<std::uint32_t> stripes;  // under striped: those it holds, ascending
+    bool sampled = false;  // the update in flight is in --telemetry's sample
+    std::uint64_t nnz = 0;  // its rows' non-zeros
     std::vector<SimulatedWrite> writes;  // the update in flight
     std::vector<std::uint32_t> index;    // its coordinates' indices (index_of)
     std::size_t next = 0;                // its next write
@@ -206,6 +220,14 @@ class Simulator {
   bool lock_held_ = false;
   // Under striped: each stripe's holder (worker + 1; 0: free) and the workers parked
   // until it lets go.
+  // --telemetry's sampling, a probe a worker (its `due`, and its record of a
+  // sampled update's exact figures); --conflicts' sampled coordinates, a bit each
+  // by index_of.
+  std::vector<StalenessProbe> probes_;
+  std::vector<std::uint64_t> sample_bits_;
+  bool in_sample(std::size_t index) const noexcept {
+    return (sample_bits_[index >> 6] >> (index & 63)) & 1;
+  }
   std::vector<std::uint32_t> stripe_holder_;
   std::vector<std::vector<std::uint32_t>> stripe_waiters_;
   // Under striped: takes the stripes of worker k's next batch, or parks it on the
