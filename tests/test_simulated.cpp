@@ -248,6 +248,32 @@ TEST_CASE("the simulated clock is the cost model's: per worker, in parallel, wit
             ["example_ns"] == 100.0);
 }
 
+TEST_CASE("a contended line moves to one writer at a time (the cost model's queue)") {
+  // Every update writes the bias; its line's moves cost 1 us and nothing else costs
+  // much. Sixty-four workers queue for that line: the clock is at least a move for
+  // every update that found the line another's. Without the queue the moves overlap.
+  test::TempDir dir;
+  auto [train, test] = test::generated_problem(2000, 400, 4000, 5, 0.05, 8);
+  write(dir.file("queue.json"), R"({"example_ns": 10, "idle_ns": 10, "read_ns": 1, "write_ns": 1,
+                                   "coherence_ns": 1000, "queue": true})");
+  write(dir.file("no-queue.json"), R"({"example_ns": 10, "idle_ns": 10, "read_ns": 1, "write_ns": 1,
+                                      "coherence_ns": 1000})");  // (the built-in: no queue)
+  TrainConfig c = simulated(64);
+  c.cost_model = dir.file("queue.json");
+  const auto queued = hogwild::train(c, train, &test);
+  c.cost_model = dir.file("no-queue.json");
+  const auto free = hogwild::train(c, train, &test);
+  const double updates = static_cast<double>(queued.simulation.updates);
+  CHECK(queued.simulation.seconds >= 0.9 * updates * 1001e-9);
+  CHECK(free.simulation.seconds < queued.simulation.seconds / 10);
+  CHECK(free.simulation.seconds < updates * 1001e-9 / 10);
+  // One worker never moves a line: the queue changes nothing there.
+  c.workers = 1;
+  const double one = hogwild::train(c, train, &test).simulation.seconds;
+  c.cost_model = dir.file("queue.json");
+  CHECK(hogwild::train(c, train, &test).simulation.seconds == one);
+}
+
 TEST_CASE("a cost model's file is checked like any input; the instruments it replaces are refused") {
   test::TempDir dir;
   auto [train, test] = test::generated_problem(500, 100, 50, 5, 0.05, 8);
@@ -266,6 +292,7 @@ TEST_CASE("a cost model's file is checked like any input; the instruments it rep
   refused(R"({"speed": [1, 0]})", "speed[1] must be a number > 0, not 0");
   refused(R"({"speed": 2})", "speed must be an array");
   refused(R"({"write": 3})", "unknown key write");
+  refused(R"({"queue": 1})", "queue must be true or false, not 1");
   c.cost_model = dir.file("absent.json");
   CHECK_THROWS_AS(hogwild::train(c, train, &test), IoError);
   c.cost_model.clear();

@@ -62,6 +62,7 @@ CostModel costs_of(const SimulationFigures& f) {
   m.read_ns = f.read_ns;
   m.write_ns = f.write_ns;
   m.coherence_ns = f.coherence_ns;
+  m.queue = f.queue;
   m.speed.assign(f.speed, f.speed + f.speeds);
   return m;
 }
@@ -93,7 +94,7 @@ class Simulated final : public ModeDef {
                        [](const std::string& t) { return t; })));
     v.push_back(text({"cost-model", Concern::mode,
                       "--mode simulated: a JSON file of the costs in simulated ns (example_ns, idle_ns, "
-                      "read_ns, write_ns, coherence_ns, speed: one factor a worker); the "
+                      "read_ns, write_ns, coherence_ns, queue: true or false, speed: one factor a worker); the "
                       "built-in ones without it", "FILE"},
                      [](auto& c) -> auto& { return c.cost_model; }));
     return v;
@@ -143,6 +144,7 @@ class Simulated final : public ModeDef {
       f.read_ns = read.read_ns;
       f.write_ns = read.write_ns;
       f.coherence_ns = read.coherence_ns;
+      f.queue = read.queue;
       f.speeds = static_cast<std::uint32_t>(read.speed.size());
       std::copy(read.speed.begin(), read.speed.end(), f.speed);
       f.costs_read = true;
@@ -165,7 +167,8 @@ class Simulated final : public ModeDef {
     const auto& f = arena.object<SimulationFigures>("simulation");
     r.simulation.costs = {{"idle_ns", f.idle_ns},   {"example_ns", f.example_ns},
                           {"read_ns", f.read_ns},   {"write_ns", f.write_ns},
-                          {"coherence_ns", f.coherence_ns}};
+                          {"coherence_ns", f.coherence_ns},
+                          {"queue", f.queue ? 1.0 : 0.0}};
     r.simulation.speed.assign(f.speed, f.speed + f.speeds);
     r.simulation.seconds = f.seconds;
     r.simulation.updates = f.updates;

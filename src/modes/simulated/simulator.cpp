@@ -57,6 +57,12 @@ CostModel read_cost_model(const std::string& path) {
     else if (key == "read_ns") cost(c.read_ns);
     else if (key == "write_ns") cost(c.write_ns);
     else if (key == "coherence_ns") cost(c.coherence_ns);
+    else if (key == "queue") {
+      if (!value.is_boolean())
+        throw ConfigError(fmt::format("--cost-model {}: queue must be true or false, not {}", path,
+                                      value.dump()));
+      c.queue = value.get<bool>();
+    }
     else if (key == "speed") {
       if (!value.is_array())
         throw ConfigError(fmt::format("--cost-model {}: speed must be an array of factors "
@@ -73,7 +79,7 @@ CostModel read_cost_model(const std::string& path) {
       }
     } else if (key != "machine" && key != "note") {
       throw ConfigError(fmt::format("--cost-model {}: unknown key {} (example_ns, idle_ns, "
-                                    "read_ns, write_ns, coherence_ns, speed, machine, note)", path, key));
+                                    "read_ns, write_ns, coherence_ns, queue, speed, machine, note)", path, key));
     }
   }
   return c;
@@ -153,6 +159,7 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
   }
   heap_.reserve(workers_.size());
   sample_bits_.assign(total / 64 + 1, 0);
+  line_free_.assign(total / kLineFloats, 0.0);  // (an epoch starts after every write landed)
   if (s_.access == SimulatedAccess::striped) {
     HOGWILD_ENFORCE_LE(1u, s_.stripes);
     stripe_holder_.assign(s_.stripes, 0);
@@ -256,12 +263,12 @@ double Simulator::start_update(std::uint32_t k, double t) {
   // real one, which the writes then reach, each line k's after its first.)
   const bool solo = s_.access == SimulatedAccess::lock || workers_.size() == 1 || [&] {
     double end = t + compute;
-    for (std::size_t i = 0; i < writes; ++i) end += cost_of(k, w.index[i], false);
+    for (std::size_t i = 0; i < writes; ++i) end = write_done_at_most(k, w.index[i], end);
     return first(end, k);
   }();
   if (solo) {
     double solo_end = t + compute;
-    for (std::size_t i = 0; i < writes; ++i) solo_end += cost_of(k, w.index[i], true);
+    for (std::size_t i = 0; i < writes; ++i) solo_end = write_done(k, w.index[i], solo_end);
     s_.figures.writes += writes;
     for (std::size_t i = 0; i < writes; ++i) s_.figures.sample_writes += in_sample(w.index[i]);
     if (s_.access == SimulatedAccess::lock) {
@@ -307,10 +314,24 @@ double Simulator::writes_from(std::uint32_t k, double t) {
   Worker& w = workers_[k];
   while (w.next < w.writes.size()) {
     const SimulatedWrite& x = w.writes[w.next];
-    const double store_at = t + cost_of(k, w.index[w.next], true);
+    const bool atomic = s_.access == SimulatedAccess::atomic;
+    double store_at;
+    if (w.waiting) {  // its line has come: the load is now
+      store_at = w.store_at;
+      w.waiting = false;
+    } else {
+      const Write m = write_at(k, w.index[w.next], t);
+      store_at = m.done;
+      // Queued for its line behind other workers' moves: the load waits for the line
+      // (other events may come first), then the store a write's cost later.
+      if (m.start > t && !atomic && !first(m.start, k)) {
+        w.waiting = true;
+        w.store_at = m.done;
+        return m.start;
+      }
+    }
     // Atomic: one read-modify-write, nothing lost; hogwild with no other event before
     // its store: nothing can land in between either.
-    const bool atomic = s_.access == SimulatedAccess::atomic;
     if (atomic || first(store_at, k)) {
       *x.p += x.d;
       ++s_.figures.writes;

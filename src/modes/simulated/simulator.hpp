@@ -59,6 +59,11 @@ struct CostModel {
   double read_ns = 0;       // per coordinate read
   double write_ns = 0;      // per coordinate written: its load-add-store
   double coherence_ns = 0;  // added to a write whose cache line another worker wrote last
+  // true: a line moves to one writer at a time, so a write that moves it waits until
+  // the line's previous move is done (a queue a contended line). false (the
+  // built-in, which the calibration fitted): every move at once, however many
+  // workers want the line.
+  bool queue = false;
   std::vector<double> speed;
   std::string source;       // the built-in ones': where they were measured, for the summary
 };
@@ -66,7 +71,8 @@ struct CostModel {
 // The built-in costs (docs/EXPERIMENTS.md says where they were measured).
 CostModel default_cost_model();
 // A --cost-model file: a JSON object with any of example_ns, idle_ns, read_ns, write_ns,
-// coherence_ns (finite, >= 0) and speed (an array of numbers > 0), the built-in
+// coherence_ns (finite, >= 0), queue (true or false) and speed (an array of numbers
+// > 0), the built-in
 // value for each one left out. ConfigError naming the file and the key for anything
 // else; IoError when it cannot be read.
 CostModel read_cost_model(const std::string& path);
@@ -84,6 +90,7 @@ struct SimulationFigures {
   // changes nothing).
   bool costs_read = false;
   double idle_ns = 0, example_ns = 0, read_ns = 0, write_ns = 0, coherence_ns = 0;
+  bool queue = false;
   std::uint32_t speeds = 0;
   double speed[kSpeeds] = {};
   double seconds = 0;  // simulated time, all epochs
@@ -153,6 +160,8 @@ class Simulator {
     std::vector<std::uint32_t> index;    // its coordinates' indices (index_of)
     std::size_t next = 0;                // its next write
     float loaded = 0;                    // the value its write in flight loaded
+    bool waiting = false;                // its next write waits for its line (the queue)
+    double store_at = 0;                 // then: when that write's store lands
     std::uint64_t committed_at_read = 0, size = 0;
     double speed = 1;
     double at = 0;  // when its next event is
@@ -189,15 +198,38 @@ class Simulator {
   void sift_down() noexcept;
   double start_update(std::uint32_t k, double t);
   double finish_update(std::uint32_t k, double t);
-  // A write's cost to worker k, coherence included; `own`: it is made, and the line
-  // is k's from then on.
-  double cost_of(std::uint32_t k, std::size_t index, bool own) noexcept {
-    std::uint16_t& owner = s_.owners[index / kLineFloats];
-    double c = s_.costs.write_ns;
-    if (owner != 0 && owner != k + 1) c += s_.costs.coherence_ns;
-    if (own) owner = static_cast<std::uint16_t>(k + 1);
-    return c * workers_[k].speed;
+  // A write of worker k to coordinate `index`, asked for at t: it starts (its load)
+  // once its line is there, and lands (its store) a write's cost later. Where another
+  // worker wrote the line last, the line moves (coherence_ns), and a line moves to
+  // one writer at a time: the move begins once the line's previous move is done (the
+  // queue; the line is then k's, and busy until this write lands).
+  struct Write {
+    double start, done;
+  };
+  Write write_at(std::uint32_t k, std::size_t index, double t) noexcept {
+    const std::size_t line = index / kLineFloats;
+    std::uint16_t& owner = s_.owners[line];
+    const double speed = workers_[k].speed;
+    if (owner == 0 || owner == k + 1) {
+      owner = static_cast<std::uint16_t>(k + 1);
+      return {t, t + s_.costs.write_ns * speed};
+    }
+    owner = static_cast<std::uint16_t>(k + 1);
+    const double start = s_.costs.queue ? std::max(t, line_free_[line]) : t;
+    const double done = start + (s_.costs.write_ns + s_.costs.coherence_ns) * speed;
+    if (s_.costs.queue) line_free_[line] = done;
+    return {start, done};
   }
+  double write_done(std::uint32_t k, std::size_t index, double t) noexcept {
+    return write_at(k, index, t).done;
+  }
+  // No earlier than write_done's answer for any owner of the line, and changing
+  // nothing: every write taken as a move.
+  double write_done_at_most(std::uint32_t k, std::size_t index, double t) const noexcept {
+    const double start = s_.costs.queue ? std::max(t, line_free_[index / kLineFloats]) : t;
+    return start + (s_.costs.write_ns + s_.costs.coherence_ns) * workers_[k].speed;
+  }
+  std::vector<double> line_free_;  // per line: when its latest move is done
 
   Setup s_;
   std::vector<Worker> workers_;
