@@ -21,7 +21,8 @@ mode and worker count. A run that diverges is marked, not fatal.
 
 Simulated runs (--mode simulated, docs/EXPERIMENTS.md) take part as any mode, and
 a mode "simulated-ACCESS" is one with --simulate-access ACCESS (hogwild, atomic,
-lock, striped; striped's --stripes by --train-option stripes=N), so that one sweep sets the accesses side by side (--mode
+lock, striped at striped's default of 64 stripes: --train-option reaches every
+run, the serial reference included, which refuses --stripes), so that one sweep sets the accesses side by side (--mode
 simulated,simulated-atomic,simulated-lock); each is measured against one simulated
 worker of its own (K = 1: serial's weights, on the simulated clock).
 
@@ -137,13 +138,19 @@ def read_run(folder):
             if line.strip():
                 m = json.loads(line)
                 if m.get("end_of_epoch") and m.get("test_loss") is not None:
-                    # --mode simulated: a point's time is the simulated clock's when
-                    # its weights were captured, not the wall's.
-                    curve.append((m.get("simulated_time", m["time"]), m["samples"], m["test_loss"]))
-    # --mode simulated: its speed is the simulated clock's, not the wall's.
+                    curve.append((m["time"], m["samples"], m["test_loss"], m.get("simulated_time")))
+    # --mode simulated: its speed and its curve's times are the simulated clock's, not
+    # the wall's: each point's time is the clock's when its weights were captured (a
+    # run recorded before the records carried it: its examples at the mean pace).
     sim = r.get("simulation")
     if sim and sim.get("examples_per_second"):
-        r["samples_per_second"] = sim["examples_per_second"]
+        rate = sim["examples_per_second"]
+        r["samples_per_second"] = rate
+        if all(p[3] is not None for p in curve):
+            curve = [(clock, samples, loss, None) for _, samples, loss, clock in curve]
+        else:
+            curve = [(samples / rate, samples, loss, None) for _, samples, loss, _ in curve]
+    curve = [p[:3] for p in curve]
     r["curve"] = curve
     return r
 

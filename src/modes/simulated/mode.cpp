@@ -209,6 +209,11 @@ class Simulated final : public ModeDef {
   }
 
   void summarize(const TrainConfig& c, const TrainResult& r, nlohmann::json& j) const override {
+    // --stripes is striped's: another access has none (and refuses the option).
+    if (c.simulate_access != "striped" && j.contains("mode_options")) {
+      j["mode_options"].erase("stripes");
+      if (j["mode_options"].empty()) j.erase("mode_options");
+    }
     nlohmann::json costs(r.simulation.costs);
     costs["source"] = cost_source(c);
     costs["speed"] = r.simulation.speed;

@@ -315,21 +315,7 @@ double Simulator::writes_from(std::uint32_t k, double t) {
   while (w.next < w.writes.size()) {
     const SimulatedWrite& x = w.writes[w.next];
     const bool atomic = s_.access == SimulatedAccess::atomic;
-    double store_at;
-    if (w.waiting) {  // its line has come: the load is now
-      store_at = w.store_at;
-      w.waiting = false;
-    } else {
-      const Write m = write_at(k, w.index[w.next], t);
-      store_at = m.done;
-      // Queued for its line behind other workers' moves: the load waits for the line
-      // (other events may come first), then the store a write's cost later.
-      if (m.start > t && !atomic && !first(m.start, k)) {
-        w.waiting = true;
-        w.store_at = m.done;
-        return m.start;
-      }
-    }
+    const double store_at = write_done(k, w.index[w.next], t);
     // Atomic: one read-modify-write, nothing lost; hogwild with no other event before
     // its store: nothing can land in between either.
     if (atomic || first(store_at, k)) {

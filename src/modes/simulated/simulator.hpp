@@ -160,8 +160,6 @@ class Simulator {
     std::vector<std::uint32_t> index;    // its coordinates' indices (index_of)
     std::size_t next = 0;                // its next write
     float loaded = 0;                    // the value its write in flight loaded
-    bool waiting = false;                // its next write waits for its line (the queue)
-    double store_at = 0;                 // then: when that write's store lands
     std::uint64_t committed_at_read = 0, size = 0;
     double speed = 1;
     double at = 0;  // when its next event is
@@ -198,30 +196,28 @@ class Simulator {
   void sift_down() noexcept;
   double start_update(std::uint32_t k, double t);
   double finish_update(std::uint32_t k, double t);
-  // A write of worker k to coordinate `index`, asked for at t: it starts (its load)
-  // once its line is there, and lands (its store) a write's cost later. Where another
-  // worker wrote the line last, the line moves (coherence_ns), and a line moves to
-  // one writer at a time: the move begins once the line's previous move is done (the
-  // queue; the line is then k's, and busy until this write lands).
-  struct Write {
-    double start, done;
-  };
-  Write write_at(std::uint32_t k, std::size_t index, double t) noexcept {
+  // When a write of worker k to coordinate `index` whose load is at t lands: a
+  // write's cost later, and where another worker wrote its line last, the line's
+  // move (coherence_ns) too. With the queue a line moves to one writer at a time:
+  // the move begins once the line is free (the previous move done, and its owner's
+  // stores landed), and the line is busy until this store lands. The load is at t
+  // all the same (a plain load needs no ownership), so a store of another worker
+  // that lands while this one waits for the line is lost, as on hardware.
+  double write_done(std::uint32_t k, std::size_t index, double t) noexcept {
     const std::size_t line = index / kLineFloats;
     std::uint16_t& owner = s_.owners[line];
     const double speed = workers_[k].speed;
     if (owner == 0 || owner == k + 1) {
       owner = static_cast<std::uint16_t>(k + 1);
-      return {t, t + s_.costs.write_ns * speed};
+      const double done = t + s_.costs.write_ns * speed;
+      if (s_.costs.queue) line_free_[line] = std::max(line_free_[line], done);
+      return done;
     }
     owner = static_cast<std::uint16_t>(k + 1);
     const double start = s_.costs.queue ? std::max(t, line_free_[line]) : t;
     const double done = start + (s_.costs.write_ns + s_.costs.coherence_ns) * speed;
     if (s_.costs.queue) line_free_[line] = done;
-    return {start, done};
-  }
-  double write_done(std::uint32_t k, std::size_t index, double t) noexcept {
-    return write_at(k, index, t).done;
+    return done;
   }
   // No earlier than write_done's answer for any owner of the line, and changing
   // nothing: every write taken as a move.
