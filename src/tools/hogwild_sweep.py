@@ -21,8 +21,9 @@ mode and worker count. A run that diverges is marked, not fatal.
 
 Simulated runs (--mode simulated, docs/EXPERIMENTS.md) take part as any mode, and
 a mode "simulated-ACCESS" is one with --simulate-access ACCESS (hogwild, atomic,
-lock, striped at striped's default of 64 stripes: --train-option reaches every
-run, the serial reference included, which refuses --stripes), so that one sweep sets the accesses side by side (--mode
+lock, striped; "simulated-striped-N" and "striped-N" run N stripes, where
+--train-option would give --stripes to every run, the serial reference included,
+which refuses it), so that one sweep sets the accesses side by side (--mode
 simulated,simulated-atomic,simulated-lock); each is measured against one simulated
 worker of its own (K = 1: serial's weights, on the simulated clock).
 
@@ -89,8 +90,16 @@ def parse_list(text, kind, name):
 def run_mode(label):
     """A sweep mode's hogwild_train --mode, and --simulate-access (or None)."""
     if label.startswith("simulated-"):
-        return "simulated", label[len("simulated-"):]
+        return "simulated", label[len("simulated-"):].split("-")[0]
     return label, None
+
+
+def stripes_of(label):
+    """The --stripes of a sweep mode "simulated-striped-N" or "striped-N" (else None)."""
+    head, _, n = label.rpartition("-")
+    if head in ("simulated-striped", "striped") and n.isdigit():
+        return int(n)
+    return None
 
 
 def cell_id(c):
@@ -390,10 +399,14 @@ def main():
     hard_failures = 0
     for i, c in enumerate(todo):
         mode, access = run_mode(c["mode"])
+        if mode.startswith("striped-"):
+            mode = "striped"
         opts = dict(args.extra_opts, model=c["model"], mode=mode, workers=c["workers"],
                     lr=c["lr"], seed=c["seed"], epochs=args.epochs)
         if access:
             opts["simulate-access"] = access
+        if stripes_of(c["mode"]) is not None:
+            opts["stripes"] = stripes_of(c["mode"])
         if args.telemetry and mode != "simulated":  # it measures every update exactly
             opts["telemetry"] = True
         if args.conflicts and c["mode"] in ("serial", "hogwild", "atomic", "lock"):

@@ -52,11 +52,11 @@ try:
         f.writelines(lines[3000:])
     out = f"{tmp}/study"
     cmd = [sweep, "--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm", "--model", "logistic",
-           "--workers", "1,2", "--mode", "serial,hogwild,atomic,lock,simulated,simulated-lock",
+           "--workers", "1,2", "--mode", "serial,hogwild,atomic,lock,simulated,simulated-lock,simulated-striped-1",
            "--lr", "0.5,1e38",
            "--seeds", "2", "--epochs", "4", "--ref-lr", "0.5", "--eps", "0.2", "--telemetry", "--conflicts",
            "--out", out, "--hogwild-train", train]
-    cells = 2 * (1 + 5 * 2) * 2  # lr x (serial + 5 modes x 2 workers) x seeds
+    cells = 2 * (1 + 6 * 2) * 2  # lr x (serial + 6 modes x 2 workers) x seeds
 
     # Killed after a few runs, then resumed.
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -126,6 +126,16 @@ try:
                  if "-simulated-lock-w2-lr0.5-" in d]
     check(len(lock_runs) == 2 and all(x["simulation"]["access"] == "lock" for x in lock_runs),
           "the simulated-lock runs were run with --simulate-access lock")
+    # "simulated-striped-N": striped's locks with N stripes; one stripe is lock.
+    striped2 = [x for x in small if x["mode"] == "simulated-striped-1" and x["workers"] == 2][0]
+    check(striped2["lost_mass_mean"] == 0 and striped2["staleness_lag_p99"] == 0,
+          "simulated striped with one stripe loses nothing and has no lag, as lock")
+    striped_runs = [json.load(open(os.path.join(runs, d, "summary.json"))) for d in os.listdir(runs)
+                    if "-simulated-striped-1-w2-lr0.5-" in d]
+    check(len(striped_runs) == 2 and
+          all(x["simulation"]["access"] == "striped" and x["mode_options"] == {"stripes": 1}
+              for x in striped_runs),
+          "the simulated-striped-1 runs were run with --simulate-access striped --stripes 1")
     with open(os.path.join(out, "table.md")) as f:
         table = f.read()
     check("| logistic | hogwild | 2 | 0.5 |" in table and "| logistic | serial | 1 | 1e+38 |" in table,
