@@ -58,6 +58,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("list.toml"), "epochs = 1\nlr = [1,2\n");
   test::write_text(dir.file("costs.json"), "{\"write_ns\": -1}");
   test::write_text(dir.file("cut.json"), "{\"write_ns\": 3,");
+  test::write_text(dir.file("queue.json"), "{\"queue\": \"yes\"}");
   std::filesystem::create_directory(dir.file("a_folder"));
   // Two 2x2 IDX images and their labels (big-endian headers).
   test::write_text(dir.file("img.idx"), std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x02"
@@ -221,6 +222,17 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a simulated cost model that is missing",
        "{T} --train {train} --mode simulated --cost-model {dir}/none.json", 2,
        "none.json: cannot be read"},
+      {"a simulated cost model whose queue is not true or false",
+       "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/queue.json", 2,
+       "queue.json: queue must be true or false, not \"yes\""},
+      {"an access the simulator does not have", "{T} --train {train} --mode simulated --simulate-access stripy",
+       2, "choose hogwild, atomic, lock or striped"},
+      {"stripes for a simulated access that has none",
+       "{T} --train {train} --mode simulated --workers 4 --simulate-access lock --stripes 8", 2,
+       "--stripes applies to --simulate-access striped, not lock"},
+      {"stripes out of range for the simulated striped access",
+       "{T} --train {train} --mode simulated --simulate-access striped --stripes 0", 2,
+       "--stripes 0 is out of range (1 to 1024)"},
       {"a test split of no rows", "{D} generate --rows 10 --out {dir}/g.svm --test-out {dir}/t.svm --test-rows 0",
        2, "--test-rows 0"},
   };
