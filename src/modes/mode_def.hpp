@@ -39,6 +39,9 @@ struct ModeOption {
 };
 // striped mode's --stripes, which --mode simulated shares (--simulate-access striped).
 ModeOption stripes_option();
+// The stripes of `n` that batch `b` takes (feature j in stripe j mod n; a dense row:
+// every stripe), into `out`: ascending, each once (one order for every worker).
+void batch_stripes(const Batch& b, std::size_t n, std::vector<std::uint32_t>& out);
 
 // What a mode's arena blocks are sized from, in the parent (and again, to find
 // them, in a worker started from a description).

@@ -88,9 +88,11 @@ def parse_list(text, kind, name):
 
 
 def run_mode(label):
-    """A sweep mode's hogwild_train --mode, and --simulate-access (or None)."""
+    """A sweep mode's hogwild_train --mode ("striped-N": striped), and --simulate-access (or None)."""
     if label.startswith("simulated-"):
         return "simulated", label[len("simulated-"):].split("-")[0]
+    if stripes_of(label) is not None:  # striped-N
+        return "striped", None
     return label, None
 
 
@@ -141,13 +143,14 @@ def run_train(args, opts, folder):
 def read_run(folder):
     with open(os.path.join(folder, "summary.json")) as f:
         r = json.load(f)
-    curve = []
+    records = []  # the evaluations at epoch ends that have a test loss
     with open(os.path.join(folder, "metrics.jsonl")) as f:
         for line in f:
             if line.strip():
                 m = json.loads(line)
                 if m.get("end_of_epoch") and m.get("test_loss") is not None:
-                    curve.append((m["time"], m["samples"], m["test_loss"], m.get("simulated_time")))
+                    records.append(m)
+    curve = [(m["time"], m["samples"], m["test_loss"]) for m in records]
     # --mode simulated: its speed and its curve's times are the simulated clock's, not
     # the wall's: each point's time is the clock's when its weights were captured (a
     # run recorded before the records carried it: its examples at the mean pace).
@@ -155,11 +158,9 @@ def read_run(folder):
     if sim and sim.get("examples_per_second"):
         rate = sim["examples_per_second"]
         r["samples_per_second"] = rate
-        if all(p[3] is not None for p in curve):
-            curve = [(clock, samples, loss, None) for _, samples, loss, clock in curve]
-        else:
-            curve = [(samples / rate, samples, loss, None) for _, samples, loss, _ in curve]
-    curve = [p[:3] for p in curve]
+        clocked = all("simulated_time" in m for m in records)
+        curve = [(m["simulated_time"] if clocked else m["samples"] / rate, m["samples"], m["test_loss"])
+                 for m in records]
     r["curve"] = curve
     return r
 
@@ -399,8 +400,6 @@ def main():
     hard_failures = 0
     for i, c in enumerate(todo):
         mode, access = run_mode(c["mode"])
-        if mode.startswith("striped-"):
-            mode = "striped"
         opts = dict(args.extra_opts, model=c["model"], mode=mode, workers=c["workers"],
                     lr=c["lr"], seed=c["seed"], epochs=args.epochs)
         if access:

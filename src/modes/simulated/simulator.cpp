@@ -12,6 +12,7 @@
 
 #include "hogwild/error.hpp"
 #include "hogwild/model_base.hpp"
+#include "modes/mode_def.hpp"
 #include "trainer/epoch_order.hpp"
 
 namespace hogwild::detail {
@@ -159,7 +160,8 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
   }
   heap_.reserve(workers_.size());
   sample_bits_.assign(total / 64 + 1, 0);
-  line_free_.assign(total / kLineFloats, 0.0);  // (an epoch starts after every write landed)
+  if (s_.costs.queue)  // (an epoch starts after every write landed)
+    line_free_.assign(total / kLineFloats, 0.0);
   if (s_.access == SimulatedAccess::striped) {
     HOGWILD_ENFORCE_LE(1u, s_.stripes);
     stripe_holder_.assign(s_.stripes, 0);
@@ -169,19 +171,7 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
 
 bool Simulator::take_stripes(std::uint32_t k, const Batch& b) {
   std::vector<std::uint32_t>& held = workers_[k].stripes;
-  held.clear();
-  const std::uint32_t n = s_.stripes;
-  for (std::size_t i = 0; i < b.size; ++i) {  // as striped mode's StripedPart takes them
-    const RowView row = b.row(i);
-    if (row.dense()) {  // every feature: every stripe
-      held.resize(n);
-      for (std::uint32_t s = 0; s < n; ++s) held[s] = s;
-      break;
-    }
-    for (std::uint32_t j = 0; j < row.nnz; ++j) held.push_back(row.index[j] % n);
-  }
-  std::sort(held.begin(), held.end());
-  held.erase(std::unique(held.begin(), held.end()), held.end());
+  batch_stripes(b, s_.stripes, held);  // as striped mode's workers take them
   for (const std::uint32_t s : held)
     if (stripe_holder_[s] != 0) {
       stripe_waiters_[s].push_back(k);

@@ -225,7 +225,7 @@ class Simulator {
     const double start = s_.costs.queue ? std::max(t, line_free_[index / kLineFloats]) : t;
     return start + (s_.costs.write_ns + s_.costs.coherence_ns) * workers_[k].speed;
   }
-  std::vector<double> line_free_;  // per line: when its latest move is done
+  std::vector<double> line_free_;  // with the queue, per line: when its latest move is done
 
   Setup s_;
   std::vector<Worker> workers_;
@@ -246,8 +246,6 @@ class Simulator {
   std::uint64_t committed_ = 0, read_ = 0;  // updates finished, updates begun
   double lock_free_at_ = 0;                 // lock: when the holder lets go
   bool lock_held_ = false;
-  // Under striped: each stripe's holder (worker + 1; 0: free) and the workers parked
-  // until it lets go.
   // --telemetry's sampling, a probe a worker (its `due`, and its record of a
   // sampled update's exact figures); --conflicts' sampled coordinates, a bit each
   // by index_of.
@@ -256,6 +254,8 @@ class Simulator {
   bool in_sample(std::size_t index) const noexcept {
     return (sample_bits_[index >> 6] >> (index & 63)) & 1;
   }
+  // Under striped: each stripe's holder (worker + 1; 0: free) and the workers parked
+  // until it lets go.
   std::vector<std::uint32_t> stripe_holder_;
   std::vector<std::vector<std::uint32_t>> stripe_waiters_;
   // Under striped: takes the stripes of worker k's next batch, or parks it on the

@@ -39,20 +39,7 @@ class StripedPart final : public EpochPart {
   explicit StripedPart(std::span<Stripe> stripes) : stripes_(stripes) {}
 
   void enter_step(const Batch& b) override {
-    held_.clear();
-    const std::size_t k = stripes_.size();
-    for (std::size_t i = 0; i < b.size; ++i) {
-      const RowView row = b.row(i);
-      if (row.dense()) {  // every feature: every stripe
-        held_.resize(k);
-        for (std::size_t s = 0; s < k; ++s) held_[s] = static_cast<std::uint32_t>(s);
-        break;
-      }
-      for (std::uint32_t j = 0; j < row.nnz; ++j)
-        held_.push_back(static_cast<std::uint32_t>(row.index[j] % k));
-    }
-    std::sort(held_.begin(), held_.end());  // one order for every worker: no deadlock
-    held_.erase(std::unique(held_.begin(), held_.end()), held_.end());
+    batch_stripes(b, stripes_.size(), held_);  // ascending: no deadlock
     for (std::uint32_t s : held_) stripes_[s].mutex.lock();
   }
 
@@ -104,6 +91,21 @@ class Striped final : public ModeDef {
 };
 
 }  // namespace
+
+void batch_stripes(const Batch& b, std::size_t n, std::vector<std::uint32_t>& out) {
+  out.clear();
+  for (std::size_t i = 0; i < b.size; ++i) {
+    const RowView row = b.row(i);
+    if (row.dense()) {  // every feature: every stripe
+      out.resize(n);
+      for (std::size_t s = 0; s < n; ++s) out[s] = static_cast<std::uint32_t>(s);
+      return;
+    }
+    for (std::uint32_t j = 0; j < row.nnz; ++j) out.push_back(static_cast<std::uint32_t>(row.index[j] % n));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
 
 ModeOption stripes_option() {
   // At most 1,024: a batch of dense rows holds every stripe, and the kernel frees a
