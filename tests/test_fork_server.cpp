@@ -190,6 +190,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.merge_every = TrainConfig::kMergeAuto;
   c.hot_k = 11;
   c.hot_flush = 12;
+  c.layout = WeightLayout::replicas;
   c.accumulate = 3;
   c.bucket_bytes = 1 << 22;
   c.comm_timeout = 2.5;
@@ -256,6 +257,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   CHECK(d.merge_every == c.merge_every);
   CHECK(d.hot_k == c.hot_k);
   CHECK(d.hot_flush == c.hot_flush);
+  CHECK(d.layout == c.layout);
   CHECK(d.accumulate == c.accumulate);
   CHECK(d.bucket_bytes == c.bucket_bytes);
   CHECK(d.comm_timeout == c.comm_timeout);

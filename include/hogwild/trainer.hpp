@@ -35,6 +35,16 @@ enum class Partition : std::uint8_t { shuffled, contiguous };
 const char* to_string(Partition p) noexcept;
 Partition parse_partition(const std::string& name);  // ConfigError on anything else
 
+// How hogwild's workers write the shared weights (--layout): plain (every update in
+// place), hot (each worker's own copy of the hot coordinates: --hot-k, K from the
+// data's degree table), replicas (a private replica merged every few thousand
+// examples: --merge-every auto), or automatic: with several workers, a probe at the
+// start of the run times updates on the shared weights against the same updates on
+// a replica and keeps the faster (src/modes/hogwild/layout_probe.hpp).
+enum class WeightLayout : std::uint8_t { automatic, plain, hot, replicas };
+const char* to_string(WeightLayout l) noexcept;  // "auto", "plain", "hot", "replicas"
+WeightLayout parse_weight_layout(const std::string& name);  // ConfigError on anything else
+
 struct TrainConfig {
   std::string model = "logistic";
   ModelOptions model_options{};
@@ -65,6 +75,9 @@ struct TrainConfig {
   // src/modes/hogwild/hot_window.hpp). 0: off.
   std::size_t hot_k = 0;
   std::size_t hot_flush = 256;
+  // --layout (mode hogwild): replicas sets merge_every to kMergeAuto and hot sets hot_k
+  // from the degree table when the run starts, unless given; automatic probes.
+  WeightLayout layout = WeightLayout::automatic;
   // --mode ps (a parameter server, Downpour): `servers` server processes each own a
   // slice of every tensor; each worker (a replica) pushes its accumulated updates
   // every push_every mini-batches and fetches the weights every fetch_every; with
@@ -224,6 +237,9 @@ struct Progress {
   // --mode simulated: the simulated clock's seconds when the weights were captured
   // (all epochs); negative for every other mode.
   double simulated_time = -1;
+  // --layout auto: what the probe chose, once every worker has (a line for the CLI;
+  // empty before, and for a layout that was not probed).
+  std::string layout;
 };
 
 // --device cuda: the warps each worker process runs, each a Hogwild! worker
@@ -285,6 +301,18 @@ struct TrainResult {
   // the workers ended with, averaged (with kMergeAuto, what the timing chose).
   std::uint64_t merges = 0;
   double merge_every = 0;
+  // --layout: what the workers wrote the shared weights with ("plain", "hot",
+  // "replicas"; "mixed" where --layout auto's workers chose differently), and why: the
+  // option that set it, the probe's verdict, or why there was no probe. probed: the
+  // probe's figures, pooled over the workers that reported them (ns an example
+  // straight to the shared weights, and on a replica with its merges; 0 where none).
+  struct LayoutChoice {
+    std::string chosen, why;
+    bool probed = false;
+    double shared_ns = 0, replica_ns = 0;
+    unsigned windows = 0;                 // probe windows measured, all workers
+    std::vector<std::string> workers;     // each worker's choice
+  } layout;
   // Hogwild across nodes: this node's syncs with the others and the seconds its
   // worker 0 spent in them (the others trained on meanwhile).
   std::uint64_t node_syncs = 0;

@@ -158,6 +158,14 @@ class ModeDef {
   // Once every worker ended, its figures from its blocks into the result (ps: pushes,
   // fetches, staleness).
   virtual void collect(Arena&, TrainResult&) const {}
+  // ... and what its workers chose as they went, from their progress records
+  // (hogwild's --layout auto): into the result once they ended, and while they run
+  // a line for the progress the CLI prints, once there is one (else empty).
+  virtual void collect_workers(const TrainConfig&, std::span<const WorkerProgress>,
+                               TrainResult&) const {}
+  virtual std::string progress_note(const TrainConfig&, std::span<const WorkerProgress>) const {
+    return {};
+  }
   // A clock of the mode's own, in seconds so far, for each evaluation
   // (Progress::simulated_time; simulated: the simulated clock).
   virtual std::optional<double> clock(Arena&) const { return std::nullopt; }

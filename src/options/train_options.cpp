@@ -225,6 +225,20 @@ std::vector<OptionInfo> run_options() {
   v.push_back(whole({"hot-flush", Concern::mode, "Examples between flushes of the hot coordinates",
                      "N"},
                     [](auto& c) -> auto& { return c.hot_flush; }, 1, 1u << 30));
+  {
+    OptionInfo layout = choice(
+        {"layout", Concern::mode,
+         "How the workers write the shared weights: plain (every update in place), hot "
+         "(each worker's own copy of the coordinates most rows touch, --hot-k with K from "
+         "the data), replicas (a private replica each, merged as --merge-every auto), or "
+         "auto: with 2 to 4 workers a probe in the first 70 ms times updates on the "
+         "shared weights against the same on a replica and keeps the faster; otherwise plain "
+         "(docs/PERFORMANCE.md)", "auto|plain|hot|replicas"},
+        [](auto& c) -> auto& { return c.layout; }, parse_weight_layout,
+        [](WeightLayout l) { return to_string(l); });
+    layout.mode = "hogwild";
+    v.push_back(std::move(layout));
+  }
   v.push_back(agreed(real({"comm-timeout", Concern::mode,
                     "--mode ddp and several nodes: seconds a worker waits for the others in a "
                     "collective before it fails, naming them", "S"},

@@ -36,6 +36,18 @@ void TrainConfig::validate() const {
     throw ConfigError(fmt::format("--factors {} stores the factors on the GPU: add --device cuda "
                                   "(the CPU trains fp32 factors)",
                                   to_string(model_options.factors)));
+  // --layout names what --merge-every and --hot-k set; given with either, they agree.
+  if (layout != WeightLayout::automatic) {
+    const char* other = merge_every ? "--merge-every" : hot_k ? "--hot-k" : nullptr;
+    const WeightLayout implied = merge_every ? WeightLayout::replicas : WeightLayout::hot;
+    if (other && layout != implied)
+      throw ConfigError(fmt::format("--layout {} and {} exclude each other ({} is --layout {})",
+                                    to_string(layout), other, other, to_string(implied)));
+    if (layout != WeightLayout::plain && optimizer != Optimizer::sgd)
+      throw ConfigError(fmt::format("--layout {} works with --optimizer sgd only (a worker's "
+                                    "private copy carries no optimiser state)",
+                                    to_string(layout)));
+  }
   if (hot_k > 0 && optimizer != Optimizer::sgd)
     throw ConfigError("--hot-k works with --optimizer sgd only");
   if (merge_every > 0) {
@@ -68,11 +80,14 @@ void TrainConfig::validate() const {
                                     "each step", to_string(mode)));
   }
   if (conflicts) {
-    if (!def.steps_write_weights() || merge_every != 0 || hot_k != 0)
+    const bool copies = layout == WeightLayout::hot || layout == WeightLayout::replicas;
+    if (!def.steps_write_weights() || merge_every != 0 || hot_k != 0 || copies)
       throw ConfigError(fmt::format(
           "--conflicts watches the writes of --mode {} to the shared weights, not --mode {}{}",
           detail::mode_names_where(&detail::ModeDef::steps_write_weights), to_string(mode),
-          merge_every ? " with --merge-every" : hot_k ? " with --hot-k" : ""));
+          merge_every ? " with --merge-every" : hot_k ? " with --hot-k"
+          : copies    ? fmt::format(" with --layout {}", to_string(layout))
+                      : std::string()));
   }
   // Across nodes a mode meets the other nodes in its own collectives, or its workers
   // write the weights as they go and hogwild's node sync averages the nodes' weights.

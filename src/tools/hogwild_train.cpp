@@ -30,6 +30,7 @@
 #include "hogwild/trainer.hpp"
 #include "data/file_io.hpp"
 #include "device/kernel_registry.hpp"
+#include "modes/hogwild/layout_probe.hpp"
 #include "modes/mode_def.hpp"
 #include "file_roles.hpp"
 #include "options.hpp"
@@ -444,7 +445,8 @@ int run(int argc, char** argv) {
   const hogwild::Storage storage = hogwild::parse_storage(o.storage);
   auto model = check_run(cfg, o);
 
-  const bool hot_k = cfg.hot_k > 0 && hogwild::is_parallel(cfg.mode);
+  const bool hot_k = (cfg.hot_k > 0 || cfg.layout == hogwild::WeightLayout::hot) &&
+                     hogwild::is_parallel(cfg.mode);
   // The linear models step per non-zero: sparse rows serve them to a higher density.
   const double dense_at =
       model->feature_indexed() ? hogwild::kDenseDensityLinear : hogwild::kDenseDensity;
@@ -468,6 +470,20 @@ int run(int argc, char** argv) {
     fmt::print(o.human, "model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
                cfg.model, hogwild::to_string(cfg.mode), hogwild::to_string(cfg.optimizer), hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
+  if (!o.quiet && cfg.mode == hogwild::Mode::hogwild) {
+    // What writes the shared weights: given, implied, or the probe's to choose.
+    const auto fixed = hogwild::detail::no_probe(cfg, hogwild::workers_used(cfg.mode, cfg.workers));
+    if (fixed)
+      fmt::print(o.human, "layout {} ({})\n",
+                 cfg.merge_every ? "replicas" : cfg.hot_k ? "hot"
+                 : cfg.layout == hogwild::WeightLayout::automatic ? "plain"
+                                                                  : to_string(cfg.layout),
+                 *fixed);
+    else
+      fmt::print(o.human, "layout auto: a probe times the shared weights against a replica "
+                          "in the first {} ms, then keeps the faster\n",
+                 (2 * hogwild::detail::kPairs + 1) * hogwild::detail::kWindowNs / 1'000'000);
+  }
   const auto kernel = cfg.device == hogwild::Device::cuda
                           ? std::optional(hogwild::detail::device_kernel_def(cfg.model))
                           : std::nullopt;
@@ -490,11 +506,16 @@ int run(int argc, char** argv) {
 
   // Erased before every line printed below, and when an error unwinds past it.
   hogwild::tools::ProgressLine live(o.human, !o.quiet);
+  bool layout_told = false;  // --layout auto: the probe's choice, printed once known
   auto result = hogwild::train(
       cfg, *model, train, test ? &*test : nullptr,
       [&](const hogwild::Progress& p) {
         live.clear();
         if (metrics) metrics->write(p);
+        if (!o.quiet && !p.layout.empty() && !layout_told) {
+          fmt::print(o.human, "{}\n", p.layout);
+          layout_told = true;
+        }
         if (!o.quiet && !p.restart) {
           fmt::print(o.human, "{}\n", hogwild::format_progress(p, cfg.epochs));
           std::fflush(o.human);

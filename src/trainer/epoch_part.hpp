@@ -72,6 +72,12 @@ class EpochPart {
   // The steps write a private copy that this part writes to the shared weights (and
   // publishes the place when it does): the loop then brackets no step.
   virtual bool writes_later() const noexcept { return false; }
+  // False while what trained() and writes_later() answer may change after a batch
+  // (--layout auto's probe): the loop then asks again after every batch.
+  virtual bool settled() const noexcept { return true; }
+  // Nothing more to do in this run (a probe that chose plain): the loop stops
+  // calling it, from the next batch on.
+  virtual bool idle() const noexcept { return false; }
   // The model's step is this part's (dp: split among threads); at most one part.
   virtual bool takes_steps() const noexcept { return false; }
   virtual double train_batch(StepKind, const Batch&, float /*lr*/) { return 0; }

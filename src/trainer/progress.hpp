@@ -38,6 +38,13 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::int64_t> node_sync_ns{0};    // and their time, at exit,
   std::atomic<std::uint64_t> node_sync_others{0};  // and the other leaders' examples they merged
   std::atomic<std::uint32_t> counted{0};      // epochs whose finish it added to the count
+  // --layout auto (modes/hogwild/layout_probe.hpp): the probe's figures, published
+  // (release on `probed`) once its windows are measured, and the layout it chose
+  // (1 + WeightLayout; 0: none yet, or no probe).
+  std::atomic<double> probe_shared_ns{0}, probe_replica_ns{0};
+  std::atomic<std::uint32_t> probe_windows{0};
+  std::atomic<std::uint32_t> probed{0};
+  std::atomic<std::uint32_t> layout{0};
   std::atomic<std::uint32_t> seq{0};          // seqlock over epoch, position, loss, epochs_done
 };
 

@@ -173,11 +173,12 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   // Hot coordinates: w's block gets room for a page-aligned window past its end.
   std::size_t window_bytes = 0;
   if (cfg.hot_k > 0 && mode.parallel()) {
+    const char* option = cfg.layout == WeightLayout::hot ? "--layout hot" : "--hot-k";
     if (!model.feature_indexed())
-      throw ConfigError(fmt::format("--hot-k works with the linear models (logistic, hinge, "
-                                    "squared), not {}", model.name()));
+      throw ConfigError(fmt::format("{} works with the linear models (logistic, hinge, "
+                                    "squared), not {}", option, model.name()));
     if (train.layout() != Layout::sparse)
-      throw ConfigError(fmt::format("--hot-k needs sparse rows, and {} is {}", train.source(),
+      throw ConfigError(fmt::format("{} needs sparse rows, and {} is {}", option, train.source(),
                                     to_string(train.layout())));
     hot = most_frequent_features(train, specs[0].size, cfg.hot_k);
     window_bytes =

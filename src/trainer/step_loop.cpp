@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "hogwild/prefetch.hpp"
 #include "process.hpp"
@@ -74,19 +75,35 @@ double train_epoch(Model& model, const EpochTask& t) {
   const EpochPlace flags{t.progress, t.stop, t.terminated};
   auto place = [&] { return EpochPlace{t.progress, t.stop, t.terminated, seen, begin, loss}; };
   const double epoch_lr = t.step_size.epoch_start(t.epoch);
-  const ParamSet* trained = &t.params;
+  // The parts that act: one idle for the rest of the run (a probe that chose plain)
+  // is left out, so that its loop is plain's.
+  std::vector<EpochPart*> parts;
+  for (EpochPart* part : t.parts)
+    if (!part->idle()) parts.push_back(part);
   EpochPart* stepper = nullptr;
-  bool later = false;
-  for (EpochPart* part : t.parts) {
-    if (const ParamSet* own = part->trained()) trained = own;
+  for (EpochPart* part : parts)
     if (part->takes_steps()) stepper = part;
-    later = later || part->writes_later();
-  }
+  // What the steps train, and whether straight to the shared weights: then the
+  // step's writes are bracketed (WorkerProgress); a private replica or window is
+  // bracketed by its part when it writes them. Asked again after each batch while a
+  // part is not settled (--layout auto's probe).
+  const ParamSet* trained = &t.params;
+  bool shared = false, settled = true;
+  const auto ask_parts = [&] {
+    trained = &t.params;
+    bool later = false;
+    settled = true;
+    std::erase_if(parts, [](EpochPart* part) { return part->idle(); });
+    for (EpochPart* part : parts) {
+      if (const ParamSet* own = part->trained()) trained = own;
+      later = later || part->writes_later();
+      settled = settled && part->settled();
+    }
+    shared = t.progress && !later;
+  };
+  ask_parts();
   model.begin_epoch(t.rows);
-  for (EpochPart* part : t.parts) part->begin_epoch(t.rows, std::min(t.start, n));
-  // Straight to the shared weights: the step's writes are bracketed (WorkerProgress);
-  // a private replica or window is bracketed by its part when it writes them.
-  const bool shared = t.progress && !later;
+  for (EpochPart* part : parts) part->begin_epoch(t.rows, std::min(t.start, n));
   // A pipeline over the next rows: offsets, then the row's data, then (for a model
   // whose rows name scattered parameter rows, like MF's two factor rows) the
   // parameters it will touch, each stage one batch after the one it needs. (The
@@ -106,7 +123,7 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (params && begin + size < n) model.prefetch_params(*trained, t.data->row(t.rows[begin + size]));
     const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
-    for (EpochPart* part : t.parts) part->enter_step(b);
+    for (EpochPart* part : parts) part->enter_step(b);
     if (stepper) {
       loss += stepper->train_batch(t.kind, b, lr);
     } else if (!t.probe && !t.delay_ns && t.slowdown == 1) {
@@ -128,22 +145,23 @@ double train_epoch(Model& model, const EpochTask& t) {
       if (t.probe) t.progress->samples.store(seen + size, std::memory_order_release);
       if (measured) t.probe->finish(nonzeros(b));
     }
-    for (auto part = t.parts.rbegin(); part != t.parts.rend(); ++part) (*part)->leave_step();
+    for (auto part = parts.rbegin(); part != parts.rend(); ++part) (*part)->leave_step();
     bool go_on = true;
-    for (EpochPart* part : t.parts) go_on = go_on && part->after_step(b, lr, place());
+    for (EpochPart* part : parts) go_on = go_on && part->after_step(b, lr, place());
     if (!go_on) break;  // the batch does not count: its update was not made
     seen += size;
     begin += size;
     if (shared) t.progress->samples.store(seen, std::memory_order_release);
-    for (EpochPart* part : t.parts) go_on = go_on && part->after_batch(b, lr, place());
+    for (EpochPart* part : parts) go_on = go_on && part->after_batch(b, lr, place());
     if (!go_on) break;
+    if (!settled) ask_parts();
     if ((k & 63) == 63) {
       if (shared) publish_record(*t.progress, seen, begin, loss);
       if (orphaned(t.parent)) break;
     }
   }
   const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
-  for (EpochPart* part : t.parts) part->end_epoch(lr, place(), begin >= n);
+  for (EpochPart* part : parts) part->end_epoch(lr, place(), begin >= n);
   model.end_epoch();
   if (t.progress) publish_record(*t.progress, seen, begin, loss);
   return loss;

@@ -30,6 +30,7 @@
 #include "device/kernel_registry.hpp"
 #include "hogwild/metrics.hpp"
 #include "memory/param_snapshot.hpp"
+#include "modes/hogwild/layout_probe.hpp"
 #include "process.hpp"
 #include "trainer/live_meter.hpp"
 #include "trainer/memory_meter.hpp"
@@ -510,6 +511,7 @@ class Supervisor {
           epoch, p.samples);
     }
     if (slot) slot->consumed.store(1, std::memory_order_release);
+    p.layout = run_.mode.progress_note(cfg_, run_.progress);
     result_.history.push_back(p);
     if (on_progress_) on_progress_(p);
   }
@@ -576,7 +578,8 @@ class Supervisor {
             static_cast<double>(p.node_sync_others.load(std::memory_order_relaxed)) *
             run_.workers / static_cast<double>(syncs);
     }
-    if (cfg_.merge_every) {
+    run_.mode.collect_workers(cfg_, run_.progress, r);
+    if (cfg_.merge_every || r.layout.probed) {
       std::uint64_t every = 0;
       for (auto& p : run_.progress) {
         r.merges += p.merges.load(std::memory_order_relaxed);
@@ -712,6 +715,8 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
   if (train_set.labels().data() != train_bytes.labels().data()) other_rows += train_bytes.bytes();
   if (test && test->labels().data() != test_bytes->labels().data()) other_rows += test_bytes->bytes();
   if (train_set.rows() == 0) throw ConfigError(train_set.source() + " has no rows");
+  // --layout replicas and hot: --merge-every auto, and --hot-k from the degree table.
+  if (cfg.mode == Mode::hogwild) detail::resolve_layout(cfg, train_set, model);
   if (is_parallel(cfg.mode) && cfg.workers > train_set.rows())
     throw ConfigError(fmt::format("--workers {} is more than the {} training rows", cfg.workers,
                                   train_set.rows()));

@@ -1,6 +1,9 @@
 // hogwild: forked workers update the shared weights with no lock (Niu et al. 2011);
 // the intended race is described in include/hogwild/update_policy.hpp.
+#include <nlohmann/json.hpp>
+
 #include "hogwild/model_base.hpp"
+#include "modes/hogwild/layout_probe.hpp"
 #include "modes/hogwild/writer_parts.hpp"
 #include "modes/mode_def.hpp"
 
@@ -14,9 +17,42 @@ class Hogwild final : public ModeDef {
   std::uint8_t access() const override { return access_index<HogwildUpdate>(); }
   std::optional<DeviceAccess> device_access() const override { return DeviceAccess::hogwild; }
   bool replicas() const override { return true; }
-  // hogwild's options: --merge-every, --hot-k, and across nodes the node sync.
+  // --layout auto's probe (with its replica, where nothing else sets the layout),
+  // then hogwild's options: --merge-every, --hot-k, and across nodes the node sync.
   void make_parts(const ModeWorker& w, std::vector<std::unique_ptr<EpochPart>>& parts) const override {
+    if (auto probe = make_layout_probe(w)) parts.push_back(std::move(probe));
     add_writer_parts(w, *this, parts);
+  }
+  // --layout auto: each worker keeps a replica while it probes (and after, when the
+  // probe chose replicas), a copy of the parameters and its base.
+  Keeps worker_keeps(const ModeArena& a) const override {
+    if (no_probe(a.config, a.workers)) return {};
+    std::uint64_t floats = 0;
+    for (const auto& s : a.specs) floats += (s.size + 15) / 16 * 16;
+    return {2 * floats * sizeof(float), "the layout probe's replica and its base"};
+  }
+  void collect_workers(const TrainConfig& c, std::span<const WorkerProgress> all,
+                       TrainResult& r) const override {
+    r.layout = layout_choice(c, all);
+  }
+  std::string progress_note(const TrainConfig& c, std::span<const WorkerProgress> all) const override {
+    return layout_line(c, all);
+  }
+  void summarize(const TrainConfig& c, const TrainResult& r, nlohmann::json& j) const override {
+    const TrainResult::LayoutChoice& l = r.layout;
+    if (l.chosen.empty()) return;
+    nlohmann::json layout{{"requested", to_string(c.layout)}, {"chosen", l.chosen},
+                          {"why", l.why}, {"probed", l.probed}};
+    if (l.probed) {
+      layout["shared_ns_per_example"] = l.shared_ns;
+      layout["replica_ns_per_example"] = l.replica_ns;
+      layout["windows"] = l.windows;
+      layout["workers"] = l.workers;
+    }
+    j["layout"] = std::move(layout);
+  }
+  std::string result_text(const TrainConfig&, const TrainResult& r) const override {
+    return r.layout.probed ? ", layout " + r.layout.chosen : std::string();
   }
 };
 }  // namespace

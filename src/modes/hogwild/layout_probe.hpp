@@ -1,0 +1,147 @@
+// --layout auto, hogwild's default: how the workers write the shared weights is
+// measured, not assumed (docs/PERFORMANCE.md, "Which layout").
+//
+// Where every example writes a few hot coordinates (the bias, the frequent words),
+// their cache lines move between the cores at every update, and on some machines
+// two plain Hogwild! workers run no faster than one; a private replica merged every
+// few thousand examples (replica.hpp) then runs near two independent runs. Where
+// the rows share little (ratings) or a merge costs much (SpamAssassin: a merge visits
+// 61k features in 57k runs), plain is as fast or faster, and a replica only adds
+// staleness. No one layout wins on every problem and machine, so each run probes:
+//
+//   From the first boundary of a kWindowNs window of the steady clock (one clock for
+//   every process of the machine, so the workers change phase together), each worker
+//   alternates whole windows: even ones straight to the shared weights, odd ones on
+//   its replica, reloaded from the shared weights as the window begins and merged
+//   when due (Replica's own rule) and as it ends, all inside the window's time.
+//   After kPairs windows of each, it publishes its figures (ns an example in each
+//   phase) in its progress record, trains on the shared weights until every worker
+//   has published (or kWaitWindows more windows passed), and every worker then
+//   decides from the same pooled figures (choose_layout): the same answer for all.
+//
+// The probe's examples count as training: nothing is thrown away, and a crash
+// mid-probe retrains what it would have without one (its replica windows publish
+// the place at each merge, as a replica does). A worker restarted after the
+// decision takes the decision without probing.
+//
+// Hot coordinates (--layout hot) are not among the probe's choices: the hot window
+// is set up by the parent before the workers fork (a renumbered copy of the rows),
+// and on the problems measured here it never beat the better of the other two
+// (docs/PERFORMANCE.md). Past kMaxWorkers workers the probe does not run and the
+// layout is plain: replicas merged every few thousand examples diverged at 8 and 16
+// workers at lr 0.5 on RCV1-like (each merge adds every worker's change to the hot
+// coordinates at once), which a timing probe cannot see.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "hogwild/trainer.hpp"
+#include "modes/hogwild/replica.hpp"
+#include "trainer/epoch_part.hpp"
+#include "trainer/progress.hpp"
+
+namespace hogwild::detail {
+
+struct ModeWorker;
+
+// What the probe measured, pooled over the workers that published figures.
+struct ProbeFigures {
+  double shared_ns = 0;   // an example, straight to the shared weights
+  double replica_ns = 0;  // an example on a replica, its reloads and merges included
+  unsigned windows = 0;   // windows measured in all (each worker's, both phases)
+};
+
+struct LayoutDecision {
+  WeightLayout layout = WeightLayout::plain;
+  std::string why;  // the figures and the rule, for the summary
+};
+
+// Replicas win when an example on them costs at most this much of one on the shared
+// weights: they must buy a clear 10 % (their staleness is not free), so that noise
+// in a close call leaves plain, the layout with the freshest reads.
+inline constexpr double kReplicaWins = 0.9;
+// 10 ms windows, 3 of each phase: about 70 ms from the start, a small part of any
+// run worth a second worker (the layouts bench's shortest runs take 0.3 s), and
+// 6 windows of each phase pooled over two workers, some 10,000 examples each.
+inline constexpr std::uint64_t kWindowNs = 10'000'000;
+inline constexpr unsigned kPairs = 3;        // windows of each phase a worker measures
+inline constexpr unsigned kWaitWindows = 2;  // then how long it waits for the others
+inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see above)
+
+// The probe's rule: a function of its figures alone. Plain unless both phases were
+// measured and replicas cost at most kReplicaWins of plain an example.
+LayoutDecision choose_layout(const ProbeFigures& f);
+
+// What --layout resolves to before the workers start: why a run does not probe
+// (a layout given or implied by --merge-every or --hot-k, one worker, more than
+// kMaxWorkers, AdaGrad, another mode, several nodes, the GPU, the instruments), or
+// nullopt when it probes. `workers`: this node's.
+std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers);
+
+// --layout replicas and hot, made concrete when the run starts: --merge-every auto,
+// and --hot-k as the features in at least 1/kHotShare of `train`'s rows (at least 1,
+// at most kHotMost), unless the option was given. ConfigError for hot with a model
+// that is not Model::feature_indexed, or on rows that are not sparse.
+inline constexpr std::size_t kHotShare = 64, kHotMost = 4096;
+void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model);
+
+// The worker's part of its step loop while it probes, and after: the replica it
+// keeps, or nothing (plain).
+class LayoutProbe final : public EpochPart {
+ public:
+  // `all`: every worker's progress record on this node (this one's is all[rank]).
+  LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgress> all, unsigned rank);
+
+  const ParamSet* trained() const noexcept override {
+    return on_replica_ ? &replica_->params() : nullptr;
+  }
+  bool writes_later() const noexcept override { return on_replica_; }
+  bool settled() const noexcept override { return phase_ == Phase::decided; }
+  bool idle() const noexcept override { return phase_ == Phase::decided && !on_replica_; }
+  bool after_batch(const Batch& b, float lr, const EpochPlace& place) override;
+  void end_epoch(float lr, const EpochPlace& place, bool whole) override;
+  void report(WorkerProgress& p) const override { replica_->report(p); }
+
+  // For tests: the phase, and what this worker measured.
+  bool decided() const noexcept { return phase_ == Phase::decided; }
+  ProbeFigures own() const noexcept;
+
+ private:
+  enum class Phase : std::uint8_t { starting, probing, waiting, decided } phase_ = Phase::starting;
+  std::unique_ptr<Replica> replica_;
+  std::span<WorkerProgress> all_;
+  unsigned rank_;
+  bool on_replica_ = false;
+  std::uint64_t window_ = 0;        // the steady clock's window now (now / kWindowNs)
+  std::uint64_t started_ns_ = 0;    // when the phase's window began to be measured
+  std::uint64_t examples_ = 0;      // examples in it so far
+  std::uint64_t batches_ = 0;
+  std::uint64_t deadline_ = 0;      // waiting: the window after which it decides anyway
+  double ns_[2] = {0, 0};           // summed time in shared [0] and replica [1] windows
+  std::uint64_t n_[2] = {0, 0};     // ... and their examples
+  unsigned windows_[2] = {0, 0};
+
+  void begin_window(std::uint64_t now, const EpochPlace& place);
+  void end_window(const EpochPlace& place);
+  void merge(const EpochPlace& place);
+  void decide(const EpochPlace& place);
+};
+
+// Whether worker `w` of hogwild probes, and if so its part (else null).
+std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w);
+
+// The figures of the workers that published theirs (`all`: every worker's record),
+// averaged.
+ProbeFigures pooled_figures(std::span<const WorkerProgress> all);
+// The run's layout for its result (empty for a mode other than hogwild), from its
+// records once the workers are gone.
+TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const WorkerProgress> all);
+// Once every worker of a probing run has decided: a line saying what and why, for
+// the progress the CLI prints; else empty.
+std::string layout_line(const TrainConfig& c, std::span<const WorkerProgress> all);
+
+}  // namespace hogwild::detail

@@ -1,0 +1,287 @@
+// --layout (modes/hogwild/layout_probe.hpp): the probe's decision is a function of
+// its figures, the probe's part alternates windows and every worker ends on the
+// same decision, a restarted worker takes it, forcing a layout works, and every
+// layout trains to the same accuracy bounds as serial.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/degrees.hpp"
+#include "hogwild/error.hpp"
+#include "hogwild/model_registry.hpp"
+#include "hogwild/options.hpp"
+#include "hogwild/trainer.hpp"
+#include "modes/hogwild/layout_probe.hpp"
+#include "support.hpp"
+
+using namespace hogwild;
+using hogwild::detail::ProbeFigures;
+
+TEST_CASE("the probe's rule: replicas at 0.9x plain or less, plain otherwise or unmeasured") {
+  using detail::choose_layout;
+  // Injected figures: the decision depends on them alone.
+  CHECK(choose_layout({1000, 900, 16}).layout == WeightLayout::replicas);  // the edge
+  CHECK(choose_layout({1000, 901, 16}).layout == WeightLayout::plain);
+  CHECK(choose_layout({1000, 400, 16}).layout == WeightLayout::replicas);
+  CHECK(choose_layout({400, 1000, 16}).layout == WeightLayout::plain);
+  CHECK(choose_layout({1000, 1000, 16}).layout == WeightLayout::plain);  // a tie keeps plain
+  // Nothing measured of one phase, or figures that are not numbers: plain.
+  CHECK(choose_layout({0, 500, 8}).layout == WeightLayout::plain);
+  CHECK(choose_layout({500, 0, 8}).layout == WeightLayout::plain);
+  CHECK(choose_layout({std::nan(""), 100, 8}).layout == WeightLayout::plain);
+  CHECK(choose_layout({1000, INFINITY, 8}).layout == WeightLayout::plain);
+  CHECK(choose_layout({0, 500, 8}).why.find("no whole window") != std::string::npos);
+  // The reason carries the figures.
+  const auto d = choose_layout({830, 412, 16});
+  CHECK(d.why.find("830 ns") != std::string::npos);
+  CHECK(d.why.find("412 ns") != std::string::npos);
+  CHECK(d.why.find("0.50x") != std::string::npos);
+  CHECK(d.why == choose_layout({830, 412, 16}).why);
+}
+
+TEST_CASE("who probes: hogwild, 2 to 4 workers, sgd, nothing else choosing the layout") {
+  using detail::no_probe;
+  TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+  CHECK_FALSE(no_probe(c, 2).has_value());
+  CHECK_FALSE(no_probe(c, detail::kMaxWorkers).has_value());
+  CHECK(no_probe(c, 1)->find("one worker") != std::string::npos);
+  CHECK(no_probe(c, detail::kMaxWorkers + 1)->find("more than 4 workers") != std::string::npos);
+  const auto why = [&](auto change) {
+    TrainConfig x = c;
+    change(x);
+    const auto r = no_probe(x, 2);
+    return r ? *r : std::string("(probes)");
+  };
+  CHECK(why([](TrainConfig& x) { x.layout = WeightLayout::plain; }) == "--layout plain");
+  CHECK(why([](TrainConfig& x) { x.layout = WeightLayout::replicas; }) == "--layout replicas");
+  CHECK(why([](TrainConfig& x) { x.merge_every = 100; }) == "--merge-every");
+  CHECK(why([](TrainConfig& x) { x.hot_k = 8; }) == "--hot-k");
+  CHECK(why([](TrainConfig& x) { x.optimizer = Optimizer::adagrad; }).find("optimiser state") !=
+        std::string::npos);
+  CHECK(why([](TrainConfig& x) { x.mode = Mode::atomic; }) == "--mode atomic");
+  CHECK(why([](TrainConfig& x) { x.telemetry = true; }).find("--telemetry") != std::string::npos);
+  CHECK(why([](TrainConfig& x) { x.conflicts = true; }).find("--conflicts") != std::string::npos);
+}
+
+TEST_CASE("--layout replicas and hot become --merge-every auto and --hot-k from the degrees") {
+  auto [tr, te] = test::generated_problem(6000, 100, 3000, 20, 0.0, 3);
+  const auto linear = make_model("logistic");
+  TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+  c.layout = WeightLayout::replicas;
+  detail::resolve_layout(c, tr, *linear);
+  CHECK(c.merge_every == TrainConfig::kMergeAuto);
+  c.merge_every = 100;  // given: kept
+  detail::resolve_layout(c, tr, *linear);
+  CHECK(c.merge_every == 100);
+
+  TrainConfig h = test::sgd_config(Mode::hogwild, 2);
+  h.layout = WeightLayout::hot;
+  detail::resolve_layout(h, tr, *linear);
+  std::size_t want = 0;
+  for (const std::uint32_t d : feature_degrees(tr, tr.cols()))
+    want += std::uint64_t{d} * detail::kHotShare >= tr.rows();
+  MESSAGE("features in 1/64 of the rows or more: " << want << ", --hot-k " << h.hot_k);
+  CHECK(want >= 1);
+  CHECK(h.hot_k == std::min(want, detail::kHotMost));
+  h.hot_k = 5;  // given: kept
+  detail::resolve_layout(h, tr, *linear);
+  CHECK(h.hot_k == 5);
+
+  TrainConfig dense = test::sgd_config(Mode::hogwild, 2);
+  dense.layout = WeightLayout::hot;
+  const Dataset blobs = test::class_blobs(100, 6, 1);
+  CHECK_THROWS_WITH_AS(detail::resolve_layout(dense, blobs, *linear),
+                       doctest::Contains("--layout hot needs sparse rows"), ConfigError);
+  const auto mf = make_model("mf");
+  CHECK_THROWS_WITH_AS(detail::resolve_layout(dense, tr, *mf),
+                       doctest::Contains("--layout hot works with the linear models (logistic, "
+                                         "hinge, squared), not mf"),
+                       ConfigError);
+}
+
+TEST_CASE("--layout refuses what contradicts it") {
+  const auto refused = [](auto change, const char* says) {
+    TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+    change(c);
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains(says), ConfigError);
+  };
+  refused([](TrainConfig& c) { c.layout = WeightLayout::plain; c.merge_every = 64; },
+          "--layout plain and --merge-every exclude each other");
+  refused([](TrainConfig& c) { c.layout = WeightLayout::replicas; c.hot_k = 8; },
+          "--layout replicas and --hot-k exclude each other");
+  refused([](TrainConfig& c) { c.layout = WeightLayout::hot; c.merge_every = 64; },
+          "--layout hot and --merge-every exclude each other");
+  refused([](TrainConfig& c) { c.layout = WeightLayout::replicas; c.optimizer = Optimizer::adagrad; },
+          "--layout replicas works with --optimizer sgd only");
+  refused([](TrainConfig& c) { c.layout = WeightLayout::plain; c.mode = Mode::atomic; },
+          "--layout applies to --mode hogwild");
+  refused([](TrainConfig& c) { c.layout = WeightLayout::replicas; c.conflicts = true; },
+          "with --layout replicas");
+  TrainConfig c;
+  CHECK_THROWS_WITH_AS(set_option(c, "layout", "sideways"),
+                       doctest::Contains("--layout must be auto, plain, hot or replicas"),
+                       ConfigError);
+  // What agrees is taken.
+  TrainConfig ok = test::sgd_config(Mode::hogwild, 2);
+  ok.layout = WeightLayout::replicas;
+  ok.merge_every = 64;
+  CHECK_NOTHROW(ok.validate());
+}
+
+namespace {
+
+// Two probes on one set of weights, as two workers' parts would be (in one process:
+// the part's logic, not the machine's caches).
+struct TwoWorkers {
+  std::vector<float> w = std::vector<float>(256, 0.f);
+  ParamSet shared{{{"w", w.data(), w.size()}}};
+  std::vector<WorkerProgress> records = std::vector<WorkerProgress>(2);
+  std::unique_ptr<detail::LayoutProbe> probe(unsigned rank) {
+    return std::make_unique<detail::LayoutProbe>(
+        std::make_unique<Replica>(shared, std::vector<Ranges>{}, Replica::kAuto, false),
+        std::span<WorkerProgress>(records), rank);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the probe alternates whole windows, then every worker takes the same decision") {
+  TwoWorkers t;
+  auto a = t.probe(0), b = t.probe(1);
+  const Batch batch{nullptr, nullptr, nullptr, 1};
+  const detail::EpochPlace place{};
+  bool saw_replica = false, saw_shared = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((!a->decided() || !b->decided()) && std::chrono::steady_clock::now() < deadline) {
+    for (auto* p : {a.get(), b.get()}) {
+      if (p->decided()) continue;
+      // What the step would train: the replica's copy, or the shared weights.
+      const ParamSet* trained = p->trained();
+      (trained ? saw_replica : saw_shared) = true;
+      if (trained) {
+        CHECK(trained->data(0) != t.w.data());
+        CHECK(p->writes_later());
+        trained->data(0)[3] += 1.f;  // an update on the copy, merged in its window
+      } else {
+        t.w[3] += 1.f;
+      }
+      p->after_batch(batch, 0.1f, place);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  REQUIRE(a->decided());
+  REQUIRE(b->decided());
+  CHECK(a->settled());
+  CHECK(saw_replica);
+  CHECK(saw_shared);
+  for (auto* p : {a.get(), b.get()}) {
+    const ProbeFigures f = p->own();
+    MESSAGE("shared " << f.shared_ns << " ns, replica " << f.replica_ns << " ns, "
+                      << f.windows << " windows");
+    CHECK(f.windows >= 2 * detail::kPairs);
+    CHECK(f.shared_ns > 0);
+    CHECK(f.replica_ns > 0);
+  }
+  // Both published, both decided the same, and what they decided is the rule's
+  // answer to their pooled figures.
+  const std::uint32_t chosen = t.records[0].layout.load();
+  CHECK(chosen != 0);
+  CHECK(t.records[1].layout.load() == chosen);
+  const auto rule = detail::choose_layout(detail::pooled_figures(t.records)).layout;
+  CHECK(chosen == 1 + static_cast<std::uint32_t>(rule));
+  CHECK((a->trained() != nullptr) == (rule == WeightLayout::replicas));
+  // Every update reached the shared weights: the replicas' through their merges.
+  a->end_epoch(0.1f, place, true);
+  b->end_epoch(0.1f, place, true);
+  CHECK(t.w[3] > 0);
+}
+
+TEST_CASE("a worker restarted after the decision takes it without probing") {
+  for (WeightLayout l : {WeightLayout::plain, WeightLayout::replicas}) {
+    INFO(std::string(to_string(l)));
+    TwoWorkers t;
+    t.records[0].layout.store(1 + static_cast<std::uint32_t>(l));
+    auto again = t.probe(1);
+    CHECK(again->decided());
+    CHECK(t.records[1].layout.load() == 1 + static_cast<std::uint32_t>(l));
+    CHECK((again->trained() != nullptr) == (l == WeightLayout::replicas));
+  }
+}
+
+TEST_CASE("each layout trains to serial's accuracy; auto says what it chose and why") {
+  auto [tr, te] = test::generated_problem(40000, 10000, 2000, 20, 0.0, 3);
+  const auto serial = train(test::sgd_config(Mode::serial, 1), tr, &te);
+  CHECK(serial.layout.chosen.empty());  // not hogwild's
+  MESSAGE("serial: loss " << serial.test.loss << " accuracy " << serial.test.accuracy);
+  for (WeightLayout l : {WeightLayout::plain, WeightLayout::hot, WeightLayout::replicas,
+                         WeightLayout::automatic}) {
+    INFO(std::string(to_string(l)));
+    TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+    c.layout = l;
+    // Long enough for the probe to end (it takes about 70 ms; 40 epochs of these
+    // rows about 0.4 s at 2 workers in the release build).
+    if (l == WeightLayout::automatic) c.epochs = 40;
+    const auto r = train(c, tr, &te);
+    MESSAGE(std::string(to_string(l)) << ": " << r.layout.chosen << " (" << r.layout.why << "), loss "
+                         << r.test.loss << " accuracy " << r.test.accuracy << ", " << r.merges
+                         << " merges");
+    CHECK(r.test.loss <= serial.test.loss * 1.10);
+    CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.02);
+    CHECK(r.samples == std::uint64_t{c.epochs} * tr.rows());
+    if (l == WeightLayout::automatic) {
+      CHECK(r.layout.probed);
+      REQUIRE(r.layout.workers.size() == 2);
+      CHECK(r.layout.windows >= 2 * 2 * detail::kPairs);
+      CHECK(r.layout.workers[0] != "none");
+      CHECK(r.layout.workers[0] == r.layout.workers[1]);
+      CHECK((r.layout.chosen == "plain" || r.layout.chosen == "replicas"));
+      CHECK(r.layout.why == detail::choose_layout({r.layout.shared_ns, r.layout.replica_ns,
+                                                   r.layout.windows}).why);
+      if (r.layout.chosen == "replicas") CHECK(r.merges > 0);
+      // The progress said so once every worker had decided.
+      bool told = false;
+      for (const auto& p : r.history) told = told || p.layout.find("layout " + r.layout.chosen) == 0;
+      CHECK(told);
+    } else {
+      CHECK_FALSE(r.layout.probed);
+      CHECK(r.layout.chosen == to_string(l));
+      CHECK(r.layout.why == std::string("--layout ") + to_string(l));
+      CHECK((r.merges > 0) == (l == WeightLayout::replicas));
+    }
+  }
+  // One worker never probes.
+  TrainConfig one = test::sgd_config(Mode::hogwild, 1);
+  const auto r = train(one, tr, &te);
+  CHECK_FALSE(r.layout.probed);
+  CHECK(r.layout.chosen == "plain");
+  CHECK(r.layout.why.find("one worker") != std::string::npos);
+}
+
+TEST_CASE("the CLI: the first lines and the summary say the layout") {
+  if (test::skip_cli_under_tsan()) return;
+  test::TempDir dir;
+  const auto [train_file, test_file] = test::problem_files(dir, 4000);
+  const std::string summary = dir.file("s.json");
+  const auto forced = test::run_train({"--train", train_file, "--test", test_file, "--workers", "2",
+                                       "--epochs", "2", "--layout", "replicas", "--summary", summary});
+  REQUIRE(forced.exit_code == 0);
+  CHECK(forced.out.find("layout replicas (--layout replicas)") != std::string::npos);
+  const auto layout = nlohmann::json::parse(test::read_text(summary)).at("layout");
+  CHECK(layout.at("chosen") == "replicas");
+  CHECK(layout.at("requested") == "replicas");
+  CHECK(layout.at("probed") == false);
+  const auto probing = test::run_train({"--train", train_file, "--workers", "2", "--epochs", "1"});
+  REQUIRE(probing.exit_code == 0);
+  CHECK(probing.out.find("layout auto: a probe times") != std::string::npos);
+  const auto one = test::run_train({"--train", train_file, "--epochs", "1"});
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.out.find("layout plain (one worker") != std::string::npos);
+  const auto bad = test::run_train({"--train", train_file, "--layout", "sideways"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.out.find("--layout must be auto, plain, hot or replicas") != std::string::npos);
+}
