@@ -1,12 +1,14 @@
 #!/usr/bin/python3
-"""The layouts of hogwild's shared weights side by side, for issue 36's probe: on
-each built-in problem, two workers with the weights plain (every update to the
-shared weights), with hot coordinates (--hot-k 4096 --hot-flush 512: the hottest
-features in a private window, flushed) and with replicas (--merge-every auto: a
-private copy merged when due), against one worker and against the ceiling (two
-one-worker runs at once, each on a private copy). Throughput beside accuracy:
-a layout may not buy speed with accuracy (issue 36, "statistical efficiency is
-checked"). Repetitions interleaved, medians; the CPU named.
+"""The layouts of hogwild's shared weights side by side, for issue 36: on each
+built-in problem, two workers with the weights plain (--layout plain: every update
+to the shared weights), with hot coordinates (--layout hot: the features in 1/64 of
+the rows or more in a private window, flushed), with replicas (--layout replicas: a
+private copy merged as --merge-every auto) and with the default (--layout auto: the
+probe picks plain or replicas), against one worker and against the ceiling (two
+one-worker runs at once, each on a private copy). Throughput beside accuracy and
+examples to a target loss: a layout may not buy speed with accuracy (issue 36,
+"statistical efficiency is checked"). Repetitions interleaved; every ratio is the
+median of per-repetition ratios; the CPU named.
 
     /usr/bin/python3 bench/layouts.py --build build --out /tmp/layouts [--reps 3] [--quick]
 
@@ -14,6 +16,8 @@ Problems: the generated RCV1-like set (logistic), SpamAssassin (logistic, from
 ../shared/data) and generated Netflix-like ratings (MF rank 10). Fashion-MNIST
 softmax is left out where its files are absent (they are not in ../shared/data).
 A layout a model refuses (hot coordinates need a feature-indexed model) is marked so.
+The target loss is 1.01 x one worker's median final test loss; "examples to target"
+is the first evaluation (one an epoch) at or under it.
 """
 import argparse
 import json
@@ -26,8 +30,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(__file__))
 from suite import cpu_name  # noqa: E402
 
-LAYOUTS = {"plain": [], "hot": ["--hot-k", "4096", "--hot-flush", "512"],
-           "replicas": ["--merge-every", "auto"]}
+LAYOUTS = {"plain": ["--layout", "plain"], "hot": ["--layout", "hot"],
+           "replicas": ["--layout", "replicas"], "auto (default)": []}
 
 
 def main():
@@ -52,7 +56,7 @@ def main():
         return out + ".train.cache", out + ".test.cache"
 
     problems = {}
-    rows = 20000 if a.quick else 200000
+    rows = 20000 if a.quick else 500000  # the issue's set
     tr, te = prep(["generate", "--rows", str(rows), "--features", "47236", "--nnz-per-row", "75",
                    "--zipf", "1", "--noise", "0.03", "--seed", "3"], os.path.join(a.out, f"rcv1like-{rows}"))
     problems["RCV1-like"] = (tr, te, ["--model", "logistic", "--lr", "0.5", "--lr-decay", "0.7",
@@ -78,19 +82,23 @@ def main():
     def start(problem, extra, tag):
         tr, te, opts = problems[problem]
         s = os.path.join(tmp, f"{tag}.json")
-        p = subprocess.Popen([train_tool, "--train", tr, "--test", te, *opts, "-q", *extra, "--summary", s],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        return p, s
+        m = os.path.join(tmp, f"{tag}.metrics")
+        p = subprocess.Popen([train_tool, "--train", tr, "--test", te, *opts, "-q", *extra, "--summary", s,
+                              "--metrics", m], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return p, s, m
 
     def finish(started):
         out = []
-        for p, s in started:
+        for p, s, m in started:
             text = p.communicate()[0]
             if p.returncode != 0:
                 out.append({"refused": text.strip().splitlines()[-1] if text.strip() else "failed"})
                 continue
             with open(s) as f:
-                out.append(json.load(f))
+                r = json.load(f)
+            with open(m) as f:
+                r["curve"] = [(e["samples"], e["test_loss"]) for e in map(json.loads, f) if "test_loss" in e]
+            out.append(r)
         return out
 
     runs = []
@@ -98,12 +106,13 @@ def main():
         for problem in problems:
             seed = ["--seed", str(rep + 1)]
             one = finish([start(problem, ["--workers", "1", *seed], "one")])[0]
-            runs.append((problem, "one worker", one))
+            runs.append((problem, "one worker", {"rep": rep, **one}))
             for name, flags in LAYOUTS.items():
-                r = finish([start(problem, ["--workers", "2", *flags, *seed], name)])[0]
-                runs.append((problem, name, r))
+                r = finish([start(problem, ["--workers", "2", *flags, *seed], "layout")])[0]
+                runs.append((problem, name, {"rep": rep, **r}))
             pair = finish([start(problem, ["--workers", "1", *seed], f"c{k}") for k in range(2)])
-            runs.append((problem, "ceiling", {"samples_per_second": sum(r["samples_per_second"] for r in pair),
+            runs.append((problem, "ceiling", {"rep": rep,
+                                              "samples_per_second": sum(r["samples_per_second"] for r in pair),
                                               "test_loss": pair[0]["test_loss"],
                                               "test_accuracy": pair[0].get("test_accuracy"),
                                               "test_rmse": pair[0].get("test_rmse")}))
@@ -113,24 +122,55 @@ def main():
         v = [r.get(key) for p, c, r in runs if p == problem and c == config and r.get(key) is not None]
         return statistics.median(v) if v else None
 
+    def by_rep(problem, config):
+        return {r["rep"]: r for p, c, r in runs if p == problem and c == config and "refused" not in r}
+
+    def ratio(problem, config, base):
+        """The median of per-repetition ratios of examples/s (BENCHMARKING.md)."""
+        mine, theirs = by_rep(problem, config), by_rep(problem, base)
+        v = [mine[k]["samples_per_second"] / theirs[k]["samples_per_second"] for k in mine if k in theirs]
+        return statistics.median(v) if v else None
+
+    def to_target(r, target):
+        for samples, loss in r.get("curve", []):
+            if loss is not None and loss <= target:
+                return samples
+        return None
+
     print(f"\nlayouts, 2 workers, {cpu_name()}, {os.cpu_count()} cores, {a.reps} interleaved "
-          f"repetition(s), medians\n")
-    print("| problem | configuration | examples/s | x one worker | of the ceiling | test loss | "
-          "accuracy (RMSE for MF) |")
-    print("|---|---|---|---|---|---|---|")
+          f"repetition(s); medians, and medians of per-repetition ratios\n")
+    print("| problem | configuration | examples/s | x plain | of the ceiling | test loss | "
+          "accuracy (RMSE for MF) | band over seeds | examples to target | chosen |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for problem in problems:
-        one = med(problem, "one worker", "samples_per_second")
-        ceiling = med(problem, "ceiling", "samples_per_second")
+        target = 1.01 * med(problem, "one worker", "test_loss")
         for config in ["one worker", *LAYOUTS, "ceiling"]:
             refused = [r["refused"] for p, c, r in runs if p == problem and c == config and "refused" in r]
             if refused:
-                print(f"| {problem} | {config} | refused: {refused[0][:80]} | | | | |")
+                print(f"| {problem} | {config} | refused: {refused[0][:80]} | | | | | | | |")
                 continue
             e = med(problem, config, "samples_per_second")
             loss = med(problem, config, "test_loss")
-            quality = med(problem, config, "test_rmse") or med(problem, config, "test_accuracy")
-            print(f"| {problem} | {config} | {e / 1e6:.2f}M | {e / one:.2f}x | {e / ceiling:.2f} | "
-                  f"{loss:.4f} | {quality:.4f} |")
+            key = "test_rmse" if med(problem, config, "test_rmse") else "test_accuracy"
+            quality = med(problem, config, key)
+            band = [r[key] for r in by_rep(problem, config).values() if r.get(key) is not None]
+            reached = [to_target(r, target) for r in by_rep(problem, config).values() if "curve" in r]
+            reached_text = ("-" if not reached else "never" if None in reached
+                            else f"{statistics.median(reached) / 1e6:.2f}M")
+            chosen = {}
+            for r in by_rep(problem, config).values():
+                if "layout" in r and r["layout"].get("probed"):
+                    c = r["layout"]["chosen"]
+                    x = r["layout"]["replica_ns_per_example"] / max(r["layout"]["shared_ns_per_example"], 1e-9)
+                    chosen.setdefault(c, []).append(x)
+            chosen_text = ", ".join(f"{c} x{len(v)} (replica/shared {statistics.median(v):.2f})"
+                                    for c, v in sorted(chosen.items()))
+            x_plain = ratio(problem, config, "plain")
+            x_ceiling = ratio(problem, config, "ceiling")
+            print(f"| {problem} | {config} | {e / 1e6:.2f}M | "
+                  f"{'-' if x_plain is None else f'{x_plain:.2f}x'} | "
+                  f"{'-' if x_ceiling is None else f'{x_ceiling:.2f}'} | {loss:.4f} | {quality:.4f} | "
+                  f"{min(band):.4f}-{max(band):.4f} | {reached_text} | {chosen_text} |")
     with open(os.path.join(a.out, "layouts.json"), "w") as f:
         json.dump({"cpu": cpu_name(), "runs": [{"problem": p, "config": c, **r} for p, c, r in runs]}, f,
                   indent=1)
