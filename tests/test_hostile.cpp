@@ -240,6 +240,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "--layout plain and --merge-every exclude each other"},
       {"a layout under a mode without one", "{T} --train {train} --workers 2 --mode atomic --layout replicas",
        2, "--layout applies to --mode hogwild, not atomic"},
+      {"telemetry of a private copy", "{T} --train {train} --workers 2 --layout replicas --telemetry", 2,
+       "--telemetry measures updates made to the shared weights, and --layout replicas trains a "
+       "private copy"},
       {"hot coordinates for a model that has none",
        "{T} --train {train} --workers 2 --model mlp --hidden 4 --layout hot", 2,
        "--layout hot works with the linear models (logistic, hinge, squared), not mlp"},

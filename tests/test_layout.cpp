@@ -136,79 +136,97 @@ TEST_CASE("--layout refuses what contradicts it") {
 namespace {
 
 // Two probes on one set of weights, as two workers' parts would be (in one process:
-// the part's logic, not the machine's caches).
+// the part's logic, not the machine's caches), on a clock the test moves.
+std::uint64_t fake_ns = 0;
+std::uint64_t fake_clock() { return fake_ns; }
+
 struct TwoWorkers {
   std::vector<float> w = std::vector<float>(256, 0.f);
   ParamSet shared{{{"w", w.data(), w.size()}}};
   std::vector<WorkerProgress> records = std::vector<WorkerProgress>(2);
   std::unique_ptr<detail::LayoutProbe> probe(unsigned rank) {
-    return std::make_unique<detail::LayoutProbe>(
+    auto p = std::make_unique<detail::LayoutProbe>(
         std::make_unique<Replica>(shared, std::vector<Ranges>{}, Replica::kAuto, false),
         std::span<WorkerProgress>(records), rank);
+    p->use_clock(fake_clock);
+    return p;
   }
 };
 
 }  // namespace
 
-TEST_CASE("the probe alternates whole windows, then every worker takes the same decision") {
-  TwoWorkers t;
-  auto a = t.probe(0), b = t.probe(1);
-  const Batch batch{nullptr, nullptr, nullptr, 1};
-  const detail::EpochPlace place{};
-  bool saw_replica = false, saw_shared = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while ((!a->decided() || !b->decided()) && std::chrono::steady_clock::now() < deadline) {
-    for (auto* p : {a.get(), b.get()}) {
-      if (p->decided()) continue;
-      // What the step would train: the replica's copy, or the shared weights.
-      const ParamSet* trained = p->trained();
-      (trained ? saw_replica : saw_shared) = true;
-      if (trained) {
-        CHECK(trained->data(0) != t.w.data());
-        CHECK(p->writes_later());
-        trained->data(0)[3] += 1.f;  // an update on the copy, merged in its window
-      } else {
-        t.w[3] += 1.f;
+TEST_CASE("the probe alternates whole windows, then every worker takes the run's decision") {
+  // A batch on the shared weights costs 100 us of the clock; on a replica `cost` of
+  // that. Both workers' batches move the one clock, as both share a machine's time.
+  for (double cost : {0.5, 0.95}) {
+    INFO("replica batch at " << cost << "x a shared one");
+    TwoWorkers t;
+    fake_ns = 1'000'000'007;  // mid-window
+    auto a = t.probe(0), b = t.probe(1);
+    const Batch batch{nullptr, nullptr, nullptr, 1};
+    const detail::EpochPlace place{};
+    bool saw_replica = false, saw_shared = false;
+    std::uint64_t updates = 0;
+    for (int step = 0; step < 200000 && !(a->decided() && b->decided()); ++step) {
+      for (auto* p : {a.get(), b.get()}) {
+        // What the step would train: the replica's copy, or the shared weights.
+        const ParamSet* trained = p->trained();
+        (trained ? saw_replica : saw_shared) = true;
+        if (trained) {
+          CHECK(trained->data(0) != t.w.data());
+          CHECK(p->writes_later());
+          trained->data(0)[3] += 1.f;  // an update on the copy, merged in its window
+        } else {
+          t.w[3] += 1.f;
+        }
+        ++updates;
+        fake_ns += static_cast<std::uint64_t>(100'000 * (trained ? cost : 1.0));
+        p->after_batch(batch, 0.1f, place);
       }
-      p->after_batch(batch, 0.1f, place);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    REQUIRE(a->decided());
+    REQUIRE(b->decided());
+    CHECK(saw_replica);
+    CHECK(saw_shared);
+    for (auto* p : {a.get(), b.get()}) {
+      const ProbeFigures f = p->own();
+      MESSAGE("shared " << f.shared_ns << " ns, replica " << f.replica_ns << " ns, "
+                        << f.windows << " windows");
+      CHECK(f.windows == 2 * detail::kPairs);
+      CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost).epsilon(0.05));
+    }
+    // One decision for the run, from the figures recorded with it, taken by both.
+    const std::uint32_t chosen = detail::run_decision(t.records);
+    const WeightLayout want = cost <= detail::kReplicaWins ? WeightLayout::replicas : WeightLayout::plain;
+    CHECK(chosen == 1 + static_cast<std::uint32_t>(want));
+    CHECK(t.records[0].layout.load() == chosen);
+    CHECK(t.records[1].layout.load() == chosen);
+    const ProbeFigures decided{t.records[0].run_shared_ns.load(), t.records[0].run_replica_ns.load(),
+                               t.records[0].run_windows.load()};
+    CHECK(detail::choose_layout(decided).layout == want);
+    CHECK((a->trained() != nullptr) == (want == WeightLayout::replicas));
+    CHECK(a->idle() == (want == WeightLayout::plain));
+    // Every update reached the shared weights, none twice: the replicas' through
+    // their merges (whole numbers of 1, exact in float).
+    a->end_epoch(0.1f, place, true);
+    b->end_epoch(0.1f, place, true);
+    CHECK(t.w[3] == static_cast<float>(updates));
   }
-  REQUIRE(a->decided());
-  REQUIRE(b->decided());
-  CHECK(a->settled());
-  CHECK(saw_replica);
-  CHECK(saw_shared);
-  for (auto* p : {a.get(), b.get()}) {
-    const ProbeFigures f = p->own();
-    MESSAGE("shared " << f.shared_ns << " ns, replica " << f.replica_ns << " ns, "
-                      << f.windows << " windows");
-    CHECK(f.windows >= 2 * detail::kPairs);
-    CHECK(f.shared_ns > 0);
-    CHECK(f.replica_ns > 0);
-  }
-  // Both published, both decided the same, and what they decided is the rule's
-  // answer to their pooled figures.
-  const std::uint32_t chosen = t.records[0].layout.load();
-  CHECK(chosen != 0);
-  CHECK(t.records[1].layout.load() == chosen);
-  const auto rule = detail::choose_layout(detail::pooled_figures(t.records)).layout;
-  CHECK(chosen == 1 + static_cast<std::uint32_t>(rule));
-  CHECK((a->trained() != nullptr) == (rule == WeightLayout::replicas));
-  // Every update reached the shared weights: the replicas' through their merges.
-  a->end_epoch(0.1f, place, true);
-  b->end_epoch(0.1f, place, true);
-  CHECK(t.w[3] > 0);
 }
 
-TEST_CASE("a worker restarted after the decision takes it without probing") {
+TEST_CASE("the first decision is the run's; a worker restarted after it takes it") {
+  TwoWorkers t;
+  // Two workers deciding from different figures: the second takes the first's.
+  CHECK(detail::settle(t.records, {1000, 500, 12}) == 1 + static_cast<std::uint32_t>(WeightLayout::replicas));
+  CHECK(detail::settle(t.records, {500, 1000, 12}) == 1 + static_cast<std::uint32_t>(WeightLayout::replicas));
+  CHECK(t.records[0].run_replica_ns.load() == 500);
   for (WeightLayout l : {WeightLayout::plain, WeightLayout::replicas}) {
     INFO(std::string(to_string(l)));
-    TwoWorkers t;
-    t.records[0].layout.store(1 + static_cast<std::uint32_t>(l));
-    auto again = t.probe(1);
+    TwoWorkers r;
+    r.records[0].run_layout.store(1 + static_cast<std::uint32_t>(l));
+    auto again = r.probe(1);
     CHECK(again->decided());
-    CHECK(t.records[1].layout.load() == 1 + static_cast<std::uint32_t>(l));
+    CHECK(r.records[1].layout.load() == 1 + static_cast<std::uint32_t>(l));
     CHECK((again->trained() != nullptr) == (l == WeightLayout::replicas));
   }
 }
@@ -236,13 +254,17 @@ TEST_CASE("each layout trains to serial's accuracy; auto says what it chose and 
     if (l == WeightLayout::automatic) {
       CHECK(r.layout.probed);
       REQUIRE(r.layout.workers.size() == 2);
-      CHECK(r.layout.windows >= 2 * 2 * detail::kPairs);
+      CHECK(r.layout.windows >= 2 * detail::kPairs);  // at least one worker's
       CHECK(r.layout.workers[0] != "none");
       CHECK(r.layout.workers[0] == r.layout.workers[1]);
       CHECK((r.layout.chosen == "plain" || r.layout.chosen == "replicas"));
-      CHECK(r.layout.why == detail::choose_layout({r.layout.shared_ns, r.layout.replica_ns,
-                                                   r.layout.windows}).why);
-      if (r.layout.chosen == "replicas") CHECK(r.merges > 0);
+      // The decision is the rule's on the figures recorded with it.
+      const auto rule = detail::choose_layout({r.layout.shared_ns, r.layout.replica_ns,
+                                               r.layout.windows});
+      CHECK(r.layout.chosen == to_string(rule.layout));
+      CHECK(r.layout.why == rule.why);
+      CHECK(r.layout.workers[0] == r.layout.chosen);
+      CHECK((r.merges > 0) == (r.layout.chosen == "replicas"));
       // The progress said so once every worker had decided.
       bool told = false;
       for (const auto& p : r.history) told = told || p.layout.find("layout " + r.layout.chosen) == 0;

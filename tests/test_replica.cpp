@@ -137,6 +137,15 @@ TEST_CASE("--merge-every auto: F follows the cost of a merge against that of an 
     CHECK(r.every() < Replica::kAutoStart / 4);
     CHECK(r.every() >= Replica::kAutoMin);
   }
+  // Started elsewhere (--layout auto's probe: at the cap), within the bounds.
+  {
+    std::vector<float> w(64, 1.f);
+    const ParamSet p({{"w", w.data(), w.size()}});
+    CHECK(Replica(p, {}, Replica::kAuto, false, Replica::kAutoMax).every() == Replica::kAutoMax);
+    CHECK(Replica(p, {}, Replica::kAuto, false, 1u << 30).every() == Replica::kAutoMax);
+    CHECK(Replica(p, {}, Replica::kAuto, false, 1).every() == Replica::kAutoMin);
+    CHECK(Replica(p, {}, 100, false, Replica::kAutoMax).every() == 100);  // a fixed F is F
+  }
   // A large merge (8M floats) against examples that take no time: F rises to the cap.
   {
     std::vector<float> w(std::size_t{1} << 23, 1.f);

@@ -302,10 +302,10 @@ struct TrainResult {
   std::uint64_t merges = 0;
   double merge_every = 0;
   // --layout: what the workers wrote the shared weights with ("plain", "hot",
-  // "replicas"; "mixed" where --layout auto's workers chose differently), and why: the
-  // option that set it, the probe's verdict, or why there was no probe. probed: the
-  // probe's figures, pooled over the workers that reported them (ns an example
-  // straight to the shared weights, and on a replica with its merges; 0 where none).
+  // "replicas"), and why: the option that set it, the probe's verdict, or why there
+  // was no probe. probed: the figures the run's decision was made from (ns an example
+  // straight to the shared weights, and on a replica with its merges), and each
+  // worker's layout ("none": it ended before it took the decision).
   struct LayoutChoice {
     std::string chosen, why;
     bool probed = false;

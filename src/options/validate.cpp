@@ -79,6 +79,14 @@ void TrainConfig::validate() const {
       throw ConfigError(fmt::format("--straggler does not apply to --mode {}: its threads share "
                                     "each step", to_string(mode)));
   }
+  // --telemetry times the updates to the shared weights: a worker's private copy
+  // (a replica, a hot window) has none to time, and the run would report nothing.
+  if (telemetry && (merge_every != 0 || hot_k != 0 || layout == WeightLayout::hot ||
+                    layout == WeightLayout::replicas))
+    throw ConfigError(fmt::format(
+        "--telemetry measures updates made to the shared weights, and {} trains a private copy",
+        merge_every ? "--merge-every" : hot_k ? "--hot-k"
+                                              : fmt::format("--layout {}", to_string(layout))));
   if (conflicts) {
     const bool copies = layout == WeightLayout::hot || layout == WeightLayout::replicas;
     if (!def.steps_write_weights() || merge_every != 0 || hot_k != 0 || copies)

@@ -45,6 +45,12 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint32_t> probe_windows{0};
   std::atomic<std::uint32_t> probed{0};
   std::atomic<std::uint32_t> layout{0};
+  // Record 0's only: the run's decision, which every worker takes (the first to
+  // decide claims it with a compare-and-swap, writes the figures it decided from,
+  // then the layout), so that no two workers can decide apart.
+  std::atomic<std::uint32_t> run_layout{0};
+  std::atomic<std::uint32_t> run_windows{0};
+  std::atomic<double> run_shared_ns{0}, run_replica_ns{0};
   std::atomic<std::uint32_t> seq{0};          // seqlock over epoch, position, loss, epochs_done
 };
 

@@ -579,7 +579,7 @@ class Supervisor {
             run_.workers / static_cast<double>(syncs);
     }
     run_.mode.collect_workers(cfg_, run_.progress, r);
-    if (cfg_.merge_every || r.layout.probed) {
+    if (cfg_.merge_every || r.layout.chosen == "replicas") {
       std::uint64_t every = 0;
       for (auto& p : run_.progress) {
         r.merges += p.merges.load(std::memory_order_relaxed);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <new>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -44,6 +45,7 @@ std::uint64_t now_ns() noexcept {
 }
 
 constexpr std::uint32_t code(WeightLayout l) noexcept { return 1 + static_cast<std::uint32_t>(l); }
+constexpr std::uint32_t kClaimed = 0xffff;  // run_layout while its claimant writes the figures
 
 }  // namespace
 
@@ -95,18 +97,17 @@ void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model) {
 
 LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgress> all,
                          unsigned rank)
-    : replica_(std::move(replica)), all_(all), rank_(rank), window_(now_ns() / kWindowNs) {
+    : replica_(std::move(replica)), all_(all), rank_(rank), window_(now() / kWindowNs) {
   // A worker restarted after the decision takes it (its replica is fresh from the
   // shared weights).
-  for (const WorkerProgress& p : all_) {
-    const std::uint32_t chosen = p.layout.load(std::memory_order_acquire);
-    if (chosen == 0) continue;
+  if (const std::uint32_t chosen = run_decision(all_)) {
     phase_ = Phase::decided;
     on_replica_ = chosen == code(WeightLayout::replicas);
     all_[rank_].layout.store(chosen, std::memory_order_release);
-    break;
   }
 }
+
+std::uint64_t LayoutProbe::now() const noexcept { return clock_ ? clock_() : now_ns(); }
 
 ProbeFigures LayoutProbe::own() const noexcept {
   ProbeFigures f;
@@ -122,59 +123,70 @@ void LayoutProbe::merge(const EpochPlace& place) {
   place.publish();
 }
 
-void LayoutProbe::begin_window(std::uint64_t now, const EpochPlace& place) {
-  window_ = now / kWindowNs;
+void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place) {
+  window_ = at / kWindowNs;
   on_replica_ = (window_ & 1) == 1;
-  started_ns_ = now;
+  started_ns_ = at;
   examples_ = 0;
   if (on_replica_) merge(place);  // nothing of its own yet: the copy reloads (in its time)
 }
 
-void LayoutProbe::end_window(const EpochPlace& place) {
+void LayoutProbe::end_window(std::uint64_t window, const EpochPlace& place) {
   const int kind = on_replica_ ? 1 : 0;
   if (on_replica_) merge(place);  // the window's changes, in its time
-  if (examples_ == 0) return;     // a batch longer than the window: nothing measured
-  ns_[kind] += static_cast<double>(now_ns() - started_ns_);
+  // Not measured: a window with no batch done, or one that spans more than one window
+  // of the clock (a long batch: both phases' time in it).
+  if (examples_ == 0 || window != window_ + 1) return;
+  ns_[kind] += static_cast<double>(now() - started_ns_);
   n_[kind] += examples_;
   ++windows_[kind];
+}
+
+void LayoutProbe::publish_figures(std::uint64_t window) {
+  const ProbeFigures f = own();
+  WorkerProgress& p = all_[rank_];
+  p.probe_shared_ns.store(f.shared_ns, std::memory_order_relaxed);
+  p.probe_replica_ns.store(f.replica_ns, std::memory_order_relaxed);
+  p.probe_windows.store(f.windows, std::memory_order_relaxed);
+  p.probed.store(1, std::memory_order_release);
+  phase_ = Phase::waiting;
+  window_ = window;
+  deadline_ = window + kWaitWindows;
 }
 
 bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
   if (on_replica_ && replica_->due(b.size)) merge(place);
   if (phase_ == Phase::decided) return true;
   examples_ += b.size;
-  if ((++batches_ & 7) != 0) return true;  // the clock every 8 batches
-  const std::uint64_t now = now_ns();
-  const std::uint64_t window = now / kWindowNs;
+  // The clock every 8 batches of one example (20 ns a read), every batch of more.
+  if (b.size == 1 && (++batches_ & 7) != 0) return true;
+  const std::uint64_t at = now();
+  const std::uint64_t window = at / kWindowNs;
   if (window == window_) return true;
+  // Another worker decided for the run: taken at once, whatever this one's phase.
+  if (const std::uint32_t chosen = run_decision(all_)) {
+    adopt(chosen, place);
+    return true;
+  }
   switch (phase_) {
     case Phase::starting:  // the first whole window begins
       phase_ = Phase::probing;
-      begin_window(now, place);
+      last_window_ = window + kMaxWindows;
+      begin_window(at, place);
       break;
     case Phase::probing:
-      end_window(place);
-      if (windows_[0] >= kPairs && windows_[1] >= kPairs) {
-        const ProbeFigures f = own();
-        WorkerProgress& p = all_[rank_];
-        p.probe_shared_ns.store(f.shared_ns, std::memory_order_relaxed);
-        p.probe_replica_ns.store(f.replica_ns, std::memory_order_relaxed);
-        p.probe_windows.store(f.windows, std::memory_order_relaxed);
-        p.probed.store(1, std::memory_order_release);
-        phase_ = Phase::waiting;
-        on_replica_ = false;
-        window_ = window;
-        deadline_ = window + kWaitWindows;
+      end_window(window, place);
+      if ((windows_[0] >= kPairs && windows_[1] >= kPairs) || window >= last_window_) {
+        on_replica_ = false;  // (merged by end_window)
+        publish_figures(window);
         break;
       }
-      begin_window(now_ns(), place);
+      begin_window(now(), place);
       break;
     case Phase::waiting: {
       window_ = window;
       bool all = true;
-      for (const WorkerProgress& p : all_)
-        all = all && (p.probed.load(std::memory_order_acquire) != 0 ||
-                      p.layout.load(std::memory_order_acquire) != 0);
+      for (const WorkerProgress& p : all_) all = all && p.probed.load(std::memory_order_acquire) != 0;
       if (all || window >= deadline_) decide(place);
       break;
     }
@@ -184,24 +196,46 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
   return true;
 }
 
-void LayoutProbe::decide(const EpochPlace& place) {
-  // One worker that decided at its deadline fixed the layout for the rest.
-  std::uint32_t chosen = 0;
-  for (const WorkerProgress& p : all_)
-    if (const std::uint32_t c = p.layout.load(std::memory_order_acquire)) chosen = c;
-  if (chosen == 0) chosen = code(choose_layout(pooled_figures(all_)).layout);
-  all_[rank_].layout.store(chosen, std::memory_order_release);
+void LayoutProbe::decide(const EpochPlace& place) { adopt(settle(all_, pooled_figures(all_)), place); }
+
+void LayoutProbe::adopt(std::uint32_t chosen, const EpochPlace& place) {
+  const bool replicas = chosen == code(WeightLayout::replicas);
+  if (on_replica_ && !replicas) merge(place);  // mid-window: its changes reach the weights
+  if (!on_replica_ && replicas) merge(place);  // the copy reloads from the shared weights
+  on_replica_ = replicas;
   phase_ = Phase::decided;
-  if (chosen == code(WeightLayout::replicas)) {
-    on_replica_ = true;
-    merge(place);  // the copy reloads from the shared weights
-  }
+  all_[rank_].layout.store(chosen, std::memory_order_release);
 }
 
 void LayoutProbe::end_epoch(float, const EpochPlace& place, bool) {
   if (!on_replica_) return;
   place.open();  // the loop publishes the place after every part's end
   replica_->merge();
+}
+
+std::uint32_t run_decision(std::span<const WorkerProgress> all) noexcept {
+  const std::uint32_t c = all.empty() ? 0 : all[0].run_layout.load(std::memory_order_acquire);
+  return c == kClaimed ? 0 : c;
+}
+
+std::uint32_t settle(std::span<WorkerProgress> all, const ProbeFigures& f) {
+  WorkerProgress& r = all[0];
+  std::uint32_t seen = 0;
+  if (r.run_layout.compare_exchange_strong(seen, kClaimed, std::memory_order_acq_rel)) {
+    r.run_shared_ns.store(f.shared_ns, std::memory_order_relaxed);
+    r.run_replica_ns.store(f.replica_ns, std::memory_order_relaxed);
+    r.run_windows.store(f.windows, std::memory_order_relaxed);
+    const std::uint32_t chosen = code(choose_layout(f).layout);
+    r.run_layout.store(chosen, std::memory_order_release);
+    return chosen;
+  }
+  // Claimed: its figures and layout follow within nanoseconds, unless the claimant
+  // died in between (then plain, here, after 100 ms).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while ((seen = r.run_layout.load(std::memory_order_acquire)) == kClaimed &&
+         std::chrono::steady_clock::now() < give_up)
+    std::this_thread::yield();
+  return seen == kClaimed ? code(WeightLayout::plain) : seen;
 }
 
 ProbeFigures pooled_figures(std::span<const WorkerProgress> all) {
@@ -230,26 +264,28 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
     return r;
   }
   r.probed = true;
-  std::uint32_t first = 0;
-  bool same = true;
   for (const WorkerProgress& p : all) {
     const std::uint32_t chosen = p.layout.load(std::memory_order_acquire);
     r.workers.push_back(chosen ? to_string(static_cast<WeightLayout>(chosen - 1)) : "none");
-    if (chosen && first && chosen != first) same = false;
-    if (chosen && !first) first = chosen;
   }
-  const ProbeFigures f = pooled_figures(all);
-  r.shared_ns = f.shared_ns;
-  r.replica_ns = f.replica_ns;
-  r.windows = f.windows;
-  if (!first) {
+  const std::uint32_t decided = run_decision(all);
+  if (!decided) {  // what the workers measured, though no one decided
+    const ProbeFigures f = pooled_figures(all);
+    r.shared_ns = f.shared_ns;
+    r.replica_ns = f.replica_ns;
+    r.windows = f.windows;
     r.chosen = "plain";
     r.why = fmt::format("the run ended before the probe decided (it takes about {} ms)",
                         (2 * kPairs + 1) * kWindowNs / 1'000'000);
     return r;
   }
-  r.chosen = same ? to_string(static_cast<WeightLayout>(first - 1)) : "mixed";
-  r.why = choose_layout(f).why;
+  // The figures the decision was made from (record 0's), and what every worker took.
+  const WorkerProgress& run = all[0];
+  r.shared_ns = run.run_shared_ns.load(std::memory_order_relaxed);
+  r.replica_ns = run.run_replica_ns.load(std::memory_order_relaxed);
+  r.windows = run.run_windows.load(std::memory_order_relaxed);
+  r.chosen = to_string(static_cast<WeightLayout>(decided - 1));
+  r.why = choose_layout({r.shared_ns, r.replica_ns, r.windows}).why;
   return r;
 }
 
@@ -267,7 +303,7 @@ std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   for (std::size_t t = 0; t < w.params.count(); ++t)
     mine.push_back(w.model->trained_ranges(t, *w.train, w.own_rows.first, w.own_rows.second));
   auto replica = std::make_unique<Replica>(w.params, std::move(mine), Replica::kAuto,
-                                           /*atomic=*/false);
+                                           /*atomic=*/false, Replica::kAutoMax);
   const std::span<WorkerProgress> all = w.arena.array<WorkerProgress>("progress");
   return std::make_unique<LayoutProbe>(std::move(replica), all.first(w.world), w.rank);
 }

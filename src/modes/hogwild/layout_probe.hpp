@@ -13,11 +13,18 @@
 //   every process of the machine, so the workers change phase together), each worker
 //   alternates whole windows: even ones straight to the shared weights, odd ones on
 //   its replica, reloaded from the shared weights as the window begins and merged
-//   when due (Replica's own rule) and as it ends, all inside the window's time.
-//   After kPairs windows of each, it publishes its figures (ns an example in each
-//   phase) in its progress record, trains on the shared weights until every worker
-//   has published (or kWaitWindows more windows passed), and every worker then
-//   decides from the same pooled figures (choose_layout): the same answer for all.
+//   when due (--merge-every auto's rule, from F = kAutoMax: a replica still adapting
+//   from its usual start of 256 merged up to 16 times as often as it would run, and
+//   the probe timed that) and as it ends, all inside the window's time.
+//   After kPairs windows of each (or kMaxWindows windows, whatever it measured), it
+//   publishes its figures (ns an example in each phase) in its progress record and
+//   trains on the shared weights until every worker has published (or kWaitWindows
+//   more windows passed). The first worker to decide pools the published figures,
+//   applies the rule (choose_layout) and records the run's decision with the
+//   figures in record 0 (a compare-and-swap: no two workers decide apart); every
+//   other worker, probing or waiting, takes that decision at its next window.
+//   A window that spans more than one window of the clock (a long batch) is not
+//   measured; an epoch's end in a window is (short epochs pay it in both phases).
 //
 // The probe's examples count as training: nothing is thrown away, and a crash
 // mid-probe retrains what it would have without one (its replica windows publish
@@ -69,7 +76,8 @@ inline constexpr double kReplicaWins = 0.9;
 // 6 windows of each phase pooled over two workers, some 10,000 examples each.
 inline constexpr std::uint64_t kWindowNs = 10'000'000;
 inline constexpr unsigned kPairs = 3;        // windows of each phase a worker measures
-inline constexpr unsigned kWaitWindows = 2;  // then how long it waits for the others
+inline constexpr unsigned kWaitWindows = 4;  // then how long it waits for the others
+inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, measured or not
 inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see above)
 
 // The probe's rule: a function of its figures alone. Plain unless both phases were
@@ -109,9 +117,15 @@ class LayoutProbe final : public EpochPart {
   // For tests: the phase, and what this worker measured.
   bool decided() const noexcept { return phase_ == Phase::decided; }
   ProbeFigures own() const noexcept;
+  // For tests: the clock the probe reads (ns), in place of the steady clock.
+  void use_clock(std::uint64_t (*clock)()) noexcept {
+    clock_ = clock;
+    window_ = now() / kWindowNs;
+  }
 
  private:
   enum class Phase : std::uint8_t { starting, probing, waiting, decided } phase_ = Phase::starting;
+  std::uint64_t (*clock_)() = nullptr;  // null: the steady clock (first: now() reads it)
   std::unique_ptr<Replica> replica_;
   std::span<WorkerProgress> all_;
   unsigned rank_;
@@ -121,14 +135,18 @@ class LayoutProbe final : public EpochPart {
   std::uint64_t examples_ = 0;      // examples in it so far
   std::uint64_t batches_ = 0;
   std::uint64_t deadline_ = 0;      // waiting: the window after which it decides anyway
+  std::uint64_t last_window_ = 0;   // probing: the window after which it stops measuring
   double ns_[2] = {0, 0};           // summed time in shared [0] and replica [1] windows
   std::uint64_t n_[2] = {0, 0};     // ... and their examples
   unsigned windows_[2] = {0, 0};
 
+  std::uint64_t now() const noexcept;
   void begin_window(std::uint64_t now, const EpochPlace& place);
-  void end_window(const EpochPlace& place);
+  void end_window(std::uint64_t window, const EpochPlace& place);
   void merge(const EpochPlace& place);
+  void publish_figures(std::uint64_t window);
   void decide(const EpochPlace& place);
+  void adopt(std::uint32_t chosen, const EpochPlace& place);
 };
 
 // Whether worker `w` of hogwild probes, and if so its part (else null).
@@ -137,6 +155,10 @@ std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w);
 // The figures of the workers that published theirs (`all`: every worker's record),
 // averaged.
 ProbeFigures pooled_figures(std::span<const WorkerProgress> all);
+// The run's decision in record 0 (1 + WeightLayout), once made; else 0.
+std::uint32_t run_decision(std::span<const WorkerProgress> all) noexcept;
+// Decides for the run from `f`, unless another worker has: the decision either way.
+std::uint32_t settle(std::span<WorkerProgress> all, const ProbeFigures& f);
 // The run's layout for its result (empty for a mode other than hogwild), from its
 // records once the workers are gone.
 TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const WorkerProgress> all);

@@ -31,11 +31,11 @@ void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexce
 }  // namespace
 
 Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
-                 bool atomic)
+                 bool atomic, std::size_t start)
     : shared_(shared), ranges_(std::move(ranges)), every_(every), atomic_(atomic) {
   if (every_ == kAuto) {
     adaptive_ = true;
-    every_ = kAutoStart;
+    every_ = std::clamp(start, kAutoMin, kAutoMax);
   }
   if (every_ == 0) throw std::invalid_argument("Replica: merge every 0 examples");
   std::vector<ParamSet::Tensor> t;
