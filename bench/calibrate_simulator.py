@@ -86,7 +86,7 @@ def calibrate(a, tool, data_tool, tmp):
         s = train(tool, rcv1, ["--mode", "serial", "--epochs", "3"], tmp)
         t["r1"].append(ns_per_example(s))
         nnz_r = s["nnz_per_second"] / s["samples_per_second"]
-        s = train(tool, rcv1, ["--mode", "hogwild", "--workers", "2", "--epochs", "3",
+        s = train(tool, rcv1, ["--mode", "hogwild", "--layout", "plain", "--workers", "2", "--epochs", "3",
                                "--telemetry", "--telemetry-every", "4"], tmp)
         t["r2"].append(ns_per_example(s))
         lags.append(s["staleness"]["lag"]["mean"])
@@ -139,7 +139,8 @@ def validate(a, tool, data_tool, tmp, cost_file):
     real, sim = [], []
     for seed in range(1, 4):  # interleaved
         common = ["--epochs", str(a.epochs), "--seed", str(seed), "--workers", "2"]
-        real.append(train(tool, data, ["--mode", "hogwild", "--telemetry", "--telemetry-every", "4",
+        real.append(train(tool, data, ["--mode", "hogwild", "--layout", "plain", "--telemetry",
+                                       "--telemetry-every", "4",
                                        *common], tmp, a.test))
         sim.append(train(tool, data, ["--mode", "simulated", "--cost-model", cost_file, *common],
                          tmp, a.test))

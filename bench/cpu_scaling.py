@@ -25,7 +25,8 @@ from bench_memory import cpu_name  # beside this file (the GPU kit carries both)
 
 
 CONFIGS = {
-    "hogwild": [],
+    "hogwild": ["--layout", "plain"],  # plain Hogwild!, every update to the shared weights
+    "auto": [],                        # the default: --layout auto's probe picks
     "hot 4096": ["--hot-k", "4096", "--hot-flush", "512"],
     "replicas 4096": ["--merge-every", "4096"],
 }

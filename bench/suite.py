@@ -110,6 +110,12 @@ class Suite:
 
     def train_cmd(self, opts, summary, metrics):
         cmd = [self.train_bin, "-q", "--summary", summary, "--metrics", metrics]
+        # "hogwild" in these tables is plain Hogwild!, every update to the shared
+        # weights: where the binary has --layout, its default (auto: a probe picks
+        # plain or replicas) is bench/layouts.py's to measure, not these tables'.
+        if (opts.get("mode") == "hogwild" and "--layout" in self.flags
+                and not {"layout", "merge-every", "hot-k"} & set(opts)):
+            opts = dict(opts, layout="plain")
         for k, v in opts.items():
             if v is True:
                 cmd.append("--" + k)

@@ -27,6 +27,10 @@ which refuses it), so that one sweep sets the accesses side by side (--mode
 simulated,simulated-atomic,simulated-lock); each is measured against one simulated
 worker of its own (K = 1: serial's weights, on the simulated clock).
 
+A mode "hogwild" is plain Hogwild! (--layout plain: every update to the shared
+weights, what the simulator models); "hogwild-auto", "hogwild-replicas" and
+"hogwild-hot" run hogwild_train's other layouts (--layout, docs/PERFORMANCE.md).
+
 Exit status: 0 done, 2 bad options (or a file or folder it cannot read or write),
 4 a full disk, 1 a run failed for another reason than divergence (its output is in
 OUT/runs/<cell>/output.txt).
@@ -87,13 +91,28 @@ def parse_list(text, kind, name):
     return out
 
 
+LAYOUTS = ("plain", "auto", "replicas", "hot")
+
+
 def run_mode(label):
-    """A sweep mode's hogwild_train --mode ("striped-N": striped), and --simulate-access (or None)."""
+    """A sweep mode's hogwild_train --mode ("striped-N": striped, "hogwild-LAYOUT":
+    hogwild), and --simulate-access (or None)."""
     if label.startswith("simulated-"):
         return "simulated", label[len("simulated-"):].split("-")[0]
     if stripes_of(label) is not None:  # striped-N
         return "striped", None
+    if layout_of(label) is not None:
+        return "hogwild", None
     return label, None
+
+
+def layout_of(label):
+    """The --layout of a sweep mode: "hogwild" is plain Hogwild! (the algorithm the
+    simulator and the papers study), "hogwild-LAYOUT" any other; else None."""
+    if label == "hogwild":
+        return "plain"
+    head, _, tail = label.partition("-")
+    return tail if head == "hogwild" and tail in LAYOUTS else None
 
 
 def stripes_of(label):
@@ -406,6 +425,8 @@ def main():
             opts["simulate-access"] = access
         if stripes_of(c["mode"]) is not None:
             opts["stripes"] = stripes_of(c["mode"])
+        if layout_of(c["mode"]) is not None and "layout" not in args.extra_opts:
+            opts["layout"] = layout_of(c["mode"])
         if args.telemetry and mode != "simulated":  # it measures every update exactly
             opts["telemetry"] = True
         if args.conflicts and c["mode"] in ("serial", "hogwild", "atomic", "lock"):
