@@ -17,6 +17,7 @@
 #include "hogwild/options.hpp"
 #include "hogwild/trainer.hpp"
 #include "modes/hogwild/layout_probe.hpp"
+#include "ridge.hpp"
 #include "support.hpp"
 
 using namespace hogwild;
@@ -306,4 +307,37 @@ TEST_CASE("the CLI: the first lines and the summary say the layout") {
   const auto bad = test::run_train({"--train", train_file, "--layout", "sideways"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.out.find("--layout must be auto, plain, hot or replicas") != std::string::npos);
+}
+
+namespace {
+
+// Aborts the worker the first time one of its steps trains a private copy (a
+// replica window of the probe): the address of the parameters it first trained
+// (the shared weights, in the probe's first window) is the one to differ from.
+struct CrashOnReplica {
+  void operator()(std::uint32_t, const ParamSet& p) const {
+    static const float* shared = p.data(0);  // per process: each worker's first step
+    if (p.data(0) != shared && test::shared_flag().exchange(1) == 0) std::abort();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a worker killed in a replica window of the probe is respawned; nothing counted twice") {
+  const Dataset d = test::linear_data(8000);
+  test::shared_flag().store(0);
+  test::Ridge<CrashOnReplica> model;
+  TrainConfig c;
+  c.workers = 2;
+  c.epochs = 400;  // a run of about a second: the probe's replica windows come early
+  c.step_size.lr0 = 0.05f;
+  const auto r = train(c, model, d, &d);
+  CHECK(test::shared_flag().load() == 1);  // it did die on a replica
+  CHECK(r.restarts == 1);
+  // The respawned worker resumed from the place its predecessor last merged and
+  // published: every row counted once.
+  CHECK(r.samples == std::uint64_t{c.epochs} * d.rows());
+  CHECK(r.layout.probed);
+  CHECK(r.parameters.at("theta")[0] == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(r.parameters.at("theta")[1] == doctest::Approx(-1.0).epsilon(0.02));
 }
