@@ -285,7 +285,7 @@ TEST_CASE("each layout trains to serial's accuracy; auto says what it chose and 
   CHECK(r.layout.why.find("one worker") != std::string::npos);
 }
 
-TEST_CASE("the CLI: the first lines and the summary say the layout") {
+TEST_CASE("the CLI: the first lines and the summary say the layout" * doctest::test_suite("cli")) {
   if (test::skip_cli_under_tsan()) return;
   test::TempDir dir;
   const auto [train_file, test_file] = test::problem_files(dir, 4000);
