@@ -474,11 +474,7 @@ int run(int argc, char** argv) {
     // What writes the shared weights: given, implied, or the probe's to choose.
     const auto fixed = hogwild::detail::no_probe(cfg, hogwild::workers_used(cfg.mode, cfg.workers));
     if (fixed)
-      fmt::print(o.human, "layout {} ({})\n",
-                 cfg.merge_every ? "replicas" : cfg.hot_k ? "hot"
-                 : cfg.layout == hogwild::WeightLayout::automatic ? "plain"
-                                                                  : to_string(cfg.layout),
-                 *fixed);
+      fmt::print(o.human, "layout {} ({})\n", hogwild::detail::fixed_layout(cfg), *fixed);
     else
       fmt::print(o.human, "layout auto: a probe times the shared weights against a replica "
                           "in the first {} ms, then keeps the faster\n",

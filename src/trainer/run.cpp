@@ -173,13 +173,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   // Hot coordinates: w's block gets room for a page-aligned window past its end.
   std::size_t window_bytes = 0;
   if (cfg.hot_k > 0 && mode.parallel()) {
-    const char* option = cfg.layout == WeightLayout::hot ? "--layout hot" : "--hot-k";
-    if (!model.feature_indexed())
-      throw ConfigError(fmt::format("{} works with the linear models (logistic, hinge, "
-                                    "squared), not {}", option, model.name()));
-    if (train.layout() != Layout::sparse)
-      throw ConfigError(fmt::format("{} needs sparse rows, and {} is {}", option, train.source(),
-                                    to_string(train.layout())));
+    check_hot_coordinates(model, train, cfg.layout == WeightLayout::hot ? "--layout hot" : "--hot-k");
     hot = most_frequent_features(train, specs[0].size, cfg.hot_k);
     window_bytes =
         (HotWindow::window_floats(specs, hot.size()) * sizeof(float) + kPage - 1) / kPage * kPage;

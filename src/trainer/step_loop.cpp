@@ -76,10 +76,8 @@ double train_epoch(Model& model, const EpochTask& t) {
   auto place = [&] { return EpochPlace{t.progress, t.stop, t.terminated, seen, begin, loss}; };
   const double epoch_lr = t.step_size.epoch_start(t.epoch);
   // The parts that act: one idle for the rest of the run (a probe that chose plain)
-  // is left out, so that its loop is plain's.
-  std::vector<EpochPart*> parts;
-  for (EpochPart* part : t.parts)
-    if (!part->idle()) parts.push_back(part);
+  // is left out by ask_parts, so that its loop is plain's.
+  std::vector<EpochPart*> parts(t.parts.begin(), t.parts.end());
   EpochPart* stepper = nullptr;
   for (EpochPart* part : parts)
     if (part->takes_steps()) stepper = part;

@@ -3,9 +3,21 @@
 #include <algorithm>
 #include <numeric>
 
+#include <fmt/format.h>
+
+#include "hogwild/error.hpp"
 #include "hogwild/update_policy.hpp"
 
 namespace hogwild {
+
+void check_hot_coordinates(const Model& model, const Dataset& train, const char* option) {
+  if (!model.feature_indexed())
+    throw ConfigError(fmt::format("{} works with the linear models (logistic, hinge, squared), "
+                                  "not {}", option, model.name()));
+  if (train.layout() != Layout::sparse)
+    throw ConfigError(fmt::format("{} needs sparse rows, and {} is {}", option, train.source(),
+                                  to_string(train.layout())));
+}
 
 std::size_t HotWindow::window_floats(const std::vector<TensorSpec>& specs, std::size_t hot) {
   std::size_t n = hot;

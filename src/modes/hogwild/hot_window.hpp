@@ -21,11 +21,17 @@
 
 #include "data/degrees.hpp"
 #include "hogwild/dataset.hpp"
+#include "hogwild/model.hpp"
 #include "hogwild/param_set.hpp"
 #include "memory/robust_mutex.hpp"
 #include "trainer/epoch_part.hpp"
 
 namespace hogwild {
+
+// ConfigError unless `model` and `train` can have hot coordinates: a model that is
+// Model::feature_indexed (the linear ones) and sparse rows. `option` names what asked
+// ("--hot-k", "--layout hot").
+void check_hot_coordinates(const Model& model, const Dataset& train, const char* option);
 
 class HotWindow final : public detail::PrivateCopyPart {
  public:

@@ -10,6 +10,8 @@
 
 #include "data/degrees.hpp"
 #include "hogwild/error.hpp"
+#include "modes/hogwild/hot_window.hpp"
+#include "modes/hogwild/writer_parts.hpp"
 #include "modes/mode_def.hpp"
 
 namespace hogwild {
@@ -80,15 +82,16 @@ std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers) {
   return std::nullopt;
 }
 
+const char* fixed_layout(const TrainConfig& c) noexcept {
+  if (c.merge_every) return "replicas";
+  if (c.hot_k) return "hot";
+  return c.layout == WeightLayout::automatic ? "plain" : to_string(c.layout);
+}
+
 void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model) {
   if (c.layout == WeightLayout::replicas && !c.merge_every) c.merge_every = TrainConfig::kMergeAuto;
   if (c.layout != WeightLayout::hot || c.hot_k) return;
-  if (!model.feature_indexed())
-    throw ConfigError(fmt::format("--layout hot works with the linear models (logistic, hinge, "
-                                  "squared), not {}", model.name()));
-  if (train.layout() != Layout::sparse)
-    throw ConfigError(fmt::format("--layout hot needs sparse rows, and {} is {}", train.source(),
-                                  to_string(train.layout())));
+  check_hot_coordinates(model, train, "--layout hot");
   const std::vector<std::uint32_t> degree = feature_degrees(train, train.cols());
   std::size_t hot = 0;
   for (const std::uint32_t d : degree) hot += std::uint64_t{d} * kHotShare >= train.rows();
@@ -259,7 +262,7 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
   TrainResult::LayoutChoice r;
   if (c.mode != Mode::hogwild) return r;
   if (const auto why = no_probe(c, static_cast<unsigned>(all.size()))) {
-    r.chosen = c.merge_every ? "replicas" : c.hot_k ? "hot" : "plain";
+    r.chosen = fixed_layout(c);
     r.why = *why;
     return r;
   }
@@ -299,10 +302,7 @@ std::string layout_line(const TrainConfig& c, std::span<const WorkerProgress> al
 
 std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   if (no_probe(w.config, w.world)) return nullptr;
-  std::vector<Ranges> mine;  // merging only what this worker's own rows can change
-  for (std::size_t t = 0; t < w.params.count(); ++t)
-    mine.push_back(w.model->trained_ranges(t, *w.train, w.own_rows.first, w.own_rows.second));
-  auto replica = std::make_unique<Replica>(w.params, std::move(mine), Replica::kAuto,
+  auto replica = std::make_unique<Replica>(w.params, own_ranges(w), Replica::kAuto,
                                            /*atomic=*/false, Replica::kAutoMax);
   const std::span<WorkerProgress> all = w.arena.array<WorkerProgress>("progress");
   return std::make_unique<LayoutProbe>(std::move(replica), all.first(w.world), w.rank);

@@ -90,6 +90,10 @@ LayoutDecision choose_layout(const ProbeFigures& f);
 // nullopt when it probes. `workers`: this node's.
 std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers);
 
+// The layout of a run that does not probe: what --merge-every or --hot-k set, else
+// the --layout given, else (auto without a probe) plain.
+const char* fixed_layout(const TrainConfig& c) noexcept;
+
 // --layout replicas and hot, made concrete when the run starts: --merge-every auto,
 // and --hot-k as the features in at least 1/kHotShare of `train`'s rows (at least 1,
 // at most kHotMost), unless the option was given. ConfigError for hot with a model

@@ -6,16 +6,19 @@
 
 namespace hogwild::detail {
 
+std::vector<Ranges> own_ranges(const ModeWorker& w) {
+  std::vector<Ranges> mine;
+  for (std::size_t t = 0; t < w.params.count(); ++t)
+    mine.push_back(w.model->trained_ranges(t, *w.train, w.own_rows.first, w.own_rows.second));
+  return mine;
+}
+
 void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
                       std::vector<std::unique_ptr<EpochPart>>& parts, RobustMutex* lock) {
   const TrainConfig& c = w.config;
-  if (c.merge_every) {  // merging only what this worker's own rows can change
-    std::vector<Ranges> mine;
-    for (std::size_t t = 0; t < w.params.count(); ++t)
-      mine.push_back(w.model->trained_ranges(t, *w.train, w.own_rows.first, w.own_rows.second));
+  if (c.merge_every)  // merging only what this worker's own rows can change
     parts.push_back(
-        std::make_unique<Replica>(w.params, std::move(mine), c.merge_every, mode.atomic_merges()));
-  }
+        std::make_unique<Replica>(w.params, own_ranges(w), c.merge_every, mode.atomic_merges()));
   if (w.hot_window)
     parts.push_back(std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, c.hot_flush,
                                                 mode.atomic_merges(), lock));

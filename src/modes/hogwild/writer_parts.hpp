@@ -11,6 +11,10 @@
 
 namespace hogwild::detail {
 
+// The coordinates of each tensor that worker `w`'s own rows can change
+// (Model::trained_ranges): what its replica merges.
+std::vector<Ranges> own_ranges(const ModeWorker& w);
+
 // Appends the parts `w`'s options ask for, in the order they act after each batch
 // and at the epoch's end: the replica's merge, the hot window's flush, then the
 // node sync (whose last sync of an epoch then holds this worker's flushes too).
