@@ -130,7 +130,7 @@ class Simulated final : public ModeDef {
     const std::size_t lines = Simulator::lines(sizes_of(a.specs),
                                                a.config.optimizer == Optimizer::adagrad);
     blocks.push_back({"simulation", sizeof(SimulationFigures)});
-    blocks.push_back({"simulation_owners", lines * sizeof(std::uint16_t)});
+    blocks.push_back({"simulation_lines", lines * sizeof(Simulator::LineState)});
   }
 
   std::optional<double> train_epoch(Model& model, const EpochTask& t,
@@ -151,7 +151,7 @@ class Simulated final : public ModeDef {
     }
     Simulator sim({model, t.params, c, parse_simulated_access(c.simulate_access), costs_of(f),
                    c.workers, static_cast<unsigned>(mode_option(c, "stripes")), f,
-                   w.arena.array<std::uint16_t>("simulation_owners")});
+                   w.arena.array<Simulator::LineState>("simulation_lines")});
     const double loss = sim.epoch(*t.data, t.rows, t.targets, t.step_size, t.epoch, t.stop,
                                   t.progress ? &t.progress->samples : nullptr);
     if (t.progress) {

@@ -101,33 +101,6 @@ std::size_t line_floats(std::size_t n) {
 }
 }  // namespace
 
-void Simulator::sift_down() noexcept {
-  const std::size_t n = heap_.size();
-  if (n < 2) return;
-  const Event e = heap_[0];
-  std::size_t i = 0;
-  for (;;) {
-    std::size_t c = 2 * i + 1;
-    if (c >= n) break;
-    if (c + 1 < n && heap_[c + 1] < heap_[c]) ++c;
-    if (!(heap_[c] < e)) break;
-    heap_[i] = heap_[c];
-    i = c;
-  }
-  heap_[i] = e;
-}
-
-void Simulator::sift_up(std::size_t i) noexcept {
-  const Event e = heap_[i];
-  while (i > 0) {
-    const std::size_t parent = (i - 1) / 2;
-    if (!(e < heap_[parent])) break;
-    heap_[i] = heap_[parent];
-    i = parent;
-  }
-  heap_[i] = e;
-}
-
 std::size_t Simulator::lines(std::span<const std::size_t> sizes, bool adagrad) {
   std::size_t total = 0;
   for (const std::size_t n : sizes) total += line_floats(n) * (adagrad ? 2 : 1);
@@ -147,7 +120,7 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
   }
   std::sort(ranges_.begin(), ranges_.end(),
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  HOGWILD_ENFORCE_LE(total / kLineFloats, s_.owners.size());  // the arena's block, sized by lines()
+  HOGWILD_ENFORCE_LE(total / kLineFloats, s_.lines.size());  // the arena's block, sized by lines()
   // A step writes each coordinate at most a few times (a weight and its L2, the
   // optimiser's state): twice the model's coordinates is room for any.
   log_.capacity = 2 * total + 64;
@@ -158,8 +131,9 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
     if (s_.config.straggler_worker == static_cast<int>(k))
       workers_[k].speed *= s_.config.straggler_factor;
   }
-  heap_.reserve(workers_.size());
-  sample_bits_.assign(total / 64 + 1, 0);
+  HOGWILD_ENFORCE_LE(total, std::size_t{UINT32_MAX});  // (Pending::index)
+  while (leaves_ < workers_.size()) leaves_ *= 2;
+  tree_.assign(2 * leaves_, kNone);
   if (s_.costs.queue)  // (an epoch starts after every write landed)
     line_free_.assign(total / kLineFloats, 0.0);
   if (s_.access == SimulatedAccess::striped) {
@@ -187,13 +161,13 @@ void Simulator::release_stripes(std::uint32_t k, double t) {
   for (const std::uint32_t s : held) {
     stripe_holder_[s] = 0;
     for (const std::uint32_t waiter : stripe_waiters_[s]) {
-      // Into the heap a tick after this instant: below the top (this worker's event,
-      // the earliest), where sift_up leaves it.
+      // An event a tick after this instant: after this worker's (the earliest).
       Worker& w = workers_[waiter];
       w.phase = Worker::Phase::read;
       w.at = t + 1 / kTicks;
-      heap_.push_back(event(w.at, waiter));
-      sift_up(heap_.size() - 1);
+      const Event e = event(w.at, waiter);
+      place(waiter, e);
+      others_ = std::min(others_, e);
     }
     stripe_waiters_[s].clear();
   }
@@ -241,26 +215,36 @@ double Simulator::start_update(std::uint32_t k, double t) {
   const double compute =
       (s_.costs.example_ns + s_.costs.read_ns * static_cast<double>(std::max<std::uint64_t>(nnz, writes))) *
       w.speed;
-  w.writes.clear();
   w.next = 0;
   w.phase = Worker::Phase::load;  // (with no writes left, the next act finishes the update)
-  w.index.resize(writes);
-  for (std::size_t i = 0; i < writes; ++i) w.index[i] = index_of(log_.writes[i].p);
+  w.writes.resize(writes);
+  for (std::size_t i = 0; i < writes; ++i) {
+    const SimulatedWrite& x = log_.writes[i];
+    const std::size_t index = index_of(x.p);
+    w.writes[i] = {x.p, x.d, static_cast<std::uint32_t>(index)};
+  }
   // Lock, or an update that ends before any other worker's next event (K = 1
   // always): nothing can come between its read and its last write, so the writes
   // the step made stand, each landing at its time.
   // (The test takes every write's line as another's: an end no earlier than the
   // real one, which the writes then reach, each line k's after its first.)
+  // (The bound only grows: the test stops at the first write past another's event.)
   const bool solo = s_.access == SimulatedAccess::lock || workers_.size() == 1 || [&] {
     double end = t + compute;
-    for (std::size_t i = 0; i < writes; ++i) end = write_done_at_most(k, w.index[i], end);
+    for (const Pending& x : w.writes) {
+      if (!first(end, k)) return false;
+      end = write_done_at_most(k, x.index, end);
+    }
     return first(end, k);
   }();
   if (solo) {
     double solo_end = t + compute;
-    for (std::size_t i = 0; i < writes; ++i) solo_end = write_done(k, w.index[i], solo_end);
+    for (const Pending& x : w.writes) {
+      solo_end = write_done(k, x.index, solo_end);
+      s_.figures.sample_writes += in_sample(x.index);
+    }
     s_.figures.writes += writes;
-    for (std::size_t i = 0; i < writes; ++i) s_.figures.sample_writes += in_sample(w.index[i]);
+    w.writes.clear();
     if (s_.access == SimulatedAccess::lock) {
       lock_free_at_ = solo_end;
       lock_held_ = true;
@@ -269,7 +253,6 @@ double Simulator::start_update(std::uint32_t k, double t) {
   }
   // Taken back, newest first, to be made again when the clock says they land.
   for (std::size_t i = writes; i-- > 0;) *log_.writes[i].p = log_.writes[i].old;
-  w.writes.assign(log_.writes, log_.writes + writes);
   return t + compute;
 }
 
@@ -300,18 +283,18 @@ double Simulator::finish_update(std::uint32_t k, double t) {
 // write's cost later. While no other worker's event comes before a write's store,
 // its load and store are made at once (nothing can land in between); otherwise the
 // load is made and the store is the worker's next event.
-double Simulator::writes_from(std::uint32_t k, double t) {
+inline double Simulator::writes_from(std::uint32_t k, double t) {
   Worker& w = workers_[k];
   while (w.next < w.writes.size()) {
-    const SimulatedWrite& x = w.writes[w.next];
+    const Pending& x = w.writes[w.next];
     const bool atomic = s_.access == SimulatedAccess::atomic;
-    const double store_at = write_done(k, w.index[w.next], t);
+    const double store_at = write_done(k, x.index, t);
     // Atomic: one read-modify-write, nothing lost; hogwild with no other event before
     // its store: nothing can land in between either.
     if (atomic || first(store_at, k)) {
       *x.p += x.d;
       ++s_.figures.writes;
-      s_.figures.sample_writes += in_sample(w.index[w.next]);
+      s_.figures.sample_writes += in_sample(x.index);
       ++w.next;
       t = store_at;
       if (atomic && !first(t, k)) return t;  // the next write waits for the others' events
@@ -319,17 +302,19 @@ double Simulator::writes_from(std::uint32_t k, double t) {
     }
     w.loaded = *x.p;
     w.phase = Worker::Phase::store;
-    // Its next write's coordinate and line, fetched while other workers' events run.
+    // Fetched while other workers' events run: its next write's coordinate and line
+    // (their record was fetched an event ago), and the record of the write after.
     if (w.next + 1 < w.writes.size()) {
       __builtin_prefetch(w.writes[w.next + 1].p, 1);
-      __builtin_prefetch(&s_.owners[w.index[w.next + 1] / kLineFloats], 1);
+      __builtin_prefetch(&s_.lines[w.writes[w.next + 1].index / kLineFloats], 1);
+      __builtin_prefetch(w.writes.data() + w.next + 2);
     }
     return store_at;
   }
   return finish_update(k, t);
 }
 
-double Simulator::act(std::uint32_t k, double t) {
+inline double Simulator::act(std::uint32_t k, double t) {
   Worker& w = workers_[k];
   switch (w.phase) {
     case Worker::Phase::read:
@@ -337,8 +322,8 @@ double Simulator::act(std::uint32_t k, double t) {
     case Worker::Phase::load:
       return writes_from(k, t);
     case Worker::Phase::store: {
-      const SimulatedWrite& x = w.writes[w.next];
-      const bool sampled = in_sample(w.index[w.next]);
+      const Pending& x = w.writes[w.next];
+      const bool sampled = in_sample(x.index);
       s_.figures.sample_writes += sampled;
       // Another worker's store changed it since our load: that change is overwritten.
       if (std::bit_cast<std::uint32_t>(*x.p) != std::bit_cast<std::uint32_t>(w.loaded)) {
@@ -388,7 +373,7 @@ double Simulator::epoch(const Dataset& data, std::span<const std::uint32_t> rows
   for (std::uint32_t c = 0; c < f.conflict_sample.count; ++c) {
     const SampledCoordinate& x = f.conflict_sample.coordinates[c];
     const std::size_t i = index_of(s_.params.data(x.tensor) + x.index);
-    sample_bits_[i >> 6] |= std::uint64_t{1} << (i & 63);
+    s_.lines[i / kLineFloats].sampled |= static_cast<std::uint16_t>(1u << (i % kLineFloats));
   }
   probes_.clear();
   probes_.reserve(K);
@@ -404,33 +389,39 @@ double Simulator::epoch(const Dataset& data, std::span<const std::uint32_t> rows
     if (samples) samples->store(base + s_.figures.examples - before, std::memory_order_relaxed);
   };
   const double t0 = s_.figures.seconds * 1e9;
-  // A binary min-heap of the workers' next events, earliest (ties: lowest worker)
-  // at the top; the top worker acts with its event left in place, then its next
-  // event is sifted down (one pass, no pop and push).
-  heap_.clear();
-  for (std::uint32_t k = 0; k < K; ++k) {  // in order: a heap
+  // Each worker's first event at t0, in the tournament tree (workers_.size()
+  // leaves of leaves_ in use).
+  for (std::uint32_t k = 0; k < K; ++k) {
     workers_[k].at = t0;
-    heap_.push_back(event(t0, k));
+    tree_[leaves_ + k] = event(t0, k);
   }
+  for (std::size_t i = leaves_; i-- > 1;) tree_[i] = std::min(tree_[2 * i], tree_[2 * i + 1]);
   double now = t0;
   std::uint64_t steps = 0;
-  while (!heap_.empty()) {
+  while (tree_[1] != kNone) {
     if ((++steps & 4095) == 0) {
       if (stop && stop->load(std::memory_order_relaxed)) break;
       publish();
     }
-    const auto k = static_cast<std::uint32_t>(heap_.front() & 0xffff);
+    const auto k = static_cast<std::uint32_t>(tree_[1] & 0xffff);
     Worker& w = workers_[k];
     now = w.at;
-    w.at = act(k, w.at);
-    if (w.phase == Worker::Phase::done || w.phase == Worker::Phase::parked) {
-      heap_.front() = heap_.back();
-      heap_.pop_back();
-    } else {
-      heap_.front() = event(w.at, k);
+    others_ = others_of(k);
+    if (others_ != kNone) {
+      // The worker that most likely acts next (the earliest of the others): its
+      // write's line and coordinate fetched while this one acts.
+      const Worker& n = workers_[others_ & 0xffff];
+      if (n.next < n.writes.size()) {
+        const Pending& x = n.writes[n.next];
+        __builtin_prefetch(&s_.lines[x.index / kLineFloats], 1);
+        __builtin_prefetch(x.p, 1);
+      }
     }
-    sift_down();
+    w.at = act(k, w.at);
+    place(k, w.phase == Worker::Phase::done || w.phase == Worker::Phase::parked ? kNone
+                                                                                : event(w.at, k));
   }
+  // (A stop leaves events behind: the next epoch begins with every worker's.)
   s_.model.end_epoch();
   s_.figures.seconds = std::max(now, lock_free_at_) * 1e-9;
   publish();

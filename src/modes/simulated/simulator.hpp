@@ -117,6 +117,13 @@ extern std::vector<std::uint32_t>* simulated_reads;
 
 class Simulator {
  public:
+  // A cache line: its last writer (worker + 1; 0: none yet), and which of its
+  // coordinates --conflicts' sample holds (bit j: the line's j-th), side by side so
+  // that a write finds both in one fetch.
+  struct LineState {
+    std::uint16_t owner;
+    std::uint16_t sampled;
+  };
   struct Setup {
     Model& model;
     const ParamSet& params;
@@ -126,9 +133,9 @@ class Simulator {
     unsigned workers;  // K
     unsigned stripes;  // under striped: how many (striped mode's --stripes)
     // Kept across epochs in the run's arena: the figures, and each cache line's
-    // last writer (+ 1), lines() of them.
+    // state, lines() of them.
     SimulationFigures& figures;
-    std::span<std::uint16_t> owners;
+    std::span<LineState> lines;
   };
   static constexpr std::size_t kLineFloats = 16;  // 64-byte cache lines
   // The cache lines the simulator tracks for a model of these tensors: each tensor,
@@ -146,28 +153,36 @@ class Simulator {
                std::atomic<std::uint64_t>* samples);
 
  private:
+  // A write of the update in flight: the coordinate, the change the step made to it,
+  // and its index (index_of). 16 bytes, in the order the step wrote them.
+  struct Pending {
+    float* p;
+    float d;
+    std::uint32_t index;
+  };
   struct Worker {
     std::vector<std::uint32_t> rows;
     std::size_t pos = 0;      // next row
     std::uint64_t seen = 0;   // examples trained, all epochs (the step size's count)
-    // parked: waiting for a stripe (under striped), out of the heap until its holder
+    // parked: waiting for a stripe (under striped), with no event until its holder
     // lets go.
     enum class Phase : std::uint8_t { read, load, store, parked, done } phase = Phase::read;
     std::vector<std::uint32_t> stripes;  // under striped: those it holds, ascending
     bool sampled = false;  // the update in flight is in --telemetry's sample
     std::uint64_t nnz = 0;  // its rows' non-zeros
-    std::vector<SimulatedWrite> writes;  // the update in flight
-    std::vector<std::uint32_t> index;    // its coordinates' indices (index_of)
-    std::size_t next = 0;                // its next write
+    std::vector<Pending> writes;  // the update in flight
+    std::size_t next = 0;         // its next write
     float loaded = 0;                    // the value its write in flight loaded
     std::uint64_t committed_at_read = 0, size = 0;
     double speed = 1;
     double at = 0;  // when its next event is
   };
-  // An event in the heap: its time in sixteenths of a nanosecond above the worker's
-  // number (16 bits), one integer to compare (the time itself is the worker's `at`).
-  // 2^48 sixteenths: 4.9 hours of simulated time.
+  // An event: its time in sixteenths of a nanosecond above the worker's number (16
+  // bits), one integer to compare (the time itself is the worker's `at`). 2^48
+  // sixteenths: 4.9 hours of simulated time. kNone: a worker with no event (done, or
+  // parked).
   using Event = std::uint64_t;
+  static constexpr Event kNone = ~Event{0};
   static constexpr double kTicks = 16;
   Event event(double t, std::uint32_t k) const {
     const double ticks = t * kTicks;
@@ -175,25 +190,20 @@ class Simulator {
       throw ResourceError("--mode simulated: the simulated clock passed 4.9 hours, its limit");
     return (static_cast<std::uint64_t>(ticks) << 16) | k;
   }
-  // Coordinate `p`'s index (its cache line's in the owners: index / kLineFloats).
+  // Coordinate `p`'s index (its cache line's in lines: index / kLineFloats).
   std::size_t index_of(const float* p) const noexcept {
     for (const Range& r : ranges_)
       if (p >= r.begin && p < r.begin + r.size) return r.base + static_cast<std::size_t>(p - r.begin);
     return 0;  // not a tensor's: cannot happen (the steps write only the tensors)
   }
-  // One step of worker k (the heap's top) at time t; returns when its next event is.
+  // One step of worker k (the earliest event) at time t; returns when its next event is.
   double act(std::uint32_t k, double t);
   double writes_from(std::uint32_t k, double t);
-  // Whether an event of worker k (the heap's top) at time t comes before every other
-  // worker's next event (the top's children are the earliest of the others). The
-  // order of events: by time to a sixteenth of a nanosecond, ties to the lower
-  // worker (a function of the seed).
-  bool first(double t, std::uint32_t k) const {
-    const std::size_t n = heap_.size();
-    const Event e = event(t, k);
-    return (n < 2 || e < heap_[1]) && (n < 3 || e < heap_[2]);
-  }
-  void sift_down() noexcept;
+  // Whether an event of worker k (the earliest) at time t comes before every other
+  // worker's next event (others_, the earliest of them). The order of events: by
+  // time to a sixteenth of a nanosecond, ties to the lower worker (a function of the
+  // seed).
+  bool first(double t, std::uint32_t k) const { return event(t, k) < others_; }
   double start_update(std::uint32_t k, double t);
   double finish_update(std::uint32_t k, double t);
   // When a write of worker k to coordinate `index` whose load is at t lands: a
@@ -205,7 +215,7 @@ class Simulator {
   // that lands while this one waits for the line is lost, as on hardware.
   double write_done(std::uint32_t k, std::size_t index, double t) noexcept {
     const std::size_t line = index / kLineFloats;
-    std::uint16_t& owner = s_.owners[line];
+    std::uint16_t& owner = s_.lines[line].owner;
     const double speed = workers_[k].speed;
     if (owner == 0 || owner == k + 1) {
       owner = static_cast<std::uint16_t>(k + 1);
@@ -229,7 +239,28 @@ class Simulator {
 
   Setup s_;
   std::vector<Worker> workers_;
-  std::vector<Event> heap_;
+  // The events, one a worker, in a tournament tree: leaves_ leaves (K rounded up to a
+  // power of two) at tree_[leaves_ + k], each node above the earlier of its two
+  // children, the earliest event at tree_[1]. A worker's new event climbs its path
+  // comparing with the siblings only: log2 K steps with no branch on the data, where
+  // a heap's sift branches twice a level. others_: while worker k acts, the earliest
+  // of the other workers' events (the siblings on its path).
+  std::vector<Event> tree_;
+  std::size_t leaves_ = 1;
+  Event others_ = kNone;
+  void place(std::uint32_t k, Event e) noexcept {
+    std::size_t i = leaves_ + k;
+    tree_[i] = e;
+    for (; i > 1; i >>= 1) {
+      e = std::min(e, tree_[i ^ 1]);
+      tree_[i >> 1] = e;
+    }
+  }
+  Event others_of(std::uint32_t k) const noexcept {
+    Event e = kNone;
+    for (std::size_t i = leaves_ + k; i > 1; i >>= 1) e = std::min(e, tree_[i ^ 1]);
+    return e;
+  }
   struct Range {
     const float* begin;
     std::size_t size, base;
@@ -250,9 +281,8 @@ class Simulator {
   // sampled update's exact figures); --conflicts' sampled coordinates, a bit each
   // by index_of.
   std::vector<StalenessProbe> probes_;
-  std::vector<std::uint64_t> sample_bits_;
   bool in_sample(std::size_t index) const noexcept {
-    return (sample_bits_[index >> 6] >> (index & 63)) & 1;
+    return (s_.lines[index / kLineFloats].sampled >> (index % kLineFloats)) & 1;
   }
   // Under striped: each stripe's holder (worker + 1; 0: free) and the workers parked
   // until it lets go.
@@ -263,7 +293,6 @@ class Simulator {
   bool take_stripes(std::uint32_t k, const Batch& b);
   // Lets worker k's stripes go at time t: those parked on them act a tick later.
   void release_stripes(std::uint32_t k, double t);
-  void sift_up(std::size_t i) noexcept;
 };
 
 }  // namespace hogwild::detail
