@@ -347,6 +347,7 @@ struct TrainResult {
   struct Simulation {
     double seconds = 0;
     std::uint64_t updates = 0, writes = 0, lost_writes = 0;
+    std::uint64_t moves = 0;  // writes that moved their line from another worker
     double lost_mass = 0;
     // The costs it ran with, in ns by name (idle_ns, example_ns, read_ns, write_ns,
     // coherence_ns), and the workers' speed factors (modes/simulated/simulator.hpp).

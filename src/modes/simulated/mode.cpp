@@ -63,6 +63,7 @@ CostModel costs_of(const SimulationFigures& f) {
   m.write_ns = f.write_ns;
   m.coherence_ns = f.coherence_ns;
   m.queue = f.queue;
+  m.private_lines = f.private_lines;
   m.speed.assign(f.speed, f.speed + f.speeds);
   return m;
 }
@@ -94,8 +95,8 @@ class Simulated final : public ModeDef {
                        [](const std::string& t) { return t; })));
     v.push_back(text({"cost-model", Concern::mode,
                       "--mode simulated: a JSON file of the costs in simulated ns (example_ns, idle_ns, "
-                      "read_ns, write_ns, coherence_ns, queue: true or false, speed: one factor a worker); the "
-                      "built-in ones without it", "FILE"},
+                      "read_ns, write_ns, coherence_ns, private_lines, queue: true or false, speed: one factor a worker); "
+                      "the built-in ones without it", "FILE"},
                      [](auto& c) -> auto& { return c.cost_model; }));
     return v;
   }
@@ -131,6 +132,7 @@ class Simulated final : public ModeDef {
                                                a.config.optimizer == Optimizer::adagrad);
     blocks.push_back({"simulation", sizeof(SimulationFigures)});
     blocks.push_back({"simulation_lines", lines * sizeof(Simulator::LineState)});
+    blocks.push_back({"simulation_stores", a.config.workers * sizeof(std::uint32_t)});
   }
 
   std::optional<double> train_epoch(Model& model, const EpochTask& t,
@@ -145,13 +147,15 @@ class Simulated final : public ModeDef {
       f.write_ns = read.write_ns;
       f.coherence_ns = read.coherence_ns;
       f.queue = read.queue;
+      f.private_lines = read.private_lines;
       f.speeds = static_cast<std::uint32_t>(read.speed.size());
       std::copy(read.speed.begin(), read.speed.end(), f.speed);
       f.costs_read = true;
     }
     Simulator sim({model, t.params, c, parse_simulated_access(c.simulate_access), costs_of(f),
                    c.workers, static_cast<unsigned>(mode_option(c, "stripes")), f,
-                   w.arena.array<Simulator::LineState>("simulation_lines")});
+                   w.arena.array<Simulator::LineState>("simulation_lines"),
+                   w.arena.array<std::uint32_t>("simulation_stores")});
     const double loss = sim.epoch(*t.data, t.rows, t.targets, t.step_size, t.epoch, t.stop,
                                   t.progress ? &t.progress->samples : nullptr);
     if (t.progress) {
@@ -168,12 +172,14 @@ class Simulated final : public ModeDef {
     r.simulation.costs = {{"idle_ns", f.idle_ns},   {"example_ns", f.example_ns},
                           {"read_ns", f.read_ns},   {"write_ns", f.write_ns},
                           {"coherence_ns", f.coherence_ns},
+                          {"private_lines", static_cast<double>(f.private_lines)},
                           {"queue", f.queue ? 1.0 : 0.0}};
     r.simulation.speed.assign(f.speed, f.speed + f.speeds);
     r.simulation.seconds = f.seconds;
     r.simulation.updates = f.updates;
     r.simulation.writes = f.writes;
     r.simulation.lost_writes = f.lost_writes;
+    r.simulation.moves = f.moves;
     r.simulation.lost_mass = f.lost_mass;
     // Exact, in the fields the sampling instruments fill (--telemetry, --conflicts).
     r.staleness.every = 1;
@@ -224,6 +230,7 @@ class Simulated final : public ModeDef {
         {"updates", r.simulation.updates},
         {"writes", r.simulation.writes},
         {"lost_writes", r.simulation.lost_writes},
+        {"moves", r.simulation.moves},
         {"lost_mass", r.simulation.lost_mass},
         {"cost_model", costs},
         {"instruments", r.simulation.instruments},

@@ -58,6 +58,12 @@ CostModel read_cost_model(const std::string& path) {
     else if (key == "read_ns") cost(c.read_ns);
     else if (key == "write_ns") cost(c.write_ns);
     else if (key == "coherence_ns") cost(c.coherence_ns);
+    else if (key == "private_lines") {
+      if (!value.is_number_unsigned() || value.get<std::uint64_t>() > UINT32_MAX)
+        throw ConfigError(fmt::format("--cost-model {}: private_lines must be a whole number of cache "
+                                      "lines from 0 to {}, not {}", path, UINT32_MAX, value.dump()));
+      c.private_lines = value.get<std::uint64_t>();
+    }
     else if (key == "queue") {
       if (!value.is_boolean())
         throw ConfigError(fmt::format("--cost-model {}: queue must be true or false, not {}", path,
@@ -80,7 +86,8 @@ CostModel read_cost_model(const std::string& path) {
       }
     } else if (key != "machine" && key != "note") {
       throw ConfigError(fmt::format("--cost-model {}: unknown key {} (example_ns, idle_ns, "
-                                    "read_ns, write_ns, coherence_ns, queue, speed, machine, note)", path, key));
+                                    "read_ns, write_ns, coherence_ns, private_lines, queue, speed, machine, "
+                                    "note)", path, key));
     }
   }
   return c;
@@ -120,7 +127,8 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
   }
   std::sort(ranges_.begin(), ranges_.end(),
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  HOGWILD_ENFORCE_LE(total / kLineFloats, s_.lines.size());  // the arena's block, sized by lines()
+  HOGWILD_ENFORCE_LE(total / kLineFloats, s_.lines.size());
+  HOGWILD_ENFORCE_LE(workers_.size(), s_.stores.size());  // the arena's block, sized by lines()
   // A step writes each coordinate at most a few times (a weight and its L2, the
   // optimiser's state): twice the model's coordinates is room for any.
   log_.capacity = 2 * total + 64;

@@ -10,7 +10,8 @@
 //      and its fixed cost;
 //   3. write, one coordinate at a time: a load, and a store of the loaded value
 //      plus the logged change a write's cost later (more when the coordinate's
-//      cache line was last written by another worker).
+//      cache line was last written by another worker and is still in its cache:
+//      CostModel::private_lines).
 // Events are taken in order of simulated time (ties by worker): another worker's
 // store that lands between a coordinate's load and its store is overwritten, a
 // lost update, exactly as on hardware. Under --simulate-access atomic a write is
@@ -59,6 +60,11 @@ struct CostModel {
   double read_ns = 0;       // per coordinate read
   double write_ns = 0;      // per coordinate written: its load-add-store
   double coherence_ns = 0;  // added to a write whose cache line another worker wrote last
+  // How many of its latest writes a worker's private cache holds: a line another
+  // worker wrote more than this many of its own writes ago has left that worker's
+  // cache, and writing it costs no move (a miss to the shared cache, as serial's).
+  // 0 (the built-in): every line stays, however long ago it was written.
+  std::uint64_t private_lines = 0;
   // true: a line moves to one writer at a time, so a write that moves it waits until
   // the line's previous move is done (a queue a contended line). false (the
   // built-in, which the calibration fitted): every move at once, however many
@@ -91,10 +97,12 @@ struct SimulationFigures {
   bool costs_read = false;
   double idle_ns = 0, example_ns = 0, read_ns = 0, write_ns = 0, coherence_ns = 0;
   bool queue = false;
+  std::uint64_t private_lines = 0;
   std::uint32_t speeds = 0;
   double speed[kSpeeds] = {};
   double seconds = 0;  // simulated time, all epochs
   std::uint64_t updates = 0, writes = 0, lost_writes = 0, examples = 0;
+  std::uint64_t moves = 0;  // writes that paid coherence_ns (a line another worker wrote)
   double lost_mass = 0;  // sum of |the changes overwritten|
   std::uint64_t lag_max = 0, overlap_max = 0;
   double lag_sum = 0, overlap_sum = 0;
@@ -117,12 +125,14 @@ extern std::vector<std::uint32_t>* simulated_reads;
 
 class Simulator {
  public:
-  // A cache line: its last writer (worker + 1; 0: none yet), and which of its
+  // A cache line: its last writer (worker + 1; 0: none yet), which of its
   // coordinates --conflicts' sample holds (bit j: the line's j-th), side by side so
-  // that a write finds both in one fetch.
+  // that a write finds both in one fetch, and the writer's count of writes at that
+  // write (for CostModel::private_lines).
   struct LineState {
     std::uint16_t owner;
     std::uint16_t sampled;
+    std::uint32_t stamp;
   };
   struct Setup {
     Model& model;
@@ -136,6 +146,7 @@ class Simulator {
     // state, lines() of them.
     SimulationFigures& figures;
     std::span<LineState> lines;
+    std::span<std::uint32_t> stores;  // each worker's writes so far, workers of them
   };
   static constexpr std::size_t kLineFloats = 16;  // 64-byte cache lines
   // The cache lines the simulator tracks for a model of these tensors: each tensor,
@@ -215,15 +226,22 @@ class Simulator {
   // that lands while this one waits for the line is lost, as on hardware.
   double write_done(std::uint32_t k, std::size_t index, double t) noexcept {
     const std::size_t line = index / kLineFloats;
-    std::uint16_t& owner = s_.lines[line].owner;
+    LineState& l = s_.lines[line];
     const double speed = workers_[k].speed;
-    if (owner == 0 || owner == k + 1) {
-      owner = static_cast<std::uint16_t>(k + 1);
+    const std::uint32_t owner = l.owner;
+    l.owner = static_cast<std::uint16_t>(k + 1);
+    bool left = false;  // the line has left its last writer's cache
+    if (s_.costs.private_lines != 0) {
+      // (Counts wrap at 2^32: a difference of unsigned counts is right across the wrap.)
+      left = owner != 0 && s_.stores[owner - 1] - l.stamp >= s_.costs.private_lines;
+      l.stamp = ++s_.stores[k];
+    }
+    if (owner == 0 || owner == k + 1 || left) {
       const double done = t + s_.costs.write_ns * speed;
       if (s_.costs.queue) line_free_[line] = std::max(line_free_[line], done);
       return done;
     }
-    owner = static_cast<std::uint16_t>(k + 1);
+    ++s_.figures.moves;
     const double start = s_.costs.queue ? std::max(t, line_free_[line]) : t;
     const double done = start + (s_.costs.write_ns + s_.costs.coherence_ns) * speed;
     if (s_.costs.queue) line_free_[line] = done;
