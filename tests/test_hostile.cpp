@@ -59,7 +59,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("costs.json"), "{\"write_ns\": -1}");
   test::write_text(dir.file("cut.json"), "{\"write_ns\": 3,");
   test::write_text(dir.file("queue.json"), "{\"queue\": \"yes\"}");
-  test::write_text(dir.file("private.json"), "{\"private_lines\": 2.5}");
+  test::write_text(dir.file("recent.json"), "{\"recent_writes\": 2.5}");
   std::filesystem::create_directory(dir.file("a_folder"));
   // Two 2x2 IDX images and their labels (big-endian headers).
   test::write_text(dir.file("img.idx"), std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x02"
@@ -226,9 +226,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a simulated cost model whose queue is not true or false",
        "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/queue.json", 2,
        "queue.json: queue must be true or false, not \"yes\""},
-      {"a simulated cost model whose private cache is not a whole number of lines",
-       "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/private.json", 2,
-       "private.json: private_lines must be a whole number of cache lines from 0 to 4294967295, not 2.5"},
+      {"a simulated cost model whose recent writes are not a whole number",
+       "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/recent.json", 2,
+       "recent.json: recent_writes must be a whole number of writes from 0 to 4294967295, not 2.5"},
       {"an access the simulator does not have", "{T} --train {train} --mode simulated --simulate-access stripy",
        2, "choose hogwild, atomic, lock or striped"},
       {"stripes for a simulated access that has none",

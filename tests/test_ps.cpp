@@ -275,7 +275,10 @@ TEST_CASE("2 nodes x 2 replicas through 2 servers a node: every node ends with t
             const ParamSet& mine = client.params();
             for (std::size_t k = g; k < kW; k += kAll) mine[0].grad[k] += static_cast<float>(g + 1);
             for (std::size_t k = 0; k < kB; ++k) mine[1].grad[k] += 1;
-            if (g == 0) usleep(2000);  // a slow replica: the bound holds the others back
+            // A slow replica: the bound holds the others back. 5 ms a push, so that node
+            // 1's replicas get ahead of it even on a loaded machine (2 ms was not always
+            // enough: a CI run with a build beside it saw them never ahead).
+            if (g == 0) usleep(5000);
             if (!client.after_batch(none, 0.1f)) return 30;
             const std::uint64_t least = slowest();
             if (least <= p + 1) gap[g] = std::max(gap[g], p + 1 - least);

@@ -278,17 +278,17 @@ TEST_CASE("a contended line moves to one writer at a time (the cost model's queu
   CHECK(hogwild::train(c, train, &test).simulation.seconds == one);
 }
 
-TEST_CASE("a line another worker wrote many of its writes ago costs no move (private_lines)") {
-  // With coherence_ns 0 a move costs nothing, so every count of private lines runs
+TEST_CASE("a line another worker wrote many of its writes ago costs no move (recent_writes)") {
+  // With coherence_ns 0 a move costs nothing, so every count of recent writes runs
   // the same schedule, and the moves it counts can only grow with the count: the
-  // lines the other worker wrote within its last N writes, N = 1, 16, all. A count
-  // beyond every worker's writes is every line kept (0).
+  // lines the other worker has written fewer than N writes ago, N = 1, 16, all. A
+  // count beyond every worker's writes is every move (0).
   test::TempDir dir;
   auto [train, test] = test::generated_problem(2000, 400, 64, 5, 0.05, 8);  // 64 features: 4 lines
-  const auto run = [&, &train = train, &test = test](const std::string& lines, const std::string& ns,
+  const auto run = [&, &train = train, &test = test](const std::string& recent, const std::string& ns,
                                                      unsigned workers) {
     write(dir.file("c.json"), R"({"example_ns": 1, "idle_ns": 1, "read_ns": 1, "write_ns": 1,
-                                 "coherence_ns": )" + ns + R"(, "private_lines": )" + lines + "}");
+                                 "coherence_ns": )" + ns + R"(, "recent_writes": )" + recent + "}");
     TrainConfig c = simulated(workers);
     c.cost_model = dir.file("c.json");
     return hogwild::train(c, train, &test);
@@ -301,6 +301,7 @@ TEST_CASE("a line another worker wrote many of its writes ago costs no move (pri
   CHECK(one.simulation.moves < some.simulation.moves);
   CHECK(some.simulation.moves < kept.simulation.moves);
   CHECK(all.simulation.moves == kept.simulation.moves);
+  CHECK(run("16.0", "0", 2).simulation.moves == some.simulation.moves);  // (as a summary writes it)
   // With a cost the moves it no longer counts are time saved: the line's other
   // writes run a write's cost, as one worker's.
   const auto costly = run("0", "100", 2), cheap = run("1", "100", 2);
@@ -311,7 +312,7 @@ TEST_CASE("a line another worker wrote many of its writes ago costs no move (pri
   CHECK(run("0", "100", 1).simulation.moves == 0);
   // The count is in the summary.
   CHECK(nlohmann::json::parse(summary_json(simulated(2), one, "train", "test"))["simulation"]["cost_model"]
-            ["private_lines"] == 1.0);
+            ["recent_writes"] == 1.0);
 }
 
 TEST_CASE("a cost model's file is checked like any input; the instruments it replaces are refused") {
@@ -333,10 +334,11 @@ TEST_CASE("a cost model's file is checked like any input; the instruments it rep
   refused(R"({"speed": 2})", "speed must be an array");
   refused(R"({"write": 3})", "unknown key write");
   refused(R"({"queue": 1})", "queue must be true or false, not 1");
-  refused(R"({"private_lines": -1})", "private_lines must be a whole number of cache lines");
-  refused(R"({"private_lines": 4294967296})",
-          "private_lines must be a whole number of cache lines from 0 to 4294967295, not 4294967296");
-  refused(R"({"private_lines": "64"})", "private_lines must be a whole number");
+  refused(R"({"recent_writes": -1})", "recent_writes must be a whole number of writes");
+  refused(R"({"recent_writes": 4294967296})",
+          "recent_writes must be a whole number of writes from 0 to 4294967295, not 4294967296");
+  refused(R"({"recent_writes": 1.5})", "recent_writes must be a whole number");
+  refused(R"({"recent_writes": "64"})", "recent_writes must be a whole number");
   c.cost_model = dir.file("absent.json");
   CHECK_THROWS_AS(hogwild::train(c, train, &test), IoError);
   c.cost_model.clear();

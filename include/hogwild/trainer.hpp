@@ -349,8 +349,9 @@ struct TrainResult {
     std::uint64_t updates = 0, writes = 0, lost_writes = 0;
     std::uint64_t moves = 0;  // writes that moved their line from another worker
     double lost_mass = 0;
-    // The costs it ran with, in ns by name (idle_ns, example_ns, read_ns, write_ns,
-    // coherence_ns), and the workers' speed factors (modes/simulated/simulator.hpp).
+    // The costs it ran with, by name (idle_ns, example_ns, read_ns, write_ns,
+    // coherence_ns in ns; recent_writes; queue 1 or 0), and the workers' speed
+    // factors (modes/simulated/simulator.hpp).
     std::map<std::string, double> costs;
     std::vector<double> speed;
     // What the sampling instruments would have reported on this schedule, beside

@@ -63,7 +63,7 @@ CostModel costs_of(const SimulationFigures& f) {
   m.write_ns = f.write_ns;
   m.coherence_ns = f.coherence_ns;
   m.queue = f.queue;
-  m.private_lines = f.private_lines;
+  m.recent_writes = f.recent_writes;
   m.speed.assign(f.speed, f.speed + f.speeds);
   return m;
 }
@@ -95,7 +95,7 @@ class Simulated final : public ModeDef {
                        [](const std::string& t) { return t; })));
     v.push_back(text({"cost-model", Concern::mode,
                       "--mode simulated: a JSON file of the costs in simulated ns (example_ns, idle_ns, "
-                      "read_ns, write_ns, coherence_ns, private_lines, queue: true or false, speed: one factor a worker); "
+                      "read_ns, write_ns, coherence_ns, recent_writes, queue: true or false, speed: one factor a worker); "
                       "the built-in ones without it", "FILE"},
                      [](auto& c) -> auto& { return c.cost_model; }));
     return v;
@@ -147,7 +147,7 @@ class Simulated final : public ModeDef {
       f.write_ns = read.write_ns;
       f.coherence_ns = read.coherence_ns;
       f.queue = read.queue;
-      f.private_lines = read.private_lines;
+      f.recent_writes = read.recent_writes;
       f.speeds = static_cast<std::uint32_t>(read.speed.size());
       std::copy(read.speed.begin(), read.speed.end(), f.speed);
       f.costs_read = true;
@@ -172,7 +172,7 @@ class Simulated final : public ModeDef {
     r.simulation.costs = {{"idle_ns", f.idle_ns},   {"example_ns", f.example_ns},
                           {"read_ns", f.read_ns},   {"write_ns", f.write_ns},
                           {"coherence_ns", f.coherence_ns},
-                          {"private_lines", static_cast<double>(f.private_lines)},
+                          {"recent_writes", static_cast<double>(f.recent_writes)},
                           {"queue", f.queue ? 1.0 : 0.0}};
     r.simulation.speed.assign(f.speed, f.speed + f.speeds);
     r.simulation.seconds = f.seconds;

@@ -58,11 +58,13 @@ CostModel read_cost_model(const std::string& path) {
     else if (key == "read_ns") cost(c.read_ns);
     else if (key == "write_ns") cost(c.write_ns);
     else if (key == "coherence_ns") cost(c.coherence_ns);
-    else if (key == "private_lines") {
-      if (!value.is_number_unsigned() || value.get<std::uint64_t>() > UINT32_MAX)
-        throw ConfigError(fmt::format("--cost-model {}: private_lines must be a whole number of cache "
-                                      "lines from 0 to {}, not {}", path, UINT32_MAX, value.dump()));
-      c.private_lines = value.get<std::uint64_t>();
+    else if (key == "recent_writes") {
+      // (A whole number however written: 64, 64.0 or 6.4e1, as a summary writes it.)
+      const double n = value.is_number() ? value.get<double>() : -1;
+      if (!(n >= 0 && n <= UINT32_MAX && n == std::floor(n)))
+        throw ConfigError(fmt::format("--cost-model {}: recent_writes must be a whole number of "
+                                      "writes from 0 to {}, not {}", path, UINT32_MAX, value.dump()));
+      c.recent_writes = static_cast<std::uint64_t>(n);
     }
     else if (key == "queue") {
       if (!value.is_boolean())
@@ -86,7 +88,7 @@ CostModel read_cost_model(const std::string& path) {
       }
     } else if (key != "machine" && key != "note") {
       throw ConfigError(fmt::format("--cost-model {}: unknown key {} (example_ns, idle_ns, "
-                                    "read_ns, write_ns, coherence_ns, private_lines, queue, speed, machine, "
+                                    "read_ns, write_ns, coherence_ns, recent_writes, queue, speed, machine, "
                                     "note)", path, key));
     }
   }
@@ -127,8 +129,11 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
   }
   std::sort(ranges_.begin(), ranges_.end(),
             [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  HOGWILD_ENFORCE_LE(total / kLineFloats, s_.lines.size());
-  HOGWILD_ENFORCE_LE(workers_.size(), s_.stores.size());  // the arena's block, sized by lines()
+  HOGWILD_ENFORCE_LE(total / kLineFloats, s_.lines.size());  // the arena's block, sized by lines()
+  HOGWILD_ENFORCE_LE(workers_.size(), s_.stores.size());
+  if (total > UINT32_MAX)  // (Pending::index)
+    throw ConfigError(fmt::format("--mode simulated: a model of at most {} coordinates, its "
+                                  "optimiser's state included, not {}", UINT32_MAX, total));
   // A step writes each coordinate at most a few times (a weight and its L2, the
   // optimiser's state): twice the model's coordinates is room for any.
   log_.capacity = 2 * total + 64;
@@ -139,7 +144,6 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
     if (s_.config.straggler_worker == static_cast<int>(k))
       workers_[k].speed *= s_.config.straggler_factor;
   }
-  HOGWILD_ENFORCE_LE(total, std::size_t{UINT32_MAX});  // (Pending::index)
   while (leaves_ < workers_.size()) leaves_ *= 2;
   tree_.assign(2 * leaves_, kNone);
   if (s_.costs.queue)  // (an epoch starts after every write landed)

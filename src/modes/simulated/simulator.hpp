@@ -10,8 +10,8 @@
 //      and its fixed cost;
 //   3. write, one coordinate at a time: a load, and a store of the loaded value
 //      plus the logged change a write's cost later (more when the coordinate's
-//      cache line was last written by another worker and is still in its cache:
-//      CostModel::private_lines).
+//      cache line was last written by another worker, and recently: CostModel::
+//      recent_writes).
 // Events are taken in order of simulated time (ties by worker): another worker's
 // store that lands between a coordinate's load and its store is overwritten, a
 // lost update, exactly as on hardware. Under --simulate-access atomic a write is
@@ -60,11 +60,11 @@ struct CostModel {
   double read_ns = 0;       // per coordinate read
   double write_ns = 0;      // per coordinate written: its load-add-store
   double coherence_ns = 0;  // added to a write whose cache line another worker wrote last
-  // How many of its latest writes a worker's private cache holds: a line another
-  // worker wrote more than this many of its own writes ago has left that worker's
-  // cache, and writing it costs no move (a miss to the shared cache, as serial's).
-  // 0 (the built-in): every line stays, however long ago it was written.
-  std::uint64_t private_lines = 0;
+  // N > 0: a write to a line another worker wrote last is a move only while that
+  // worker has made fewer than N writes since (the line is still being written
+  // there); after that it comes from the shared cache at no more than serial's
+  // cost. 0 (the built-in): a move however long ago the other worker wrote it.
+  std::uint64_t recent_writes = 0;
   // true: a line moves to one writer at a time, so a write that moves it waits until
   // the line's previous move is done (a queue a contended line). false (the
   // built-in, which the calibration fitted): every move at once, however many
@@ -77,9 +77,9 @@ struct CostModel {
 // The built-in costs (docs/EXPERIMENTS.md says where they were measured).
 CostModel default_cost_model();
 // A --cost-model file: a JSON object with any of example_ns, idle_ns, read_ns, write_ns,
-// coherence_ns (finite, >= 0), queue (true or false) and speed (an array of numbers
-// > 0), the built-in
-// value for each one left out. ConfigError naming the file and the key for anything
+// coherence_ns (finite, >= 0), recent_writes (a whole number, 0 to 2^32 - 1), queue
+// (true or false) and speed (an array of numbers > 0), the built-in value for each
+// one left out. ConfigError naming the file and the key for anything
 // else; IoError when it cannot be read.
 CostModel read_cost_model(const std::string& path);
 
@@ -97,7 +97,7 @@ struct SimulationFigures {
   bool costs_read = false;
   double idle_ns = 0, example_ns = 0, read_ns = 0, write_ns = 0, coherence_ns = 0;
   bool queue = false;
-  std::uint64_t private_lines = 0;
+  std::uint64_t recent_writes = 0;
   std::uint32_t speeds = 0;
   double speed[kSpeeds] = {};
   double seconds = 0;  // simulated time, all epochs
@@ -128,7 +128,7 @@ class Simulator {
   // A cache line: its last writer (worker + 1; 0: none yet), which of its
   // coordinates --conflicts' sample holds (bit j: the line's j-th), side by side so
   // that a write finds both in one fetch, and the writer's count of writes at that
-  // write (for CostModel::private_lines).
+  // write (for CostModel::recent_writes).
   struct LineState {
     std::uint16_t owner;
     std::uint16_t sampled;
@@ -208,8 +208,8 @@ class Simulator {
     return 0;  // not a tensor's: cannot happen (the steps write only the tensors)
   }
   // One step of worker k (the earliest event) at time t; returns when its next event is.
-  double act(std::uint32_t k, double t);
-  double writes_from(std::uint32_t k, double t);
+  inline double act(std::uint32_t k, double t);
+  inline double writes_from(std::uint32_t k, double t);
   // Whether an event of worker k (the earliest) at time t comes before every other
   // worker's next event (others_, the earliest of them). The order of events: by
   // time to a sixteenth of a nanosecond, ties to the lower worker (a function of the
@@ -230,10 +230,10 @@ class Simulator {
     const double speed = workers_[k].speed;
     const std::uint32_t owner = l.owner;
     l.owner = static_cast<std::uint16_t>(k + 1);
-    bool left = false;  // the line has left its last writer's cache
-    if (s_.costs.private_lines != 0) {
+    bool left = false;  // its last writer has made recent_writes writes since
+    if (s_.costs.recent_writes != 0) {
       // (Counts wrap at 2^32: a difference of unsigned counts is right across the wrap.)
-      left = owner != 0 && s_.stores[owner - 1] - l.stamp >= s_.costs.private_lines;
+      left = owner != 0 && s_.stores[owner - 1] - l.stamp >= s_.costs.recent_writes;
       l.stamp = ++s_.stores[k];
     }
     if (owner == 0 || owner == k + 1 || left) {
