@@ -37,6 +37,7 @@ hogwild_predict gives the final test loss.
     /usr/bin/python3 bench/calibrate_simulator.py --build build --out costs.json [--validate]
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -50,6 +51,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from suite import cpu_name  # noqa: E402  bench/suite.py: the model and its vector units
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+COHERENCE_TOP = 4000.0  # ns: the top of coherence_ns' bisection
 
 
 def train(tool, data, args, tmp, test=None):
@@ -140,7 +142,7 @@ def calibrate(a, tool, data_tool, tmp, beside=lambda rep: None):
         return s["simulation"]["examples_per_second"], s["staleness"]["lag"]["mean"]
 
     def coherence_for(share, recent=0):  # the real 2 workers' examples/s
-        lo, hi = 0.0, 4000.0
+        lo, hi = 0.0, COHERENCE_TOP
         if simulated(share, lo, recent)[0] <= real2:
             return 0.0
         for _ in range(11):
@@ -155,24 +157,31 @@ def calibrate(a, tool, data_tool, tmp, beside=lambda rep: None):
             lo, hi = (mid, hi) if simulated(mid, coherence_for(mid, recent), recent)[1] > real_lag else (lo, mid)
         return (lo + hi) / 2
 
+    @functools.cache
+    def one_wide(share):  # one simulated worker on the wide set (no moves: no coherence)
+        return simulated(share, 0.0, 0, wide_small, 1)[0]
+
+    def wide_up(share, coherence, recent):  # the wide set's simulated speed-up, K = 2 over 1
+        return simulated(share, coherence, recent, wide_small)[0] / one_wide(share)
+
     share = share_for()
     # recent_writes: of 4 to 16384 writes (and 0, every write a move), the one whose
     # coherence_ns, fitted on the RCV1-like set as above, gives the wide set the real
     # two workers' speed-up there. A count whose coherence_ns is at a bound of the
-    # bisection (0, or its top) misses the RCV1-like rate, and is left out.
-    one_wide = simulated(share, 0.0, 0, wide_small, 1)[0]
+    # bisection (0, or within its last step of the top) misses the RCV1-like rate,
+    # and is left out.
     fits = []
     for recent in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 0):
         c = coherence_for(share, recent)
-        if not 0.0 < c < 3999.0:
+        if not 0.0 < c < COHERENCE_TOP - COHERENCE_TOP / 2 ** 11:
             continue
-        up = simulated(share, c, recent, wide_small)[0] / one_wide
+        up = wide_up(share, c, recent)
         fits.append((abs(math.log(up / wide_speedup)), recent, c, up))
     _, recent, coherence, wide_sim = min(fits)
     if recent:  # the split again, with it (the moves it leaves out change the lag)
         share = share_for(recent)
         coherence = coherence_for(share, recent)
-        wide_sim = simulated(share, coherence, recent, wide_small)[0] / simulated(share, 0.0, 0, wide_small, 1)[0]
+        wide_sim = wide_up(share, coherence, recent)
     costs = {"example_ns": round(example * (1 - share), 2), "idle_ns": round(example * share, 2),
              "read_ns": round(per_nnz / 2, 3), "write_ns": round(per_nnz / 2, 3),
              "coherence_ns": round(coherence, 2), "recent_writes": recent}

@@ -317,8 +317,7 @@ inline double Simulator::writes_from(std::uint32_t k, double t) {
     // Fetched while other workers' events run: its next write's coordinate and line
     // (their record was fetched an event ago), and the record of the write after.
     if (w.next + 1 < w.writes.size()) {
-      __builtin_prefetch(w.writes[w.next + 1].p, 1);
-      __builtin_prefetch(&s_.lines[w.writes[w.next + 1].index / kLineFloats], 1);
+      prefetch(w.writes[w.next + 1]);
       __builtin_prefetch(w.writes.data() + w.next + 2);
     }
     return store_at;
@@ -423,11 +422,7 @@ double Simulator::epoch(const Dataset& data, std::span<const std::uint32_t> rows
       // The worker that most likely acts next (the earliest of the others): its
       // write's line and coordinate fetched while this one acts.
       const Worker& n = workers_[others_ & 0xffff];
-      if (n.next < n.writes.size()) {
-        const Pending& x = n.writes[n.next];
-        __builtin_prefetch(&s_.lines[x.index / kLineFloats], 1);
-        __builtin_prefetch(x.p, 1);
-      }
+      if (n.next < n.writes.size()) prefetch(n.writes[n.next]);
     }
     w.at = act(k, w.at);
     place(k, w.phase == Worker::Phase::done || w.phase == Worker::Phase::parked ? kNone

@@ -247,6 +247,11 @@ class Simulator {
     if (s_.costs.queue) line_free_[line] = done;
     return done;
   }
+  // Fetches a pending write's coordinate and its line's state, ahead of its event.
+  void prefetch(const Pending& x) const noexcept {
+    __builtin_prefetch(x.p, 1);
+    __builtin_prefetch(&s_.lines[x.index / kLineFloats], 1);
+  }
   // No earlier than write_done's answer for any owner of the line, and changing
   // nothing: every write taken as a move.
   double write_done_at_most(std::uint32_t k, std::size_t index, double t) const noexcept {
@@ -297,7 +302,7 @@ class Simulator {
   bool lock_held_ = false;
   // --telemetry's sampling, a probe a worker (its `due`, and its record of a
   // sampled update's exact figures); --conflicts' sampled coordinates, a bit each
-  // by index_of.
+  // in their line's state (LineState::sampled).
   std::vector<StalenessProbe> probes_;
   bool in_sample(std::size_t index) const noexcept {
     return (s_.lines[index / kLineFloats].sampled >> (index % kLineFloats)) & 1;
