@@ -315,6 +315,36 @@ TEST_CASE("a line another worker wrote many of its writes ago costs no move (rec
             ["recent_writes"] == 1.0);
 }
 
+TEST_CASE("a summary's cost model is a cost-model file: the same run again, bit for bit") {
+  // Every key set away from the built-in, the queue and recent_writes included: the
+  // block the summary writes, saved as a file, runs the same schedule.
+  test::TempDir dir;
+  auto [train, test] = test::generated_problem(1500, 200, 64, 5, 0.05, 8);
+  write(dir.file("costs.json"), R"({"example_ns": 3, "idle_ns": 40, "read_ns": 2, "write_ns": 1.5,
+                                   "coherence_ns": 25, "recent_writes": 8, "queue": true,
+                                   "speed": [1, 1.5], "machine": "a test"})");
+  TrainConfig c = simulated(3);
+  c.cost_model = dir.file("costs.json");
+  const auto first = hogwild::train(c, train, &test);
+  const auto block = nlohmann::json::parse(summary_json(c, first, "train", "test"))["simulation"]["cost_model"];
+  CHECK(block["queue"] == true);
+  CHECK(block["recent_writes"] == 8);
+  CHECK(block["source"] == c.cost_model);
+  write(dir.file("again.json"), block.dump());
+  c.cost_model = dir.file("again.json");
+  const auto again = hogwild::train(c, train, &test);
+  CHECK(again.weights_sha256 == first.weights_sha256);
+  CHECK(again.simulation.seconds == first.simulation.seconds);
+  CHECK(again.simulation.moves == first.simulation.moves);
+  CHECK(again.simulation.lost_writes == first.simulation.lost_writes);
+  // (A different schedule would show: the queue off moves the clock.)
+  auto off = block;
+  off["queue"] = false;
+  write(dir.file("off.json"), off.dump());
+  c.cost_model = dir.file("off.json");
+  CHECK(hogwild::train(c, train, &test).simulation.seconds != first.simulation.seconds);
+}
+
 TEST_CASE("a cost model's file is checked like any input; the instruments it replaces are refused") {
   test::TempDir dir;
   auto [train, test] = test::generated_problem(500, 100, 50, 5, 0.05, 8);

@@ -220,7 +220,11 @@ class Simulated final : public ModeDef {
       j["mode_options"].erase("stripes");
       if (j["mode_options"].empty()) j.erase("mode_options");
     }
+    // As a --cost-model file writes them (the block is one: read_cost_model takes
+    // it back, its source as free text): queue true or false, a whole count.
     nlohmann::json costs(r.simulation.costs);
+    costs["queue"] = costs.value("queue", 0.0) != 0.0;
+    costs["recent_writes"] = static_cast<std::uint64_t>(costs.value("recent_writes", 0.0));
     costs["source"] = cost_source(c);
     costs["speed"] = r.simulation.speed;
     j["simulation"] = {

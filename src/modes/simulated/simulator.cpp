@@ -86,10 +86,10 @@ CostModel read_cost_model(const std::string& path) {
                                         path, i, f.dump()));
         c.speed.push_back(f.get<double>());
       }
-    } else if (key != "machine" && key != "note") {
+    } else if (key != "machine" && key != "note" && key != "source") {  // (free text)
       throw ConfigError(fmt::format("--cost-model {}: unknown key {} (example_ns, idle_ns, "
                                     "read_ns, write_ns, coherence_ns, recent_writes, queue, speed, machine, "
-                                    "note)", path, key));
+                                    "note, source)", path, key));
     }
   }
   return c;

@@ -79,8 +79,9 @@ CostModel default_cost_model();
 // A --cost-model file: a JSON object with any of example_ns, idle_ns, read_ns, write_ns,
 // coherence_ns (finite, >= 0), recent_writes (a whole number, 0 to 2^32 - 1), queue
 // (true or false) and speed (an array of numbers > 0), the built-in value for each
-// one left out. ConfigError naming the file and the key for anything
-// else; IoError when it cannot be read.
+// one left out, and machine, note and source as free text (a summary's
+// simulation.cost_model is such a file). ConfigError naming the file and the key
+// for anything else; IoError when it cannot be read.
 CostModel read_cost_model(const std::string& path);
 
 enum class SimulatedAccess : std::uint8_t { hogwild, atomic, lock, striped };
