@@ -10,7 +10,10 @@ speed-up to the target loss against one simulated worker (hogwild), the examples
 to the target f* + 0.1 (f0 - f*) for each access (statistical efficiency), the exact lag's p99 and the
 lost mass per update (hogwild).
 
-    bench/simulated_study.py --build build --out /tmp/study [--quick]
+With --cost-model FILE (bench/calibrate_simulator.py's output) every simulated run
+uses those costs instead of the built-in ones.
+
+    bench/simulated_study.py --build build --out /tmp/study [--quick] [--cost-model FILE]
 """
 import argparse
 import json
@@ -77,14 +80,21 @@ def main():
     ap.add_argument("--shared-data", default=os.path.join(here, "..", "..", "shared", "data"))
     ap.add_argument("--quick", action="store_true", help="K up to 64, 2 seeds, smaller sets")
     ap.add_argument("--eps", type=float, default=0.1, help="the target: f* + eps (f0 - f*)")
+    ap.add_argument("--cost-model", help="a --cost-model file for every run (default: the built-in costs)")
     a = ap.parse_args()
     workers = "1,4,16,64" if a.quick else "1,4,16,64,256"
     seeds = 2 if a.quick else 3
     a.rcv_rows = 10000 if a.quick else 40000
     a.users, a.ratings = (1000, 50000) if a.quick else (2000, 100000)  # 50 ratings a user
     tools = {t: os.path.join(a.build, "src", f"hogwild_{t}") for t in ("data", "train", "sweep", "plot")}
+    if a.cost_model:
+        a.cost_model = os.path.abspath(a.cost_model)
+        with open(a.cost_model) as f:
+            costs = f"the cost model {a.cost_model}: {json.load(f)}"
+    else:
+        costs = "the built-in cost model"
     print(f"# simulated studies on {cpu_name()}, {os.cpu_count()} cores; K = {workers}, "
-          f"{seeds} seeds, access {', '.join(ACCESSES)}; the built-in cost model")
+          f"{seeds} seeds, access {', '.join(ACCESSES)}; {costs}")
     for name, d in prepare(a, tools).items():
         st = stats(tools, d)
         folder = os.path.join(a.out, f"{d['model']}-{name.split()[0].lower()}")
@@ -95,6 +105,8 @@ def main():
                "--out", folder]
         for k, v in d["extra"].items():
             cmd += ["--train-option", f"{k}={v}"]
+        if a.cost_model:
+            cmd += ["--cost-model", a.cost_model]
         run(cmd, stdout=subprocess.DEVNULL)
         run([tools["plot"], folder], stdout=subprocess.DEVNULL)
         with open(os.path.join(folder, "results.json")) as f:

@@ -25,7 +25,10 @@ lock, striped; "simulated-striped-N" and "striped-N" run N stripes, where
 --train-option would give --stripes to every run, the serial reference included,
 which refuses it), so that one sweep sets the accesses side by side (--mode
 simulated,simulated-atomic,simulated-lock); each is measured against one simulated
-worker of its own (K = 1: serial's weights, on the simulated clock).
+worker of its own (K = 1: serial's weights, on the simulated clock). --cost-model
+FILE gives the simulated runs a cost model (bench/calibrate_simulator.py's output);
+the real runs and the serial reference take none, so --train-option cost-model=FILE
+is refused.
 
 A mode "hogwild" is plain Hogwild! (--layout plain: every update to the shared
 weights, what the simulator models); "hogwild-auto", "hogwild-replicas" and
@@ -360,14 +363,17 @@ def main():
                    help="pass --conflicts to the runs of modes hogwild, atomic, lock and serial")
     p.add_argument("--train-option", action="append", default=[], metavar="OPTION=VALUE",
                    help="another hogwild_train option for every run (--train-option lr-decay=0.9)")
+    p.add_argument("--cost-model", default="", metavar="FILE",
+                   help="a cost-model file for the simulated runs (docs/EXPERIMENTS.md)")
     p.add_argument("--out", required=True)
     p.add_argument("--hogwild-train", default="", help="default: next to this script, or on PATH")
     p.add_argument("--shuffle-seed", type=int, default=1)
     args = p.parse_args()
     args.hogwild_train = find_train(args.hogwild_train)
-    for f in (args.train, args.test):
+    for f in (args.train, args.test) + ((args.cost_model,) if args.cost_model else ()):
         if not os.path.exists(f):
             fail(f"no such file: {f}")
+    args.cost_model = os.path.abspath(args.cost_model) if args.cost_model else ""
     models = parse_list(args.model, str, "model")
     workers = parse_list(args.workers, int, "workers")
     modes = parse_list(args.mode, str, "mode")
@@ -384,6 +390,9 @@ def main():
         if not sep or not k:
             fail(f"--train-option expects OPTION=VALUE, got '{o}'")
         args.extra_opts[k.lstrip("-")] = v
+    if "cost-model" in args.extra_opts:
+        fail("--train-option cost-model=FILE would give it to the real runs and the serial "
+             "reference, which refuse it: use --cost-model FILE (the simulated runs only)")
     args.extra = sorted(args.extra_opts.items())
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     spec = {k: v for k, v in vars(args).items() if k not in ("extra_opts", "extra")}
@@ -423,6 +432,8 @@ def main():
                     lr=c["lr"], seed=c["seed"], epochs=args.epochs)
         if access:
             opts["simulate-access"] = access
+        if args.cost_model and mode == "simulated":
+            opts["cost-model"] = args.cost_model
         if stripes_of(c["mode"]) is not None:
             opts["stripes"] = stripes_of(c["mode"])
         if layout_of(c["mode"]) is not None and "layout" not in args.extra_opts:

@@ -182,6 +182,30 @@ try:
                         f"{tmp}/bad", "--hogwild-train", train], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     check(r.returncode == 2 and "no such file" in r.stdout, "a missing data file: exit 2")
+    # A cost model for the simulated runs alone: the serial reference and a real run
+    # beside them take none.
+    with open(f"{tmp}/costs.json", "w") as f:
+        json.dump({"example_ns": 50, "idle_ns": 100, "read_ns": 3, "write_ns": 3, "coherence_ns": 20,
+                   "recent_writes": 64}, f)
+    costed = f"{tmp}/costed"
+    r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
+                                  "--out", costed, "--hogwild-train", train, "--mode", "hogwild,simulated",
+                                  "--workers", "2", "--seeds", "1", "--epochs", "1",
+                                  "--cost-model", f"{tmp}/costs.json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(r.returncode == 0, "a sweep with --cost-model exits 0" + ("" if r.returncode == 0 else ": " + r.stdout))
+    sims = [json.load(open(os.path.join(costed, "runs", d, "summary.json")))
+            for d in os.listdir(os.path.join(costed, "runs")) if "-simulated-" in d] \
+        if os.path.isdir(os.path.join(costed, "runs")) else []
+    check(len(sims) == 1 and sims[0]["simulation"]["cost_model"]["source"] == f"{tmp}/costs.json"
+          and sims[0]["simulation"]["cost_model"]["coherence_ns"] == 20,
+          "the simulated run ran with the sweep's --cost-model")
+    for args, says in ((["--cost-model", f"{tmp}/nothing.json"], "no such file"),
+                       (["--train-option", "cost-model=x.json"], "use --cost-model FILE")):
+        r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
+                                      "--out", f"{tmp}/bad", "--hogwild-train", train] + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        check(r.returncode == 2 and says in r.stdout, f"{' '.join(args)}: exit 2, '{says}'")
     # Options that hogwild_train refuses: the sweep stops at the first such run, with its message.
     for args, says in ((["--mode", "hogwild,bogus", "--workers", "2"],
                         "hogwild_sweep: error: hogwild_train refused logistic-bogus-w2-lr0.5-s1: "
