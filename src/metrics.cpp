@@ -9,6 +9,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +24,37 @@
 namespace hogwild {
 
 namespace {
+
+// The machine a run ran on, for its summary and the figures made from it: the CPU's
+// model, the vector units the kernels choose between (an Intel with AMX and an AMD
+// without take different ones), and the cores. bench/suite.py's cpu_name() writes
+// the same.
+std::string machine_name() {
+  std::string model = "unknown CPU";
+  std::set<std::string> flags;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const auto value = [&] {
+      const auto b = line.find_first_not_of(" \t", colon + 1);
+      return b == std::string::npos ? std::string() : line.substr(b);
+    };
+    if (line.rfind("model name", 0) == 0 && model == "unknown CPU") {
+      model = value();
+    } else if (line.rfind("flags", 0) == 0 && flags.empty()) {
+      std::istringstream words(value());
+      for (std::string w; words >> w;) flags.insert(w);
+    }
+  }
+  std::string units;
+  for (const auto& [unit, flag] : {std::pair{"AVX-512", "avx512f"}, {"AVX-512 BF16", "avx512_bf16"},
+                                   {"AMX-BF16", "amx_bf16"}})
+    if (flags.count(flag)) units += (units.empty() ? "" : ", ") + std::string(unit);
+  return fmt::format("{} ({}), {} cores", model, units.empty() ? "no AVX-512" : units,
+                     std::thread::hardware_concurrency());
+}
+
 
 // JSON has no NaN: metrics that do not apply are null.
 nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
@@ -206,6 +241,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
                       : r.signal == SIGTERM ? nlohmann::json("SIGTERM")
                                             : nlohmann::json()},
       {"checkpoint", c.checkpoint.empty() ? nlohmann::json() : nlohmann::json(c.checkpoint)},
+      {"machine", machine_name()},
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
   if (!r.weights_sha256.empty()) j["weights_sha256"] = r.weights_sha256;

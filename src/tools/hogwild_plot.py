@@ -11,7 +11,9 @@ workers; staleness CDFs per worker count (runs with --telemetry); lost-update ma
 per sampled coordinate (runs with --conflicts); the step-size stability map (final
 loss over step size x workers, divergence marked); and the Hogwild! paper's
 Fig. 2-style table in markdown (plots/table.md). Each figure takes, per mode and
-worker count, the step size that reached the target fastest.
+worker count, the step size that reached the target fastest. Under every figure:
+the machine its runs ran on (the summaries' `machine`), and for simulated runs the
+cost model their clock ran on.
 """
 import argparse
 import errno
@@ -23,6 +25,7 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.fonttype"] = "none"  # an SVG's words as text, not outlines
 import matplotlib.pyplot as plt  # noqa: E402
 
 MODE_ORDER = ["serial", "hogwild", "atomic", "lock", "ddp", "dp"]
@@ -39,7 +42,24 @@ def legend(ax, **kw):
         ax.legend(**kw)
 
 
+CAPTION = ""  # under every figure: where its runs ran (caption())
+
+
+def caption(summaries):
+    """The machines the runs ran on, and the cost models of the simulated ones."""
+    machines = sorted({s["machine"] for s in summaries if s.get("machine")})
+    costs = sorted({os.path.basename(c["source"]) if os.path.isabs(c["source"]) else c["source"]
+                    for s in summaries
+                    for c in [(s.get("simulation") or {}).get("cost_model") or {}] if c.get("source")})
+    text = "ran on " + ("; ".join(machines) if machines else "a machine its summaries do not name")
+    if costs:
+        text += "; simulated runs on the cost model " + "; ".join(costs)
+    return text
+
+
 def save(fig, out, name, made):
+    if CAPTION:
+        fig.text(0.5, 0, CAPTION, ha="center", va="top", fontsize=8, color="0.3")
     for ext in ("png", "svg"):
         path = os.path.join(out, f"{name}.{ext}")
         fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -92,6 +112,17 @@ class Study:
 
     def workers_of(self, model, mode):
         return sorted({r["workers"] for r in self.rows if (r["model"], r["mode"]) == (model, mode)})
+
+    def summaries(self):
+        """Every run's summary (a run that diverged has none)."""
+        out = []
+        runs = os.path.join(self.folder, "runs")
+        for d in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+            path = os.path.join(runs, d, "summary.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    out.append(json.load(f))
+        return out
 
     def runs(self, row):
         out = []
@@ -355,11 +386,15 @@ def main():
     out = a.out or os.path.join(a.folder, "plots")
     os.makedirs(out, exist_ok=True)
     made = []
+    global CAPTION
     if os.path.exists(os.path.join(a.folder, "results.json")):
         st = Study(a.folder)
+        CAPTION = caption(st.summaries())
         for figure in (speedup, suboptimality, efficiency, staleness, lost_mass, stability, fig2_table):
             figure(st, out, made)
     elif os.path.exists(os.path.join(a.folder, "summary.json")):
+        with open(os.path.join(a.folder, "summary.json")) as f:
+            CAPTION = caption([json.load(f)])
         plot_run(a.folder, out, made)
     else:
         fail(f"{a.folder} holds neither a sweep (results.json) nor a run (summary.json)")

@@ -160,6 +160,14 @@ try:
         check(ok and size[0] >= w and size[1] >= h and size[0] < 5000 and size[1] < 3000,
               f"{name}.png is a PNG of {size[0]}x{size[1]} (at least {w}x{h})")
         check(os.path.exists(os.path.join(out, "plots", name + ".svg")), f"{name}.svg")
+    # Every figure names the machine its runs ran on, and the simulated runs' cost model.
+    machine = json.load(open(os.path.join(runs, sorted(stamps)[0], "summary.json"))).get("machine", "")
+    check(machine.endswith(" cores") and "(" in machine, f"a summary names its machine: {machine!r}")
+    for name in expected:
+        with open(os.path.join(out, "plots", name + ".svg")) as f:
+            svg = f.read()
+        check(f"ran on {machine}; simulated runs on the cost model built-in" in svg,
+              f"{name}.svg names the machine and the cost model")
     with open(os.path.join(out, "plots", "table.md")) as f:
         fig2 = f.read()
     check("| logistic | lock | 2 |" in fig2, "the Fig. 2-style table")
