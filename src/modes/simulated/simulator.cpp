@@ -145,6 +145,7 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
       workers_[k].speed *= s_.config.straggler_factor;
   }
   while (leaves_ < workers_.size()) leaves_ *= 2;
+  if (leaves_ > 1) top_shift_ = static_cast<unsigned>(std::countr_zero(leaves_)) - 1;
   tree_.assign(2 * leaves_, kNone);
   if (s_.costs.queue)  // (an epoch starts after every write landed)
     line_free_.assign(total / kLineFloats, 0.0);
@@ -179,7 +180,8 @@ void Simulator::release_stripes(std::uint32_t k, double t) {
       w.at = t + 1 / kTicks;
       const Event e = event(w.at, waiter);
       place(waiter, e);
-      others_ = std::min(others_, e);
+      near_ = std::min(near_, e);  // (still no earlier than others_)
+      if (others_known_) others_ = std::min(others_, e);
     }
     stripe_waiters_[s].clear();
   }
@@ -417,11 +419,12 @@ double Simulator::epoch(const Dataset& data, std::span<const std::uint32_t> rows
     const auto k = static_cast<std::uint32_t>(tree_[1] & 0xffff);
     Worker& w = workers_[k];
     now = w.at;
-    others_ = others_of(k);
-    if (others_ != kNone) {
-      // The worker that most likely acts next (the earliest of the others): its
-      // write's line and coordinate fetched while this one acts.
-      const Worker& n = workers_[others_ & 0xffff];
+    others_known_ = false;
+    near_ = leaves_ > 1 ? tree_[((leaves_ + k) >> top_shift_) ^ 1] : kNone;
+    if (near_ != kNone) {
+      // A worker that may act next (the earliest of the other half): its write's
+      // line and coordinate fetched while this one acts.
+      const Worker& n = workers_[near_ & 0xffff];
       if (n.next < n.writes.size()) prefetch(n.writes[n.next]);
     }
     w.at = act(k, w.at);

@@ -209,13 +209,24 @@ class Simulator {
     return 0;  // not a tensor's: cannot happen (the steps write only the tensors)
   }
   // One step of worker k (the earliest event) at time t; returns when its next event is.
-  inline double act(std::uint32_t k, double t);
-  inline double writes_from(std::uint32_t k, double t);
+  // (Inlined into the event loop: taken together they are an event.)
+  [[gnu::always_inline]] inline double act(std::uint32_t k, double t);
+  [[gnu::always_inline]] inline double writes_from(std::uint32_t k, double t);
   // Whether an event of worker k (the earliest) at time t comes before every other
   // worker's next event (others_, the earliest of them). The order of events: by
   // time to a sixteenth of a nanosecond, ties to the lower worker (a function of the
-  // seed).
-  bool first(double t, std::uint32_t k) const { return event(t, k) < others_; }
+  // seed). With many workers the answer is mostly no, and the earliest event of the
+  // tree's other half (near_, no earlier than others_) gives it; others_ is found
+  // (others_of) only for an event before that one.
+  bool first(double t, std::uint32_t k) noexcept {
+    const Event e = event(t, k);
+    if (e >= near_) return false;
+    if (!others_known_) {
+      others_ = others_of(k);
+      others_known_ = true;
+    }
+    return e < others_;
+  }
   double start_update(std::uint32_t k, double t);
   double finish_update(std::uint32_t k, double t);
   // When a write of worker k to coordinate `index` whose load is at t lands: a
@@ -268,10 +279,14 @@ class Simulator {
   // children, the earliest event at tree_[1]. A worker's new event climbs its path
   // comparing with the siblings only: log2 K steps with no branch on the data, where
   // a heap's sift branches twice a level. others_: while worker k acts, the earliest
-  // of the other workers' events (the siblings on its path).
+  // of the other workers' events (the siblings on its path), once others_known_;
+  // near_: the earliest event of the half of the tree k is not in (tree_[2] or
+  // tree_[3]; kNone with one leaf), one load an event.
   std::vector<Event> tree_;
   std::size_t leaves_ = 1;
-  Event others_ = kNone;
+  unsigned top_shift_ = 0;  // leaf >> top_shift_: its half's node, 2 or 3 (log2 leaves_ - 1)
+  Event others_ = kNone, near_ = kNone;
+  bool others_known_ = false;
   void place(std::uint32_t k, Event e) noexcept {
     std::size_t i = leaves_ + k;
     tree_[i] = e;
