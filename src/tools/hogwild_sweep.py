@@ -390,6 +390,9 @@ def main():
         if not sep or not k:
             fail(f"--train-option expects OPTION=VALUE, got '{o}'")
         args.extra_opts[k.lstrip("-")] = v
+    if args.cost_model and not any(run_mode(m)[0] == "simulated" for m in modes):
+        fail(f"--cost-model is for simulated runs, and --mode {args.mode} has none "
+             "(simulated, simulated-ACCESS)")
     if "cost-model" in args.extra_opts:
         fail("--train-option cost-model=FILE would give it to the real runs and the serial "
              "reference, which refuse it: use --cost-model FILE (the simulated runs only)")

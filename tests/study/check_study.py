@@ -209,6 +209,8 @@ try:
           and sims[0]["simulation"]["cost_model"]["coherence_ns"] == 20,
           "the simulated run ran with the sweep's --cost-model")
     for args, says in ((["--cost-model", f"{tmp}/nothing.json"], "no such file"),
+                       (["--cost-model", f"{tmp}/costs.json", "--mode", "serial,hogwild"],
+                        "--cost-model is for simulated runs, and --mode serial,hogwild has none"),
                        (["--train-option", "cost-model=x.json"], "use --cost-model FILE")):
         r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
                                       "--out", f"{tmp}/bad", "--hogwild-train", train] + args,
