@@ -4,6 +4,8 @@
 // the same checks after every row: no shared-memory segment of ours left, no
 // temporary left in the folder, and no input or earlier output changed (each file
 // of the folder is compared byte for byte with what it held before the row ran).
+#include <sys/stat.h>
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -60,6 +62,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("cut.json"), "{\"write_ns\": 3,");
   test::write_text(dir.file("queue.json"), "{\"queue\": \"yes\"}");
   test::write_text(dir.file("recent.json"), "{\"recent_writes\": 2.5}");
+  test::write_text(dir.file("slow.json"), "{\"example_ns\": 1e16}");
+  REQUIRE(::mkfifo(dir.file("costs.fifo").c_str(), 0600) == 0);  // nobody writes it
   std::filesystem::create_directory(dir.file("a_folder"));
   // Two 2x2 IDX images and their labels (big-endian headers).
   test::write_text(dir.file("img.idx"), std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x02"
@@ -229,6 +233,12 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a simulated cost model whose recent writes are not a whole number",
        "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/recent.json", 2,
        "recent.json: recent_writes must be a whole number of writes from 0 to 4294967295, not 2.5"},
+      {"a simulated cost model on a named pipe (read twice; nobody writes this one)",
+       "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/costs.fifo", 2,
+       "costs.fifo: not a regular file"},
+      {"a simulated cost model whose clock passes its 4.9 hours",
+       "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/slow.json", 4,
+       "the simulated clock passed 4.9 hours, its limit"},
       {"an access the simulator does not have", "{T} --train {train} --mode simulated --simulate-access stripy",
        2, "choose hogwild, atomic, lock or striped"},
       {"stripes for a simulated access that has none",

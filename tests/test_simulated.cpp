@@ -345,6 +345,20 @@ TEST_CASE("a summary's cost model is a cost-model file: the same run again, bit 
   CHECK(hogwild::train(c, train, &test).simulation.seconds != first.simulation.seconds);
 }
 
+TEST_CASE("a simulated clock past its limit stops the run with its message, not a crash") {
+  // 1e16 ns an example: the first update of two workers ends 2,800 hours on, past
+  // the clock's 4.9 hours.
+  test::TempDir dir;
+  auto [train, test] = test::generated_problem(200, 50, 20, 5, 0.05, 8);
+  write(dir.file("slow.json"), R"({"example_ns": 1e16})");
+  for (const unsigned workers : {1u, 2u, 64u}) {
+    TrainConfig c = simulated(workers);
+    c.cost_model = dir.file("slow.json");
+    CHECK_THROWS_WITH(hogwild::train(c, train, &test),
+                      doctest::Contains("the simulated clock passed 4.9 hours"));
+  }
+}
+
 TEST_CASE("a cost model's file is checked like any input; the instruments it replaces are refused") {
   test::TempDir dir;
   auto [train, test] = test::generated_problem(500, 100, 50, 5, 0.05, 8);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -33,6 +34,14 @@ CostModel default_cost_model() {
 }
 
 CostModel read_cost_model(const std::string& path) {
+  // A regular file only: the run reads it twice (its check before training, then the
+  // first epoch), so a pipe would be empty the second time, and opening a named
+  // pipe nobody writes would wait for ever.
+  std::error_code ec;
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (!ec && kind != std::filesystem::file_type::regular)
+    throw ConfigError(fmt::format("--cost-model {}: not a regular file (the run reads it before "
+                                  "training and again as the first epoch starts; give a file)", path));
   std::ifstream in(path);
   if (!in) throw IoError(fmt::format("--cost-model {}: cannot be read", path));
   std::stringstream text;

@@ -81,7 +81,8 @@ CostModel default_cost_model();
 // (true or false) and speed (an array of numbers > 0), the built-in value for each
 // one left out, and machine, note and source as free text (a summary's
 // simulation.cost_model is such a file). ConfigError naming the file and the key
-// for anything else; IoError when it cannot be read.
+// for anything else, or for a path that is not a regular file (a pipe: the run reads
+// the file twice); IoError when it cannot be read.
 CostModel read_cost_model(const std::string& path);
 
 enum class SimulatedAccess : std::uint8_t { hogwild, atomic, lock, striped };
@@ -218,7 +219,7 @@ class Simulator {
   // seed). With many workers the answer is mostly no, and the earliest event of the
   // tree's other half (near_, no earlier than others_) gives it; others_ is found
   // (others_of) only for an event before that one.
-  bool first(double t, std::uint32_t k) noexcept {
+  bool first(double t, std::uint32_t k) {  // (event() throws past the clock's limit)
     const Event e = event(t, k);
     if (e >= near_) return false;
     if (!others_known_) {
