@@ -28,7 +28,8 @@ simulated,simulated-atomic,simulated-lock); each is measured against one simulat
 worker of its own (K = 1: serial's weights, on the simulated clock). --cost-model
 FILE gives the simulated runs a cost model (bench/calibrate_simulator.py's output);
 the real runs and the serial reference take none, so --train-option cost-model=FILE
-is refused.
+is refused. A sweep resumed in an OUT whose runs had another cost model (or the
+same file with other contents) is refused: their runs would be taken for its own.
 
 A mode "hogwild" is plain Hogwild! (--layout plain: every update to the shared
 weights, what the simulator models); "hogwild-auto", "hogwild-replicas" and
@@ -374,6 +375,19 @@ def main():
         if not os.path.exists(f):
             fail(f"no such file: {f}")
     args.cost_model = os.path.abspath(args.cost_model) if args.cost_model else ""
+    args.cost_model_sha256 = ""
+    if args.cost_model:  # checked before any run: a bad one would stop the sweep at its first simulated run
+        if not os.path.isfile(args.cost_model):
+            fail(f"--cost-model {args.cost_model}: not a regular file")
+        with open(args.cost_model, "rb") as f:
+            raw = f.read()
+        try:
+            costs = json.loads(raw)
+        except ValueError as e:
+            fail(f"--cost-model {args.cost_model}: not JSON: {e}")
+        if not isinstance(costs, dict):
+            fail(f"--cost-model {args.cost_model}: a JSON object of costs is wanted")
+        args.cost_model_sha256 = hashlib.sha256(raw).hexdigest()
     models = parse_list(args.model, str, "model")
     workers = parse_list(args.workers, int, "workers")
     modes = parse_list(args.mode, str, "mode")
@@ -397,6 +411,18 @@ def main():
         fail("--train-option cost-model=FILE would give it to the real runs and the serial "
              "reference, which refuse it: use --cost-model FILE (the simulated runs only)")
     args.extra = sorted(args.extra_opts.items())
+    # A resumed sweep takes the runs it finds as its own: those of simulated runs on
+    # another cost model (or the file changed since) would be taken for this one's.
+    try:
+        with open(os.path.join(args.out, "sweep.json")) as f:
+            before = json.load(f)
+    except (OSError, ValueError):
+        before = {}
+    if before and before.get("cost_model_sha256", "") != args.cost_model_sha256:
+        was = f"the cost model {before['cost_model']}" if before.get("cost_model") else "the built-in cost model"
+        now = f"the cost model {args.cost_model}" if args.cost_model else "the built-in cost model"
+        fail(f"{args.out} holds a sweep whose simulated runs had {was} (as its file was then), and this "
+             f"one asks for {now}: its runs would be taken for these; give another --out")
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     spec = {k: v for k, v in vars(args).items() if k not in ("extra_opts", "extra")}
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
