@@ -1,6 +1,7 @@
 #include "hogwild/metrics.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -38,7 +39,8 @@ std::string machine_name() {
     if (colon == std::string::npos) continue;
     const auto value = [&] {
       const auto b = line.find_first_not_of(" \t", colon + 1);
-      return b == std::string::npos ? std::string() : line.substr(b);
+      const auto e = line.find_last_not_of(" \t\r");
+      return b == std::string::npos || e < b ? std::string() : line.substr(b, e - b + 1);
     };
     if (line.rfind("model name", 0) == 0 && model == "unknown CPU") {
       model = value();
@@ -51,8 +53,14 @@ std::string machine_name() {
   for (const auto& [unit, flag] : {std::pair{"AVX-512", "avx512f"}, {"AVX-512 BF16", "avx512_bf16"},
                                    {"AMX-BF16", "amx_bf16"}})
     if (flags.count(flag)) units += (units.empty() ? "" : ", ") + std::string(unit);
-  return fmt::format("{} ({}), {} cores", model, units.empty() ? "no AVX-512" : units,
-                     std::thread::hardware_concurrency());
+  // The cores this run may use (taskset, a cgroup's cpuset), as the kernels' threads see them.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = ::sched_getaffinity(0, sizeof set, &set) == 0
+                        ? CPU_COUNT(&set)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  return fmt::format("{} ({}), {} {}", model, units.empty() ? "no AVX-512" : units, cores,
+                     cores == 1 ? "core" : "cores");
 }
 
 

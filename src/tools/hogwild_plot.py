@@ -21,6 +21,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 
 import matplotlib
 
@@ -48,9 +49,10 @@ CAPTION = ""  # under every figure: where its runs ran (caption())
 def caption(summaries):
     """The machines the runs ran on, and the cost models of the simulated ones."""
     machines = sorted({s["machine"] for s in summaries if s.get("machine")})
-    costs = sorted({os.path.basename(c["source"]) if os.path.isabs(c["source"]) else c["source"]
+    costs = sorted({os.path.basename(src) if os.path.isabs(src) else src
                     for s in summaries
-                    for c in [(s.get("simulation") or {}).get("cost_model") or {}] if c.get("source")})
+                    for src in [str(((s.get("simulation") or {}).get("cost_model") or {}).get("source") or "")]
+                    if src})
     text = "ran on " + ("; ".join(machines) if machines else "a machine its summaries do not name")
     if costs:
         text += "; simulated runs on the cost model " + "; ".join(costs)
@@ -58,8 +60,9 @@ def caption(summaries):
 
 
 def save(fig, out, name, made):
-    if CAPTION:
-        fig.text(0.5, 0, CAPTION, ha="center", va="top", fontsize=8, color="0.3")
+    if CAPTION:  # wrapped to the figure's width (8 pt: about 6.5 px a character at 110 dpi)
+        text = textwrap.fill(CAPTION, max(40, int(fig.get_figwidth() * 110 / 6.5)))
+        fig.text(0.5, 0, text, ha="center", va="top", fontsize=8, color="0.3")
     for ext in ("png", "svg"):
         path = os.path.join(out, f"{name}.{ext}")
         fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -114,14 +117,16 @@ class Study:
         return sorted({r["workers"] for r in self.rows if (r["model"], r["mode"]) == (model, mode)})
 
     def summaries(self):
-        """Every run's summary (a run that diverged has none)."""
+        """The summaries of the runs the results hold (a run that diverged has none;
+        one an earlier sweep left in the folder is not theirs)."""
         out = []
-        runs = os.path.join(self.folder, "runs")
-        for d in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
-            path = os.path.join(runs, d, "summary.json")
-            if os.path.exists(path):
-                with open(path) as f:
-                    out.append(json.load(f))
+        for row in self.rows:
+            for seed in range(1, self.spec["seeds"] + 1):
+                path = os.path.join(self.folder, "runs", cell_id(row["model"], row["mode"], row["workers"],
+                                                                 row["lr"], seed), "summary.json")
+                if os.path.exists(path):
+                    with open(path) as f:
+                        out.append(json.load(f))
         return out
 
     def runs(self, row):
