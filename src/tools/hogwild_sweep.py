@@ -29,7 +29,8 @@ worker of its own (K = 1: serial's weights, on the simulated clock). --cost-mode
 FILE gives the simulated runs a cost model (bench/calibrate_simulator.py's output);
 the real runs and the serial reference take none, so --train-option cost-model=FILE
 is refused. A sweep resumed in an OUT whose runs had another cost model (or the
-same file with other contents) is refused: their runs would be taken for its own.
+same file with other contents), other --epochs, --train-option, --telemetry or
+--conflicts is refused: their runs would be taken for its own.
 
 A mode "hogwild" is plain Hogwild! (--layout plain: every update to the shared
 weights, what the simulator models); "hogwild-auto", "hogwild-replicas" and
@@ -423,6 +424,17 @@ def main():
         now = f"the cost model {args.cost_model}" if args.cost_model else "the built-in cost model"
         fail(f"{args.out} holds a sweep whose simulated runs had {was} (as its file was then), and this "
              f"one asks for {now}: its runs would be taken for these; give another --out")
+    # So would runs of other epochs or hogwild_train options. (The grid may grow:
+    # more models, modes, workers, step sizes or seeds are cells of their own.)
+    for key, flag in (("epochs", "--epochs"), ("train_option", "--train-option"),
+                      ("telemetry", "--telemetry"), ("conflicts", "--conflicts")):
+        if key in before:
+            was, now = before[key], getattr(args, key)
+            if key == "train_option":
+                was, now = sorted(was), sorted(now)
+            if was != now:
+                fail(f"{args.out} holds a sweep whose runs had {flag} {was}, and this one asks for "
+                     f"{now}: its runs would be taken for these; give another --out")
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     spec = {k: v for k, v in vars(args).items() if k not in ("extra_opts", "extra")}
     with open(os.path.join(args.out, "sweep.json"), "w") as f:

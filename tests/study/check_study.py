@@ -219,6 +219,13 @@ try:
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     check(r.returncode == 2 and "holds a sweep whose simulated runs had the cost model" in r.stdout,
           "a sweep resumed on another cost model: exit 2" + ("" if r.returncode == 2 else ": " + r.stdout))
+    r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
+                                  "--out", costed, "--hogwild-train", train, "--mode", "hogwild,simulated",
+                                  "--workers", "2", "--seeds", "1", "--epochs", "2",
+                                  "--cost-model", f"{tmp}/costs.json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(r.returncode == 2 and "holds a sweep whose runs had --epochs 1, and this one asks for 2" in r.stdout,
+          "a sweep resumed with other epochs: exit 2" + ("" if r.returncode == 2 else ": " + r.stdout))
     with open(f"{tmp}/list.json", "w") as f:
         json.dump([1, 2], f)
     for args, says in ((["--cost-model", f"{tmp}/nothing.json"], "no such file"),
