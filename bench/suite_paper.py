@@ -17,7 +17,9 @@ import subprocess
 
 def sweep(s, name, train, test, model, lrs, epochs, extra):
     a = s.a
-    out = os.path.join(s.out, "paper", name)
+    # A folder per setting: hogwild_sweep refuses to resume a folder whose runs had
+    # other --epochs, so --quick and a full run keep apart.
+    out = os.path.join(s.out, "paper", name + ("-quick" if a.quick else ""))
     cmd = [os.path.join(s.build, "src", "hogwild_sweep"), "--train", train, "--test", test,
            "--model", model, "--workers", ",".join(str(w) for w in s.paper_workers),
            "--mode", "serial,hogwild,lock", "--lr", lrs, "--seeds", "1" if a.quick else "3",
