@@ -116,28 +116,28 @@ class Study:
     def workers_of(self, model, mode):
         return sorted({r["workers"] for r in self.rows if (r["model"], r["mode"]) == (model, mode)})
 
-    def summaries(self):
-        """The summaries of the runs the results hold (a run that diverged has none;
-        one an earlier sweep left in the folder is not theirs)."""
-        out = []
-        for row in self.rows:
-            for seed in range(1, self.spec["seeds"] + 1):
-                path = os.path.join(self.folder, "runs", cell_id(row["model"], row["mode"], row["workers"],
-                                                                 row["lr"], seed), "summary.json")
-                if os.path.exists(path):
-                    with open(path) as f:
-                        out.append(json.load(f))
-        return out
-
-    def runs(self, row):
-        out = []
+    def folders(self, row):
+        """The folders of a row's runs that finished (a run that diverged has no
+        summary)."""
         for seed in range(1, self.spec["seeds"] + 1):
             folder = os.path.join(self.folder, "runs", cell_id(row["model"], row["mode"],
                                                               row["workers"], row["lr"], seed))
             if os.path.exists(os.path.join(folder, "summary.json")):
-                out.append(read_run(folder, self.results["references"][row["model"]]["f0"]))
+                yield folder
+
+    def summaries(self):
+        """The summaries of the runs the results hold (not one an earlier sweep left
+        in the folder)."""
+        out = []
+        for row in self.rows:
+            for folder in self.folders(row):
+                with open(os.path.join(folder, "summary.json")) as f:
+                    out.append(json.load(f))
         return out
 
+    def runs(self, row):
+        return [read_run(folder, self.results["references"][row["model"]]["f0"])
+                for folder in self.folders(row)]
 
 def speedup(st, out, made):
     for model in st.models:

@@ -197,11 +197,14 @@ try:
         json.dump({"example_ns": 50, "idle_ns": 100, "read_ns": 3, "write_ns": 3, "coherence_ns": 20,
                    "recent_writes": 64}, f)
     costed = f"{tmp}/costed"
-    r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
-                                  "--out", costed, "--hogwild-train", train, "--mode", "hogwild,simulated",
-                                  "--workers", "2", "--seeds", "1", "--epochs", "1",
-                                  "--cost-model", f"{tmp}/costs.json"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def costed_sweep(costs, epochs):  # a real and a simulated mode into the same folder
+        return subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
+                                         "--out", costed, "--hogwild-train", train, "--mode",
+                                         "hogwild,simulated", "--workers", "2", "--seeds", "1",
+                                         "--epochs", str(epochs), "--cost-model", costs],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = costed_sweep(f"{tmp}/costs.json", 1)
     check(r.returncode == 0, "a sweep with --cost-model exits 0" + ("" if r.returncode == 0 else ": " + r.stdout))
     sims = [json.load(open(os.path.join(costed, "runs", d, "summary.json")))
             for d in os.listdir(os.path.join(costed, "runs")) if "-simulated-" in d] \
@@ -212,18 +215,10 @@ try:
     # Resumed in the same folder on other costs: refused, its runs would be taken for these.
     with open(f"{tmp}/costs2.json", "w") as f:
         json.dump({"coherence_ns": 99}, f)
-    r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
-                                  "--out", costed, "--hogwild-train", train, "--mode", "hogwild,simulated",
-                                  "--workers", "2", "--seeds", "1", "--epochs", "1",
-                                  "--cost-model", f"{tmp}/costs2.json"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = costed_sweep(f"{tmp}/costs2.json", 1)
     check(r.returncode == 2 and "holds a sweep whose simulated runs had the cost model" in r.stdout,
           "a sweep resumed on another cost model: exit 2" + ("" if r.returncode == 2 else ": " + r.stdout))
-    r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
-                                  "--out", costed, "--hogwild-train", train, "--mode", "hogwild,simulated",
-                                  "--workers", "2", "--seeds", "1", "--epochs", "2",
-                                  "--cost-model", f"{tmp}/costs.json"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = costed_sweep(f"{tmp}/costs.json", 2)
     check(r.returncode == 2 and "holds a sweep whose runs had --epochs 1, and this one asks for 2" in r.stdout,
           "a sweep resumed with other epochs: exit 2" + ("" if r.returncode == 2 else ": " + r.stdout))
     with open(f"{tmp}/list.json", "w") as f:
