@@ -4,7 +4,9 @@ built-in problem, two workers with the weights plain (--layout plain: every upda
 to the shared weights), with hot coordinates (--layout hot: the features in 1/64 of
 the rows or more in a private window, flushed), with replicas (--layout replicas: a
 private copy merged as --merge-every auto) and with the default (--layout auto: the
-probe picks plain or replicas), against one worker and against the ceiling (two
+probe picks plain or replicas), each with --balance steal (the default: a worker
+that has finished takes rows from the slower one's share), plain and auto also
+with --balance static (each worker its own share only), against one worker and against the ceiling (two
 one-worker runs at once, each on a private copy). Throughput beside accuracy and
 examples to a target loss: a layout may not buy speed with accuracy (issue 36,
 "statistical efficiency is checked"). Repetitions interleaved; every ratio is the
@@ -32,8 +34,10 @@ import tempfile
 sys.path.insert(0, os.path.dirname(__file__))
 from suite import cpu_name  # noqa: E402
 
-LAYOUTS = {"plain": ["--layout", "plain"], "hot": ["--layout", "hot"],
-           "replicas": ["--layout", "replicas"], "auto (default)": []}
+LAYOUTS = {"plain, static shares": ["--layout", "plain", "--balance", "static"],
+           "plain": ["--layout", "plain"], "hot": ["--layout", "hot"],
+           "replicas": ["--layout", "replicas"],
+           "auto, static shares": ["--balance", "static"], "auto (default)": []}
 
 
 def main():
@@ -46,6 +50,9 @@ def main():
     ap.add_argument("--fashion-mnist", default="/usr/share/datasets/fashion-mnist",
                     help="Debian's dataset-fashion-mnist (its IDX files); skipped where absent")
     ap.add_argument("--quick", action="store_true", help="small sets, one repetition")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only this problem (RCV1-like, SpamAssassin, ratings, Fashion-MNIST softmax); "
+                         "may be repeated")
     a = ap.parse_args()
     if a.quick:
         a.reps = 1
@@ -87,6 +94,11 @@ def main():
                                              ["--model", "softmax", "--batch", "32", "--lr", "0.1",
                                               "--epochs", "1" if a.quick else "3"])
 
+    if a.only:
+        unknown = [p for p in a.only if p not in problems]
+        if unknown:
+            sys.exit(f"layouts.py: --only {unknown[0]}: not one of {', '.join(problems)}")
+        problems = {p: v for p, v in problems.items() if p in a.only}
     tmp = tempfile.mkdtemp(prefix="layouts-")
 
     def start(problem, extra, tag):

@@ -95,7 +95,7 @@ if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
   # built (their programs and what those depend on; the tools, benches and examples
   # are not compiled a third time).
   tsan_tests=(arena device_arena device_run mlp_steps comm ring ps ps_gloo ddp models labels
-              optimizer trainer restart checkpoint replica layout hot_coordinates byte_rows
+              optimizer trainer restart checkpoint replica layout balance hot_coordinates byte_rows
               epoch_order metrics striped model_file)
   if [ ! -f build-tsan/build.ninja ]; then
     CXX=clang++ meson setup build-tsan "${san_setup[@]}" -Db_sanitize=thread >/dev/null || status=1

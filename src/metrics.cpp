@@ -253,6 +253,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
   };
   if (std::isfinite(r.test.rmse)) j["test_rmse"] = r.test.rmse;
   if (!r.weights_sha256.empty()) j["weights_sha256"] = r.weights_sha256;
+  if (!r.balance.empty())
+    j["balance"] = {{"used", r.balance}, {"why", r.balance_why}, {"stolen_rows", r.stolen_rows}};
   j["memory_estimate_address_space_bytes"] = {{"parent", r.memory_estimate.parent_address_space},
                                                {"worker", r.memory_estimate.worker_address_space}};
   auto& parts = j["memory_estimate_parts"] = nlohmann::json::array();

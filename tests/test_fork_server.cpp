@@ -211,6 +211,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.grad_delay_ns = 1234;
   c.straggler_worker = 1;
   c.straggler_factor = 2.5;
+  c.balance = Balance::fixed;
   c.seed = 0xfedcba9876543210ULL;
   c.eval_every = 1.5;
   c.shm_dir = std::string("/tmp/x y");

@@ -254,6 +254,10 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "--layout plain and --merge-every exclude each other"},
       {"a layout under a mode without one", "{T} --train {train} --workers 2 --mode atomic --layout replicas",
        2, "--layout applies to --mode hogwild, not atomic"},
+      {"a balance that does not exist", "{T} --train {train} --workers 2 --balance dynamic", 2,
+       "--balance must be steal or static, got \"dynamic\""},
+      {"a balance under a mode without one", "{T} --train {train} --workers 2 --mode lock --balance static",
+       2, "--balance applies to --mode hogwild, not lock"},
       {"telemetry of a private copy", "{T} --train {train} --workers 2 --layout replicas --telemetry", 2,
        "--telemetry measures updates made to the shared weights, and --layout replicas trains a "
        "private copy"},

@@ -35,6 +35,15 @@ enum class Partition : std::uint8_t { shuffled, contiguous };
 const char* to_string(Partition p) noexcept;
 Partition parse_partition(const std::string& name);  // ConfigError on anything else
 
+// How hogwild's workers share out an epoch's rows (--balance): steal (each worker
+// starts on its own share; one that has finished every epoch takes half of what is
+// left of the slowest share, so that all end together) or fixed ("static": each
+// worker trains its share and nothing else, and the run ends with the slowest).
+// src/trainer/work_share.hpp.
+enum class Balance : std::uint8_t { steal, fixed };
+const char* to_string(Balance b) noexcept;  // "steal", "static"
+Balance parse_balance(const std::string& name);  // ConfigError on anything else
+
 // How hogwild's workers write the shared weights (--layout): plain (every update in
 // place), hot (each worker's own copy of the hot coordinates: --hot-k, K from the
 // data's degree table), replicas (a private replica merged every few thousand
@@ -78,6 +87,8 @@ struct TrainConfig {
   // --layout (mode hogwild): replicas sets merge_every to kMergeAuto and hot sets hot_k
   // from the degree table when the run starts, unless given; automatic probes.
   WeightLayout layout = WeightLayout::automatic;
+  // --balance (mode hogwild): steal unless the run cannot (work_share.hpp: no_steal).
+  Balance balance = Balance::steal;
   // --mode ps (a parameter server, Downpour): `servers` server processes each own a
   // slice of every tensor; each worker (a replica) pushes its accumulated updates
   // every push_every mini-batches and fetches the weights every fetch_every; with
@@ -313,6 +324,10 @@ struct TrainResult {
     unsigned windows = 0;                 // probe windows measured, all workers
     std::vector<std::string> workers;     // each worker's choice
   } layout;
+  // --balance: "steal" or "static", why (the option, or why the run could not
+  // steal), and the rows the workers took from others' shares, all epochs.
+  std::string balance, balance_why;
+  std::uint64_t stolen_rows = 0;
   // Hogwild across nodes: this node's syncs with the others and the seconds its
   // worker 0 spent in them (the others trained on meanwhile).
   std::uint64_t node_syncs = 0;

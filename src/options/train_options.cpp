@@ -239,6 +239,19 @@ std::vector<OptionInfo> run_options() {
     layout.mode = "hogwild";
     v.push_back(std::move(layout));
   }
+  {
+    OptionInfo balance = choice(
+        {"balance", Concern::mode,
+         "How the workers share out each epoch's rows: steal (each starts on its own share; a "
+         "worker that has finished every epoch takes half of what is left of the slowest "
+         "share, so that all end together) or static (each trains its share only, and the run "
+         "ends with the slowest; for straggler studies). Static where the run cannot steal: "
+         "one worker, several nodes, --device cuda, --checkpoint, --resume", "steal|static"},
+        [](auto& c) -> auto& { return c.balance; }, parse_balance,
+        [](Balance b) { return std::string(to_string(b)); });
+    balance.mode = "hogwild";
+    v.push_back(std::move(balance));
+  }
   v.push_back(agreed(real({"comm-timeout", Concern::mode,
                     "--mode ddp and several nodes: seconds a worker waits for the others in a "
                     "collective before it fails, naming them", "S"},

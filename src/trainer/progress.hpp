@@ -51,6 +51,21 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint32_t> run_layout{0};
   std::atomic<std::uint32_t> run_windows{0};
   std::atomic<double> run_shared_ns{0}, run_replica_ns{0};
+  // --balance steal (trainer/work_share.hpp). As an owner: the state of its share
+  // of the current epoch (ShareWord, compare-and-swap only), the loss of the rows
+  // thieves took from it (written by the thief that holds the share's range), and
+  // the rows of its earlier epochs that others trained, above the epochs counted
+  // (rows << 16 | epochs; one store, so a respawn counts no epoch twice).
+  std::atomic<std::uint64_t> share{0};
+  std::atomic<double> stolen_loss{0};
+  std::atomic<std::uint64_t> given{0};
+  // As a thief, once it has finished every epoch: the steal it holds, written
+  // before the compare-and-swap that takes it (the range's end in grains, its
+  // `samples`, the owner's stolen_loss and its own `stole` then); `position` and
+  // `loss` then count the stolen range's rows. stole: rows it trained from
+  // others' shares, all steals done.
+  std::atomic<std::uint64_t> steal_end{0}, steal_base{0}, stole_base{0}, stole{0};
+  std::atomic<double> steal_loss_base{0};
   std::atomic<std::uint32_t> seq{0};          // seqlock over epoch, position, loss, epochs_done
 };
 

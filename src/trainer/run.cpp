@@ -29,6 +29,7 @@
 #include "process.hpp"
 #include "trainer/epoch_order.hpp"
 #include "trainer/step_loop.hpp"
+#include "trainer/work_share.hpp"
 
 namespace hogwild::detail {
 
@@ -423,25 +424,8 @@ void Run::rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) c
 // finds the same rows and skips the `position` rows its predecessor published; at
 // most the 64 mini-batches since the last publication (with a replica or hot
 // coordinates: since the last merge or flush) are trained twice.
-void Run::run_epoch(unsigned rank, unsigned e) {
-  WorkerProgress& p = progress[rank];
-  std::vector<std::uint32_t> rows;
-  rows_of(rank, e, rows);
-
+EpochTask Run::task_for(unsigned rank, unsigned e, std::span<const std::uint32_t> rows) {
   EpochTask task;
-  if (p.epoch.load(std::memory_order_acquire) == e) {
-    task.start = std::min<std::size_t>(p.position.load(std::memory_order_relaxed), rows.size());
-    task.start_loss = p.loss.load(std::memory_order_relaxed);
-  } else {
-    record_write_begin(p);
-    p.position.store(0, std::memory_order_relaxed);
-    p.loss.store(0, std::memory_order_relaxed);
-    p.epoch.store(e, std::memory_order_relaxed);
-    record_write_end(p);
-  }
-  // Consistent with the position whatever was published last.
-  p.begun.store(std::uint64_t{e} * rows.size() + task.start, std::memory_order_relaxed);
-  p.samples.store(std::uint64_t{e} * rows.size() + task.start, std::memory_order_relaxed);
   task.data = hot_train ? &*hot_train : &train;
   task.targets = train_targets.data();
   task.rows = rows;
@@ -451,7 +435,7 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   task.workers = world();
   task.kind = StepKind{mode.access(), static_cast<std::uint8_t>(cfg.optimizer)};
   task.params = params;
-  task.progress = &p;
+  task.progress = &progress[rank];
   task.stop = &control->stop;
   task.terminated = &worker_terminated();
   task.parent = launcher();  // 0 in serial mode: the parent is the worker
@@ -492,15 +476,168 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   }
   // The parts, in the order they act after each batch.
   task.parts = local.part_list;
+  return task;
+}
+
+void Run::run_epoch(unsigned rank, unsigned e) {
+  WorkerProgress& p = progress[rank];
+  std::vector<std::uint32_t> rows;
+  rows_of(rank, e, rows);
+
+  EpochTask task = task_for(rank, e, rows);
+  if (p.epoch.load(std::memory_order_acquire) == e) {
+    task.start = std::min<std::size_t>(p.position.load(std::memory_order_relaxed), rows.size());
+    task.start_loss = p.loss.load(std::memory_order_relaxed);
+  } else {
+    record_write_begin(p);
+    p.position.store(0, std::memory_order_relaxed);
+    p.loss.store(0, std::memory_order_relaxed);
+    p.epoch.store(e, std::memory_order_relaxed);
+    record_write_end(p);
+  }
+  // --balance steal: the share's word for this epoch (a respawn keeps it, and the
+  // grains a thief took), claimed from the worker's place.
+  const std::size_t grain = grain_rows(cfg.batch);
+  const bool steals = !no_steal(cfg, workers) && grains_of(rows.size(), grain) <= ShareWord::kMaxGrains;
+  if (steals) {
+    if (ShareWord::unpack(p.share.load(std::memory_order_acquire)).tag != epoch_tag(e)) {
+      p.stolen_loss.store(0, std::memory_order_relaxed);
+      const ShareWord w{epoch_tag(e), 0, static_cast<std::uint32_t>(grains_of(task.start, grain)),
+                        static_cast<std::uint32_t>(grains_of(rows.size(), grain))};
+      p.share.store(w.pack(), std::memory_order_release);
+    }
+    task.share = &p.share;
+    task.grain = grain;
+  }
+  // Consistent with the position whatever was published last (less the rows of
+  // earlier epochs that thieves trained: they count in the thieves' samples).
+  const std::uint64_t before = std::uint64_t{e} * rows.size() - (p.given.load(std::memory_order_relaxed) >> 16);
+  p.begun.store(before + task.start, std::memory_order_relaxed);
+  p.samples.store(before + task.start, std::memory_order_relaxed);
   const auto own = mode.train_epoch(model, task, mode_worker(rank));  // simulated's
-  epoch_loss[rank * cfg.epochs + e] = own ? *own : train_epoch(model, task);
-  if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
-      p.position.load(std::memory_order_relaxed) < rows.size())
-    return;  // epoch cut short
+  double loss = own ? *own : train_epoch(model, task);
+  epoch_loss[rank * cfg.epochs + e] = loss;
+  const auto cut_short = [&] {
+    return stopping() || worker_terminated().load(std::memory_order_relaxed) || orphaned(launcher());
+  };
+  // Its rows end at its share's limit, where a thief took the rest.
+  const std::size_t own_end =
+      steals ? std::min(rows.size(), std::size_t{ShareWord::unpack(p.share.load(std::memory_order_acquire)).limit} * grain)
+             : rows.size();
+  if (cut_short() || p.position.load(std::memory_order_relaxed) < own_end) return;  // epoch cut short
+  if (steals) {
+    // The epoch is done when the thieves' rows are too: wait for the one that holds
+    // a range (it took about as many rows as were left here), then count its loss.
+    while (ShareWord::unpack(p.share.load(std::memory_order_acquire)).thief != 0) {
+      if (cut_short()) return;
+      ::usleep(200);
+    }
+    epoch_loss[rank * cfg.epochs + e] = loss + p.stolen_loss.load(std::memory_order_relaxed);
+    const std::uint64_t given = p.given.load(std::memory_order_relaxed);
+    if ((given & 0xffff) != ((e + 1) & 0xffff))  // (a respawn may get here twice)
+      p.given.store(((given >> 16) + rows.size() - own_end) << 16 | ((e + 1) & 0xffff),
+                    std::memory_order_relaxed);
+  }
   snapshot_if_last(rank, e);  // before epochs_done: the parent then finds the slot ready
   record_write_begin(p);
   p.epochs_done.store(e + 1, std::memory_order_release);
   record_write_end(p);
+}
+
+void Run::steal_rows(unsigned rank) {
+  if (no_steal(cfg, workers)) return;
+  WorkerProgress& me = progress[rank];
+  const auto cut_short = [&] {
+    return stopping() || worker_terminated().load(std::memory_order_relaxed) || orphaned(launcher());
+  };
+  for (unsigned v = 0; v < workers; ++v)
+    if (v != rank && ShareWord::unpack(progress[v].share.load(std::memory_order_acquire)).thief == rank + 1 &&
+        !train_stolen(rank, v, true))
+      return;
+  while (!cut_short()) {
+    unsigned owner = workers;
+    std::uint64_t seen = 0;
+    ShareWord best;
+    for (unsigned v = 0; v < workers; ++v) {
+      const std::uint64_t word = progress[v].share.load(std::memory_order_acquire);
+      const ShareWord w = ShareWord::unpack(word);
+      if (v == rank || w.tag == 0 || w.thief != 0 || w.limit < w.claimed + 2) continue;
+      if (owner == workers || w.limit - w.claimed > best.limit - best.claimed) {
+        owner = v;
+        seen = word;
+        best = w;
+      }
+    }
+    if (owner == workers) {
+      // Nothing worth taking now. While another worker has epochs to go it will
+      // have a share to take from once its next epoch begins (a straggler's tail).
+      bool others = false;
+      for (unsigned v = 0; v < workers; ++v)
+        others = others || (v != rank && progress[v].epochs_done.load(std::memory_order_acquire) < cfg.epochs);
+      if (!others) return;
+      ::usleep(100);
+      continue;
+    }
+    // Written before the steal, so that a respawn finds them with it. (The owner's
+    // stolen_loss cannot change before the compare-and-swap unless the word does:
+    // only a thief holding a range writes it.)
+    me.steal_end.store(best.limit, std::memory_order_relaxed);
+    me.steal_base.store(me.samples.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    me.stole_base.store(me.stole.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    me.steal_loss_base.store(progress[owner].stolen_loss.load(std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+    record_write_begin(me);
+    me.position.store(0, std::memory_order_relaxed);
+    me.loss.store(0, std::memory_order_relaxed);
+    record_write_end(me);
+    ShareWord taken = best;
+    taken.thief = rank + 1;
+    taken.limit = best.limit - (best.limit - best.claimed) / 2;
+    if (!progress[owner].share.compare_exchange_strong(seen, taken.pack(), std::memory_order_acq_rel,
+                                                       std::memory_order_acquire))
+      continue;  // the owner claimed a grain meanwhile, or another thief came first
+    if (!train_stolen(rank, owner, false)) return;
+  }
+}
+
+bool Run::train_stolen(unsigned rank, unsigned owner, bool resume) {
+  WorkerProgress& me = progress[rank];
+  WorkerProgress& of = progress[owner];
+  // The owner stays in this epoch until the range is handed back.
+  const unsigned e = of.epoch.load(std::memory_order_acquire);
+  const ShareWord w = ShareWord::unpack(of.share.load(std::memory_order_acquire));
+  std::vector<std::uint32_t> rows;
+  rows_of(owner, e, rows);
+  const std::size_t grain = grain_rows(cfg.batch);
+  const std::size_t first = std::min(rows.size(), std::size_t{w.limit} * grain);
+  const std::size_t last = std::min(
+      rows.size(), static_cast<std::size_t>(me.steal_end.load(std::memory_order_relaxed)) * grain);
+  const std::span<const std::uint32_t> range(rows.data() + first, last - first);
+  EpochTask task = task_for(rank, e, range);
+  if (resume) {
+    task.start = std::min<std::size_t>(me.position.load(std::memory_order_relaxed), range.size());
+    task.start_loss = me.loss.load(std::memory_order_relaxed);
+  }
+  const std::uint64_t base = me.steal_base.load(std::memory_order_relaxed);
+  me.begun.store(base + task.start, std::memory_order_relaxed);
+  me.samples.store(base + task.start, std::memory_order_relaxed);
+  // Its rows' place in the step-size schedule: where the owner would have trained them.
+  task.lr_shift = static_cast<std::int64_t>(std::uint64_t{e} * rows.size() + first) -
+                  static_cast<std::int64_t>(base);
+  const double loss = train_epoch(model, task);
+  if (stopping() || worker_terminated().load(std::memory_order_relaxed) ||
+      me.position.load(std::memory_order_relaxed) < range.size())
+    return false;
+  of.stolen_loss.store(me.steal_loss_base.load(std::memory_order_relaxed) + loss, std::memory_order_relaxed);
+  me.stole.store(me.stole_base.load(std::memory_order_relaxed) + range.size(), std::memory_order_relaxed);
+  // Handed back (release: the loss first): the owner may end its epoch.
+  std::uint64_t word = of.share.load(std::memory_order_relaxed);
+  for (;;) {
+    ShareWord back = ShareWord::unpack(word);
+    back.thief = 0;
+    if (of.share.compare_exchange_weak(word, back.pack(), std::memory_order_acq_rel, std::memory_order_relaxed))
+      return true;
+  }
 }
 
 ModeWorker Run::mode_worker(unsigned rank) {
@@ -570,6 +707,8 @@ int Run::work(unsigned rank) {
     }
   }
   // SIGTERM: the batch ended and the place is published (a respawn continues there).
+  if (terminated.load(std::memory_order_relaxed)) return kExitTerminated;
+  if (!stopping()) steal_rows(rank);
   if (terminated.load(std::memory_order_relaxed)) return kExitTerminated;
   for (const auto& part : local.parts)
     if (!stopping())

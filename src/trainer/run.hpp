@@ -271,6 +271,17 @@ struct Run {
   std::unique_ptr<Communicator> device_communicator(unsigned rank);
   // One epoch of worker `rank`, from the position its record holds for epoch e.
   void run_epoch(unsigned rank, unsigned e);
+  // What worker `rank` trains `rows` of epoch e with: the data, the step sizes, its
+  // record, the mode's parts and instruments (made on the first call).
+  EpochTask task_for(unsigned rank, unsigned e, std::span<const std::uint32_t> rows);
+  // --balance steal, once worker `rank` has finished every epoch: takes the second
+  // half of the unclaimed grains of the share with the most left, trains them, and
+  // again, until every other worker has finished every epoch; a respawned thief
+  // first ends the steal its predecessor held (trainer/work_share.hpp).
+  void steal_rows(unsigned rank);
+  // Trains the range worker `rank` holds of worker `owner`'s share, from its
+  // record's place where `resume`; false when cut short (a stop, SIGTERM).
+  bool train_stolen(unsigned rank, unsigned owner, bool resume);
   // The rows worker `rank` visits in epoch e, in order.
   void rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) const;
   bool stopping() const { return control->stop.load(std::memory_order_relaxed) != 0; }

@@ -6,6 +6,7 @@
 
 #include "hogwild/prefetch.hpp"
 #include "process.hpp"
+#include "trainer/work_share.hpp"
 
 namespace hogwild::detail {
 
@@ -74,6 +75,9 @@ double train_epoch(Model& model, const EpochTask& t) {
   // The place as the parts see it (kept in locals here: a plain run has no parts).
   const EpochPlace flags{t.progress, t.stop, t.terminated};
   auto place = [&] { return EpochPlace{t.progress, t.stop, t.terminated, seen, begin, loss}; };
+  const auto scheduled = [&](std::uint64_t s) {
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(s) + t.lr_shift);
+  };
   const double epoch_lr = t.step_size.epoch_start(t.epoch);
   // The parts that act: one idle for the rest of the run (a probe that chose plain)
   // is left out by ask_parts, so that its loop is plain's.
@@ -109,9 +113,13 @@ double train_epoch(Model& model, const EpochTask& t) {
   // starts on the row right away; MF gained 53 % with it.)
   const bool params = model.prefetches_params();
   const std::size_t ahead = params ? 2 : 1;  // how far ahead the row's data is
-  for (std::size_t k = 0; begin < n; ++k) {
+  // --balance steal: the rows claimed so far end at `end`; the next grain is
+  // claimed as the loop reaches it, unless a thief has lowered the share's limit.
+  std::size_t end = t.share ? std::min(n, claimed_rows(*t.share, t.grain)) : n;
+  for (std::size_t k = 0;; ++k) {
+    if (begin >= end && (!t.share || (end = claim_grain(*t.share, t.grain, n)) <= begin)) break;
     if (flags.interrupted()) break;
-    const std::size_t size = std::min(batch, n - begin);
+    const std::size_t size = std::min(batch, end - begin);
     const Batch b{t.data, t.targets, t.rows.data() + begin, size};
     if (params && begin + (ahead + 1) * size < n)
       prefetch_offsets(*t.data, t.rows[begin + (ahead + 1) * size]);
@@ -119,7 +127,7 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (batch > 1 && begin + ahead * size + 1 < n)
       prefetch_row(*t.data, t.rows[begin + ahead * size + 1]);
     if (params && begin + size < n) model.prefetch_params(*trained, t.data->row(t.rows[begin + size]));
-    const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
+    const float lr = t.step_size.at_epoch_lr(epoch_lr, scheduled(seen) * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
     for (EpochPart* part : parts) part->enter_step(b);
     if (stepper) {
@@ -158,8 +166,8 @@ double train_epoch(Model& model, const EpochTask& t) {
       if (orphaned(t.parent)) break;
     }
   }
-  const float lr = t.step_size.at_epoch_lr(epoch_lr, seen * t.workers);
-  for (EpochPart* part : parts) part->end_epoch(lr, place(), begin >= n);
+  const float lr = t.step_size.at_epoch_lr(epoch_lr, scheduled(seen) * t.workers);
+  for (EpochPart* part : parts) part->end_epoch(lr, place(), begin >= end);
   model.end_epoch();
   if (t.progress) publish_record(*t.progress, seen, begin, loss);
   return loss;

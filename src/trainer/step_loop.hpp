@@ -26,6 +26,14 @@ struct EpochTask {
   const Dataset* data = nullptr;
   const float* targets = nullptr;
   std::span<const std::uint32_t> rows;  // this worker's rows for this epoch, in order
+  // --balance steal (work_share.hpp): the share's word, where rows are claimed a
+  // grain (`grain` rows) at a time; the loop trains only claimed rows and ends
+  // when none is left to claim. Null: every row of `rows`.
+  std::atomic<std::uint64_t>* share = nullptr;
+  std::size_t grain = 0;
+  // Added to the worker's count of examples for the step size: a thief trains
+  // another share's rows at that share's place in the schedule.
+  std::int64_t lr_shift = 0;
   std::size_t start = 0;                 // rows[0, start) were done by an earlier run
   double start_loss = 0;                 // their summed loss
   std::size_t batch = 1;
@@ -58,7 +66,8 @@ struct EpochTask {
   DevicePart* device_part = nullptr;
 };
 
-// Trains t.rows[t.start, end) with `model`; returns the summed training loss of
+// Trains t.rows[t.start, end) with `model` (end: the rows' end, or with t.share the
+// end of the grains it could claim); returns the summed training loss of
 // the epoch's rows (t.start_loss included), each example's computed before its own
 // update. Publishes the worker's place in t.progress as it goes.
 double train_epoch(Model& model, const EpochTask& t);

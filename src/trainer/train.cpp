@@ -36,6 +36,7 @@
 #include "trainer/memory_meter.hpp"
 #include "trainer/weights_digest.hpp"
 #include "trainer/run.hpp"
+#include "trainer/work_share.hpp"
 #include "trainer/worker_start.hpp"
 
 namespace hogwild {
@@ -243,11 +244,13 @@ class Supervisor {
         ++restarts_;
         const auto& p = run_.progress[exit.rank];
         const std::string lost = run_.mode.worker_died(run_.arena, exit.rank);
-        std::fprintf(stderr, "hogwild: worker %u (pid %d) %s%s; restarting it at epoch %u, row %llu "
-                     "(restart %u of at most %u)\n", exit.rank, exit.pid, exit.describe().c_str(),
-                     lost.c_str(), p.epochs_done.load() + 1,
-                     static_cast<unsigned long long>(p.position.load()), restarts_,
-                     cfg_.max_restarts);
+        const std::string where =
+            p.epochs_done.load() >= cfg_.epochs
+                ? std::string("to end the rows it took from another worker's share")
+                : fmt::format("at epoch {}, row {}", p.epochs_done.load() + 1, p.position.load());
+        std::fprintf(stderr, "hogwild: worker %u (pid %d) %s%s; restarting it %s (restart %u of at "
+                     "most %u)\n", exit.rank, exit.pid, exit.describe().c_str(), lost.c_str(),
+                     where.c_str(), restarts_, cfg_.max_restarts);
         spawn(exit.rank);
         report(fraction(), false, true);  // a metrics line records the restart
       }
@@ -579,6 +582,12 @@ class Supervisor {
             run_.workers / static_cast<double>(syncs);
     }
     run_.mode.collect_workers(cfg_, run_.progress, r);
+    if (cfg_.mode == Mode::hogwild) {  // --balance
+      const auto why = detail::no_steal(cfg_, run_.workers);
+      r.balance = why ? "static" : "steal";
+      r.balance_why = why ? *why : "--balance steal";
+      for (auto& p : run_.progress) r.stolen_rows += p.stole.load(std::memory_order_relaxed);
+    }
     if (cfg_.merge_every || r.layout.chosen == "replicas") {
       std::uint64_t every = 0;
       for (auto& p : run_.progress) {
