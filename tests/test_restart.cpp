@@ -94,7 +94,8 @@ TEST_CASE("beyond --max-restarts the run stops with a clear error and leaves not
   CrashOnce model(CrashAt{1500, true});
   TrainConfig c;
   c.workers = 2;
-  c.partition = Partition::contiguous;  // so that row 1500 is worker 1's
+  c.partition = Partition::contiguous;  // so that row 1500 is worker 1's,
+  c.balance = Balance::fixed;           // and worker 1's alone (no thief takes it)
   c.epochs = 2;
   c.max_restarts = 2;
   try {
