@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <vector>
 
@@ -56,6 +57,9 @@ TEST_CASE("who steals, and why not") {
   c = test::sgd_config(Mode::hogwild, 2);
   c.checkpoint = "x.ckpt";
   CHECK(detail::no_steal(c, 2)->find("--checkpoint") == 0);
+  c = test::sgd_config(Mode::hogwild, 2);
+  c.partition = Partition::contiguous;
+  CHECK(detail::no_steal(c, 2)->find("--partition contiguous") == 0);
   c = test::sgd_config(Mode::hogwild, 2);
   c.nodes = 2;
   CHECK(detail::no_steal(c, 2)->find("several nodes") == 0);
@@ -138,17 +142,30 @@ TEST_CASE("a straggler's share is taken by the others: every row once an epoch, 
 
 namespace {
 
-// Aborts the first worker to train a row of another's share (--partition
-// contiguous: worker k's rows are the k-th half of the set): a thief, mid-steal.
-struct CrashInSteal {
+// Past `own` examples in one process the worker has trained every row of its own
+// shares: what it trains next it took from another's. The first process to get
+// there dies (abort) or stops itself (SIGSTOP: the parent's stall watch must find it).
+struct InSteal {
   std::atomic<std::uint32_t>* counts;
-  std::size_t rows;
+  std::uint64_t own;
+  int signal;
   void operator()(std::uint32_t row, const ParamSet&) const {
     counts[row].fetch_add(1, std::memory_order_relaxed);
-    static const bool upper = row >= rows / 2;  // per process: its own half, by its first row
-    if ((row >= rows / 2) != upper && test::shared_flag().exchange(1) == 0) std::abort();
+    static std::uint64_t trained = 0;  // per process (the parent trains none)
+    if (++trained > own && test::shared_flag().exchange(1) == 0) ::raise(signal);
   }
 };
+
+TrainConfig straggling(unsigned epochs) {
+  TrainConfig c;
+  c.workers = 2;
+  c.epochs = epochs;
+  c.step_size.lr0 = 0.05f;
+  c.grad_delay_ns = 2000;
+  c.straggler_worker = 1;
+  c.straggler_factor = 6;
+  return c;
+}
 
 }  // namespace
 
@@ -156,15 +173,8 @@ TEST_CASE("a thief killed mid-steal is respawned and ends its steal: no row lost
   const Dataset d = test::linear_data(6000);
   test::shared_flag().store(0);
   test::SharedBytes counts(d.rows() * sizeof(std::uint32_t));
-  test::Ridge<CrashInSteal> model(CrashInSteal{counters(counts), d.rows()});
-  TrainConfig c;
-  c.workers = 2;
-  c.epochs = 8;
-  c.partition = Partition::contiguous;
-  c.step_size.lr0 = 0.05f;
-  c.grad_delay_ns = 2000;
-  c.straggler_worker = 1;
-  c.straggler_factor = 6;
+  const TrainConfig c = straggling(8);
+  test::Ridge<InSteal> model(InSteal{counters(counts), std::uint64_t{c.epochs} * d.rows() / 2, SIGABRT});
   const auto r = train(c, model, d, &d);
   CHECK(test::shared_flag().load() == 1);  // it died mid-steal
   CHECK(r.restarts == 1);
@@ -181,6 +191,35 @@ TEST_CASE("a thief killed mid-steal is respawned and ends its steal: no row lost
   CHECK(missed == 0);
   CHECK(twice <= 64);
   CHECK(r.parameters.at("theta")[0] == doctest::Approx(2.0).epsilon(0.02));
+}
+
+TEST_CASE("a thief stopped mid-steal is the stall: killed and respawned, its owner left to wait") {
+  const Dataset d = test::linear_data(6000);
+  test::shared_flag().store(0);
+  test::SharedBytes counts(d.rows() * sizeof(std::uint32_t));
+  TrainConfig c = straggling(8);
+  c.stall_timeout = 1;
+  test::Ridge<InSteal> model(InSteal{counters(counts), std::uint64_t{c.epochs} * d.rows() / 2, SIGSTOP});
+  const auto r = train(c, model, d, &d);
+  CHECK(test::shared_flag().load() == 1);
+  // One restart: the thief's. Its owner, waiting for the stolen rows, was not
+  // taken for the stall (before, it was killed again and again, the thief never).
+  CHECK(r.restarts == 1);
+  CHECK(r.samples == std::uint64_t{c.epochs} * d.rows());
+  std::size_t missed = 0;
+  for (std::size_t i = 0; i < d.rows(); ++i) missed += counters(counts)[i].load() < c.epochs;
+  CHECK(missed == 0);
+}
+
+TEST_CASE("a respawned owner whose epoch's end was counted counts the rows others took once") {
+  using detail::given_before;
+  // Epoch 3 of a 1000-row share, grains of 64: a thief took grains [10, 16) (rows
+  // 640-999); 500 rows of epochs 0-2 went to thieves before.
+  const std::uint64_t share = ShareWord{detail::epoch_tag(3), 0, 10, 10}.pack();
+  CHECK(given_before(std::uint64_t{500} << 16 | 3, share, 3, 1000, 64) == 500);  // not yet counted
+  CHECK(given_before(std::uint64_t{860} << 16 | 4, share, 3, 1000, 64) == 500);  // counted: taken out
+  // A word of another epoch, or none, changes nothing.
+  CHECK(given_before(std::uint64_t{500} << 16 | 3, 0, 3, 1000, 64) == 500);
 }
 
 TEST_CASE("the CLI: --balance in the summary, and refused where it means nothing" * doctest::test_suite("cli")) {

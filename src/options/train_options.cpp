@@ -246,7 +246,8 @@ std::vector<OptionInfo> run_options() {
          "worker that has finished every epoch takes half of what is left of the slowest "
          "share, so that all end together) or static (each trains its share only, and the run "
          "ends with the slowest; for straggler studies). Static where the run cannot steal: "
-         "one worker, several nodes, --device cuda, --checkpoint, --resume", "steal|static"},
+         "one worker, --partition contiguous, several nodes, --device cuda, --checkpoint, "
+         "--resume", "steal|static"},
         [](auto& c) -> auto& { return c.balance; }, parse_balance,
         [](Balance b) { return std::string(to_string(b)); });
     balance.mode = "hogwild";

@@ -511,9 +511,16 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   }
   // Consistent with the position whatever was published last (less the rows of
   // earlier epochs that thieves trained: they count in the thieves' samples).
-  const std::uint64_t before = std::uint64_t{e} * rows.size() - (p.given.load(std::memory_order_relaxed) >> 16);
+  const std::uint64_t given =
+      steals ? given_before(p.given.load(std::memory_order_relaxed), p.share.load(std::memory_order_acquire),
+                            e, rows.size(), grain)
+             : 0;
+  const std::uint64_t before = std::uint64_t{e} * rows.size() - given;
   p.begun.store(before + task.start, std::memory_order_relaxed);
   p.samples.store(before + task.start, std::memory_order_relaxed);
+  // Its step sizes where static shares would have them (an inverse-time schedule
+  // counts the rows others trained for it).
+  task.lr_shift = static_cast<std::int64_t>(given);
   const auto own = mode.train_epoch(model, task, mode_worker(rank));  // simulated's
   double loss = own ? *own : train_epoch(model, task);
   epoch_loss[rank * cfg.epochs + e] = loss;

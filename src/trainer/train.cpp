@@ -246,7 +246,7 @@ class Supervisor {
         const std::string lost = run_.mode.worker_died(run_.arena, exit.rank);
         const std::string where =
             p.epochs_done.load() >= cfg_.epochs
-                ? std::string("to end the rows it took from another worker's share")
+                ? std::string("past its last epoch (to end or take rows of a slower worker's share)")
                 : fmt::format("at epoch {}, row {}", p.epochs_done.load() + 1, p.position.load());
         std::fprintf(stderr, "hogwild: worker %u (pid %d) %s%s; restarting it %s (restart %u of at "
                      "most %u)\n", exit.rank, exit.pid, exit.describe().c_str(), lost.c_str(),
@@ -399,9 +399,18 @@ class Supervisor {
     if (now - last_stall_check_ > std::chrono::seconds(2))
       for (auto& w : watch) w.since = now;
     last_stall_check_ = now;
+    // --balance steal: a worker past its last epoch is watched while it holds rows of
+    // another's share; an owner that waits for its thief to hand them back is not
+    // (its thief is).
+    const std::vector<bool> holding = detail::thieves_holding(run_.progress);
     for (unsigned r = 0; r < run_.workers; ++r) {
       const auto& p = run_.progress[r];
-      if (p.epochs_done.load(std::memory_order_acquire) >= cfg_.epochs) continue;  // ending
+      if (p.epochs_done.load(std::memory_order_acquire) >= cfg_.epochs && !holding[r]) continue;  // ending
+      const detail::ShareWord share = detail::ShareWord::unpack(p.share.load(std::memory_order_acquire));
+      if (share.thief != 0 && share.claimed == share.limit) {
+        watch[r].since = now;
+        continue;
+      }
       const std::uint64_t samples = p.samples.load(std::memory_order_relaxed);
       if (samples != watch[r].samples) {
         watch[r].samples = samples;
@@ -410,11 +419,15 @@ class Supervisor {
       }
       const double idle = std::chrono::duration<double>(now - watch[r].since).count();
       if (idle < cfg_.stall_timeout) continue;
-      const std::string what = fmt::format(
-          "worker {} (pid {}) finished no example for {:.1f} s (--stall-timeout {}), in epoch {} "
-          "at row {} of its share", r, watch[r].pid, idle, cfg_.stall_timeout,
-          p.epochs_done.load(std::memory_order_relaxed) + 1,
-          p.position.load(std::memory_order_relaxed));
+      const std::string where =
+          holding[r] ? fmt::format("at row {} of the rows it took from another worker's share",
+                                   p.position.load(std::memory_order_relaxed))
+                     : fmt::format("in epoch {} at row {} of its share",
+                                   p.epochs_done.load(std::memory_order_relaxed) + 1,
+                                   p.position.load(std::memory_order_relaxed));
+      const std::string what = fmt::format("worker {} (pid {}) finished no example for {:.1f} s "
+                                           "(--stall-timeout {}), {}", r, watch[r].pid, idle,
+                                           cfg_.stall_timeout, where);
       if (restarts_ < cfg_.max_restarts) {
         std::fprintf(stderr, "hogwild: %s: stalled (stopped, traced or stuck); killing it\n",
                      what.c_str());

@@ -25,6 +25,9 @@ std::optional<std::string> no_steal(const TrainConfig& c, unsigned workers) {
   if (workers > ShareWord::kMaxWorkers)
     return fmt::format("more than {} workers (a share's word names its thief in 7 bits)",
                        ShareWord::kMaxWorkers);
+  if (c.partition == Partition::contiguous)
+    return std::string("--partition contiguous: each worker keeps its slice of the rows (and a "
+                       "replica merges only the features its slice touches)");
   if (c.nodes > 1) return std::string("several nodes: a worker takes rows of its own node only, "
                                       "and the nodes' shares are fixed");
   if (c.device == Device::cuda) return std::string("--device cuda: a worker's rows live on its device");

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hogwild/trainer.hpp"
 
@@ -66,6 +67,28 @@ inline std::size_t claimed_rows(const std::atomic<std::uint64_t>& share, std::si
 }
 // Claims its next grain, unless a thief's limit comes first; returns the end of the
 // rows it has claimed then (of n).
+// The rows of earlier epochs that thieves took from a worker's shares (its `given`
+// word, `given_word`), as they stand when it (re)starts epoch e of `rows` rows: a
+// respawn of an epoch whose end it had counted leaves that epoch's out again.
+inline std::uint64_t given_before(std::uint64_t given_word, std::uint64_t share_word, unsigned e,
+                                  std::size_t rows, std::size_t grain) noexcept {
+  std::uint64_t given = given_word >> 16;
+  const ShareWord w = ShareWord::unpack(share_word);
+  if ((given_word & 0xffff) == ((e + 1) & 0xffff) && w.tag == epoch_tag(e))
+    given -= rows - std::min(rows, std::size_t{w.limit} * grain);
+  return given;
+}
+// Which workers hold a stolen range now (bit k: worker k), for the parent's watch.
+template <class Records>
+std::vector<bool> thieves_holding(const Records& records) {
+  std::vector<bool> holding(records.size(), false);
+  for (const auto& p : records) {
+    const std::uint32_t t = ShareWord::unpack(p.share.load(std::memory_order_acquire)).thief;
+    if (t != 0 && t <= holding.size()) holding[t - 1] = true;
+  }
+  return holding;
+}
+
 inline std::size_t claim_grain(std::atomic<std::uint64_t>& share, std::size_t grain,
                                std::size_t n) noexcept {
   std::uint64_t old = share.load(std::memory_order_acquire);
@@ -80,8 +103,9 @@ inline std::size_t claim_grain(std::atomic<std::uint64_t>& share, std::size_t gr
 
 // Why a run of these options cannot steal (and then trains static shares), or
 // nothing where it steals: --balance static, a mode other than hogwild, one worker,
-// more than 127, several nodes, --device cuda, --checkpoint or --resume (a
-// checkpoint keeps each worker's place in its own share).
+// more than 127, --partition contiguous (a worker keeps its slice, and its replica
+// merges only the features of its slice), several nodes, --device cuda,
+// --checkpoint or --resume (a checkpoint keeps each worker's place in its own share).
 std::optional<std::string> no_steal(const TrainConfig& c, unsigned workers);
 
 }  // namespace hogwild::detail
