@@ -528,9 +528,8 @@ void Run::run_epoch(unsigned rank, unsigned e) {
     return stopping() || worker_terminated().load(std::memory_order_relaxed) || orphaned(launcher());
   };
   // Its rows end at its share's limit, where a thief took the rest.
-  const std::size_t own_end =
-      steals ? std::min(rows.size(), std::size_t{ShareWord::unpack(p.share.load(std::memory_order_acquire)).limit} * grain)
-             : rows.size();
+  const std::size_t limit = ShareWord::unpack(p.share.load(std::memory_order_acquire)).limit;
+  const std::size_t own_end = steals ? std::min(rows.size(), limit * grain) : rows.size();
   if (cut_short() || p.position.load(std::memory_order_relaxed) < own_end) return;  // epoch cut short
   if (steals) {
     // The epoch is done when the thieves' rows are too: wait for the one that holds
@@ -540,9 +539,9 @@ void Run::run_epoch(unsigned rank, unsigned e) {
       ::usleep(200);
     }
     epoch_loss[rank * cfg.epochs + e] = loss + p.stolen_loss.load(std::memory_order_relaxed);
-    const std::uint64_t given = p.given.load(std::memory_order_relaxed);
-    if ((given & 0xffff) != ((e + 1) & 0xffff))  // (a respawn may get here twice)
-      p.given.store(((given >> 16) + rows.size() - own_end) << 16 | ((e + 1) & 0xffff),
+    const std::uint64_t counted = p.given.load(std::memory_order_relaxed);
+    if ((counted & 0xffff) != ((e + 1) & 0xffff))  // (a respawn may get here twice)
+      p.given.store(((counted >> 16) + rows.size() - own_end) << 16 | ((e + 1) & 0xffff),
                     std::memory_order_relaxed);
   }
   snapshot_if_last(rank, e);  // before epochs_done: the parent then finds the slot ready
