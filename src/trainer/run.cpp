@@ -524,9 +524,6 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   const auto own = mode.train_epoch(model, task, mode_worker(rank));  // simulated's
   double loss = own ? *own : train_epoch(model, task);
   epoch_loss[rank * cfg.epochs + e] = loss;
-  const auto cut_short = [&] {
-    return stopping() || worker_terminated().load(std::memory_order_relaxed) || orphaned(launcher());
-  };
   // Its rows end at its share's limit, where a thief took the rest.
   const std::size_t limit = ShareWord::unpack(p.share.load(std::memory_order_acquire)).limit;
   const std::size_t own_end = steals ? std::min(rows.size(), limit * grain) : rows.size();
@@ -550,12 +547,13 @@ void Run::run_epoch(unsigned rank, unsigned e) {
   record_write_end(p);
 }
 
+bool Run::cut_short() const {
+  return stopping() || worker_terminated().load(std::memory_order_relaxed) || orphaned(launcher());
+}
+
 void Run::steal_rows(unsigned rank) {
   if (no_steal(cfg, workers)) return;
   WorkerProgress& me = progress[rank];
-  const auto cut_short = [&] {
-    return stopping() || worker_terminated().load(std::memory_order_relaxed) || orphaned(launcher());
-  };
   for (unsigned v = 0; v < workers; ++v)
     if (v != rank && ShareWord::unpack(progress[v].share.load(std::memory_order_acquire)).thief == rank + 1 &&
         !train_stolen(rank, v, true))

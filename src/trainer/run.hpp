@@ -285,6 +285,8 @@ struct Run {
   // The rows worker `rank` visits in epoch e, in order.
   void rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) const;
   bool stopping() const { return control->stop.load(std::memory_order_relaxed) != 0; }
+  // In a worker: the run stops, this worker got SIGTERM, or its parent is gone.
+  bool cut_short() const;
 
   Evaluation evaluate(const ParamSet& p) const;
   // The snapshot slot holding epoch e (1-based), or null, and what it holds.

@@ -3,7 +3,7 @@
 // Hogwild's workers train their epochs with no barrier between them, so a worker
 // that runs slower (a busy core, the parent's evaluation on a 2-core machine, a
 // straggler) ends the run alone: on the 2-core AMD EPYC two workers on the
-// RCV1-like set finished 6-27 % apart, and the run's examples/s is the slower
+// RCV1-like set finished 3-25 % apart, and the run's examples/s is the slower
 // one's. With stealing each worker still starts on its own share of each epoch,
 // in its order, and claims it a grain (64 mini-batches) at a time. A worker that
 // has finished every epoch takes the second half of the unclaimed grains of the
@@ -67,28 +67,6 @@ inline std::size_t claimed_rows(const std::atomic<std::uint64_t>& share, std::si
 }
 // Claims its next grain, unless a thief's limit comes first; returns the end of the
 // rows it has claimed then (of n).
-// The rows of earlier epochs that thieves took from a worker's shares (its `given`
-// word, `given_word`), as they stand when it (re)starts epoch e of `rows` rows: a
-// respawn of an epoch whose end it had counted leaves that epoch's out again.
-inline std::uint64_t given_before(std::uint64_t given_word, std::uint64_t share_word, unsigned e,
-                                  std::size_t rows, std::size_t grain) noexcept {
-  std::uint64_t given = given_word >> 16;
-  const ShareWord w = ShareWord::unpack(share_word);
-  if ((given_word & 0xffff) == ((e + 1) & 0xffff) && w.tag == epoch_tag(e))
-    given -= rows - std::min(rows, std::size_t{w.limit} * grain);
-  return given;
-}
-// Which workers hold a stolen range now (bit k: worker k), for the parent's watch.
-template <class Records>
-std::vector<bool> thieves_holding(const Records& records) {
-  std::vector<bool> holding(records.size(), false);
-  for (const auto& p : records) {
-    const std::uint32_t t = ShareWord::unpack(p.share.load(std::memory_order_acquire)).thief;
-    if (t != 0 && t <= holding.size()) holding[t - 1] = true;
-  }
-  return holding;
-}
-
 inline std::size_t claim_grain(std::atomic<std::uint64_t>& share, std::size_t grain,
                                std::size_t n) noexcept {
   std::uint64_t old = share.load(std::memory_order_acquire);
@@ -100,6 +78,28 @@ inline std::size_t claim_grain(std::atomic<std::uint64_t>& share, std::size_t gr
       return std::min(n, std::size_t{w.claimed} * grain);
   }
 }
+// The rows of earlier epochs that thieves took from a worker's shares (its `given`
+// word, `given_word`), as they stand when it (re)starts epoch e of `rows` rows: a
+// respawn of an epoch whose end it had counted leaves that epoch's out again.
+inline std::uint64_t given_before(std::uint64_t given_word, std::uint64_t share_word, unsigned e,
+                                  std::size_t rows, std::size_t grain) noexcept {
+  std::uint64_t given = given_word >> 16;
+  const ShareWord w = ShareWord::unpack(share_word);
+  if ((given_word & 0xffff) == ((e + 1) & 0xffff) && w.tag == epoch_tag(e))
+    given -= rows - std::min(rows, std::size_t{w.limit} * grain);
+  return given;
+}
+// Which workers hold a stolen range now (holding[k]: worker k), for the parent's watch.
+template <class Records>
+std::vector<bool> thieves_holding(const Records& records) {
+  std::vector<bool> holding(records.size(), false);
+  for (const auto& p : records) {
+    const std::uint32_t t = ShareWord::unpack(p.share.load(std::memory_order_acquire)).thief;
+    if (t != 0 && t <= holding.size()) holding[t - 1] = true;
+  }
+  return holding;
+}
+
 
 // Why a run of these options cannot steal (and then trains static shares), or
 // nothing where it steals: --balance static, a mode other than hogwild, one worker,
