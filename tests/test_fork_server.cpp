@@ -78,6 +78,10 @@ TEST_CASE("a worker restarted through the fork server after the parent started a
   // report of epoch 2.
   auto [tr, te] = test::generated_problem(200000, 4000, 500, 10, 0.02, 3);
   TrainConfig c = served(2, 30);
+  // Step sizes that decay (0.1 x 0.9^epoch): at a constant 0.1 the last iterate's
+  // accuracy alone spread over 0.828-0.845 across 12 serial seeds, wider than the
+  // check below; decayed, serial and hogwild both ended at 0.842-0.845.
+  c.step_size.decay = 0.9f;
   c.max_restarts = 2;
   TrainConfig reference = c;
   reference.mode = Mode::serial;

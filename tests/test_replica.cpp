@@ -84,6 +84,24 @@ TEST_CASE("a merge adds the copy's change to what the others wrote, then reloads
   }
 }
 
+TEST_CASE("an epoch's replica starts from the shared weights: a wait's updates are not added again") {
+  std::vector<float> w{1, 2, 3, 4}, b{5};
+  const ParamSet shared({{"w", w.data(), w.size()}, {"b", b.data(), 1}});
+  Replica r(shared, {}, 1000, false);
+  // While this worker waited (for its thief, or for a share to take), the others
+  // moved the weights.
+  w[1] = 12.f;
+  b[0] = -5.f;
+  r.begin_epoch({}, 0);
+  const ParamSet& mine = r.params();
+  CHECK(std::vector<float>(mine.data(0), mine.data(0) + 4) == std::vector<float>{1, 12, 3, 4});
+  CHECK(mine.data(1)[0] == -5.f);
+  CHECK(w == std::vector<float>{1, 12, 3, 4});  // nothing written
+  mine.data(1)[0] += 1.f;  // its own change is all a merge adds
+  r.merge();
+  CHECK(b[0] == -4.f);
+}
+
 TEST_CASE("a merge over many one-coordinate runs (a sparse model's) adds each change once") {
   // Runs of 1-3 floats take the inline path, runs of 16 and more the vector kernel;
   // the base is packed, so a wrong offset into it shows as a wrong sum.

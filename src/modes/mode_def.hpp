@@ -105,8 +105,8 @@ class ModeDef {
   // False: the calling process alone trains (one worker, nothing forked).
   virtual bool parallel() const { return true; }
   // --merge-every: workers may train private replicas merged into the shared
-  // weights; atomic_merges: those merges, and hot-window flushes, add with one
-  // atomic read-modify-write per coordinate (else a relaxed load and store).
+  // weights; atomic_merges: those merges add with one atomic read-modify-write per
+  // coordinate (else a relaxed load and store; a hot window's flushes always do).
   virtual bool replicas() const { return false; }
   virtual bool atomic_merges() const { return false; }
   // The workers step together: each step's gradients are combined over all of them

@@ -26,9 +26,8 @@ std::size_t HotWindow::window_floats(const std::vector<TensorSpec>& specs, std::
 }
 
 HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
-                     std::size_t flush_every, bool atomic, RobustMutex* lock)
-    : shared_(shared), window_(window), every_(flush_every ? flush_every : 1), atomic_(atomic),
-      lock_(lock) {
+                     std::size_t flush_every, RobustMutex* lock)
+    : shared_(shared), window_(window), every_(flush_every ? flush_every : 1), lock_(lock) {
   for (std::uint32_t j : hot) targets_.push_back(shared.data(0) + j);
   std::vector<ParamSet::Tensor> t{shared.tensors()[0]};
   float* next = window + hot.size();
@@ -46,7 +45,7 @@ HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, flo
 
 void HotWindow::flush() noexcept {
   for (std::size_t s = 0; s < targets_.size(); ++s)
-    detail::merge_coordinate(targets_[s], window_[s], base_[s], atomic_);
+    detail::merge_coordinate(targets_[s], window_[s], base_[s], /*atomic=*/true);
   pending_ = 0;
   ++flushes_;
 }

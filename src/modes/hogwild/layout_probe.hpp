@@ -114,6 +114,10 @@ class LayoutProbe final : public EpochPart {
   bool writes_later() const noexcept override { return on_replica_; }
   bool settled() const noexcept override { return phase_ == Phase::decided; }
   bool idle() const noexcept override { return phase_ == Phase::decided && !on_replica_; }
+  // On the replica, reloads it as a replica's epoch begins (PrivateCopyPart).
+  void begin_epoch(std::span<const std::uint32_t>, std::size_t) override {
+    if (on_replica_) replica_->merge();
+  }
   bool after_batch(const Batch& b, float lr, const EpochPlace& place) override;
   void end_epoch(float lr, const EpochPlace& place, bool whole) override;
   void report(WorkerProgress& p) const override { replica_->report(p); }
