@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <numeric>
 
@@ -109,8 +110,7 @@ TEST_CASE("an epoch's window starts from the shared weights: a wait's updates ar
   CHECK(window == std::vector<float>{20, 10, 1});
   CHECK(w == std::vector<float>{10, 11, 20, 13});  // nothing written
   CHECK(bias[0] == 1.f);
-  // Its steps pull the bias back toward where they find it consistent; only that
-  // change is added, not the others' move once more.
+  // Its own change is what a flush adds.
   hot.params().data(1)[0] += 0.5f;
   hot.flush();
   CHECK(bias[0] == 1.5f);
@@ -128,7 +128,10 @@ TEST_CASE("two processes flushing the same coordinates at once lose no window's 
   std::vector<pid_t> kids;
   for (int k = 0; k < 2; ++k) {
     const pid_t pid = fork();
-    REQUIRE(pid >= 0);
+    if (pid < 0) {  // the first child would wait for the second for ever
+      for (pid_t kid : kids) kill(kid, SIGKILL);
+      FAIL("fork failed");
+    }
     if (pid == 0) {
       std::vector<float> window(3);
       HotWindow hot(shared, {0, 1}, window.data(), 1);
@@ -147,7 +150,7 @@ TEST_CASE("two processes flushing the same coordinates at once lose no window's 
   }
   for (pid_t pid : kids) CHECK(test::wait_exit(pid, 60) == 0);
   // Every add made (counts below 2^24 are exact in a float). With a relaxed load and
-  // store two flushes at once lost one's change: on 2 cores thousands of them.
+  // store two flushes at once lost one's change: on 2 cores 11-14 % of them.
   CHECK(f[0] == float(2 * kFlushes));
   CHECK(f[1] == float(2 * kFlushes));
   CHECK(f[4] == float(2 * kFlushes));

@@ -24,7 +24,8 @@
 //   figures in record 0 (a compare-and-swap: no two workers decide apart); every
 //   other worker, probing or waiting, takes that decision at its next window.
 //   A window that spans more than one window of the clock (a long batch) is not
-//   measured; an epoch's end in a window is (short epochs pay it in both phases).
+//   measured; an epoch's end in a window is (short epochs pay it in both phases;
+//   the replica's reload as an epoch begins, only in a replica window).
 //
 // The probe's examples count as training: nothing is thrown away, and a crash
 // mid-probe retrains what it would have without one (its replica windows publish
