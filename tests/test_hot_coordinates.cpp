@@ -68,33 +68,31 @@ TEST_CASE("renumbered rows read the map's columns and share everything else") {
 }
 
 TEST_CASE("a flush adds each copy's change to what the others wrote, once, and reloads") {
-  {
-    std::vector<float> w{10, 11, 12, 13}, bias{5};
-    std::vector<float> window(3, -1.f);
-    const ParamSet shared({{"w", w.data(), w.size()}, {"b", bias.data(), 1}});
-    HotWindow hot(shared, {2, 0}, window.data(), 4);
-    CHECK(HotWindow::window_floats({{"w", 4}, {"b", 1}}, 2) == 3);
-    CHECK(window == std::vector<float>{12, 10, 5});  // loaded: features 2 and 0, then b
-    const ParamSet& mine = hot.params();
-    CHECK(mine.data(0) == w.data());       // w stays shared
-    CHECK(mine.data(1) == &window[2]);     // the bias is the worker's
-    window[0] += 0.5f;                     // feature 2
-    mine.data(1)[0] -= 1.f;                // the bias
-    w[2] += 100.f;                         // another worker's flush, same coordinate
-    w[0] = 7.f;                            // and one on a coordinate this copy left alone
-    w[1] += 2.f;                           // a cold feature, written in place
-    CHECK_FALSE(hot.due(3));
-    CHECK(hot.due(1));
-    hot.flush();
-    CHECK(w == std::vector<float>{7, 13, 112.5f, 13});
-    CHECK(bias[0] == 4.f);
-    CHECK(window == std::vector<float>{112.5f, 7, 4});  // reloaded, the others' work included
-    CHECK_FALSE(hot.due(3));  // the count starts again
-    hot.flush();  // nothing changed since: nothing added twice
-    CHECK(w == std::vector<float>{7, 13, 112.5f, 13});
-    CHECK(bias[0] == 4.f);
-    CHECK(hot.flushes() == 2);
-  }
+  std::vector<float> w{10, 11, 12, 13}, bias{5};
+  std::vector<float> window(3, -1.f);
+  const ParamSet shared({{"w", w.data(), w.size()}, {"b", bias.data(), 1}});
+  HotWindow hot(shared, {2, 0}, window.data(), 4);
+  CHECK(HotWindow::window_floats({{"w", 4}, {"b", 1}}, 2) == 3);
+  CHECK(window == std::vector<float>{12, 10, 5});  // loaded: features 2 and 0, then b
+  const ParamSet& mine = hot.params();
+  CHECK(mine.data(0) == w.data());       // w stays shared
+  CHECK(mine.data(1) == &window[2]);     // the bias is the worker's
+  window[0] += 0.5f;                     // feature 2
+  mine.data(1)[0] -= 1.f;                // the bias
+  w[2] += 100.f;                         // another worker's flush, same coordinate
+  w[0] = 7.f;                            // and one on a coordinate this copy left alone
+  w[1] += 2.f;                           // a cold feature, written in place
+  CHECK_FALSE(hot.due(3));
+  CHECK(hot.due(1));
+  hot.flush();
+  CHECK(w == std::vector<float>{7, 13, 112.5f, 13});
+  CHECK(bias[0] == 4.f);
+  CHECK(window == std::vector<float>{112.5f, 7, 4});  // reloaded, the others' work included
+  CHECK_FALSE(hot.due(3));  // the count starts again
+  hot.flush();  // nothing changed since: nothing added twice
+  CHECK(w == std::vector<float>{7, 13, 112.5f, 13});
+  CHECK(bias[0] == 4.f);
+  CHECK(hot.flushes() == 2);
 }
 
 TEST_CASE("an epoch's window starts from the shared weights: a wait's updates are not added again") {

@@ -100,7 +100,6 @@ std::vector<bool> thieves_holding(const Records& records) {
   return holding;
 }
 
-
 // Why a run of these options cannot steal (and then trains static shares), or
 // nothing where it steals: --balance static, a mode other than hogwild, one worker,
 // more than 127, --partition contiguous (a worker keeps its slice, and its replica
