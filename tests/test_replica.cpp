@@ -5,10 +5,15 @@
 // modes that allow them.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <thread>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "hogwild/error.hpp"
 #include "modes/hogwild/replica.hpp"
@@ -23,6 +28,14 @@ namespace {
 TrainConfig config(Mode mode, unsigned workers, std::size_t merge_every) {
   TrainConfig c = test::sgd_config(mode, workers);
   c.merge_every = merge_every;
+  return c;
+}
+
+// The convergence cases' step size: lr0 0.5 decaying by 0.7 an epoch ends its 8
+// epochs at 0.04 (sgd_config's 0.8: 0.10), so that the last iterate's noise, which
+// how two workers' merges interleave amplifies, stays well inside their bounds.
+TrainConfig decayed(TrainConfig c) {
+  c.step_size.decay = 0.7f;
   return c;
 }
 
@@ -179,11 +192,14 @@ TEST_CASE("--merge-every auto: F follows the cost of a merge against that of an 
   // Through the trainer: two workers converge like serial, and the result reports
   // the merges and the F they ended with.
   auto [tr, te] = test::generated_problem(40000, 10000, 2000, 20, 0.0, 3);
-  const auto serial = train(config(Mode::serial, 1, 0), tr, &te);
-  const auto r = train(config(Mode::hogwild, 2, TrainConfig::kMergeAuto), tr, &te);
+  const auto serial = train(decayed(config(Mode::serial, 1, 0)), tr, &te);
+  const auto r = train(decayed(config(Mode::hogwild, 2, TrainConfig::kMergeAuto)), tr, &te);
   MESSAGE("auto: loss " << r.test.loss << " (serial " << serial.test.loss << "), "
                         << r.merges << " merges, F at the end " << r.merge_every);
-  CHECK(r.test.loss <= serial.test.loss * 1.03);
+  // Under 2x oversubscription (ASan, two busy loops beside it) 30 runs ended at
+  // 0.993-1.030x serial's loss: a worker preempted with F near the cap merges
+  // thousands of examples late.
+  CHECK(r.test.loss <= serial.test.loss * 1.10);
   CHECK(r.merges >= 2 * 2 * 8);  // every epoch's reload at its start and merge at its end, both workers
   CHECK(r.merge_every >= double(Replica::kAutoMin));
   CHECK(r.merge_every <= double(Replica::kAutoMax));
@@ -204,17 +220,61 @@ TEST_CASE("merging after every example with one worker reproduces plain hogwild"
   }
 }
 
+TEST_CASE("two processes merging a bias at once lose no merge's change") {
+  // The shared weights in shared memory, each process's replica its own (after fork).
+  // Mode hogwild: w's runs merge with a relaxed load and store, the bias (a whole
+  // tensor of one float) with fetch_add.
+  constexpr std::size_t kMerges = 1000000;
+  void* mem = mmap(nullptr, 8 * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  auto* f = static_cast<float*>(mem);
+  std::fill(f, f + 8, 0.f);
+  std::atomic_ref<float> ready(f[7]);  // both start together
+  const ParamSet shared({{"w", f, 4}, {"b", f + 4, 1}});
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 2; ++k) {
+    const pid_t pid = fork();
+    if (pid < 0) {  // the first child would wait for the second for ever
+      for (pid_t kid : kids) kill(kid, SIGKILL);
+      FAIL("fork failed");
+    }
+    if (pid == 0) {
+      Replica r(shared, {{{0, 1}}, {}}, 1, /*atomic=*/false);
+      ready.fetch_add(1.f);
+      while (ready.load() < 2.f) {
+      }
+      for (std::size_t i = 0; i < kMerges; ++i) {
+        r.params().data(0)[0] += 1.f;
+        r.params().data(1)[0] += 1.f;
+        r.merge();
+      }
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) CHECK(test::wait_exit(pid, 60) == 0);
+  // Counts below 2^24 are exact in a float. w[0]'s load and store may lose adds, as
+  // Hogwild's updates may (shown, not bounded: on 2 cores 23-30 % of them); the
+  // bias's none. Merged with a load and store too, the bias lost 27-30 %.
+  MESSAGE("w[0] (load and store): " << f[0] << " of " << 2 * kMerges << "; bias: " << f[4]);
+  CHECK(f[0] <= float(2 * kMerges));
+  CHECK(f[4] == float(2 * kMerges));
+  CHECK(f[1] == 0.f);  // not in w's ranges
+  munmap(mem, 8 * sizeof(float));
+}
+
 TEST_CASE("replicas merged every 256 examples converge like serial (hogwild and atomic)") {
   auto [tr, te] = test::generated_problem(40000, 10000, 2000, 20, 0.0, 3);
-  const auto serial = train(config(Mode::serial, 1, 0), tr, &te);
+  const auto serial = train(decayed(config(Mode::serial, 1, 0)), tr, &te);
   MESSAGE("serial loss " << serial.test.loss << " accuracy " << serial.test.accuracy);
   for (Mode m : {Mode::hogwild, Mode::atomic}) {
-    const auto r = train(config(m, 2, 256), tr, &te);
+    const auto r = train(decayed(config(m, 2, 256)), tr, &te);
     MESSAGE(to_string(m) << " x2 merge every 256: loss " << r.test.loss << " accuracy "
                          << r.test.accuracy);
-    // How the two workers' merges interleave moves the final loss: 0.312 to 0.345
-    // (serial 0.322) across runs, the worst under TSan in CI with another suite
-    // beside it (accuracy 0.0123 below serial's). A lost or doubled merge is caught
+    // How the two workers' merges interleave moves the final loss. At decay 0.8 it
+    // reached 0.375 (serial 0.322, accuracy 0.028 below) once in CI under ASan with
+    // another suite beside it; at 0.7, 40 runs under ASan with two busy loops beside
+    // them ended at 0.3182-0.3236 (serial 0.3208). A lost or doubled merge is caught
     // exactly by the first test case; this one bounds the convergence.
     CHECK(r.test.loss <= serial.test.loss * 1.10);
     CHECK(std::abs(r.test.accuracy - serial.test.accuracy) <= 0.02);
@@ -222,7 +282,7 @@ TEST_CASE("replicas merged every 256 examples converge like serial (hogwild and 
   }
   // (Merging only at each epoch's end is not bounded here: each worker's whole
   // epoch starts from weights an epoch old and the two changes are summed, and at
-  // this lr the final loss ranged 0.314-0.439 from run to run against serial's
+  // decay 0.8 the final loss ranged 0.314-0.439 from run to run against serial's
   // 0.313, depending on whether a worker reloads before or after the other's merge.
   // docs/MODES.md says so.)
 }

@@ -21,6 +21,12 @@ std::uint64_t now_ns() noexcept {
 
 constexpr std::size_t kShortRange = 16;  // floats: shorter runs merge inline
 constexpr std::size_t kAhead = 16;       // runs: how far ahead a merge prefetches
+// floats: a whole tensor this small (a bias) merges with fetch_add in every mode.
+// Every worker changes each of its coordinates between any two of its merges, so
+// two merges' load and store interleaving there (a worker preempted between them,
+// which a loaded machine makes likely) loses a whole merge's change: F examples'
+// worth of the bias, not one update. 256 adds cost a few µs a merge.
+constexpr std::size_t kAtomicTensor = 256;
 
 // Mode atomic: one read-modify-write per changed coordinate, none lost. (Mode
 // hogwild: detail::dense_merge_shared, vectorised.)
@@ -81,8 +87,9 @@ void Replica::merge() noexcept {
     // IRELATIVE relocation that the dynamic loader resolves before the library's PLT
     // is set up, and under TSan the resolver itself calls through the PLT (crash at
     // load time).
+    const bool atomic = atomic_ || (ranges_[t].empty() && shared_.size(t) <= kAtomicTensor);
     const auto run = [&](std::size_t begin, std::size_t end, float* base) {
-      if (atomic_)
+      if (atomic)
         merge_atomic(s + begin, c + begin, base, end - begin);
       else
         detail::dense_merge_shared(s + begin, c + begin, base, end - begin);

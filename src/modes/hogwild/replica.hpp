@@ -26,10 +26,13 @@ class Replica final : public detail::PrivateCopyPart {
  public:
   // A private copy of `shared` (relaxed loads). ranges[t] are the coordinates of
   // tensor t that a merge visits (Model::trained_ranges; missing or empty: all of
-  // them; std::invalid_argument unless sorted, disjoint and inside the tensor). atomic: a merge adds with one atomic read-modify-write per coordinate
-  // (mode atomic), else with a relaxed load and store (mode hogwild: two workers
-  // merging the same coordinate at the same instant may lose one of the two adds,
-  // as two Hogwild updates may). Sgd only: the copy carries no optimiser state.
+  // them; std::invalid_argument unless sorted, disjoint and inside the tensor).
+  // atomic: a merge adds with one atomic read-modify-write per coordinate (mode
+  // atomic), else with a relaxed load and store (mode hogwild: two workers merging
+  // the same coordinate at the same instant may lose one of the two adds, as two
+  // Hogwild updates may), except a whole tensor of at most 256 floats (a bias),
+  // which always adds atomically: every merge changes all of it, so a lost add
+  // there is a whole merge's change. Sgd only: the copy carries no optimiser state.
   //
   // every == kAuto: F adapts. Each merge is timed, and so are the examples since the
   // one before; F becomes the number of examples that take kAutoRatio times as long
