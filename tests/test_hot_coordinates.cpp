@@ -71,7 +71,7 @@ TEST_CASE("a flush adds each copy's change to what the others wrote, once, and r
   std::vector<float> w{10, 11, 12, 13}, bias{5};
   std::vector<float> window(3, -1.f);
   const ParamSet shared({{"w", w.data(), w.size()}, {"b", bias.data(), 1}});
-  HotWindow hot(shared, {2, 0}, window.data(), 4);
+  HotWindow hot(shared, {2, 0}, window.data(), 4, 1);
   CHECK(HotWindow::window_floats({{"w", 4}, {"b", 1}}, 2) == 3);
   CHECK(window == std::vector<float>{12, 10, 5});  // loaded: features 2 and 0, then b
   const ParamSet& mine = hot.params();
@@ -95,11 +95,25 @@ TEST_CASE("a flush adds each copy's change to what the others wrote, once, and r
   CHECK(hot.flushes() == 2);
 }
 
+TEST_CASE("a flush adds a hot feature's change whole and the bias's divided by the writers") {
+  std::vector<float> w{10, 11, 12, 13}, bias{5};
+  std::vector<float> window(2, -1.f);
+  const ParamSet shared({{"w", w.data(), w.size()}, {"b", bias.data(), 1}});
+  HotWindow hot(shared, {1}, window.data(), 1, 4);  // four windows flush into w and b
+  window[0] += 2.f;             // feature 1
+  hot.params().data(1)[0] += 2.f;  // the bias
+  bias[0] += 1.f;               // another window's flush
+  hot.flush();
+  CHECK(w[1] == 13.f);
+  CHECK(bias[0] == 6.5f);       // 5 + 1 + 2 / 4
+  CHECK(window == std::vector<float>{13, 6.5f});
+}
+
 TEST_CASE("an epoch's window starts from the shared weights: a wait's updates are not added again") {
   std::vector<float> w{10, 11, 12, 13}, bias{5};
   std::vector<float> window(3, -1.f);
   const ParamSet shared({{"w", w.data(), w.size()}, {"b", bias.data(), 1}});
-  HotWindow hot(shared, {2, 0}, window.data(), 1000);
+  HotWindow hot(shared, {2, 0}, window.data(), 1000, 1);
   // While this worker waited (for its thief, or for a share to take), the others
   // moved its hot coordinates.
   w[2] = 20.f;
@@ -132,7 +146,7 @@ TEST_CASE("two processes flushing the same coordinates at once lose no window's 
     }
     if (pid == 0) {
       std::vector<float> window(3);
-      HotWindow hot(shared, {0, 1}, window.data(), 1);
+      HotWindow hot(shared, {0, 1}, window.data(), 1, 1);
       ready.fetch_add(1.f);
       while (ready.load() < 2.f) {
       }

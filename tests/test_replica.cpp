@@ -58,7 +58,7 @@ TEST_CASE("a merge adds the copy's change to what the others wrote, then reloads
     b = {10, 20, 30};
     const ParamSet shared({{"w", w.data(), w.size()}, {"b", b.data(), b.size()}});
     // Tensor w merges [0, 20) and [24, 37); b has no ranges (all of it).
-    Replica r(shared, {{{0, 20}, {24, 37}}}, 4, atomic);
+    Replica r(shared, {{{0, 20}, {24, 37}}}, 4, atomic, 1);
     const ParamSet& mine = r.params();
     REQUIRE(mine.count() == 2);
     CHECK(mine.data(0) != w.data());
@@ -97,10 +97,42 @@ TEST_CASE("a merge adds the copy's change to what the others wrote, then reloads
   }
 }
 
+TEST_CASE("a whole tensor of at most 256 floats adds its change divided by the writers") {
+  // Three replicas write these weights. A bias (every example of every worker
+  // changes it) adds a third of the change; a larger whole tensor and a tensor
+  // merged by ranges add all of theirs.
+  std::vector<float> small(256, 1.f), large(257, 1.f), ranged(8, 1.f);
+  const ParamSet shared({{"small", small.data(), small.size()},
+                         {"large", large.data(), large.size()},
+                         {"ranged", ranged.data(), ranged.size()}});
+  for (bool atomic : {false, true}) {
+    INFO("atomic " << atomic);
+    Replica r(shared, {{}, {}, {{0, 8}}}, 1, atomic, 3);
+    const ParamSet& mine = r.params();
+    for (std::size_t t = 0; t < 3; ++t) mine.data(t)[0] += 3.f;
+    mine.data(0)[255] -= 6.f;
+    small[1] += 5.f;  // another writer's merged change
+    r.merge();
+    CHECK(small[0] == 2.f);
+    CHECK(small[255] == -1.f);
+    CHECK(small[1] == 6.f);
+    CHECK(small[2] == 1.f);
+    CHECK(large[0] == 4.f);
+    CHECK(ranged[0] == 4.f);
+    // The copy reloads what the weights now hold.
+    CHECK(mine.data(0)[0] == 2.f);
+    CHECK(mine.data(0)[1] == 6.f);
+    CHECK(mine.data(1)[0] == 4.f);
+    std::fill(small.begin(), small.end(), 1.f);
+    std::fill(large.begin(), large.end(), 1.f);
+    std::fill(ranged.begin(), ranged.end(), 1.f);
+  }
+}
+
 TEST_CASE("an epoch's replica starts from the shared weights: a wait's updates are not added again") {
   std::vector<float> w{1, 2, 3, 4}, b{5};
   const ParamSet shared({{"w", w.data(), w.size()}, {"b", b.data(), 1}});
-  Replica r(shared, {}, 1000, false);
+  Replica r(shared, {}, 1000, false, 1);
   // While this worker waited (for its thief, or for a share to take), the others
   // moved the weights.
   w[1] = 12.f;
@@ -124,7 +156,7 @@ TEST_CASE("a merge over many one-coordinate runs (a sparse model's) adds each ch
     for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
     const Model::Ranges runs{{1, 2}, {4, 7}, {9, 10}, {20, 60}, {61, 62}, {100, 117}, {199, 200}};
     const ParamSet shared({{"w", w.data(), w.size()}});
-    Replica r(shared, {runs}, 1, atomic);
+    Replica r(shared, {runs}, 1, atomic, 1);
     const ParamSet& mine = r.params();
     std::vector<float> want = w;
     for (std::size_t i = 0; i < w.size(); ++i) {
@@ -146,17 +178,17 @@ TEST_CASE("a merge over many one-coordinate runs (a sparse model's) adds each ch
   }
   std::vector<float> w(10);
   const ParamSet shared({{"w", w.data(), w.size()}});
-  CHECK_THROWS_WITH_AS(Replica(shared, {{{0, 4}, {3, 5}}}, 1, false),
+  CHECK_THROWS_WITH_AS(Replica(shared, {{{0, 4}, {3, 5}}}, 1, false, 1),
                        doctest::Contains("not sorted, disjoint and inside it"),
                        std::invalid_argument);
-  CHECK_THROWS_AS(Replica(shared, {{{8, 11}}}, 1, false), std::invalid_argument);
+  CHECK_THROWS_AS(Replica(shared, {{{8, 11}}}, 1, false, 1), std::invalid_argument);
 }
 
 TEST_CASE("--merge-every auto: F follows the cost of a merge against that of an example") {
   // Examples slow against a tiny merge: F falls towards kAutoMin.
   {
     std::vector<float> w(64, 1.f);
-    Replica r(ParamSet({{"w", w.data(), w.size()}}), {}, Replica::kAuto, false);
+    Replica r(ParamSet({{"w", w.data(), w.size()}}), {}, Replica::kAuto, false, 1);
     CHECK(r.every() == Replica::kAutoStart);
     for (int i = 0; i < 6; ++i) {
       while (!r.due(16)) {
@@ -172,15 +204,15 @@ TEST_CASE("--merge-every auto: F follows the cost of a merge against that of an 
   {
     std::vector<float> w(64, 1.f);
     const ParamSet p({{"w", w.data(), w.size()}});
-    CHECK(Replica(p, {}, Replica::kAuto, false, Replica::kAutoMax).every() == Replica::kAutoMax);
-    CHECK(Replica(p, {}, Replica::kAuto, false, 1u << 30).every() == Replica::kAutoMax);
-    CHECK(Replica(p, {}, Replica::kAuto, false, 1).every() == Replica::kAutoMin);
-    CHECK(Replica(p, {}, 100, false, Replica::kAutoMax).every() == 100);  // a fixed F is F
+    CHECK(Replica(p, {}, Replica::kAuto, false, 1, Replica::kAutoMax).every() == Replica::kAutoMax);
+    CHECK(Replica(p, {}, Replica::kAuto, false, 1, 1u << 30).every() == Replica::kAutoMax);
+    CHECK(Replica(p, {}, Replica::kAuto, false, 1, 1).every() == Replica::kAutoMin);
+    CHECK(Replica(p, {}, 100, false, 1, Replica::kAutoMax).every() == 100);  // a fixed F is F
   }
   // A large merge (8M floats) against examples that take no time: F rises to the cap.
   {
     std::vector<float> w(std::size_t{1} << 23, 1.f);
-    Replica r(ParamSet({{"w", w.data(), w.size()}}), {}, Replica::kAuto, false);
+    Replica r(ParamSet({{"w", w.data(), w.size()}}), {}, Replica::kAuto, false, 1);
     for (int i = 0; i < 8; ++i) {
       while (!r.due(16)) {
       }
@@ -239,7 +271,7 @@ TEST_CASE("two processes merging a bias at once lose no merge's change") {
       FAIL("fork failed");
     }
     if (pid == 0) {
-      Replica r(shared, {{{0, 1}}, {}}, 1, /*atomic=*/false);
+      Replica r(shared, {{{0, 1}}, {}}, 1, /*atomic=*/false, /*writers=*/1);
       ready.fetch_add(1.f);
       while (ready.load() < 2.f) {
       }

@@ -1,6 +1,7 @@
 #include "modes/hogwild/hot_window.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -26,8 +27,13 @@ std::size_t HotWindow::window_floats(const std::vector<TensorSpec>& specs, std::
 }
 
 HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
-                     std::size_t flush_every, RobustMutex* lock)
-    : shared_(shared), window_(window), every_(flush_every ? flush_every : 1), lock_(lock) {
+                     std::size_t flush_every, unsigned writers, RobustMutex* lock)
+    : shared_(shared),
+      hot_(hot.size()),
+      share_(1.f / static_cast<float>(std::max(writers, 1u))),
+      window_(window),
+      every_(flush_every ? flush_every : 1),
+      lock_(lock) {
   for (std::uint32_t j : hot) targets_.push_back(shared.data(0) + j);
   std::vector<ParamSet::Tensor> t{shared.tensors()[0]};
   float* next = window + hot.size();
@@ -44,8 +50,18 @@ HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, flo
 }
 
 void HotWindow::flush() noexcept {
-  for (std::size_t s = 0; s < targets_.size(); ++s)
+  for (std::size_t s = 0; s < hot_; ++s)
     detail::merge_coordinate(targets_[s], window_[s], base_[s], /*atomic=*/true);
+  for (std::size_t s = hot_; s < targets_.size(); ++s) {
+    float change = window_[s] - base_[s];
+    if (change == 0) {
+      window_[s] = base_[s] = detail::relaxed_load(targets_[s]);
+      continue;
+    }
+    change *= share_;
+    window_[s] = base_[s] =
+        std::atomic_ref<float>(*targets_[s]).fetch_add(change, std::memory_order_relaxed) + change;
+  }
   pending_ = 0;
   ++flushes_;
 }

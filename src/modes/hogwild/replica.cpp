@@ -1,6 +1,7 @@
 #include "modes/hogwild/replica.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -21,12 +22,13 @@ std::uint64_t now_ns() noexcept {
 
 constexpr std::size_t kShortRange = 16;  // floats: shorter runs merge inline
 constexpr std::size_t kAhead = 16;       // runs: how far ahead a merge prefetches
-// floats: a whole tensor this small (a bias) merges with fetch_add in every mode.
-// Every worker changes each of its coordinates between any two of its merges, so
-// two merges' load and store interleaving there (a worker preempted between them,
-// which a loaded machine makes likely) loses a whole merge's change: F examples'
-// worth of the bias, not one update. 256 adds cost a few µs a merge.
-constexpr std::size_t kAtomicTensor = 256;
+// floats: a whole tensor this small (a bias) is one that every worker changes in
+// full between any two of its merges. It merges with fetch_add in every mode: two
+// merges' load and store interleaving there (a worker preempted between them, which
+// a loaded machine makes likely) would lose a whole merge's change, F examples'
+// worth of the bias, not one update. 256 adds cost a few µs a merge. And it adds
+// its change divided by the number of writers: see Replica's constructor.
+constexpr std::size_t kSharedTensor = 256;
 
 // Mode atomic: one read-modify-write per changed coordinate, none lost. (Mode
 // hogwild: detail::dense_merge_shared, vectorised.)
@@ -34,11 +36,26 @@ void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexce
   for (std::size_t j = 0; j < n; ++j) detail::merge_coordinate(shared + j, copy[j], base[j], true);
 }
 
+// A tensor every writer changes in full: shared += (copy - base) * share, atomically.
+void merge_averaged(float* shared, float* copy, float* base, std::size_t n, float share) noexcept {
+  for (std::size_t j = 0; j < n; ++j) {
+    float change = copy[j] - base[j];
+    if (change == 0) {
+      copy[j] = base[j] = detail::relaxed_load(shared + j);
+      continue;
+    }
+    change *= share;
+    copy[j] = base[j] =
+        std::atomic_ref<float>(shared[j]).fetch_add(change, std::memory_order_relaxed) + change;
+  }
+}
+
 }  // namespace
 
 Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
-                 bool atomic, std::size_t start)
-    : shared_(shared), ranges_(std::move(ranges)), every_(every), atomic_(atomic) {
+                 bool atomic, unsigned writers, std::size_t start)
+    : shared_(shared), ranges_(std::move(ranges)), every_(every), atomic_(atomic),
+      share_(1.f / static_cast<float>(std::max(writers, 1u))) {
   if (every_ == kAuto) {
     adaptive_ = true;
     every_ = std::clamp(start, kAutoMin, kAutoMax);
@@ -87,13 +104,16 @@ void Replica::merge() noexcept {
     // IRELATIVE relocation that the dynamic loader resolves before the library's PLT
     // is set up, and under TSan the resolver itself calls through the PLT (crash at
     // load time).
-    const bool atomic = atomic_ || (ranges_[t].empty() && shared_.size(t) <= kAtomicTensor);
     const auto run = [&](std::size_t begin, std::size_t end, float* base) {
-      if (atomic)
+      if (atomic_)
         merge_atomic(s + begin, c + begin, base, end - begin);
       else
         detail::dense_merge_shared(s + begin, c + begin, base, end - begin);
     };
+    if (ranges_[t].empty() && shared_.size(t) <= kSharedTensor) {
+      merge_averaged(s, c, b, shared_.size(t), share_);
+      continue;
+    }
     if (ranges_[t].empty()) {
       run(0, shared_.size(t), b);
       continue;
