@@ -86,6 +86,14 @@ inline void merge_coordinate(float* shared, float& copy, float& base, bool atomi
   copy = base = v;
 }
 
+// merge_coordinate's atomic add of `share` of the change: a bias merged as the
+// mean of its writers' changes (modes/hogwild/replica.hpp says why).
+inline void merge_coordinate_share(float* shared, float& copy, float& base, float share) noexcept {
+  const float d = (copy - base) * share;
+  copy = base = d == 0 ? relaxed_load(shared)
+                       : std::atomic_ref<float>(*shared).fetch_add(d, std::memory_order_relaxed) + d;
+}
+
 // v, where the compiler can no longer see how it was computed: an add of it is never
 // fused into a multiply-add (GCC contracts a * b + c by default). The SGD write
 // w + (-lr g) is then rounded as w + round(-lr g) whether the step adds it to w or

@@ -1,7 +1,6 @@
 #include "modes/hogwild/hot_window.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -52,16 +51,8 @@ HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, flo
 void HotWindow::flush() noexcept {
   for (std::size_t s = 0; s < hot_; ++s)
     detail::merge_coordinate(targets_[s], window_[s], base_[s], /*atomic=*/true);
-  for (std::size_t s = hot_; s < targets_.size(); ++s) {
-    float change = window_[s] - base_[s];
-    if (change == 0) {
-      window_[s] = base_[s] = detail::relaxed_load(targets_[s]);
-      continue;
-    }
-    change *= share_;
-    window_[s] = base_[s] =
-        std::atomic_ref<float>(*targets_[s]).fetch_add(change, std::memory_order_relaxed) + change;
-  }
+  for (std::size_t s = hot_; s < targets_.size(); ++s)
+    detail::merge_coordinate_share(targets_[s], window_[s], base_[s], share_);
   pending_ = 0;
   ++flushes_;
 }

@@ -1,7 +1,6 @@
 #include "modes/hogwild/replica.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -34,20 +33,6 @@ constexpr std::size_t kSharedTensor = 256;
 // hogwild: detail::dense_merge_shared, vectorised.)
 void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexcept {
   for (std::size_t j = 0; j < n; ++j) detail::merge_coordinate(shared + j, copy[j], base[j], true);
-}
-
-// A tensor every writer changes in full: shared += (copy - base) * share, atomically.
-void merge_averaged(float* shared, float* copy, float* base, std::size_t n, float share) noexcept {
-  for (std::size_t j = 0; j < n; ++j) {
-    float change = copy[j] - base[j];
-    if (change == 0) {
-      copy[j] = base[j] = detail::relaxed_load(shared + j);
-      continue;
-    }
-    change *= share;
-    copy[j] = base[j] =
-        std::atomic_ref<float>(shared[j]).fetch_add(change, std::memory_order_relaxed) + change;
-  }
 }
 
 }  // namespace
@@ -111,7 +96,8 @@ void Replica::merge() noexcept {
         detail::dense_merge_shared(s + begin, c + begin, base, end - begin);
     };
     if (ranges_[t].empty() && shared_.size(t) <= kSharedTensor) {
-      merge_averaged(s, c, b, shared_.size(t), share_);
+      for (std::size_t j = 0; j < shared_.size(t); ++j)
+        detail::merge_coordinate_share(s + j, c[j], b[j], share_);
       continue;
     }
     if (ranges_[t].empty()) {
