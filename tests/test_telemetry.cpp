@@ -232,7 +232,12 @@ TEST_CASE("--conflicts: no lost mass in serial, lock and atomic; hogwild's write
       CHECK(x.conflicts > 0);  // two workers, 80,000 writes of one bias
       CHECK(x.lost_mass_max > 1e-4);
     } else {
-      CHECK(x.lost_mass_max < 1e-4);  // float rounding: every intended change is there
+      // Float rounding: every intended change is there. The weights add in float,
+      // the intended changes in double, so a coordinate whose net change is small
+      // next to its writes shows a relative error: up to 1.1e-4 under atomic (its
+      // adds in another order) in a local CI run with a build beside it, where
+      // hogwild's lost writes came to a mean of 0.025 and a max of 0.126.
+      CHECK(x.lost_mass_max < 1e-3);
       if (m != Mode::atomic) CHECK(x.conflicts == 0);  // atomic's collide, and retry
     }
   }
