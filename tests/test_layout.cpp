@@ -142,13 +142,12 @@ std::uint64_t fake_ns = 0;
 std::uint64_t fake_clock() { return fake_ns; }
 
 struct TwoWorkers {
-  // Larger than a bias, which a replica merges averaged over the writers.
-  std::vector<float> w = std::vector<float>(512, 0.f);
+  std::vector<float> w = std::vector<float>(256, 0.f);
   ParamSet shared{{{"w", w.data(), w.size()}}};
   std::vector<WorkerProgress> records = std::vector<WorkerProgress>(2);
   std::unique_ptr<detail::LayoutProbe> probe(unsigned rank) {
     auto p = std::make_unique<detail::LayoutProbe>(
-        std::make_unique<Replica>(shared, std::vector<Ranges>{}, Replica::kAuto, false, 2),
+        std::make_unique<Replica>(shared, std::vector<Ranges>{}, Replica::kAuto, false),
         std::span<WorkerProgress>(records), rank);
     p->use_clock(fake_clock);
     return p;

@@ -230,7 +230,7 @@ TEST_CASE("--conflicts: no lost mass in serial, lock and atomic; hogwild's write
     CHECK(r.test.accuracy > 0.7);
     if (m == Mode::hogwild) {
       CHECK(x.conflicts > 0);  // two workers, 80,000 writes of one bias
-      CHECK(x.lost_mass_max > 1e-4);
+      CHECK(x.lost_mass_max > 1e-3);
     } else {
       // Float rounding: every intended change is there. The weights add in float,
       // the intended changes in double, so a coordinate whose net change is small

@@ -87,7 +87,9 @@ inline void merge_coordinate(float* shared, float& copy, float& base, bool atomi
 }
 
 // merge_coordinate's atomic add of `share` of the change: a bias merged as the
-// mean of its writers' changes (modes/hogwild/replica.hpp says why).
+// mean of its writers' changes. Each writer's copy of a bias settles between
+// merges, so their changes are one correction repeated, and their sum overshoots
+// (src/modes/hogwild/replica.hpp has the figures).
 inline void merge_coordinate_share(float* shared, float& copy, float& base, float share) noexcept {
   const float d = (copy - base) * share;
   copy = base = d == 0 ? relaxed_load(shared)

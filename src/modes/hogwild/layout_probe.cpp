@@ -303,7 +303,7 @@ std::string layout_line(const TrainConfig& c, std::span<const WorkerProgress> al
 std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   if (no_probe(w.config, w.world)) return nullptr;
   auto replica = std::make_unique<Replica>(w.params, own_ranges(w), Replica::kAuto,
-                                           /*atomic=*/false, w.config.workers, Replica::kAutoMax);
+                                           /*atomic=*/false, bias_mean(w), Replica::kAutoMax);
   const std::span<WorkerProgress> all = w.arena.array<WorkerProgress>("progress");
   return std::make_unique<LayoutProbe>(std::move(replica), all.first(w.world), w.rank);
 }

@@ -21,13 +21,6 @@ std::uint64_t now_ns() noexcept {
 
 constexpr std::size_t kShortRange = 16;  // floats: shorter runs merge inline
 constexpr std::size_t kAhead = 16;       // runs: how far ahead a merge prefetches
-// floats: a whole tensor this small (a bias) is one that every worker changes in
-// full between any two of its merges. It merges with fetch_add in every mode: two
-// merges' load and store interleaving there (a worker preempted between them, which
-// a loaded machine makes likely) would lose a whole merge's change, F examples'
-// worth of the bias, not one update. 256 adds cost a few µs a merge. And it adds
-// its change divided by the number of writers: see Replica's constructor.
-constexpr std::size_t kSharedTensor = 256;
 
 // Mode atomic: one read-modify-write per changed coordinate, none lost. (Mode
 // hogwild: detail::dense_merge_shared, vectorised.)
@@ -38,9 +31,10 @@ void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexce
 }  // namespace
 
 Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
-                 bool atomic, unsigned writers, std::size_t start)
+                 bool atomic, MeanMerge mean, std::size_t start)
     : shared_(shared), ranges_(std::move(ranges)), every_(every), atomic_(atomic),
-      share_(1.f / static_cast<float>(std::max(writers, 1u))) {
+      mean_(std::move(mean.tensors)),
+      share_(1.f / static_cast<float>(std::max(mean.writers, 1u))) {
   if (every_ == kAuto) {
     adaptive_ = true;
     every_ = std::clamp(start, kAutoMin, kAutoMax);
@@ -50,6 +44,7 @@ Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t
   copy_.reserve(shared.count());
   base_.reserve(shared.count());
   ranges_.resize(shared.count());
+  mean_.resize(shared.count(), false);
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
     std::size_t last = 0;
     for (const auto& [begin, end] : ranges_[i]) {
@@ -68,7 +63,7 @@ Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t
     // The base holds only the ranges' coordinates, packed in order: a sparse model's
     // merge then reads one scattered private array, not two.
     auto& b = base_.emplace_back();
-    if (ranges_[i].empty()) {
+    if (ranges_[i].empty() || mean_[i]) {
       b = c;
     } else {
       for (const auto& [begin, end] : ranges_[i]) b.insert(b.end(), c.begin() + begin, c.begin() + end);
@@ -95,7 +90,7 @@ void Replica::merge() noexcept {
       else
         detail::dense_merge_shared(s + begin, c + begin, base, end - begin);
     };
-    if (ranges_[t].empty() && shared_.size(t) <= kSharedTensor) {
+    if (mean_[t]) {  // (its base: all of it, its ranges ignored)
       for (std::size_t j = 0; j < shared_.size(t); ++j)
         detail::merge_coordinate_share(s + j, c[j], b[j], share_);
       continue;

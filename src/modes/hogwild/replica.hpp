@@ -22,6 +22,12 @@
 
 namespace hogwild {
 
+// The tensors a replica merges as its writers' mean (Replica's constructor).
+struct MeanMerge {
+  std::vector<bool> tensors;  // by tensor; missing: false
+  unsigned writers = 1;
+};
+
 class Replica final : public detail::PrivateCopyPart {
  public:
   // A private copy of `shared` (relaxed loads). ranges[t] are the coordinates of
@@ -32,19 +38,21 @@ class Replica final : public detail::PrivateCopyPart {
   // the same coordinate at the same instant may lose one of the two adds, as two
   // Hogwild updates may). Sgd only: the copy carries no optimiser state.
   //
-  // A whole tensor of at most 256 floats (a bias: every example of every worker
-  // changes it) always adds atomically (a lost add there is a whole merge's
-  // change), and adds its change divided by `writers`, the number of replicas
-  // merging into `shared`. Between two merges each replica's bias settles where its
-  // own examples pull it (at lr 0.25 on RCV1-like within some 20 examples, against
-  // F in the thousands): each change is the same correction, and their sum
-  // overshoots by the others' ones. With two writers merging in step (--balance
-  // steal starts them together) the error then flips sign at every merge without
-  // shrinking, so noise walks the bias off (RCV1-like, seed 1, 16 runs: final test
-  // loss 0.4336-1.18, three over 0.48, where one worker's seeds end 0.4305-0.4467);
-  // past two it grows. Their mean is that correction once: 0.4306-0.4365. Where a
-  // bias moves little between merges (small F or lr) the mean is a 1/writers step
-  // size on it.
+  // mean: the tensors that add their change divided by `writers`, the number of
+  // replicas merging into `shared`, with fetch_add in every mode (a lost add there
+  // is a whole merge's change) — the bias of a linear model on sparse rows
+  // (bias_mean, writer_parts.hpp), which every example of every worker changes.
+  // Between two merges each replica's bias settles where its own examples pull it
+  // (at lr 0.25 on RCV1-like within some 20 examples, against F in the thousands):
+  // each change is the same correction, and their sum overshoots by the others'
+  // ones. With two writers merging in step (--balance steal starts them together)
+  // the error then flips sign at every merge without shrinking, so noise walks the
+  // bias off (RCV1-like, seed 1, 16 runs: final test loss 0.4336-1.18, three over
+  // 0.48, where one worker's seeds end 0.4305-0.4467); past two it grows. Their
+  // mean is that correction once: 0.4306-0.4529 over 16 runs. Where a bias moves
+  // little between merges (small F or lr) the mean is a 1/writers step size on it.
+  // Any other tensor adds its whole change: a dense model's weights and an MF
+  // model's rows are not one correction repeated.
   //
   // every == kAuto: F adapts. Each merge is timed, and so are the examples since the
   // one before; F becomes the number of examples that take kAutoRatio times as long
@@ -61,7 +69,7 @@ class Replica final : public detail::PrivateCopyPart {
   // where a replica's steady state is on the sets it wins on, so that its windows do
   // not time the merges of a replica still adapting).
   Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
-          bool atomic, unsigned writers, std::size_t start = kAutoStart);
+          bool atomic, MeanMerge mean = {}, std::size_t start = kAutoStart);
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
 
@@ -94,7 +102,8 @@ class Replica final : public detail::PrivateCopyPart {
   std::vector<Ranges> ranges_;
   std::size_t every_, pending_ = 0;
   bool atomic_;
-  float share_;  // of a whole small tensor's change a merge adds: 1 / writers
+  std::vector<bool> mean_;  // by tensor: merged as the writers' mean
+  float share_;             // of a mean tensor's change a merge adds: 1 / writers
   bool adaptive_ = false;
   std::uint64_t merges_ = 0;
   std::uint64_t last_merge_end_ns_ = 0;  // kAuto: when the previous merge ended

@@ -13,13 +13,20 @@ std::vector<Ranges> own_ranges(const ModeWorker& w) {
   return mine;
 }
 
+MeanMerge bias_mean(const ModeWorker& w) {
+  MeanMerge mean{std::vector<bool>(w.params.count(), false), w.config.workers};
+  if (w.model->feature_indexed() && w.train->layout() == Layout::sparse)
+    for (std::size_t t = 1; t < mean.tensors.size(); ++t) mean.tensors[t] = true;
+  return mean;
+}
+
 void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
                       std::vector<std::unique_ptr<EpochPart>>& parts, RobustMutex* lock) {
   const TrainConfig& c = w.config;
   if (c.merge_every)  // merging only what this worker's own rows can change
     parts.push_back(
         std::make_unique<Replica>(w.params, own_ranges(w), c.merge_every, mode.atomic_merges(),
-                                  c.workers));
+                                  bias_mean(w)));
   if (w.hot_window)
     parts.push_back(std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, c.hot_flush, c.workers, lock));
   if (c.nodes > 1 && w.rank == 0)  // the node's leader

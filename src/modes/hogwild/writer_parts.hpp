@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "modes/hogwild/replica.hpp"
 #include "modes/mode_def.hpp"
 
 namespace hogwild::detail {
@@ -14,6 +15,12 @@ namespace hogwild::detail {
 // The coordinates of each tensor that worker `w`'s own rows can change
 // (Model::trained_ranges): what its replica merges.
 std::vector<Ranges> own_ranges(const ModeWorker& w);
+
+// What w's replica merges as the mean of this node's workers' changes: a linear
+// model's bias on sparse rows (Model::feature_indexed: its tensors past the first),
+// which every example of every worker changes (replica.hpp says why); nothing for
+// any other model or rows.
+MeanMerge bias_mean(const ModeWorker& w);
 
 // Appends the parts `w`'s options ask for, in the order they act after each batch
 // and at the epoch's end: the replica's merge, the hot window's flush, then the
