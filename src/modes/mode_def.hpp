@@ -83,6 +83,9 @@ struct ModeWorker {
   const std::vector<std::uint32_t>* hot = nullptr;
   float* hot_window = nullptr;
   std::pair<std::size_t, std::size_t> own_rows = {};
+  // ... and the coordinates of each tensor those rows can change, where the parent
+  // found them (Model::trained_ranges; null: the worker finds them)
+  const std::vector<Ranges>* row_ranges = nullptr;
   const ParamSet* node_base = nullptr;
   std::function<bool()> others_done = {};
 };
@@ -109,6 +112,13 @@ class ModeDef {
   // coordinate (else a relaxed load and store; a hot window's flushes always do).
   virtual bool replicas() const { return false; }
   virtual bool atomic_merges() const { return false; }
+  // Whether a run of `config` with `workers` workers on this node may keep replicas
+  // (--merge-every, or hogwild's --layout auto probe): the parent then finds the
+  // coordinates every row can change once, before the workers start
+  // (ModeWorker::row_ranges), where each worker would find them in its own time.
+  virtual bool may_merge(const TrainConfig& config, unsigned /*workers*/) const {
+    return replicas() && config.merge_every != 0;
+  }
   // The workers step together: each step's gradients are combined over all of them
   // through a Communicator (modes/ddp/gradient_sync.hpp) before one update. Every
   // worker then sees every step's rows in the same count, a worker that dies stops

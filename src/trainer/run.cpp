@@ -305,10 +305,16 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
       slot_counts[i] = arena.array<std::uint64_t>("snapshot_counts").subspan(2 * workers * i,
                                                                              2 * workers);
     }
-    if (test)  // copying a few untouched floats beats another loop: whole lines
-      for (std::size_t t = 0; t < specs.size(); ++t)
-        trained_ranges.push_back(
-            coalesce_ranges(model.trained_ranges(t, train, 0, train.rows()), 16));
+  }
+  // Both from one pass over the rows per tensor.
+  const bool snapshot_ranges = arena.has("finishers") && test;
+  const bool replica_ranges = mode.parallel() && cfg.partition == Partition::shuffled &&
+                              mode.may_merge(cfg, workers);
+  for (std::size_t t = 0; t < specs.size() && (snapshot_ranges || replica_ranges); ++t) {
+    Ranges all = model.trained_ranges(t, train, 0, train.rows());
+    // copying a few untouched floats beats another loop: whole lines
+    if (snapshot_ranges) trained_ranges.push_back(coalesce_ranges(all, 16));
+    if (replica_ranges) row_ranges.push_back(std::move(all));
   }
 }
 
@@ -664,6 +670,7 @@ ModeWorker Run::mode_worker(unsigned rank) {
   }
   w.own_rows = cfg.partition == Partition::contiguous
                    ? partition(rank) : std::pair<std::size_t, std::size_t>{0, train.rows()};
+  if (!row_ranges.empty()) w.row_ranges = &row_ranges;
   w.node_base = &node_base;
   w.others_done = [this] {  // this node's workers 1.. past the leader's epoch
     const unsigned e = progress[0].epoch.load(std::memory_order_relaxed);

@@ -148,9 +148,12 @@ struct Run {
   std::span<std::uint64_t> slot_counts[2];  // per slot: low[workers], then high[workers]
   // Per tensor, the coordinates training can change (Model::trained_ranges over all
   // rows, coalesced into whole lines; empty = all): what a snapshot copies (a slot's
-  // first snapshot copies everything). Computed when there is a test set. (A
-  // replica merges its own worker's ranges.)
+  // first snapshot copies everything). Computed when there is a test set.
   std::vector<Ranges> trained_ranges;
+  // The same over all rows, not coalesced, where every worker's replica would merge
+  // them (ModeDef::may_merge, rows shuffled among the workers): found once here,
+  // before the run's clock starts (ModeWorker::row_ranges). Else empty.
+  std::vector<Ranges> row_ranges;
   // --hot-k (parallel modes): the hot features, the training rows with each hot
   // feature renumbered to its slot in the window past w's end (modes/hogwild/hot_window.hpp),
   // and the window (mapped private in the parent before any fork).

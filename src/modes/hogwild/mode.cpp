@@ -17,6 +17,9 @@ class Hogwild final : public ModeDef {
   std::uint8_t access() const override { return access_index<HogwildUpdate>(); }
   std::optional<DeviceAccess> device_access() const override { return DeviceAccess::hogwild; }
   bool replicas() const override { return true; }
+  bool may_merge(const TrainConfig& c, unsigned workers) const override {
+    return c.merge_every != 0 || !no_probe(c, workers);
+  }
   // --layout auto's probe (with its replica, where nothing else sets the layout),
   // then hogwild's options: --merge-every, --hot-k, and across nodes the node sync.
   void make_parts(const ModeWorker& w, std::vector<std::unique_ptr<EpochPart>>& parts) const override {

@@ -7,6 +7,7 @@
 namespace hogwild::detail {
 
 std::vector<Ranges> own_ranges(const ModeWorker& w) {
+  if (w.row_ranges) return *w.row_ranges;
   std::vector<Ranges> mine;
   for (std::size_t t = 0; t < w.params.count(); ++t)
     mine.push_back(w.model->trained_ranges(t, *w.train, w.own_rows.first, w.own_rows.second));
