@@ -113,11 +113,15 @@ LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgr
 std::uint64_t LayoutProbe::now() const noexcept { return clock_ ? clock_() : now_ns(); }
 
 ProbeFigures LayoutProbe::own() const noexcept {
-  ProbeFigures f;
-  if (n_[0]) f.shared_ns = ns_[0] / static_cast<double>(n_[0]);
-  if (n_[1]) f.replica_ns = ns_[1] / static_cast<double>(n_[1]);
-  f.windows = windows_[0] + windows_[1];
-  return f;
+  const auto median = [this](int kind) {
+    const unsigned n = windows_[kind];
+    if (n == 0) return 0.0;
+    double v[kMaxWindows];
+    std::copy(ns_[kind], ns_[kind] + n, v);
+    std::sort(v, v + n);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  return {median(0), median(1), windows_[0] + windows_[1]};
 }
 
 void LayoutProbe::merge(const EpochPlace& place) {
@@ -137,12 +141,15 @@ void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place) {
 void LayoutProbe::end_window(std::uint64_t window, const EpochPlace& place) {
   const int kind = on_replica_ ? 1 : 0;
   if (on_replica_) merge(place);  // the window's changes, in its time
-  // Not measured: a window with no batch done, or one that spans more than one window
-  // of the clock (a long batch: both phases' time in it).
-  if (examples_ == 0 || window != window_ + 1) return;
-  ns_[kind] += static_cast<double>(now() - started_ns_);
-  n_[kind] += examples_;
-  ++windows_[kind];
+  // Not measured: the first kWarmWindows, a window with no batch done, or one that
+  // spans more than one window of the clock (a long batch: both phases' time in it).
+  if (warm_ < kWarmWindows) {
+    ++warm_;
+    return;
+  }
+  if (examples_ == 0 || window != window_ + 1 || windows_[kind] == kMaxWindows) return;
+  ns_[kind][windows_[kind]++] =
+      static_cast<double>(now() - started_ns_) / static_cast<double>(examples_);
 }
 
 void LayoutProbe::publish_figures(std::uint64_t window) {
@@ -279,7 +286,7 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
     r.windows = f.windows;
     r.chosen = "plain";
     r.why = fmt::format("the run ended before the probe decided (it takes about {} ms)",
-                        (2 * kPairs + 1) * kWindowNs / 1'000'000);
+                        (kWarmWindows + 2 * kPairs + 1) * kWindowNs / 1'000'000);
     return r;
   }
   // The figures the decision was made from (record 0's), and what every worker took.
