@@ -67,6 +67,37 @@ TEST_CASE("who probes: hogwild, 2 to 4 workers, sgd, nothing else choosing the l
   CHECK(why([](TrainConfig& x) { x.mode = Mode::atomic; }) == "--mode atomic");
   CHECK(why([](TrainConfig& x) { x.telemetry = true; }).find("--telemetry") != std::string::npos);
   CHECK(why([](TrainConfig& x) { x.conflicts = true; }).find("--conflicts") != std::string::npos);
+  CHECK(why([](TrainConfig& x) { x.replicas_unsound = true; }).find("feature-indexed") !=
+        std::string::npos);
+}
+
+TEST_CASE("auto probes a feature-indexed model on sparse rows only") {
+  auto [tr, te] = test::generated_problem(2000, 100, 1000, 20, 0.0, 3);
+  const Dataset blobs = test::class_blobs(100, 6, 1);
+  const auto linear = make_model("logistic");
+  const auto softmax = make_model("softmax");
+  CHECK(detail::replicas_sound(*linear, tr));
+  CHECK_FALSE(detail::replicas_sound(*linear, blobs));   // dense rows
+  CHECK_FALSE(detail::replicas_sound(*softmax, tr));     // not feature-indexed
+  CHECK_FALSE(detail::replicas_sound(*make_model("mf"), tr));
+  TrainConfig c = test::sgd_config(Mode::hogwild, 2);
+  detail::resolve_layout(c, blobs, *linear);
+  CHECK(c.replicas_unsound);
+  CHECK(detail::no_probe(c, 2).has_value());
+  detail::resolve_layout(c, tr, *linear);  // resolved again: from these rows
+  CHECK_FALSE(c.replicas_unsound);
+  CHECK_FALSE(detail::no_probe(c, 2).has_value());
+  c.layout = WeightLayout::replicas;  // forced: the user's to choose
+  detail::resolve_layout(c, blobs, *softmax);
+  CHECK_FALSE(c.replicas_unsound);
+  // A whole run on dense rows: plain, no probe, and the summary says why.
+  TrainConfig run = test::sgd_config(Mode::hogwild, 2);
+  run.epochs = 2;
+  const auto r = train(run, *make_model("softmax"), blobs, nullptr);
+  CHECK_FALSE(r.layout.probed);
+  CHECK(r.layout.chosen == "plain");
+  CHECK(r.layout.why.find("feature-indexed") != std::string::npos);
+  CHECK(r.merges == 0);
 }
 
 TEST_CASE("--layout replicas and hot become --merge-every auto and --hot-k from the degrees") {
@@ -339,12 +370,18 @@ struct CrashOnReplica {
   }
 };
 
+// The ridge model as --layout auto probes it: one weight per feature, on sparse rows
+// (replicas_sound).
+struct IndexedRidge : test::Ridge<CrashOnReplica> {
+  bool feature_indexed() const noexcept override { return true; }
+};
+
 }  // namespace
 
 TEST_CASE("a worker killed in a replica window of the probe is respawned; nothing counted twice") {
-  const Dataset d = test::linear_data(8000);
+  const Dataset d = test::linear_data(8000).sparsified();
   test::shared_flag().store(0);
-  test::Ridge<CrashOnReplica> model;
+  IndexedRidge model;
   TrainConfig c;
   c.workers = 2;
   c.epochs = 400;  // a run of about a second: the probe's replica windows come early

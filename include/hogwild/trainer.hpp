@@ -87,6 +87,10 @@ struct TrainConfig {
   // --layout (mode hogwild): replicas sets merge_every to kMergeAuto and hot sets hot_k
   // from the degree table when the run starts, unless given; automatic probes.
   WeightLayout layout = WeightLayout::automatic;
+  // Not an option: set as the run starts, in every process (resolve_layout, from the
+  // model and the rows), where --layout auto may not choose replicas. Then it is
+  // plain, with no probe (modes/hogwild/layout_probe.hpp, replicas_sound).
+  bool replicas_unsound = false;
   // --balance (mode hogwild): steal unless the run cannot (work_share.hpp: no_steal).
   Balance balance = Balance::steal;
   // --mode ps (a parameter server, Downpour): `servers` server processes each own a

@@ -472,13 +472,17 @@ int run(int argc, char** argv) {
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   if (!o.quiet && cfg.mode == hogwild::Mode::hogwild) {
     // What writes the shared weights: given, implied, or the probe's to choose.
-    const auto fixed = hogwild::detail::no_probe(cfg, hogwild::workers_used(cfg.mode, cfg.workers));
+    hogwild::TrainConfig shown = cfg;  // as train() resolves it
+    shown.replicas_unsound = cfg.layout == hogwild::WeightLayout::automatic &&
+                             !hogwild::detail::replicas_sound(*model, train);
+    const auto fixed = hogwild::detail::no_probe(shown, hogwild::workers_used(cfg.mode, cfg.workers));
     if (fixed)
       fmt::print(o.human, "layout {} ({})\n", hogwild::detail::fixed_layout(cfg), *fixed);
     else
       fmt::print(o.human, "layout auto: a probe times the shared weights against a replica "
                           "in the first {} ms, then keeps the faster\n",
-                 (2 * hogwild::detail::kPairs + 1) * hogwild::detail::kWindowNs / 1'000'000);
+                 (hogwild::detail::kWarmWindows + 2 * hogwild::detail::kPairs + 1) *
+                     hogwild::detail::kWindowNs / 1'000'000);
   }
   const auto kernel = cfg.device == hogwild::Device::cuda
                           ? std::optional(hogwild::detail::device_kernel_def(cfg.model))

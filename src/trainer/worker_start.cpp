@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "data/cache_fd.hpp"
+#include "modes/hogwild/layout_probe.hpp"
 #include "device/kernel_registry.hpp"
 #include "hogwild/error.hpp"
 #include "hogwild/options.hpp"
@@ -122,9 +123,10 @@ int worker_entry(unsigned rank, std::string_view description, std::span<const in
   const json j = json::parse(description);
   HOGWILD_ENFORCE(fds.size() == 2u + j.contains("test") + j.contains("device"),
                   "a worker's description and its descriptors disagree");
-  const TrainConfig cfg = config_of(j.at("config"));
+  TrainConfig cfg = config_of(j.at("config"));
   auto model = make_model(cfg.model, cfg.model_options);
   const Dataset train = open_cache_fd(fds[1], j.at("train").get<std::string>());
+  if (cfg.mode == Mode::hogwild) resolve_layout(cfg, train, *model);  // replicas_unsound
   std::optional<Dataset> test;
   if (j.contains("test")) test = open_cache_fd(fds[2], j.at("test").get<std::string>());
   Run run(cfg, *model, train, test ? &*test : nullptr, Arena::attach(fds[0]),
