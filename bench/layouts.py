@@ -132,7 +132,10 @@ def main():
         epoch records) over the same time. Adding the two runs' rates instead counts
         the slower one's tail, trained alone on a machine with a core idle, at the
         speed it had alone: up to 10 % more than two busy cores give (3 runs here:
-        0 %, 6 %, 10 %), and no two-worker run has such a tail to train."""
+        0 %, 6 %, 10 %), and no two-worker run has such a tail to train. Each run's
+        clock starts once its own rows are loaded: the two start together to within
+        their load times' difference (cache files: milliseconds; Fashion-MNIST's
+        compressed IDX files take longer to read, so its figure is the rougher)."""
         first, other = sorted(pair, key=lambda r: r["train_seconds"])
         t = first["train_seconds"]
         done, before = 0.0, (0.0, 0.0)

@@ -291,7 +291,7 @@ TEST_CASE("each layout trains to serial's accuracy; auto says what it chose and 
     INFO(std::string(to_string(l)));
     TrainConfig c = config(Mode::hogwild, 2);
     c.layout = l;
-    // Long enough for the probe to end (it takes about 70 ms; 40 epochs of these
+    // Long enough for the probe to end (it takes about 90 ms; 40 epochs of these
     // rows about 0.4 s at 2 workers in the release build).
     if (l == WeightLayout::automatic) c.epochs = 40;
     const auto r = train(c, tr, &te);

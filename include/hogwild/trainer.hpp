@@ -47,9 +47,10 @@ Balance parse_balance(const std::string& name);  // ConfigError on anything else
 // How hogwild's workers write the shared weights (--layout): plain (every update in
 // place), hot (each worker's own copy of the hot coordinates: --hot-k, K from the
 // data's degree table), replicas (a private replica merged every few thousand
-// examples: --merge-every auto), or automatic: with several workers, a probe at the
-// start of the run times updates on the shared weights against the same updates on
-// a replica and keeps the faster (src/modes/hogwild/layout_probe.hpp).
+// examples: --merge-every auto), or automatic: with several workers and a linear
+// model on sparse rows, a probe at the start of the run times updates on the shared
+// weights against the same updates on a replica and keeps replicas unless they cost
+// clearly more (src/modes/hogwild/layout_probe.hpp).
 enum class WeightLayout : std::uint8_t { automatic, plain, hot, replicas };
 const char* to_string(WeightLayout l) noexcept;  // "auto", "plain", "hot", "replicas"
 WeightLayout parse_weight_layout(const std::string& name);  // ConfigError on anything else

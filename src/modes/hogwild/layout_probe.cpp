@@ -72,9 +72,6 @@ std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers) {
   if (workers > kMaxWorkers)
     return fmt::format("more than {} workers: replicas merged every few thousand examples "
                        "diverged at 8 and 16 (docs/PERFORMANCE.md)", kMaxWorkers);
-  if (c.replicas_unsound)
-    return std::string("a model that is not feature-indexed, or dense rows: a replica would add "
-                       "every worker's whole change to the weights every example moves");
   if (c.optimizer != Optimizer::sgd)
     return fmt::format("--optimizer {}: a replica carries no optimiser state",
                        to_string(c.optimizer));
@@ -82,6 +79,9 @@ std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers) {
   if (c.device == Device::cuda) return std::string("--device cuda");
   if (c.telemetry || c.conflicts)
     return std::string("--telemetry and --conflicts watch the updates to the shared weights");
+  if (c.replicas_unsound)
+    return std::string("a model that is not feature-indexed, or dense rows: a replica would add "
+                       "every worker's whole change to the weights every example moves");
   return std::nullopt;
 }
 
@@ -95,8 +95,12 @@ bool replicas_sound(const Model& model, const Dataset& train) {
   return model.feature_indexed() && train.layout() == Layout::sparse;
 }
 
-void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model) {
+void mark_replicas_unsound(TrainConfig& c, const Model& model, const Dataset& train) {
   c.replicas_unsound = c.layout == WeightLayout::automatic && !replicas_sound(model, train);
+}
+
+void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model) {
+  mark_replicas_unsound(c, model, train);
   if (c.layout == WeightLayout::replicas && !c.merge_every) c.merge_every = TrainConfig::kMergeAuto;
   if (c.layout != WeightLayout::hot || c.hot_k) return;
   check_hot_coordinates(model, train, "--layout hot");

@@ -105,7 +105,8 @@ LayoutDecision choose_layout(const ProbeFigures& f);
 
 // What --layout resolves to before the workers start: why a run does not probe
 // (a layout given or implied by --merge-every or --hot-k, one worker, more than
-// kMaxWorkers, AdaGrad, another mode, several nodes, the GPU, the instruments), or
+// kMaxWorkers, AdaGrad, another mode, several nodes, the GPU, the instruments, a
+// model and rows that are not replicas_sound: TrainConfig::replicas_unsound), or
 // nullopt when it probes. `workers`: this node's.
 std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers);
 
@@ -120,6 +121,9 @@ std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers);
 // settled, so auto keeps plain there (at 0.97-1.02 of the ceiling, as fast as
 // replicas). --layout replicas still forces them on any model.
 bool replicas_sound(const Model& model, const Dataset& train);
+// Sets c.replicas_unsound from it (under --layout auto; false otherwise): what
+// resolve_layout does for auto, and the CLI's header line before the run.
+void mark_replicas_unsound(TrainConfig& c, const Model& model, const Dataset& train);
 
 // The layout of a run that does not probe: what --merge-every or --hot-k set, else
 // the --layout given, else (auto without a probe) plain.
