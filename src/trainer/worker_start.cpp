@@ -126,7 +126,7 @@ int worker_entry(unsigned rank, std::string_view description, std::span<const in
   TrainConfig cfg = config_of(j.at("config"));
   auto model = make_model(cfg.model, cfg.model_options);
   const Dataset train = open_cache_fd(fds[1], j.at("train").get<std::string>());
-  if (cfg.mode == Mode::hogwild) resolve_layout(cfg, train, *model);  // replicas_unsound
+  if (cfg.mode == Mode::hogwild) mark_replicas_unsound(cfg, *model, train);
   std::optional<Dataset> test;
   if (j.contains("test")) test = open_cache_fd(fds[2], j.at("test").get<std::string>());
   Run run(cfg, *model, train, test ? &*test : nullptr, Arena::attach(fds[0]),

@@ -298,7 +298,7 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
     r.windows = f.windows;
     r.chosen = "plain";
     r.why = fmt::format("the run ended before the probe decided (it takes about {} ms)",
-                        (kWarmWindows + 2 * kPairs + 1) * kWindowNs / 1'000'000);
+                        kProbeMs);
     return r;
   }
   // The figures the decision was made from (record 0's), and what every worker took.

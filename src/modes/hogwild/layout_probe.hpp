@@ -97,6 +97,9 @@ inline constexpr unsigned kWarmWindows = 2;  // windows first, of both phases, n
 inline constexpr unsigned kPairs = 3;        // windows of each phase a worker measures
 inline constexpr unsigned kWaitWindows = 4;  // then how long it waits for the others
 inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, measured or not
+// What the probe takes at least, for the lines that say so: the partial window it
+// starts in, the warm ones, and the measured ones.
+inline constexpr std::uint64_t kProbeMs = (kWarmWindows + 2 * kPairs + 1) * kWindowNs / 1'000'000;
 inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see above)
 
 // The probe's rule: a function of its figures alone. Plain unless both phases were
@@ -112,7 +115,7 @@ std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers);
 
 // Whether --layout auto may choose replicas for `model` on `train`: a model that is
 // Model::feature_indexed on sparse rows, whose replica merges the bias as the
-// workers' mean (bias_mean, writer_parts.hpp), the case whose accuracy was measured
+// workers' mean (bias_mean, writer_parts.hpp, asks this), the case whose accuracy was measured
 // with replicas inside plain's seed band. Every other model's replica adds each
 // worker's whole change to the coordinates every example moves (a dense row's
 // weights, a softmax's or an MLP's biases), the overshoot the linear bias had.
@@ -133,9 +136,9 @@ const char* fixed_layout(const TrainConfig& c) noexcept;
 // and --hot-k as the features in at least 1/kHotShare of `train`'s rows (at least 1,
 // at most kHotMost), unless the option was given; auto: replicas_unsound from
 // replicas_sound. ConfigError for hot with a model that is not
-// Model::feature_indexed, or on rows that are not sparse. (Idempotent: a worker
-// started from a description, whose options carry what the parent resolved, calls
-// it again for replicas_unsound.)
+// Model::feature_indexed, or on rows that are not sparse. (A worker started from a
+// description, whose options carry what the parent resolved, marks
+// replicas_unsound again itself.)
 inline constexpr std::size_t kHotShare = 64, kHotMost = 4096;
 void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model);
 

@@ -1,6 +1,7 @@
 #include "modes/hogwild/writer_parts.hpp"
 
 #include "modes/hogwild/hot_window.hpp"
+#include "modes/hogwild/layout_probe.hpp"
 #include "modes/hogwild/node_sync.hpp"
 #include "modes/hogwild/replica.hpp"
 
@@ -16,7 +17,7 @@ std::vector<Ranges> own_ranges(const ModeWorker& w) {
 
 MeanMerge bias_mean(const ModeWorker& w) {
   MeanMerge mean{std::vector<bool>(w.params.count(), false), w.config.workers};
-  if (w.model->feature_indexed() && w.train->layout() == Layout::sparse)
+  if (replicas_sound(*w.model, *w.train))
     for (std::size_t t = 1; t < mean.tensors.size(); ++t) mean.tensors[t] = true;
   return mean;
 }
