@@ -193,8 +193,9 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
   // The first windows run cold (every batch 5x), as a worker's first windows do, and
   // one later window is slow (4x: the core taken away a while): the warm windows are
   // not measured and the median leaves the slow one out, so the figures are the
-  // steady ones whichever phase came first.
-  for (double cost : {0.5, 1.3}) {
+  // steady ones whichever phase came first. A clear call (0.5x, 2x: kClearCall)
+  // ends after one measured window of each phase, a close one (1.3x) after kPairs.
+  for (double cost : {0.5, 1.3, 2.0}) {
     INFO("replica batch at " << cost << "x a shared one");
     TwoWorkers t;
     fake_ns = 1'000'000'007;  // mid-window
@@ -230,8 +231,13 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
       const ProbeFigures f = p->own();
       MESSAGE("shared " << f.shared_ns << " ns, replica " << f.replica_ns << " ns, "
                         << f.windows << " windows");
-      CHECK(f.windows == 2 * detail::kPairs);
-      CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost).epsilon(0.05));
+      const bool clear = cost <= detail::kReplicaWins / detail::kClearCall ||
+                         cost >= detail::kReplicaWins * detail::kClearCall;
+      CHECK(f.windows == (clear ? 2 : 2 * detail::kPairs));
+      if (clear)  // one window each, its edges the other worker's phase a few batches
+        CHECK(detail::clear_call(f));
+      else
+        CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost).epsilon(0.05));
     }
     // One decision for the run, from the figures recorded with it, taken by both.
     const std::uint32_t chosen = detail::run_decision(t.records);
@@ -250,6 +256,18 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
     b->end_epoch(0.1f, place, true);
     CHECK(t.w[3] == static_cast<float>(updates));
   }
+}
+
+TEST_CASE("a clear call: replicas at 1.1/1.5x plain's cost or less, plain at 1.1*1.5x or more") {
+  using detail::clear_call;
+  CHECK(clear_call({1000, 733, 2}));   // 0.733x <= 1.1 / 1.5
+  CHECK(!clear_call({1000, 734, 2}));
+  CHECK(!clear_call({1000, 1000, 2}));  // close: kPairs windows of each
+  CHECK(!clear_call({1000, 1649, 2}));
+  CHECK(clear_call({1000, 1651, 2}));   // 1.651x >= 1.1 * 1.5
+  CHECK(!clear_call({0, 500, 1}));      // a phase unmeasured: never clear
+  CHECK(!clear_call({500, 0, 1}));
+  CHECK(!clear_call({std::nan(""), 500, 2}));
 }
 
 TEST_CASE("the first decision is the run's; a worker restarted after it takes it") {
@@ -291,7 +309,7 @@ TEST_CASE("each layout trains to serial's accuracy; auto says what it chose and 
     INFO(std::string(to_string(l)));
     TrainConfig c = config(Mode::hogwild, 2);
     c.layout = l;
-    // Long enough for the probe to end (it takes about 90 ms; 40 epochs of these
+    // Long enough for the probe to end (it takes 50-90 ms; 40 epochs of these
     // rows about 0.4 s at 2 workers in the release build).
     if (l == WeightLayout::automatic) c.epochs = 40;
     const auto r = train(c, tr, &te);
@@ -304,7 +322,11 @@ TEST_CASE("each layout trains to serial's accuracy; auto says what it chose and 
     if (l == WeightLayout::automatic) {
       CHECK(r.layout.probed);
       REQUIRE(r.layout.workers.size() == 2);
-      CHECK(r.layout.windows >= 2 * detail::kPairs);  // at least one worker's
+      // At least one worker's windows: one of each phase on a clear call.
+      CHECK(r.layout.windows >= (detail::clear_call({r.layout.shared_ns, r.layout.replica_ns,
+                                                     r.layout.windows})
+                                     ? 2u
+                                     : 2 * detail::kPairs));
       CHECK(r.layout.workers[0] != "none");
       CHECK(r.layout.workers[0] == r.layout.workers[1]);
       CHECK((r.layout.chosen == "plain" || r.layout.chosen == "replicas"));

@@ -480,9 +480,10 @@ int run(int argc, char** argv) {
       fmt::print(o.human, "layout {} ({})\n", hogwild::detail::fixed_layout(cfg), *fixed);
     else
       fmt::print(o.human, "layout auto: a probe times the shared weights against a replica "
-                          "in the first {} ms, then keeps replicas unless an example costs "
+                          "in the first {}-{} ms, then keeps replicas unless an example costs "
                           "over {:.1f}x as much on them\n",
-                 hogwild::detail::kProbeMs, hogwild::detail::kReplicaWins);
+                 hogwild::detail::kClearProbeMs, hogwild::detail::kProbeMs,
+                 hogwild::detail::kReplicaWins);
   }
   const auto kernel = cfg.device == hogwild::Device::cuda
                           ? std::optional(hogwild::detail::device_kernel_def(cfg.model))

@@ -16,17 +16,21 @@
 //   when due (--merge-every auto's rule, from F = kAutoMax: a replica still adapting
 //   from its usual start of 256 merged up to 16 times as often as it would run, and
 //   the probe timed that) and as it ends, all inside the window's time.
-//   Its first kWarmWindows windows are not measured: a worker's first windows ran
+//   Its first kWarmWindows windows, all on the replica, are not measured (on the
+//   shared weights they would cost what plain loses where cores contend, for no
+//   figure): a worker's first windows ran
 //   at 2-8x its later cost an example (its caches and the rows' pages cold; RCV1-like
 //   on the 2-core AMD EPYC, 6 runs), and whichever phase came first then looked
 //   dear: the pooled figures put replicas from 0.54x to 1.23x plain's cost in runs
 //   where whole runs had replicas faster every time. After kPairs measured windows
-//   of each (or kMaxWindows windows, whatever it measured), it publishes its figures
+//   of each (one of each where the call is clear: kClearCall; or kMaxWindows
+//   windows, whatever it measured), it publishes its figures
 //   (each phase's median ns an example over its windows: a window the VM took the
 //   core from for a while is one window, not a third of the figure) in its
 //   progress record and
-//   trains on the shared weights until every worker has published (or kWaitWindows
-//   more windows passed). The first worker to decide pools the published figures,
+//   trains on the shared weights until every worker has published (looked for at
+//   every read of the clock, or kWaitWindows more windows passed). The first worker
+//   to decide pools the published figures,
 //   applies the rule (choose_layout) and records the run's decision with the
 //   figures in record 0 (a compare-and-swap: no two workers decide apart); every
 //   other worker, probing or waiting, takes that decision at its next window.
@@ -88,12 +92,13 @@ struct LayoutDecision {
 // noise, and chose plain in 6 of 12 RCV1-like runs that replicas then beat by 12 %,
 // median.)
 inline constexpr double kReplicaWins = 1.1;
-// 10 ms windows, 2 warm and 3 of each phase: about 90 ms from the start, a small
-// part of any run worth a second worker (the layouts bench's shortest runs take
-// 0.3 s), and 3 windows of each phase from each of two workers, some 10,000
+// 10 ms windows, 2 warm and 3 of each phase: about 90 ms from the start (50 ms on a
+// clear call, below), a small part of most runs worth a second worker (the layouts
+// bench's RCV1-like runs take 0.5 s; its SpamAssassin runs, 0.1-0.2 s, are the
+// exception), and 3 windows of each phase from each of two workers, some 10,000
 // examples each.
 inline constexpr std::uint64_t kWindowNs = 10'000'000;
-inline constexpr unsigned kWarmWindows = 2;  // windows first, of both phases, not measured
+inline constexpr unsigned kWarmWindows = 2;  // windows first, on the replica, not measured
 inline constexpr unsigned kPairs = 3;        // windows of each phase a worker measures
 inline constexpr unsigned kWaitWindows = 4;  // then how long it waits for the others
 inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, measured or not
@@ -101,6 +106,21 @@ inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, mea
 // starts in, the warm ones, and the measured ones.
 inline constexpr std::uint64_t kProbeMs = (kWarmWindows + 2 * kPairs + 1) * kWindowNs / 1'000'000;
 inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see above)
+// A clear call ends the probe after its first measured window of each phase:
+// replicas at kReplicaWins / kClearCall of plain's cost or less, or plain at
+// kReplicaWins * kClearCall or more. The probe's windows on the shared weights cost
+// what plain loses, so the probe costs most where the call is clearest: on
+// RCV1-like, with the cores contending (plain at 0.38 of the ceiling), the probe
+// measured replicas at 0.35x-0.47x and auto ran at 0.946x forced replicas (30
+// interleaved pairs); with the early end, the warm windows on the replica and the
+// wait looked at every clock read, 0.987x (30 more). A window the VM took the core from
+// for a while can make a close call look clear (either layout is then about as
+// fast), but a clear one the other way only off by 1.5x^2 in both workers' figures,
+// pooled. Only the first pair decides early: later, a phase's median of two windows
+// is their mean, and one slow window would move it.
+inline constexpr double kClearCall = 1.5;
+inline constexpr std::uint64_t kClearProbeMs = (kWarmWindows + 2 + 1) * kWindowNs / 1'000'000;
+bool clear_call(const ProbeFigures& f) noexcept;
 
 // The probe's rule: a function of its figures alone. Plain unless both phases were
 // measured and replicas cost at most kReplicaWins of plain an example.
