@@ -9,7 +9,8 @@ forced replicas).
     /usr/bin/python3 bench/layout_pairs.py --build build --out /tmp/pairs --reps 30 \\
         auto= replicas='--layout replicas' [--problem RCV1-like|SpamAssassin]
 
-Each NAME=OPTIONS adds a configuration (OPTIONS: hogwild_train's, after --workers 2).
+Each NAME=OPTIONS adds a configuration (OPTIONS: hogwild_train's, after --workers N;
+--workers 1 compares layouts with no contention, the ceiling then one plain run).
 Every repetition runs each configuration once and the ceiling once, in an order
 rotated by one each repetition. Prints, for each configuration, the median of its
 per-repetition share of the ceiling, the layouts chosen, the final F and merges, the
@@ -34,6 +35,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--problem", default="RCV1-like", choices=["RCV1-like", "SpamAssassin"])
+    ap.add_argument("--workers", type=int, default=2, help="of each configuration's runs (the ceiling: "
+                    "that many one-worker runs at once)")
     ap.add_argument("--shared-data", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                           "shared", "data"))
     ap.add_argument("configs", nargs="+", metavar="NAME=OPTIONS")
@@ -86,13 +89,13 @@ def main():
     for r in range(a.reps):
         for name in order[r % len(order):] + order[:r % len(order)]:
             if name == "ceiling":
-                both = [start(["--workers", "1"], f"ceiling{i}") for i in range(2)]
+                both = [start(["--workers", "1"], f"ceiling{i}") for i in range(a.workers)]
                 ceiling.append(sum(finish(*x)["samples_per_second"] for x in both))
             else:
-                runs[name].append(finish(*start(["--workers", "2", *configs[name]], "run")))
+                runs[name].append(finish(*start(["--workers", str(a.workers), *configs[name]], "run")))
 
-    print(f"{a.problem}, {a.reps} interleaved repetitions, {cpu_name()}")
-    print(f"ceiling (two one-worker runs, summed): median {statistics.median(ceiling) / 1e6:.2f}M examples/s")
+    print(f"{a.problem}, {a.workers} worker(s), {a.reps} interleaved repetitions, {cpu_name()}")
+    print(f"ceiling ({a.workers} one-worker run(s) at once, summed): median {statistics.median(ceiling) / 1e6:.2f}M examples/s")
     for name, rs in runs.items():
         share = [x["samples_per_second"] / c for x, c in zip(rs, ceiling)]
         chosen = [x.get("layout", {}).get("chosen", "") for x in rs]
