@@ -44,9 +44,15 @@ test_targets() {
 targets=()
 run_suite build -- 
 
-# The sanitizer builds: clang, -O1 with line tables (the reports' stacks), no GPU half.
+# The sanitizer builds: clang, -O1 with line tables (the reports' stacks), no GPU half,
+# and unity builds (meson's --unity: 4 sources a compilation, headers parsed once for
+# them): the ASan stage's build took 485 s against 622 s on the 2-core Xeon (the
+# library gains, each test being mostly one source). The release build is
+# not one: it alone checks that every source includes what it uses. A clash between
+# two sources' file-local names shows here first, as a compile error naming both.
 san_setup=(-Doptimization=1 -Ddebug=false -Db_ndebug=false -Dcpp_args=-gline-tables-only
-           -Db_lundef=false -Dwerror=true -Dpython=disabled -Dcuda=disabled -Dnccl=disabled)
+           -Db_lundef=false -Dwerror=true -Dpython=disabled -Dcuda=disabled -Dnccl=disabled
+           --unity on)
 fuzz_log=build-asan/fuzz-results.json
 if [ "${HOGWILD_SKIP_SANITIZERS:-0}" != 1 ]; then
   # ASan+UBSan: every test but the install check and the benches (measurement
