@@ -13,8 +13,8 @@ Each NAME=OPTIONS adds a configuration (OPTIONS: hogwild_train's, after --worker
 --workers 1 compares layouts with no contention, the ceiling then one plain run).
 Every repetition runs each configuration once and the ceiling once, in an order
 rotated by one each repetition. Prints, for each configuration, the median of its
-per-repetition share of the ceiling, the layouts chosen, the final F and merges, the
-test losses; then for each two configurations the median and quartiles of their
+per-repetition share of the ceiling, the layouts chosen, the final F (median), the
+test losses' range; then for each two configurations the median and quartiles of their
 per-repetition ratio of examples/s. The CPU is named.
 """
 import argparse
@@ -27,6 +27,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from suite import cpu_name  # noqa: E402
+
+
+def quartiles(values):
+    """The first and third quartiles, inside the values (few repetitions included)."""
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
 
 
 def main():
@@ -47,8 +53,8 @@ def main():
         if not eq or not name or name == "ceiling" or name in configs:
             sys.exit(f"layout_pairs.py: {c!r}: want NAME=OPTIONS, each NAME once and not 'ceiling'")
         configs[name] = shlex.split(opts)
-    if len(configs) < 1 or a.reps < 2:
-        sys.exit("layout_pairs.py: want a configuration and at least 2 repetitions")
+    if len(configs) < 1 or a.reps < 2 or a.workers < 1:
+        sys.exit("layout_pairs.py: want a configuration, at least 2 repetitions and 1 worker")
     os.makedirs(a.out, exist_ok=True)
     train_tool = os.path.join(a.build, "src", "hogwild_train")
     data_tool = os.path.join(a.build, "src", "hogwild_data")
@@ -70,15 +76,23 @@ def main():
         opts = ["--model", "logistic", "--lr", "0.5", "--lr-decay", "0.97", "--epochs", "60"]
     opts = ["--train", base + ".train.cache", "--test", base + ".test.cache", *opts, "-q"]
 
+    started = []
+
     def start(extra, tag):
         s = os.path.join(a.out, f"{tag}.json")
+        if os.path.exists(s):  # never the last run's figures for this one's
+            os.remove(s)
         p = subprocess.Popen([train_tool, *opts, *extra, "--summary", s], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
+        started.append(p)
         return p, s
 
     def finish(p, s):
         text = p.communicate()[0]
-        if p.returncode != 0:
+        if p.returncode != 0 or not os.path.exists(s):
+            for other in started:  # the other runs of a ceiling
+                if other.poll() is None:
+                    other.kill()
             sys.exit(f"layout_pairs.py: hogwild_train failed ({p.returncode}): {text.strip()[-400:]}")
         with open(s) as f:
             return json.load(f)
@@ -100,17 +114,17 @@ def main():
         share = [x["samples_per_second"] / c for x, c in zip(rs, ceiling)]
         chosen = [x.get("layout", {}).get("chosen", "") for x in rs]
         counts = ", ".join(f"{k} x{chosen.count(k)}" for k in sorted(set(chosen)))
-        losses = sorted(x["test_loss"] for x in rs)
+        losses = sorted(x["test_loss"] if x.get("test_loss") is not None else float("nan") for x in rs)
         every = [x.get("merge_every_final", 0) for x in rs]
         print(f"{name}: {statistics.median(share):.3f} of the ceiling (quartiles "
-              f"{' - '.join(f'{q:.3f}' for q in statistics.quantiles(share, n=4)[::2])}); {counts}; "
+              f"{' - '.join(f'{q:.3f}' for q in quartiles(share))}); {counts}; "
               f"F at the end median {statistics.median(every):.0f}; test loss {losses[0]:.4f}-{losses[-1]:.4f}")
     names = list(runs)
     for i, x in enumerate(names):
         for y in names[i + 1:]:
             pr = [p["samples_per_second"] / q["samples_per_second"] for p, q in zip(runs[x], runs[y])]
-            q = statistics.quantiles(pr, n=4)
-            print(f"{x} / {y}: median {statistics.median(pr):.3f}, quartiles {q[0]:.3f}-{q[2]:.3f}, "
+            q = quartiles(pr)
+            print(f"{x} / {y}: median {statistics.median(pr):.3f}, quartiles {q[0]:.3f}-{q[1]:.3f}, "
                   f"{sum(v > 1 for v in pr)} of {len(pr)} above 1")
 
 

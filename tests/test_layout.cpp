@@ -189,26 +189,34 @@ struct TwoWorkers {
 
 TEST_CASE("the probe alternates whole windows, then every worker takes the run's decision") {
   // A batch on the shared weights costs 100 us of the clock; on a replica `cost` of
-  // that. Both workers' batches move the one clock, as both share a machine's time.
-  // The first windows run cold (every batch 5x), as a worker's first windows do, and
-  // one later window is slow (4x: the core taken away a while): the warm windows are
-  // not measured and the median leaves the slow one out, so the figures are the
-  // steady ones whichever phase came first. A clear call (0.5x, 2x: kClearCall)
-  // ends after one measured window of each phase, a close one (1.3x) after kPairs.
+  // that (each worker its own). Both workers' batches move the one clock, as both
+  // share a machine's time. The first windows run cold (every batch 5x), as a
+  // worker's first windows do, and one later window is slow (4x: the core taken
+  // away a while): the warm windows (101, 102: on the replica) are not measured and
+  // the median leaves the slow one out, so the figures are the steady ones whichever
+  // phase came first. A clear call (0.5x, 2x: kClearCall) ends a worker's probe
+  // after one measured window of each phase (103, 104), a close one (1.3x, 1x) after
+  // kPairs; the decision follows within a few batches of the last worker's figures
+  // (a worker that has published looks for the others' at every read of the clock,
+  // not at the next window).
   for (double cost : {0.5, 1.3, 2.0}) {
     INFO("replica batch at " << cost << "x a shared one");
     TwoWorkers t;
-    fake_ns = 1'000'000'007;  // mid-window
+    fake_ns = 1'000'000'007;  // mid-window 100
     auto a = t.probe(0), b = t.probe(1);
     const Batch batch{nullptr, nullptr, nullptr, 1};
     const detail::EpochPlace place{};
-    bool saw_replica = false, saw_shared = false;
-    std::uint64_t updates = 0;
+    bool saw_replica = false, saw_shared = false, warm_shared = false;
+    std::uint64_t updates = 0, decided_ns = 0, published_ns = 0;
     for (int step = 0; step < 200000 && !(a->decided() && b->decided()); ++step) {
       for (auto* p : {a.get(), b.get()}) {
         // What the step would train: the replica's copy, or the shared weights.
         const ParamSet* trained = p->trained();
         (trained ? saw_replica : saw_shared) = true;
+        const std::uint64_t window = fake_ns / detail::kWindowNs;
+        // The run's warm windows on the replica: 102 whole (the read of the clock
+        // that sees 101 begin comes up to 8 batches in, as it may in any window).
+        if (!trained && window == 102) warm_shared = true;
         if (trained) {
           CHECK(trained->data(0) != t.w.data());
           CHECK(p->writes_later());
@@ -217,29 +225,39 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
           t.w[3] += 1.f;
         }
         ++updates;
-        const std::uint64_t window = fake_ns / detail::kWindowNs;
         const double cold = window <= 102 ? 5 : window == 106 ? 4 : 1;
         fake_ns += static_cast<std::uint64_t>(100'000 * cold * (trained ? cost : 1.0));
         p->after_batch(batch, 0.1f, place);
+        if (!published_ns && t.records[0].probed.load() && t.records[1].probed.load())
+          published_ns = fake_ns;
       }
+      if (a->decided() && b->decided()) decided_ns = fake_ns;
     }
     REQUIRE(a->decided());
     REQUIRE(b->decided());
     CHECK(saw_replica);
     CHECK(saw_shared);
-    for (auto* p : {a.get(), b.get()}) {
-      const ProbeFigures f = p->own();
+    CHECK_FALSE(warm_shared);
+    // Within 16 batches of each (8 to the first decision, 8 to the other's taking
+    // it: its reads of the clock, 100 us a batch on the shared weights), not at the
+    // next window.
+    REQUIRE(published_ns > 0);
+    CHECK(decided_ns - published_ns <= 3'200'000);
+    unsigned windows = 0;
+    for (int i = 0; i < 2; ++i) {
+      const ProbeFigures f = (i == 0 ? a : b)->own();
       MESSAGE("shared " << f.shared_ns << " ns, replica " << f.replica_ns << " ns, "
                         << f.windows << " windows");
       const bool clear = cost <= detail::kReplicaWins / detail::kClearCall ||
                          cost >= detail::kReplicaWins * detail::kClearCall;
       CHECK(f.windows == (clear ? 2 : 2 * detail::kPairs));
-      if (clear)  // one window each, its edges the other worker's phase a few batches
-        CHECK(detail::clear_call(f));
-      else
-        CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost).epsilon(0.05));
+      windows += f.windows;
+      // One window each: its edges hold the other worker's phase for a few batches.
+      CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost).epsilon(clear ? 0.5 : 0.05));
+      CHECK((cost < 1) == (f.replica_ns < f.shared_ns));
     }
-    // One decision for the run, from the figures recorded with it, taken by both.
+    // One decision for the run, from both workers' figures, recorded with it and
+    // taken by both.
     const std::uint32_t chosen = detail::run_decision(t.records);
     const WeightLayout want = cost <= detail::kReplicaWins ? WeightLayout::replicas : WeightLayout::plain;
     CHECK(chosen == 1 + static_cast<std::uint32_t>(want));
@@ -247,6 +265,7 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
     CHECK(t.records[1].layout.load() == chosen);
     const ProbeFigures decided{t.records[0].run_shared_ns.load(), t.records[0].run_replica_ns.load(),
                                t.records[0].run_windows.load()};
+    CHECK(decided.windows == windows);
     CHECK(detail::choose_layout(decided).layout == want);
     CHECK((a->trained() != nullptr) == (want == WeightLayout::replicas));
     CHECK(a->idle() == (want == WeightLayout::plain));
@@ -256,6 +275,31 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
     b->end_epoch(0.1f, place, true);
     CHECK(t.w[3] == static_cast<float>(updates));
   }
+}
+
+TEST_CASE("a worker clear on its own waits for the others' whole probe") {
+  // Worker 1 never reaches a read of the clock (slow to start, or its first pair not
+  // clear): worker 0, clear after its first pair (window 105), waits the 2 (kPairs -
+  // 1) windows a whole probe takes more, and kWaitWindows after, before it decides
+  // from its own figures alone (as it would for a worker that died).
+  TwoWorkers t;
+  fake_ns = 1'000'000'007;  // mid-window 100
+  auto a = t.probe(0);
+  const Batch batch{nullptr, nullptr, nullptr, 1};
+  const detail::EpochPlace place{};
+  std::uint64_t published_in = 0;
+  for (int step = 0; step < 200000 && !a->decided(); ++step) {
+    const ParamSet* trained = a->trained();
+    fake_ns += trained ? 50'000 : 100'000;  // replicas at 0.5x: a clear call
+    a->after_batch(batch, 0.1f, place);
+    if (!published_in && t.records[0].probed.load()) published_in = fake_ns / detail::kWindowNs;
+  }
+  REQUIRE(a->decided());
+  CHECK(a->own().windows == 2);
+  CHECK(published_in == 105);
+  CHECK(fake_ns / detail::kWindowNs == published_in + 2 * (detail::kPairs - 1) + detail::kWaitWindows);
+  CHECK(t.records[0].run_windows.load() == 2);  // its figures alone
+  CHECK(detail::run_decision(t.records) == 1 + static_cast<std::uint32_t>(WeightLayout::replicas));
 }
 
 TEST_CASE("a clear call: replicas at 1.1/1.5x plain's cost or less, plain at 1.1*1.5x or more") {

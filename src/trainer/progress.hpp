@@ -51,6 +51,9 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint32_t> run_layout{0};
   std::atomic<std::uint32_t> run_windows{0};
   std::atomic<double> run_shared_ns{0}, run_replica_ns{0};
+  // ... and the first window of the clock past the run's warm windows (the first
+  // worker to begin probing sets it), before which every worker is on its replica.
+  std::atomic<std::uint64_t> run_warm_end{0};
   // --balance steal (trainer/work_share.hpp). As an owner: the state of its share
   // of the current epoch (ShareWord, compare-and-swap only), the loss of the rows
   // thieves took from it (written by the thief that holds the share's range), and

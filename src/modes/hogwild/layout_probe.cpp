@@ -150,9 +150,12 @@ void LayoutProbe::merge(const EpochPlace& place) {
 
 void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place) {
   window_ = at / kWindowNs;
-  // The warm windows run on the replica: on the shared weights they would cost what
-  // plain loses where cores contend, and no figure comes of them.
-  on_replica_ = warm_ < kWarmWindows || (window_ & 1) == 1;
+  // The run's warm windows run on the replica: on the shared weights they would cost
+  // what plain loses where cores contend, and no figure comes of them. They are the
+  // run's, not each worker's, so that a worker that begins a window later is in the
+  // others' phase in every window after them (its own first windows, warm or not,
+  // are still not measured).
+  on_replica_ = window_ < warm_end_ || (window_ & 1) == 1;
   started_ns_ = at;
   examples_ = 0;
   if (on_replica_) merge(place);  // nothing of its own yet: the copy reloads (in its time)
@@ -172,7 +175,7 @@ void LayoutProbe::end_window(std::uint64_t window, const EpochPlace& place) {
       static_cast<double>(now() - started_ns_) / static_cast<double>(examples_);
 }
 
-void LayoutProbe::publish_figures(std::uint64_t window) {
+void LayoutProbe::publish_figures(std::uint64_t window, unsigned wait) {
   const ProbeFigures f = own();
   WorkerProgress& p = all_[rank_];
   p.probe_shared_ns.store(f.shared_ns, std::memory_order_relaxed);
@@ -181,7 +184,7 @@ void LayoutProbe::publish_figures(std::uint64_t window) {
   p.probed.store(1, std::memory_order_release);
   phase_ = Phase::waiting;
   window_ = window;
-  deadline_ = window + kWaitWindows;
+  deadline_ = window + wait;
 }
 
 bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
@@ -202,17 +205,29 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
     return true;
   }
   switch (phase_) {
-    case Phase::starting:  // the first whole window begins
+    case Phase::starting: {  // the first whole window begins
       phase_ = Phase::probing;
       last_window_ = window + kMaxWindows;
+      std::uint64_t warm_end = 0;
+      std::atomic<std::uint64_t>& run = all_[0].run_warm_end;
+      run.compare_exchange_strong(warm_end, window + kWarmWindows, std::memory_order_acq_rel);
+      warm_end_ = run.load(std::memory_order_acquire);
       begin_window(at, place);
       break;
+    }
     case Phase::probing:
       end_window(window, place);
-      if ((windows_[0] >= kPairs && windows_[1] >= kPairs) ||
-          (windows_[0] == 1 && windows_[1] == 1 && clear_call(own())) || window >= last_window_) {
+      if ((windows_[0] >= kPairs && windows_[1] >= kPairs) || window >= last_window_) {
         on_replica_ = false;  // (merged by end_window)
-        publish_figures(window);
+        publish_figures(window, kWaitWindows);
+        break;
+      }
+      if (windows_[0] == 1 && windows_[1] == 1 && clear_call(own())) {
+        // Clear here; another worker's first pair may not be, and its whole probe
+        // then ends 2 (kPairs - 1) windows later: waited for, so that the run's
+        // decision pools both workers' figures, not this one's alone.
+        on_replica_ = false;
+        publish_figures(window, 2 * (kPairs - 1) + kWaitWindows);
         break;
       }
       begin_window(now(), place);
@@ -334,7 +349,7 @@ std::string layout_line(const TrainConfig& c, std::span<const WorkerProgress> al
 std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   if (no_probe(w.config, w.world)) return nullptr;
   auto replica = std::make_unique<Replica>(w.params, own_ranges(w), Replica::kAuto,
-                                           /*atomic=*/false, bias_mean(w), Replica::kAutoMax);
+                                           /*atomic=*/false, bias_mean(w));
   const std::span<WorkerProgress> all = w.arena.array<WorkerProgress>("progress");
   return std::make_unique<LayoutProbe>(std::move(replica), all.first(w.world), w.rank);
 }

@@ -13,12 +13,15 @@
 //   every process of the machine, so the workers change phase together), each worker
 //   alternates whole windows: even ones straight to the shared weights, odd ones on
 //   its replica, reloaded from the shared weights as the window begins and merged
-//   when due (--merge-every auto's rule, from F = kAutoMax: a replica still adapting
-//   from its usual start of 256 merged up to 16 times as often as it would run, and
-//   the probe timed that) and as it ends, all inside the window's time.
-//   Its first kWarmWindows windows, all on the replica, are not measured (on the
-//   shared weights they would cost what plain loses where cores contend, for no
-//   figure): a worker's first windows ran
+//   when due (--merge-every auto's rule, from its usual start of 256, adapted in
+//   the warm windows: a replica starting at the cap of 4096 trained the run's first
+//   windows up to a whole epoch's share of a small set stale, and a short run's last
+//   epoch then ended above its first at test loss in 2 of 40 runs of the trainer
+//   test, 0 of 40 from 256) and as it ends, all inside the window's time.
+//   Its first kWarmWindows windows are not measured, and the run's first
+//   kWarmWindows windows (from the first worker's start: run_warm_end) are on the
+//   replica for every worker (on the shared weights they would cost what plain
+//   loses where cores contend, for no figure): a worker's first windows ran
 //   at 2-8x its later cost an example (its caches and the rows' pages cold; RCV1-like
 //   on the 2-core AMD EPYC, 6 runs), and whichever phase came first then looked
 //   dear: the pooled figures put replicas from 0.54x to 1.23x plain's cost in runs
@@ -33,7 +36,8 @@
 //   to decide pools the published figures,
 //   applies the rule (choose_layout) and records the run's decision with the
 //   figures in record 0 (a compare-and-swap: no two workers decide apart); every
-//   other worker, probing or waiting, takes that decision at its next window.
+//   other worker takes that decision at its next read of the clock (probing: at its
+//   next window).
 //   A window that spans more than one window of the clock (a long batch) is not
 //   measured; an epoch's end in a window is (short epochs pay it in both phases;
 //   the replica's reload as an epoch begins, only in a replica window).
@@ -206,6 +210,7 @@ class LayoutProbe final : public EpochPart {
   std::uint64_t deadline_ = 0;      // waiting: the window after which it decides anyway
   std::uint64_t last_window_ = 0;   // probing: the window after which it stops measuring
   unsigned warm_ = 0;               // windows ended so far, up to kWarmWindows
+  std::uint64_t warm_end_ = 0;      // the run's first window past its warm ones
   double ns_[2][kMaxWindows] = {};  // ns an example in each measured shared [0] and
   unsigned windows_[2] = {0, 0};    // replica [1] window, and how many
 
@@ -213,7 +218,8 @@ class LayoutProbe final : public EpochPart {
   void begin_window(std::uint64_t now, const EpochPlace& place);
   void end_window(std::uint64_t window, const EpochPlace& place);
   void merge(const EpochPlace& place);
-  void publish_figures(std::uint64_t window);
+  // Publishes this worker's figures and waits for the others' at most `wait` windows.
+  void publish_figures(std::uint64_t window, unsigned wait);
   void decide(const EpochPlace& place);
   void adopt(std::uint32_t chosen, const EpochPlace& place);
 };

@@ -65,9 +65,7 @@ class Replica final : public detail::PrivateCopyPart {
   static constexpr std::size_t kAuto = static_cast<std::size_t>(-1);
   static constexpr std::size_t kAutoStart = 256, kAutoMin = 16, kAutoMax = 4096;
   static constexpr double kAutoRatio = 20;
-  // start: with kAuto, the F it starts at (--layout auto's probe starts at the cap,
-  // where a replica's steady state is on the sets it wins on, so that its windows do
-  // not time the merges of a replica still adapting).
+  // start: with kAuto, the F it starts at (kAutoStart unless given; clamped).
   Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
           bool atomic, MeanMerge mean = {}, std::size_t start = kAutoStart);
   Replica(const Replica&) = delete;
