@@ -49,17 +49,22 @@ std::uint64_t now_ns() noexcept {
 constexpr std::uint32_t code(WeightLayout l) noexcept { return 1 + static_cast<std::uint32_t>(l); }
 constexpr std::uint32_t kClaimed = 0xffff;  // run_layout while its claimant writes the figures
 
+// Both phases measured, as positive finite figures.
+bool measured(const ProbeFigures& f) noexcept {
+  return f.shared_ns > 0 && f.replica_ns > 0 && std::isfinite(f.shared_ns) &&
+         std::isfinite(f.replica_ns);
+}
+
 }  // namespace
 
 bool clear_call(const ProbeFigures& f) noexcept {
-  if (!(f.shared_ns > 0) || !(f.replica_ns > 0)) return false;
+  if (!measured(f)) return false;
   const double ratio = f.replica_ns / f.shared_ns;
   return ratio <= kReplicaWins / kClearCall || ratio >= kReplicaWins * kClearCall;
 }
 
 LayoutDecision choose_layout(const ProbeFigures& f) {
-  if (!(f.shared_ns > 0) || !(f.replica_ns > 0) || !std::isfinite(f.shared_ns) ||
-      !std::isfinite(f.replica_ns))
+  if (!measured(f))
     return {WeightLayout::plain, "the probe measured no whole window of each kind"};
   const double ratio = f.replica_ns / f.shared_ns;
   const std::string figures = fmt::format(
@@ -215,23 +220,21 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
       begin_window(at, place);
       break;
     }
-    case Phase::probing:
+    case Phase::probing: {
       end_window(window, place);
-      if ((windows_[0] >= kPairs && windows_[1] >= kPairs) || window >= last_window_) {
-        on_replica_ = false;  // (merged by end_window)
-        publish_figures(window, kWaitWindows);
+      const bool whole = (windows_[0] >= kPairs && windows_[1] >= kPairs) || window >= last_window_;
+      // Clear after the first pair: another worker's first pair may not be, and its
+      // whole probe then ends 2 (kPairs - 1) windows later: waited for, so that the
+      // run's decision pools both workers' figures, not this one's alone.
+      const bool clear = !whole && windows_[0] == 1 && windows_[1] == 1 && clear_call(own());
+      if (!whole && !clear) {
+        begin_window(now(), place);
         break;
       }
-      if (windows_[0] == 1 && windows_[1] == 1 && clear_call(own())) {
-        // Clear here; another worker's first pair may not be, and its whole probe
-        // then ends 2 (kPairs - 1) windows later: waited for, so that the run's
-        // decision pools both workers' figures, not this one's alone.
-        on_replica_ = false;
-        publish_figures(window, 2 * (kPairs - 1) + kWaitWindows);
-        break;
-      }
-      begin_window(now(), place);
+      on_replica_ = false;  // (merged by end_window)
+      publish_figures(window, whole ? kWaitWindows : 2 * (kPairs - 1) + kWaitWindows);
       break;
+    }
     case Phase::waiting: {
       window_ = window;
       bool all = true;

@@ -106,9 +106,13 @@ inline constexpr unsigned kWarmWindows = 2;  // windows first, on the replica, n
 inline constexpr unsigned kPairs = 3;        // windows of each phase a worker measures
 inline constexpr unsigned kWaitWindows = 4;  // then how long it waits for the others
 inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, measured or not
-// What the probe takes at least, for the lines that say so: the partial window it
-// starts in, the warm ones, and the measured ones.
-inline constexpr std::uint64_t kProbeMs = (kWarmWindows + 2 * kPairs + 1) * kWindowNs / 1'000'000;
+// What the probe takes at least when it measures `pairs` windows of each phase, for
+// the lines that say so: the partial window it starts in, the warm ones, and the
+// measured ones.
+constexpr std::uint64_t probe_ms(unsigned pairs) {
+  return (kWarmWindows + 2 * pairs + 1) * kWindowNs / 1'000'000;
+}
+inline constexpr std::uint64_t kProbeMs = probe_ms(kPairs);
 inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see above)
 // A clear call ends the probe after its first measured window of each phase:
 // replicas at kReplicaWins / kClearCall of plain's cost or less, or plain at
@@ -123,7 +127,7 @@ inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see ab
 // pooled. Only the first pair decides early: later, a phase's median of two windows
 // is their mean, and one slow window would move it.
 inline constexpr double kClearCall = 1.5;
-inline constexpr std::uint64_t kClearProbeMs = (kWarmWindows + 2 + 1) * kWindowNs / 1'000'000;
+inline constexpr std::uint64_t kClearProbeMs = probe_ms(1);
 bool clear_call(const ProbeFigures& f) noexcept;
 
 // The probe's rule: a function of its figures alone. Plain unless both phases were
