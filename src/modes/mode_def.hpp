@@ -74,14 +74,16 @@ struct ModeWorker {
   // the device backend has one; else the run's own over host memory).
   std::function<std::unique_ptr<Communicator>()> device_communicator = {};
   // What hogwild's options need (modes/hogwild/writer_parts.hpp), as the parent
-  // prepared it: --hot-k's hot
-  // features and this worker's window (null: off); the rows whose coordinates this
+  // prepared it: --hot-k's hot features, this worker's window and the rows with
+  // those features renumbered into it (null: off; under --layout auto, the probe's
+  // third choice where it has one); the rows whose coordinates this
   // worker's steps can change, [first, second) (its slice, or every row under a
   // shuffled partition); across nodes, the base of the leaders' deltas, and a wait
   // until this node's other workers finished the leader's epoch (false: the run
   // stopped first).
   const std::vector<std::uint32_t>* hot = nullptr;
   float* hot_window = nullptr;
+  const Dataset* hot_rows = nullptr;
   std::pair<std::size_t, std::size_t> own_rows = {};
   // ... and the coordinates of each tensor those rows can change, where the parent
   // found them (Model::trained_ranges; null: the worker finds them)

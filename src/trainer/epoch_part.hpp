@@ -69,6 +69,10 @@ class EpochPart {
   // the shared weights with this worker's gradient buffers); null: the shared ones.
   // At most one part of a loop has one.
   virtual const ParamSet* trained() const noexcept { return nullptr; }
+  // The rows the steps read instead of the task's (the hot window's copy, its hot
+  // features renumbered into the window); null: the task's. At most one part of a
+  // loop has them, the one whose trained() reaches where they point.
+  virtual const Dataset* rows() const noexcept { return nullptr; }
   // The steps write a private copy that this part writes to the shared weights (and
   // publishes the place when it does): the loop then brackets no step.
   virtual bool writes_later() const noexcept { return false; }

@@ -432,7 +432,7 @@ void Run::rows_of(unsigned rank, unsigned e, std::vector<std::uint32_t>& rows) c
 // coordinates: since the last merge or flush) are trained twice.
 EpochTask Run::task_for(unsigned rank, unsigned e, std::span<const std::uint32_t> rows) {
   EpochTask task;
-  task.data = hot_train ? &*hot_train : &train;
+  task.data = &train;  // (a hot window's part gives its renumbered copy: EpochPart::rows)
   task.targets = train_targets.data();
   task.rows = rows;
   task.batch = cfg.batch;
@@ -667,6 +667,7 @@ ModeWorker Run::mode_worker(unsigned rank) {
   if (hot_window) {
     w.hot = &hot;
     w.hot_window = hot_window;
+    w.hot_rows = &*hot_train;
   }
   w.own_rows = cfg.partition == Partition::contiguous
                    ? partition(rank) : std::pair<std::size_t, std::size_t>{0, train.rows()};

@@ -90,14 +90,17 @@ double train_epoch(Model& model, const EpochTask& t) {
   // bracketed by its part when it writes them. Asked again after each batch while a
   // part is not settled (--layout auto's probe).
   const ParamSet* trained = &t.params;
+  const Dataset* data = t.data;  // the rows the steps read (a hot window's renumbered copy)
   bool shared = false, settled = true;
   const auto ask_parts = [&] {
     trained = &t.params;
+    data = t.data;
     bool later = false;
     settled = true;
     std::erase_if(parts, [](EpochPart* part) { return part->idle(); });
     for (EpochPart* part : parts) {
       if (const ParamSet* own = part->trained()) trained = own;
+      if (const Dataset* own = part->rows()) data = own;
       later = later || part->writes_later();
       settled = settled && part->settled();
     }
@@ -120,13 +123,13 @@ double train_epoch(Model& model, const EpochTask& t) {
     if (begin >= end && (!t.share || (end = claim_grain(*t.share, t.grain, n)) <= begin)) break;
     if (flags.interrupted()) break;
     const std::size_t size = std::min(batch, end - begin);
-    const Batch b{t.data, t.targets, t.rows.data() + begin, size};
+    const Batch b{data, t.targets, t.rows.data() + begin, size};
     if (params && begin + (ahead + 1) * size < n)
-      prefetch_offsets(*t.data, t.rows[begin + (ahead + 1) * size]);
-    if (begin + ahead * size < n) prefetch_row(*t.data, t.rows[begin + ahead * size]);
+      prefetch_offsets(*data, t.rows[begin + (ahead + 1) * size]);
+    if (begin + ahead * size < n) prefetch_row(*data, t.rows[begin + ahead * size]);
     if (batch > 1 && begin + ahead * size + 1 < n)
-      prefetch_row(*t.data, t.rows[begin + ahead * size + 1]);
-    if (params && begin + size < n) model.prefetch_params(*trained, t.data->row(t.rows[begin + size]));
+      prefetch_row(*data, t.rows[begin + ahead * size + 1]);
+    if (params && begin + size < n) model.prefetch_params(*trained, data->row(t.rows[begin + size]));
     const float lr = t.step_size.at_epoch_lr(epoch_lr, scheduled(seen) * t.workers);
     if (shared) begin_writes(*t.progress, seen + size);
     for (EpochPart* part : parts) part->enter_step(b);

@@ -26,11 +26,13 @@ std::size_t HotWindow::window_floats(const std::vector<TensorSpec>& specs, std::
 }
 
 HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
-                     std::size_t flush_every, unsigned writers, RobustMutex* lock)
+                     std::size_t flush_every, unsigned writers, const Dataset* rows,
+                     RobustMutex* lock)
     : shared_(shared),
       hot_(hot.size()),
       share_(1.f / static_cast<float>(std::max(writers, 1u))),
       window_(window),
+      rows_(rows),
       every_(flush_every ? flush_every : 1),
       lock_(lock) {
   for (std::uint32_t j : hot) targets_.push_back(shared.data(0) + j);

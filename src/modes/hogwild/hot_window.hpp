@@ -48,10 +48,13 @@ class HotWindow final : public detail::PrivateCopyPart {
   // replica's bias does (replica.hpp: each window's bias settles between flushes, so
   // their changes are one correction; summed they overshoot. RCV1-like, --layout
   // hot, 14 runs of two workers: final test loss 0.4307-0.4483 summed,
-  // 0.4305-0.4405 divided). lock: the mode's lock, held around each flush in the
-  // step loop as around every other update (or null).
+  // 0.4305-0.4405 divided). rows: the training rows with the hot features
+  // renumbered into the window, which the steps read while they train it (rows());
+  // null for a window trained by hand. lock: the mode's lock, held around each flush
+  // in the step loop as around every other update (or null).
   HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
-            std::size_t flush_every, unsigned writers, RobustMutex* lock = nullptr);
+            std::size_t flush_every, unsigned writers, const Dataset* rows = nullptr,
+            RobustMutex* lock = nullptr);
   HotWindow(const HotWindow&) = delete;
   HotWindow& operator=(const HotWindow&) = delete;
 
@@ -70,6 +73,7 @@ class HotWindow final : public detail::PrivateCopyPart {
   // flush_every examples and at the epoch's end, the place published then
   // (PrivateCopyPart), under the mode's lock where it has one.
   const ParamSet* trained() const noexcept override { return &params(); }
+  const Dataset* rows() const noexcept override { return rows_; }
 
  protected:
   bool copy_due(std::size_t examples) override { return due(examples); }
@@ -81,6 +85,7 @@ class HotWindow final : public detail::PrivateCopyPart {
   std::size_t hot_;              // slots [0, hot_) are the hot features', the rest the bias's
   float share_;                  // of a bias slot's change a flush adds: 1 / writers
   float* window_;
+  const Dataset* rows_;
   std::vector<float> base_;
   std::size_t every_, pending_ = 0;
   std::uint64_t flushes_ = 0;

@@ -29,9 +29,9 @@ void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
     parts.push_back(
         std::make_unique<Replica>(w.params, own_ranges(w), c.merge_every, mode.atomic_merges(),
                                   bias_mean(w)));
-  if (w.hot_window)
+  if (c.hot_k && w.hot_window)  // (under --layout auto, the probe's: layout_probe.hpp)
     parts.push_back(std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, c.hot_flush,
-                                                c.workers, lock));
+                                                c.workers, w.hot_rows, lock));
   if (c.nodes > 1 && w.rank == 0)  // the node's leader
     parts.push_back(std::make_unique<NodeSync>(w.params, *w.node_base, w.across(), c.sync_every,
                                                c.sync_seconds, w.train->rows() / w.world,
