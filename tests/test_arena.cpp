@@ -115,16 +115,20 @@ TEST_CASE("an arena's handle, sent over a socket, maps the same memory in a proc
   }
 }
 
+namespace {
+// The segment an arena maps: the same inode, the same pages.
+ino_t inode(const Arena& a) {
+  struct stat st {};
+  REQUIRE(fstat(a.handle(), &st) == 0);
+  return st.st_ino;
+}
+}  // namespace
+
 TEST_CASE("an ended arena's segment is zeroed and taken by this process's next arena of its size") {
   // A size no other case uses: no spare of it exists before this case.
   const std::vector<BlockSpec> blocks{{"w", (1 << 16) + 3 * 4096 + 40}};
   ArenaOptions reuse;
   reuse.reuse = true;
-  auto inode = [](const Arena& a) {
-    struct stat st {};
-    REQUIRE(fstat(a.handle(), &st) == 0);
-    return st.st_ino;
-  };
   ino_t first;
   {
     Arena a = Arena::create(blocks, reuse);
@@ -174,6 +178,42 @@ TEST_CASE("an ended arena's segment is zeroed and taken by this process's next a
   release_spare_arena();
   Arena k = Arena::create(blocks, reuse);
   CHECK(inode(k) != i_inode);
+}
+
+TEST_CASE("a private window over an arena's pages is mapped shared again; then the segment is kept") {
+  // A run's hot window: a page of the arena mapped private before the workers fork
+  // (trainer/run.cpp), the segment's own again as the run ends.
+  const std::vector<BlockSpec> blocks{{"w", (1 << 16) + 5 * 4096 + 40}};  // a size of its own
+  ArenaOptions reuse;
+  reuse.reuse = true;
+  ino_t first;
+  {
+    Arena a = Arena::create(blocks, reuse);
+    first = inode(a);
+    const auto at = (reinterpret_cast<std::uintptr_t>(a.block("w").data()) + 4095) / 4096 * 4096;
+    auto* page = reinterpret_cast<std::byte*>(at);
+    REQUIRE(::mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                   0) != MAP_FAILED);
+    page[0] = std::byte{7};
+    // The segment's page, seen through a mapping of its own.
+    void* other = ::mmap(nullptr, a.size(), PROT_READ | PROT_WRITE, MAP_SHARED, a.handle(), 0);
+    REQUIRE(other != MAP_FAILED);
+    static_cast<std::byte*>(other)[page - a.base()] = std::byte{9};
+    CHECK(page[0] == std::byte{7});  // private
+    a.map_shared_again(page, 4096);
+    CHECK(page[0] == std::byte{9});  // the segment's again
+    page[1] = std::byte{5};
+    CHECK(static_cast<std::byte*>(other)[page - a.base() + 1] == std::byte{5});
+    ::munmap(other, a.size());
+  }
+  {
+    Arena b = Arena::create(blocks, reuse);
+    CHECK(inode(b) == first);  // kept, and taken
+    // A range outside the arena is not mapped, and the segment is then not kept.
+    b.map_shared_again(b.base() + b.size(), 4096);
+  }
+  Arena c = Arena::create(blocks, reuse);
+  CHECK(inode(c) != first);
 }
 
 TEST_CASE("attaching what is not an arena is a clear error") {

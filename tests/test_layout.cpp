@@ -43,6 +43,29 @@ TEST_CASE("the probe's rule: replicas at 1.1x plain or less, plain otherwise or 
   CHECK(d.why.find("412 ns") != std::string::npos);
   CHECK(d.why.find("0.50x") != std::string::npos);
   CHECK(d.why == choose_layout({830, 412, 16}).why);
+  CHECK(d.why.find("hot") == std::string::npos);  // not a choice
+}
+
+TEST_CASE("with hot coordinates: the cheaper private layout at 1.1x plain or less, hot on a tie") {
+  using detail::choose_layout;
+  using enum WeightLayout;
+  // {shared, replica, windows, hot}
+  CHECK(choose_layout({1000, 700, 18, 450}).layout == hot);
+  CHECK(choose_layout({1000, 450, 18, 700}).layout == replicas);
+  CHECK(choose_layout({1000, 600, 18, 600}).layout == hot);       // a tie: hot
+  CHECK(choose_layout({1000, 1200, 18, 1100}).layout == hot);     // the edge
+  CHECK(choose_layout({1000, 1200, 18, 1101}).layout == plain);
+  CHECK(choose_layout({1000, 1100, 18, 1101}).layout == replicas);
+  CHECK(choose_layout({1000, 1300, 18, 1300}).layout == plain);
+  // Hot unmeasured (or not a number): the two others decide.
+  CHECK(choose_layout({1000, 700, 18, 0}).layout == replicas);
+  CHECK(choose_layout({1000, 1200, 18, std::nan("")}).layout == plain);
+  // Hot alone measured is not enough: the shared and replica phases come first.
+  CHECK(choose_layout({1000, 0, 18, 300}).layout == plain);
+  const auto d = choose_layout({1000, 700, 18, 450});
+  CHECK(d.why.find("450 ns with hot coordinates") != std::string::npos);
+  CHECK(d.why.find("0.45x") != std::string::npos);
+  CHECK(d.why.find("18 windows") != std::string::npos);
 }
 
 TEST_CASE("who probes: hogwild, 2 to 4 workers, sgd, nothing else choosing the layout") {
@@ -176,10 +199,16 @@ struct TwoWorkers {
   std::vector<float> w = std::vector<float>(256, 0.f);
   ParamSet shared{{{"w", w.data(), w.size()}}};
   std::vector<WorkerProgress> records = std::vector<WorkerProgress>(2);
-  std::unique_ptr<detail::LayoutProbe> probe(unsigned rank) {
+  // Each worker's hot window, where the probe has one: coordinate 3 hot, in slot 0
+  // (a step's `w + index` for the renumbered feature lands there).
+  std::vector<float> windows[2] = {std::vector<float>(1), std::vector<float>(1)};
+  std::unique_ptr<detail::LayoutProbe> probe(unsigned rank, bool hot = false) {
     auto p = std::make_unique<detail::LayoutProbe>(
         std::make_unique<Replica>(shared, std::vector<Ranges>{}, Replica::kAuto, false),
-        std::span<WorkerProgress>(records), rank);
+        std::span<WorkerProgress>(records), rank,
+        hot ? std::make_unique<HotWindow>(shared, std::vector<std::uint32_t>{3},
+                                          windows[rank].data(), 256, 2)
+            : nullptr);
     p->use_clock(fake_clock);
     return p;
   }
@@ -189,44 +218,72 @@ struct TwoWorkers {
 
 TEST_CASE("the probe alternates whole windows, then every worker takes the run's decision") {
   // A batch on the shared weights costs 100 us of the clock; on a replica `cost` of
-  // that (each worker its own). Both workers' batches move the one clock, as both
+  // that (each worker its own), with hot coordinates `hot` of it (0: not a choice,
+  // two phases). Both workers' batches move the one clock, as both
   // share a machine's time. The first windows run cold (every batch 5x), as a
-  // worker's first windows do, and one later window is slow (4x: the core taken
-  // away a while): the warm windows (101, 102: on the replica) are not measured and
+  // worker's first windows do, and one later window is slow (107, 4x: the core
+  // taken away a while; a close call's, after a clear one has decided): the warm windows (101, 102: on the replica) are not measured and
   // the median leaves the slow one out, so the figures are the steady ones whichever
-  // phase came first. A clear call (0.5x, 2x: kClearCall) ends a worker's probe
-  // after one measured window of each phase (103, 104), a close one (1.3x, 1x) after
-  // kPairs; the decision follows within a few batches of the last worker's figures
-  // (a worker that has published looks for the others' at every read of the clock,
-  // not at the next window).
-  for (double cost : {0.5, 1.3, 2.0}) {
-    INFO("replica batch at " << cost << "x a shared one");
+  // phase came first. A clear call (0.5x, 2x: kClearCall; with hot, the first
+  // measured window of each is off by up to 1.6x at the edges, so its cases are
+  // clear by more; at 2x and more on two of three phases the reads of the clock,
+  // every 8 batches, skip whole windows, so plain's clear call with hot is left to
+  // the rule's test) ends a worker's probe
+  // after one measured window of each phase (103, 104, and 105 with hot), a close
+  // one (1.3x, 1x; hot and replicas within 1.5x of each other) after kPairs; the
+  // decision follows within a few batches of the last worker's figures (a worker
+  // that has published looks for the others' at every read of the clock, not at the
+  // next window).
+  // Each case's choice and call, worked out by hand from the weights (plain 1, the
+  // private layouts their cost / 1.1): a call is clear when every other weight is
+  // at least 1.5x the cheapest.
+  struct Costs {
+    double replica, hot;
+    WeightLayout want;
+    bool clear;
+  };
+  using enum WeightLayout;
+  for (Costs cost : {Costs{0.5, 0, replicas, true}, Costs{1.3, 0, plain, false},
+                     Costs{2.0, 0, plain, true}, Costs{0.9, 0.4, hot, true},
+                     Costs{0.6, 0.55, hot, false}, Costs{0.5, 2.0, replicas, true},
+                     Costs{1.3, 1.3, plain, false}, Costs{0.65, 0.6, hot, false},
+                     Costs{0.55, 0.6, replicas, false}}) {
+    INFO("replica batch at " << cost.replica << "x a shared one, hot at " << cost.hot << "x");
+    const bool hot = cost.hot > 0;
+    const unsigned kinds = hot ? 3 : 2;
     TwoWorkers t;
     fake_ns = 1'000'000'007;  // mid-window 100
-    auto a = t.probe(0), b = t.probe(1);
+    auto a = t.probe(0, hot), b = t.probe(1, hot);
     const Batch batch{nullptr, nullptr, nullptr, 1};
     const detail::EpochPlace place{};
-    bool saw_replica = false, saw_shared = false, warm_shared = false;
+    bool saw[3] = {false, false, false}, warm_shared = false;
     std::uint64_t updates = 0, decided_ns = 0, published_ns = 0;
     for (int step = 0; step < 200000 && !(a->decided() && b->decided()); ++step) {
       for (auto* p : {a.get(), b.get()}) {
-        // What the step would train: the replica's copy, or the shared weights.
+        // What the step would train: the shared weights (0), the replica's copy (1),
+        // or the shared weights with coordinate 3 in the hot window (2).
         const ParamSet* trained = p->trained();
-        (trained ? saw_replica : saw_shared) = true;
+        const int on = p->on();
+        saw[on] = true;
+        CHECK((trained != nullptr) == (on != 0));
+        CHECK(p->writes_later() == (on != 0));
         const std::uint64_t window = fake_ns / detail::kWindowNs;
         // The run's warm windows on the replica: 102 whole (the read of the clock
         // that sees 101 begin comes up to 8 batches in, as it may in any window).
-        if (!trained && window == 102) warm_shared = true;
-        if (trained) {
+        if (on != 1 && window == 102) warm_shared = true;
+        if (on == 1) {
           CHECK(trained->data(0) != t.w.data());
-          CHECK(p->writes_later());
           trained->data(0)[3] += 1.f;  // an update on the copy, merged in its window
+        } else if (on == 2) {
+          CHECK(trained->data(0) == t.w.data());  // only the hot ones are the window's
+          t.windows[p == a.get() ? 0 : 1][0] += 1.f;  // flushed in its window
         } else {
           t.w[3] += 1.f;
         }
         ++updates;
-        const double cold = window <= 102 ? 5 : window == 106 ? 4 : 1;
-        fake_ns += static_cast<std::uint64_t>(100'000 * cold * (trained ? cost : 1.0));
+        const double cold = window <= 102 ? 5 : window == 107 ? 4 : 1;
+        const double mine = on == 1 ? cost.replica : on == 2 ? cost.hot : 1.0;
+        fake_ns += static_cast<std::uint64_t>(100'000 * cold * mine);
         p->after_batch(batch, 0.1f, place);
         if (!published_ns && t.records[0].probed.load() && t.records[1].probed.load())
           published_ns = fake_ns;
@@ -235,42 +292,48 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
     }
     REQUIRE(a->decided());
     REQUIRE(b->decided());
-    CHECK(saw_replica);
-    CHECK(saw_shared);
+    CHECK(saw[0]);
+    CHECK(saw[1]);
+    CHECK(saw[2] == hot);
     CHECK_FALSE(warm_shared);
     // Within 16 batches of each (8 to the first decision, 8 to the other's taking
     // it: its reads of the clock, 100 us a batch on the shared weights), not at the
     // next window.
     REQUIRE(published_ns > 0);
     CHECK(decided_ns - published_ns <= 3'200'000);
+    const WeightLayout want = cost.want;
+    const bool clear = cost.clear;
     unsigned windows = 0;
     for (int i = 0; i < 2; ++i) {
       const ProbeFigures f = (i == 0 ? a : b)->own();
-      MESSAGE("shared " << f.shared_ns << " ns, replica " << f.replica_ns << " ns, "
-                        << f.windows << " windows");
-      const bool clear = cost <= detail::kReplicaWins / detail::kClearCall ||
-                         cost >= detail::kReplicaWins * detail::kClearCall;
-      CHECK(f.windows == (clear ? 2 : 2 * detail::kPairs));
+      MESSAGE("shared " << f.shared_ns << " ns, replica " << f.replica_ns << " ns, hot "
+                        << f.hot_ns << " ns, " << f.windows << " windows");
+      CHECK(f.windows == (clear ? kinds : kinds * detail::kPairs));
       windows += f.windows;
       // One window each: its edges hold the other worker's phase for a few batches.
-      CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost).epsilon(clear ? 0.5 : 0.05));
-      CHECK((cost < 1) == (f.replica_ns < f.shared_ns));
+      CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost.replica).epsilon(clear ? 0.5 : 0.05));
+      CHECK((cost.replica < 1) == (f.replica_ns < f.shared_ns));
+      if (hot) {
+        CHECK(f.hot_ns / f.shared_ns == doctest::Approx(cost.hot).epsilon(clear ? 0.5 : 0.05));
+      } else {
+        CHECK(f.hot_ns == 0);
+      }
     }
     // One decision for the run, from both workers' figures, recorded with it and
     // taken by both.
     const std::uint32_t chosen = detail::run_decision(t.records);
-    const WeightLayout want = cost <= detail::kReplicaWins ? WeightLayout::replicas : WeightLayout::plain;
     CHECK(chosen == 1 + static_cast<std::uint32_t>(want));
     CHECK(t.records[0].layout.load() == chosen);
     CHECK(t.records[1].layout.load() == chosen);
     const ProbeFigures decided{t.records[0].run_shared_ns.load(), t.records[0].run_replica_ns.load(),
-                               t.records[0].run_windows.load()};
+                               t.records[0].run_windows.load(), t.records[0].run_hot_ns.load()};
     CHECK(decided.windows == windows);
     CHECK(detail::choose_layout(decided).layout == want);
-    CHECK((a->trained() != nullptr) == (want == WeightLayout::replicas));
+    CHECK(a->on() == (want == WeightLayout::replicas ? 1 : want == WeightLayout::hot ? 2 : 0));
     CHECK(a->idle() == (want == WeightLayout::plain));
     // Every update reached the shared weights, none twice: the replicas' through
-    // their merges (whole numbers of 1, exact in float).
+    // their merges, the hot windows' through their flushes (whole numbers of 1,
+    // exact in float).
     a->end_epoch(0.1f, place, true);
     b->end_epoch(0.1f, place, true);
     CHECK(t.w[3] == static_cast<float>(updates));
@@ -312,6 +375,14 @@ TEST_CASE("a clear call: replicas at 1.1/1.5x plain's cost or less, plain at 1.1
   CHECK(!clear_call({0, 500, 1}));      // a phase unmeasured: never clear
   CHECK(!clear_call({500, 0, 1}));
   CHECK(!clear_call({std::nan(""), 500, 2}));
+  // Three phases: the cheapest by weight (the private ones / 1.1) at 1.5x of every
+  // other's or less.
+  CHECK(clear_call({1000, 700, 3, 450}));    // weights 1000, 636, 409: 636 >= 1.5 * 409
+  CHECK(!clear_call({1000, 670, 3, 450}));   // replicas 609 < 614
+  CHECK(clear_call({1000, 2000, 3, 733}));   // plain 1000 >= 1.5 * 666
+  CHECK(!clear_call({1000, 2000, 3, 734}));
+  CHECK(clear_call({1000, 1700, 3, 1700}));  // plain, the others at 1545
+  CHECK(!clear_call({1000, 1700, 3, 1600}));  // hot at 1455
 }
 
 TEST_CASE("the first decision is the run's; a worker restarted after it takes it") {
@@ -367,16 +438,16 @@ TEST_CASE("each layout trains to serial's accuracy; auto says what it chose and 
       CHECK(r.layout.probed);
       REQUIRE(r.layout.workers.size() == 2);
       // At least one worker's windows: one of each phase on a clear call.
-      CHECK(r.layout.windows >= (detail::clear_call({r.layout.shared_ns, r.layout.replica_ns,
-                                                     r.layout.windows})
-                                     ? 2u
-                                     : 2 * detail::kPairs));
+      // Sparse rows of a linear model, a few MiB: hot coordinates are a choice, and
+      // were measured.
+      CHECK(r.layout.hot_ns > 0);
+      const ProbeFigures f{r.layout.shared_ns, r.layout.replica_ns, r.layout.windows,
+                           r.layout.hot_ns};
+      CHECK(r.layout.windows >= (detail::clear_call(f) ? 3u : 3 * detail::kPairs));
       CHECK(r.layout.workers[0] != "none");
       CHECK(r.layout.workers[0] == r.layout.workers[1]);
-      CHECK((r.layout.chosen == "plain" || r.layout.chosen == "replicas"));
       // The decision is the rule's on the figures recorded with it.
-      const auto rule = detail::choose_layout({r.layout.shared_ns, r.layout.replica_ns,
-                                               r.layout.windows});
+      const auto rule = detail::choose_layout(f);
       CHECK(r.layout.chosen == to_string(rule.layout));
       CHECK(r.layout.why == rule.why);
       CHECK(r.layout.workers[0] == r.layout.chosen);
@@ -415,7 +486,9 @@ TEST_CASE("the CLI: the first lines and the summary say the layout" * doctest::t
   CHECK(layout.at("probed") == false);
   const auto probing = test::run_train({"--train", train_file, "--workers", "2", "--epochs", "1"});
   REQUIRE(probing.exit_code == 0);
-  CHECK(probing.out.find("layout auto: a probe times") != std::string::npos);
+  CHECK(probing.out.find("layout auto: a probe times the shared weights against a replica and "
+                         "against ") != std::string::npos);
+  CHECK(probing.out.find(" hot coordinates in the first 60-120 ms") != std::string::npos);
   const auto one = test::run_train({"--train", train_file, "--epochs", "1"});
   REQUIRE(one.exit_code == 0);
   CHECK(one.out.find("layout plain (one worker") != std::string::npos);

@@ -106,6 +106,13 @@ class Arena {
   // Maps every page of the segment into this process, once (see ArenaOptions::map_now).
   void map_all();
 
+  // Maps [at, at + bytes), page-aligned inside the arena, to the segment's own pages
+  // again in this process, after a private mapping laid over them is done with (a
+  // run's hot window, mapped private before its workers fork). Where that fails the
+  // range stays private, and the segment is not kept for reuse (ArenaOptions::reuse:
+  // the next arena would have a private hole).
+  void map_shared_again(std::byte* at, std::size_t bytes) noexcept;
+
   // Bytes a segment holding these blocks needs (header included).
   static std::size_t required_bytes(const std::vector<BlockSpec>& blocks);
 
@@ -122,6 +129,7 @@ class Arena {
   // The Boost mapped_region, type-erased so this header does not pull in Boost.
   std::shared_ptr<void> region_;
   std::shared_ptr<int> fd_;  // closed with the last copy
+  std::shared_ptr<bool> keep_;  // reuse: false once the segment may not be kept
   std::byte* base_ = nullptr;
   std::size_t size_ = 0;
   std::string name_;

@@ -326,6 +326,7 @@ struct TrainResult {
     std::string chosen, why;
     bool probed = false;
     double shared_ns = 0, replica_ns = 0;
+    double hot_ns = 0;                    // 0: hot coordinates were not among the choices
     unsigned windows = 0;                 // probe windows measured, all workers
     std::vector<std::string> workers;     // each worker's choice
   } layout;

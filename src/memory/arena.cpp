@@ -135,8 +135,9 @@ Spare take_spare(std::size_t size) {
 // spare, where there is none.
 struct Recycle {
   Spare segment;
+  std::shared_ptr<bool> keep;
   void operator()(void*) noexcept {
-    if (segment.pid != getpid()) return;
+    if (segment.pid != getpid() || !*keep) return;
     std::lock_guard g(*g_spare_mutex);
     if (!g_spare->region) *g_spare = std::move(segment);
   }
@@ -368,9 +369,11 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
 
   a.base_ = static_cast<std::byte*>(region->get_address());
   // The mapping lives as long as the Arena (and across fork); then it is the spare.
-  if (recyclable)
-    a.region_ = std::shared_ptr<void>(region.get(), Recycle{{getpid(), size, region, a.fd_, a.name_}});
-  else
+  if (recyclable) {
+    a.keep_ = std::make_shared<bool>(true);
+    a.region_ = std::shared_ptr<void>(region.get(),
+                                      Recycle{{getpid(), size, region, a.fd_, a.name_}, a.keep_});
+  } else
     a.region_ = region;
   // hugetlbfs needs no advice; /dev/shm took it above, before any page existed, and
   // the answer is what smaps says the kernel did: on kernel 6.18, /dev/shm mounted
@@ -399,6 +402,14 @@ Arena Arena::create(const std::vector<BlockSpec>& blocks, const ArenaOptions& op
 void Arena::map_all() {
   if (base_ && !file_backed_ && !mapped_) (void)madvise(base_, size_, MADV_POPULATE_WRITE);
   mapped_ = true;
+}
+
+void Arena::map_shared_again(std::byte* at, std::size_t bytes) noexcept {
+  const bool inside = base_ && at >= base_ && at + bytes <= base_ + size_;
+  if (inside && fd_ &&
+      ::mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, *fd_, at - base_) != MAP_FAILED)
+    return;
+  if (keep_) *keep_ = false;
 }
 
 Arena Arena::attach(int fd) {

@@ -474,16 +474,9 @@ int run(int argc, char** argv) {
     // What writes the shared weights: given, implied, or the probe's to choose.
     hogwild::TrainConfig shown = cfg;  // as train() resolves it
     hogwild::detail::mark_replicas_unsound(shown, *model, train);
-    const auto fixed =
-        hogwild::detail::no_probe(shown, hogwild::workers_used(cfg.mode, cfg.workers));
-    if (fixed)
-      fmt::print(o.human, "layout {} ({})\n", hogwild::detail::fixed_layout(cfg), *fixed);
-    else
-      fmt::print(o.human, "layout auto: a probe times the shared weights against a replica "
-                          "in the first {}-{} ms, then keeps replicas unless an example costs "
-                          "over {:.1f}x as much on them\n",
-                 hogwild::detail::kClearProbeMs, hogwild::detail::kProbeMs,
-                 hogwild::detail::kReplicaWins);
+    fmt::print(o.human, "{}\n",
+               hogwild::detail::layout_plan(shown, hogwild::workers_used(cfg.mode, cfg.workers),
+                                            train));
   }
   const auto kernel = cfg.device == hogwild::Device::cuda
                           ? std::optional(hogwild::detail::device_kernel_def(cfg.model))

@@ -40,8 +40,9 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint32_t> counted{0};      // epochs whose finish it added to the count
   // --layout auto (modes/hogwild/layout_probe.hpp): the probe's figures, published
   // (release on `probed`) once its windows are measured, and the layout it chose
-  // (1 + WeightLayout; 0: none yet, or no probe).
-  std::atomic<double> probe_shared_ns{0}, probe_replica_ns{0};
+  // (1 + WeightLayout; 0: none yet, or no probe). probe_hot_ns: 0 where hot
+  // coordinates were not among its choices.
+  std::atomic<double> probe_shared_ns{0}, probe_replica_ns{0}, probe_hot_ns{0};
   std::atomic<std::uint32_t> probe_windows{0};
   std::atomic<std::uint32_t> probed{0};
   std::atomic<std::uint32_t> layout{0};
@@ -50,7 +51,7 @@ struct alignas(128) WorkerProgress {
   // then the layout), so that no two workers can decide apart.
   std::atomic<std::uint32_t> run_layout{0};
   std::atomic<std::uint32_t> run_windows{0};
-  std::atomic<double> run_shared_ns{0}, run_replica_ns{0};
+  std::atomic<double> run_shared_ns{0}, run_replica_ns{0}, run_hot_ns{0};
   // ... and the first window of the clock past the run's warm windows (the first
   // worker to begin probing sets it), before which every worker is on its replica.
   std::atomic<std::uint64_t> run_warm_end{0};

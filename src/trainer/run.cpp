@@ -143,6 +143,9 @@ void Run::map_hot_window(std::size_t bytes) {
                                     "weights (a hugetlbfs --shm-dir?): {}",
                                     bytes, std::strerror(errno)));
   hot_window = window;
+  window_shared_again.arena = &arena;
+  window_shared_again.bytes = bytes;
+  window_shared_again.at = window;
   const auto first = static_cast<std::size_t>(window - w);
   if (first + hot.size() > std::numeric_limits<std::uint32_t>::max())
     throw ConfigError("--hot-k: too many features for 32-bit indices past the weights");
@@ -171,11 +174,14 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   };
   std::size_t floats = 0;
   const bool stateful = has_state(cfg.optimizer);
-  // Hot coordinates: w's block gets room for a page-aligned window past its end.
+  // Hot coordinates: w's block gets room for a page-aligned window past its end
+  // (--hot-k, or --layout auto's third choice where it has one).
   std::size_t window_bytes = 0;
-  if (cfg.hot_k > 0 && mode.parallel()) {
-    check_hot_coordinates(model, train, cfg.layout == WeightLayout::hot ? "--layout hot" : "--hot-k");
-    hot = most_frequent_features(train, specs[0].size, cfg.hot_k);
+  const std::size_t own_hot = cfg.hot_k ? 0 : mode.own_hot_features(cfg, workers, train);
+  if ((cfg.hot_k > 0 && mode.parallel()) || own_hot > 0) {
+    if (cfg.hot_k)
+      check_hot_coordinates(model, train, cfg.layout == WeightLayout::hot ? "--layout hot" : "--hot-k");
+    hot = most_frequent_features(train, specs[0].size, cfg.hot_k ? cfg.hot_k : own_hot);
     window_bytes =
         (HotWindow::window_floats(specs, hot.size()) * sizeof(float) + kPage - 1) / kPage * kPage;
   }
@@ -223,7 +229,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     // Everything the run will hold at its peak, in every process, before any of it.
     // A kept arena this run will not take is freed before its memory is planned.
     const std::size_t arena_bytes = Arena::required_bytes(blocks);
-    release_spare_arena(window_bytes ? 0 : arena_bytes);
+    release_spare_arena(arena_bytes);
     const MemoryPlan plan = plan_memory(*this, arena_bytes, window_bytes, other_rows);
     check_memory(plan);
     memory = plan.estimate;
@@ -231,11 +237,11 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     // (Supervisor), not before: off the critical path of a short run; but before
     // --hot-k's private window covers part of it (mapped then, it would fill the
     // window's private pages). The segment is kept for the next run of its size in
-    // this process (every worker has ended when the Run is gone), but not one with
-    // that window, a hole of private pages in the mapping.
+    // this process (every worker has ended when the Run is gone; the window's pages
+    // are the segment's again by then: window_shared_again).
     ArenaOptions options{cfg.shm_dir, cfg.huge_pages};
     options.map_now = !mode.parallel() || window_bytes > 0;
-    options.reuse = window_bytes == 0;
+    options.reuse = true;
     arena = Arena::create(blocks, options);
   }
   control = in_arena<Control>(arena.block("control").data(), 1, attach);

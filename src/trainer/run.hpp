@@ -160,6 +160,19 @@ struct Run {
   std::vector<std::uint32_t> hot;
   std::optional<Dataset> hot_train;
   float* hot_window = nullptr;
+  // ... whose pages the parent maps to the arena's own again as the run ends, so that
+  // its segment can be kept for the next run (ArenaOptions::reuse).
+  struct SharedAgain {
+    Arena* arena = nullptr;
+    std::size_t bytes = 0;
+    float* at = nullptr;
+    SharedAgain() = default;
+    SharedAgain(const SharedAgain&) = delete;
+    SharedAgain& operator=(const SharedAgain&) = delete;
+    ~SharedAgain() {
+      if (at) arena->map_shared_again(reinterpret_cast<std::byte*>(at), bytes);
+    }
+  } window_shared_again;
   std::unique_ptr<TensorStore> store;
   // --comm gloo: the parent's rendezvous directory, removed with the run.
   struct OwnedDir {

@@ -49,29 +49,62 @@ std::uint64_t now_ns() noexcept {
 constexpr std::uint32_t code(WeightLayout l) noexcept { return 1 + static_cast<std::uint32_t>(l); }
 constexpr std::uint32_t kClaimed = 0xffff;  // run_layout while its claimant writes the figures
 
-// Both phases measured, as positive finite figures.
+bool positive(double ns) noexcept { return ns > 0 && std::isfinite(ns); }
+
+// The shared and the replica phases measured, as positive finite figures.
 bool measured(const ProbeFigures& f) noexcept {
-  return f.shared_ns > 0 && f.replica_ns > 0 && std::isfinite(f.shared_ns) &&
-         std::isfinite(f.replica_ns);
+  return positive(f.shared_ns) && positive(f.replica_ns);
+}
+
+// Each choice's weight (kReplicaWins), in the order a tie goes (the first listed):
+// plain where hot or replicas are not cheaper by the bar, hot before replicas.
+struct Weighed {
+  WeightLayout layout;
+  double weight;
+};
+std::vector<Weighed> weighed(const ProbeFigures& f) {
+  std::vector<Weighed> w{{WeightLayout::plain, f.shared_ns}};
+  if (positive(f.hot_ns)) w.push_back({WeightLayout::hot, f.hot_ns / kReplicaWins});
+  w.push_back({WeightLayout::replicas, f.replica_ns / kReplicaWins});
+  return w;
+}
+
+// The cheapest by weight; a private layout wins a tie with plain (at kReplicaWins
+// exactly), hot wins one with replicas.
+std::size_t cheapest(const std::vector<Weighed>& w) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < w.size(); ++i)
+    if (best == 0 ? w[i].weight <= w[best].weight : w[i].weight < w[best].weight) best = i;
+  return best;
 }
 
 }  // namespace
 
 bool clear_call(const ProbeFigures& f) noexcept {
   if (!measured(f)) return false;
-  const double ratio = f.replica_ns / f.shared_ns;
-  return ratio <= kReplicaWins / kClearCall || ratio >= kReplicaWins * kClearCall;
+  const std::vector<Weighed> w = weighed(f);
+  const std::size_t best = cheapest(w);
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (i != best && w[i].weight < kClearCall * w[best].weight) return false;
+  return true;
 }
 
 LayoutDecision choose_layout(const ProbeFigures& f) {
   if (!measured(f))
     return {WeightLayout::plain, "the probe measured no whole window of each kind"};
-  const double ratio = f.replica_ns / f.shared_ns;
-  const std::string figures = fmt::format(
-      "an example cost {:.0f} ns on the shared weights and {:.0f} ns on a replica, its merges "
-      "included ({:.2f}x; replicas win at {:.2f}x or less), over {} windows of {} ms",
-      f.shared_ns, f.replica_ns, ratio, kReplicaWins, f.windows, kWindowNs / 1'000'000);
-  return {ratio <= kReplicaWins ? WeightLayout::replicas : WeightLayout::plain, figures};
+  std::string figures = fmt::format(
+      "an example cost {:.0f} ns on the shared weights, {:.0f} ns on a replica, its merges "
+      "included ({:.2f}x)",
+      f.shared_ns, f.replica_ns, f.replica_ns / f.shared_ns);
+  if (positive(f.hot_ns))
+    figures += fmt::format(", and {:.0f} ns with hot coordinates, their flushes included ({:.2f}x)",
+                           f.hot_ns, f.hot_ns / f.shared_ns);
+  figures += fmt::format("; {} at {:.2f}x or less, {}over {} windows of {} ms",
+                         positive(f.hot_ns) ? "the cheaper of the two wins" : "replicas win",
+                         kReplicaWins, positive(f.hot_ns) ? "hot on a tie, " : "", f.windows,
+                         kWindowNs / 1'000'000);
+  const std::vector<Weighed> w = weighed(f);
+  return {w[cheapest(w)].layout, figures};
 }
 
 std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers) {
@@ -110,25 +143,52 @@ void mark_replicas_unsound(TrainConfig& c, const Model& model, const Dataset& tr
   c.replicas_unsound = c.layout == WeightLayout::automatic && !replicas_sound(model, train);
 }
 
+bool probe_offers_hot(const TrainConfig& c, unsigned workers, const Dataset& train) {
+  return !no_probe(c, workers) && c.shm_dir.empty() &&
+         train.nnz() * sizeof(std::uint32_t) <= kHotCopyMost;
+}
+
+std::size_t hot_features(const Dataset& train) {
+  const std::vector<std::uint32_t> degree = feature_degrees(train, train.cols());
+  std::size_t hot = 0;
+  for (const std::uint32_t d : degree) hot += std::uint64_t{d} * kHotShare >= train.rows();
+  return std::clamp<std::size_t>(hot, 1, kHotMost);
+}
+
+std::string layout_plan(const TrainConfig& c, unsigned workers, const Dataset& train) {
+  if (const auto why = no_probe(c, workers)) return fmt::format("layout {} ({})", fixed_layout(c), *why);
+  if (probe_offers_hot(c, workers, train))
+    return fmt::format("layout auto: a probe times the shared weights against a replica and "
+                       "against {} hot coordinates in the first {}-{} ms, then keeps the cheaper "
+                       "of the two unless an example costs over {:.1f}x as much on it",
+                       hot_features(train), probe_ms(1, 3), probe_ms(kPairs, 3), kReplicaWins);
+  return fmt::format("layout auto: a probe times the shared weights against a replica in the "
+                     "first {}-{} ms, then keeps replicas unless an example costs over {:.1f}x "
+                     "as much on them", kClearProbeMs, kProbeMs, kReplicaWins);
+}
+
 void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model) {
   mark_replicas_unsound(c, model, train);
   if (c.layout == WeightLayout::replicas && !c.merge_every) c.merge_every = TrainConfig::kMergeAuto;
   if (c.layout != WeightLayout::hot || c.hot_k) return;
   check_hot_coordinates(model, train, "--layout hot");
-  const std::vector<std::uint32_t> degree = feature_degrees(train, train.cols());
-  std::size_t hot = 0;
-  for (const std::uint32_t d : degree) hot += std::uint64_t{d} * kHotShare >= train.rows();
-  c.hot_k = std::clamp<std::size_t>(hot, 1, kHotMost);
+  c.hot_k = hot_features(train);
 }
 
 LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgress> all,
-                         unsigned rank)
-    : replica_(std::move(replica)), all_(all), rank_(rank), window_(now() / kWindowNs) {
-  // A worker restarted after the decision takes it (its replica is fresh from the
+                         unsigned rank, std::unique_ptr<HotWindow> hot)
+    : replica_(std::move(replica)),
+      hot_(std::move(hot)),
+      all_(all),
+      rank_(rank),
+      kinds_(hot_ ? 3 : 2),
+      window_(now() / kWindowNs) {
+  // A worker restarted after the decision takes it (its copy is fresh from the
   // shared weights).
   if (const std::uint32_t chosen = run_decision(all_)) {
     phase_ = Phase::decided;
-    on_replica_ = chosen == code(WeightLayout::replicas);
+    on_ = chosen == code(WeightLayout::replicas) ? kReplica
+          : chosen == code(WeightLayout::hot) && hot_ ? kHot : kShared;
     all_[rank_].layout.store(chosen, std::memory_order_release);
   }
 }
@@ -144,12 +204,18 @@ ProbeFigures LayoutProbe::own() const noexcept {
     std::sort(v, v + n);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   };
-  return {median(0), median(1), windows_[0] + windows_[1]};
+  return {median(kShared), median(kReplica), windows_[0] + windows_[1] + windows_[2],
+          median(kHot)};
 }
 
-void LayoutProbe::merge(const EpochPlace& place) {
+void LayoutProbe::write_back() noexcept {
+  if (on_ == kReplica) replica_->merge();
+  if (on_ == kHot) hot_->flush();
+}
+
+void LayoutProbe::write_back(const EpochPlace& place) {
   place.open();
-  replica_->merge();
+  write_back();
   place.publish();
 }
 
@@ -160,15 +226,15 @@ void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place) {
   // run's, not each worker's, so that a worker that begins a window later is in the
   // others' phase in every window after them (its own first windows, warm or not,
   // are still not measured).
-  on_replica_ = window_ < warm_end_ || (window_ & 1) == 1;
+  on_ = window_ < warm_end_ ? kReplica : static_cast<int>(window_ % kinds_);
   started_ns_ = at;
   examples_ = 0;
-  if (on_replica_) merge(place);  // nothing of its own yet: the copy reloads (in its time)
+  if (on_ != kShared) write_back(place);  // nothing of its own yet: the copy reloads (in its time)
 }
 
 void LayoutProbe::end_window(std::uint64_t window, const EpochPlace& place) {
-  const int kind = on_replica_ ? 1 : 0;
-  if (on_replica_) merge(place);  // the window's changes, in its time
+  const int kind = on_;
+  if (on_ != kShared) write_back(place);  // the window's changes, in its time
   // Not measured: the first kWarmWindows, a window with no batch done, or one that
   // spans more than one window of the clock (a long batch: both phases' time in it).
   if (warm_ < kWarmWindows) {
@@ -185,6 +251,7 @@ void LayoutProbe::publish_figures(std::uint64_t window, unsigned wait) {
   WorkerProgress& p = all_[rank_];
   p.probe_shared_ns.store(f.shared_ns, std::memory_order_relaxed);
   p.probe_replica_ns.store(f.replica_ns, std::memory_order_relaxed);
+  p.probe_hot_ns.store(f.hot_ns, std::memory_order_relaxed);
   p.probe_windows.store(f.windows, std::memory_order_relaxed);
   p.probed.store(1, std::memory_order_release);
   phase_ = Phase::waiting;
@@ -193,7 +260,8 @@ void LayoutProbe::publish_figures(std::uint64_t window, unsigned wait) {
 }
 
 bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
-  if (on_replica_ && replica_->due(b.size)) merge(place);
+  if ((on_ == kReplica && replica_->due(b.size)) || (on_ == kHot && hot_->due(b.size)))
+    write_back(place);
   if (phase_ == Phase::decided) return true;
   examples_ += b.size;
   // The clock every 8 batches of one example (20 ns a read), every batch of more.
@@ -222,17 +290,22 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
     }
     case Phase::probing: {
       end_window(window, place);
-      const bool whole = (windows_[0] >= kPairs && windows_[1] >= kPairs) || window >= last_window_;
-      // Clear after the first pair: another worker's first pair may not be, and its
-      // whole probe then ends 2 (kPairs - 1) windows later: waited for, so that the
-      // run's decision pools both workers' figures, not this one's alone.
-      const bool clear = !whole && windows_[0] == 1 && windows_[1] == 1 && clear_call(own());
+      bool whole = window >= last_window_, first = true;
+      for (unsigned k = 0; k < kinds_; ++k) first = first && windows_[k] == 1;
+      if (!whole) {
+        whole = true;
+        for (unsigned k = 0; k < kinds_; ++k) whole = whole && windows_[k] >= kPairs;
+      }
+      // Clear after the first window of each phase: another worker's may not be,
+      // and its whole probe then ends kinds (kPairs - 1) windows later: waited for,
+      // so that the run's decision pools every worker's figures, not this one's alone.
+      const bool clear = !whole && first && clear_call(own());
       if (!whole && !clear) {
         begin_window(now(), place);
         break;
       }
-      on_replica_ = false;  // (merged by end_window)
-      publish_figures(window, whole ? kWaitWindows : 2 * (kPairs - 1) + kWaitWindows);
+      on_ = kShared;  // (written back by end_window)
+      publish_figures(window, whole ? kWaitWindows : kinds_ * (kPairs - 1) + kWaitWindows);
       break;
     }
     case Phase::waiting: {
@@ -251,18 +324,22 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
 void LayoutProbe::decide(const EpochPlace& place) { adopt(settle(all_, pooled_figures(all_)), place); }
 
 void LayoutProbe::adopt(std::uint32_t chosen, const EpochPlace& place) {
-  const bool replicas = chosen == code(WeightLayout::replicas);
-  if (on_replica_ && !replicas) merge(place);  // mid-window: its changes reach the weights
-  if (!on_replica_ && replicas) merge(place);  // the copy reloads from the shared weights
-  on_replica_ = replicas;
+  const int to = chosen == code(WeightLayout::replicas)   ? kReplica
+                 : chosen == code(WeightLayout::hot) && hot_ ? kHot
+                                                           : kShared;
+  if (on_ != to) {
+    if (on_ != kShared) write_back(place);  // mid-window: its changes reach the weights
+    on_ = to;
+    if (on_ != kShared) write_back(place);  // the copy reloads from the shared weights
+  }
   phase_ = Phase::decided;
   all_[rank_].layout.store(chosen, std::memory_order_release);
 }
 
 void LayoutProbe::end_epoch(float, const EpochPlace& place, bool) {
-  if (!on_replica_) return;
+  if (on_ == kShared) return;
   place.open();  // the loop publishes the place after every part's end
-  replica_->merge();
+  write_back();
 }
 
 std::uint32_t run_decision(std::span<const WorkerProgress> all) noexcept {
@@ -276,6 +353,7 @@ std::uint32_t settle(std::span<WorkerProgress> all, const ProbeFigures& f) {
   if (r.run_layout.compare_exchange_strong(seen, kClaimed, std::memory_order_acq_rel)) {
     r.run_shared_ns.store(f.shared_ns, std::memory_order_relaxed);
     r.run_replica_ns.store(f.replica_ns, std::memory_order_relaxed);
+    r.run_hot_ns.store(f.hot_ns, std::memory_order_relaxed);
     r.run_windows.store(f.windows, std::memory_order_relaxed);
     const std::uint32_t chosen = code(choose_layout(f).layout);
     r.run_layout.store(chosen, std::memory_order_release);
@@ -297,12 +375,14 @@ ProbeFigures pooled_figures(std::span<const WorkerProgress> all) {
     if (p.probed.load(std::memory_order_acquire) == 0) continue;
     f.shared_ns += p.probe_shared_ns.load(std::memory_order_relaxed);
     f.replica_ns += p.probe_replica_ns.load(std::memory_order_relaxed);
+    f.hot_ns += p.probe_hot_ns.load(std::memory_order_relaxed);
     f.windows += p.probe_windows.load(std::memory_order_relaxed);
     ++n;
   }
   if (n) {
     f.shared_ns /= n;
     f.replica_ns /= n;
+    f.hot_ns /= n;
   }
   return f;
 }
@@ -325,19 +405,22 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
     const ProbeFigures f = pooled_figures(all);
     r.shared_ns = f.shared_ns;
     r.replica_ns = f.replica_ns;
+    r.hot_ns = f.hot_ns;
     r.windows = f.windows;
     r.chosen = "plain";
+    const unsigned kinds = f.hot_ns > 0 ? 3 : 2;
     r.why = fmt::format("the run ended before the probe decided (it takes {}-{} ms)",
-                        kClearProbeMs, kProbeMs);
+                        probe_ms(1, kinds), probe_ms(kPairs, kinds));
     return r;
   }
   // The figures the decision was made from (record 0's), and what every worker took.
   const WorkerProgress& run = all[0];
   r.shared_ns = run.run_shared_ns.load(std::memory_order_relaxed);
   r.replica_ns = run.run_replica_ns.load(std::memory_order_relaxed);
+  r.hot_ns = run.run_hot_ns.load(std::memory_order_relaxed);
   r.windows = run.run_windows.load(std::memory_order_relaxed);
   r.chosen = to_string(static_cast<WeightLayout>(decided - 1));
-  r.why = choose_layout({r.shared_ns, r.replica_ns, r.windows}).why;
+  r.why = choose_layout({r.shared_ns, r.replica_ns, r.windows, r.hot_ns}).why;
   return r;
 }
 
@@ -353,8 +436,15 @@ std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   if (no_probe(w.config, w.world)) return nullptr;
   auto replica = std::make_unique<Replica>(w.params, own_ranges(w), Replica::kAuto,
                                            /*atomic=*/false, bias_mean(w));
+  // The hot window where the parent made it for the probe (probe_offers_hot): the
+  // one --hot-k makes is the writer parts'.
+  std::unique_ptr<HotWindow> hot;
+  if (w.hot_window && !w.config.hot_k)
+    hot = std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, w.config.hot_flush,
+                                      w.config.workers, w.hot_rows);
   const std::span<WorkerProgress> all = w.arena.array<WorkerProgress>("progress");
-  return std::make_unique<LayoutProbe>(std::move(replica), all.first(w.world), w.rank);
+  return std::make_unique<LayoutProbe>(std::move(replica), all.first(w.world), w.rank,
+                                       std::move(hot));
 }
 
 }  // namespace hogwild::detail

@@ -11,8 +11,9 @@
 //
 //   From the first boundary of a kWindowNs window of the steady clock (one clock for
 //   every process of the machine, so the workers change phase together), each worker
-//   alternates whole windows: even ones straight to the shared weights, odd ones on
-//   its replica, reloaded from the shared weights as the window begins and merged
+//   alternates whole windows (window number modulo 2, or 3 with hot coordinates):
+//   0 straight to the shared weights, 1 on its replica, 2 on its hot window; the
+//   replica reloaded from the shared weights as the window begins and merged
 //   when due (--merge-every auto's rule, from its usual start of 256, adapted in
 //   the warm windows: a replica starting at the cap of 4096 trained the run's first
 //   windows up to a whole epoch's share of a small set stale, and a short run's last
@@ -47,10 +48,16 @@
 // the place at each merge, as a replica does). A worker restarted after the
 // decision takes the decision without probing.
 //
-// Hot coordinates (--layout hot) are not among the probe's choices: the hot window
-// is set up by the parent before the workers fork (a renumbered copy of the rows),
-// and on the problems measured here it never beat the better of the other two
-// (docs/PERFORMANCE.md). Past kMaxWorkers workers the probe does not run and the
+// Hot coordinates (--layout hot, hot_window.hpp) are the third choice where the
+// parent can afford their window (probe_offers_hot): the copy of the rows with the
+// hot features renumbered into it, made before the workers fork, at most
+// kHotCopyMost. The probe's windows then go shared, replica, hot in turn (a hot
+// window flushed as it begins and ends, as a replica window merges), and the rule
+// weighs three figures. A replica is dear where its merges visit many scattered
+// features (SpamAssassin: one worker on a replica at 0.63x one plain, three merges
+// an epoch over 61k features), and hot coordinates then cure the contention for
+// less (0.83 of the ceiling there against replicas' 0.57). Past kMaxWorkers workers
+// the probe does not run and the
 // layout is plain: replicas merged every few thousand examples diverged at 8 and 16
 // workers at lr 0.5 on RCV1-like (each merge adds every worker's change to the hot
 // coordinates at once), which a timing probe cannot see.
@@ -63,6 +70,7 @@
 #include <string>
 
 #include "hogwild/trainer.hpp"
+#include "modes/hogwild/hot_window.hpp"
 #include "modes/hogwild/replica.hpp"
 #include "trainer/epoch_part.hpp"
 #include "trainer/progress.hpp"
@@ -75,7 +83,8 @@ struct ModeWorker;
 struct ProbeFigures {
   double shared_ns = 0;   // an example, straight to the shared weights (median window)
   double replica_ns = 0;  // an example on a replica, its reloads and merges included
-  unsigned windows = 0;   // windows measured in all (each worker's, both phases)
+  unsigned windows = 0;   // windows measured in all (each worker's, every phase)
+  double hot_ns = 0;      // an example with hot coordinates, flushes included (0: not a choice)
 };
 
 struct LayoutDecision {
@@ -96,6 +105,10 @@ struct LayoutDecision {
 // noise, and chose plain in 6 of 12 RCV1-like runs that replicas then beat by 12 %,
 // median.)
 inline constexpr double kReplicaWins = 1.1;
+// Hot coordinates are weighed as replicas are (their private copy is smaller and
+// flushed more often, so they are the less stale of the two): a private layout wins
+// at kReplicaWins of plain's cost or less, and of the two the cheaper, hot on a tie.
+// (The figures' weights: plain's shared_ns, the others' ns / kReplicaWins.)
 // 10 ms windows, 2 warm and 3 of each phase: about 90 ms from the start (50 ms on a
 // clear call, below), a small part of most runs worth a second worker (the layouts
 // bench's RCV1-like runs take 0.5 s; its SpamAssassin runs, 0.1-0.2 s, are the
@@ -106,11 +119,11 @@ inline constexpr unsigned kWarmWindows = 2;  // windows first, on the replica, n
 inline constexpr unsigned kPairs = 3;        // windows of each phase a worker measures
 inline constexpr unsigned kWaitWindows = 4;  // then how long it waits for the others
 inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, measured or not
-// What the probe takes at least when it measures `pairs` windows of each phase, for
-// the lines that say so: the partial window it starts in, the warm ones, and the
-// measured ones.
-constexpr std::uint64_t probe_ms(unsigned pairs) {
-  return (kWarmWindows + 2 * pairs + 1) * kWindowNs / 1'000'000;
+// What the probe takes at least when it measures `pairs` windows of each of its
+// `kinds` phases, for the lines that say so: the partial window it starts in, the
+// warm ones, and the measured ones.
+constexpr std::uint64_t probe_ms(unsigned pairs, unsigned kinds = 2) {
+  return (kWarmWindows + kinds * pairs + 1) * kWindowNs / 1'000'000;
 }
 inline constexpr std::uint64_t kProbeMs = probe_ms(kPairs);
 inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see above)
@@ -126,12 +139,15 @@ inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see ab
 // fast), but a clear one the other way only off by 1.5x^2 in both workers' figures,
 // pooled. Only the first pair decides early: later, a phase's median of two windows
 // is their mean, and one slow window would move it.
+// With three phases: the cheapest by the weights above at kClearCall of every
+// other's or less.
 inline constexpr double kClearCall = 1.5;
 inline constexpr std::uint64_t kClearProbeMs = probe_ms(1);
 bool clear_call(const ProbeFigures& f) noexcept;
 
-// The probe's rule: a function of its figures alone. Plain unless both phases were
-// measured and replicas cost at most kReplicaWins of plain an example.
+// The probe's rule: a function of its figures alone. Plain unless the shared and
+// the replica phases were measured; then the cheapest by the weights above
+// (kReplicaWins), hot among them where it was measured.
 LayoutDecision choose_layout(const ProbeFigures& f);
 
 // What --layout resolves to before the workers start: why a run does not probe
@@ -156,6 +172,25 @@ bool replicas_sound(const Model& model, const Dataset& train);
 // resolve_layout does for auto, and the CLI's header line before the run.
 void mark_replicas_unsound(TrainConfig& c, const Model& model, const Dataset& train);
 
+// Whether a probing run offers hot coordinates too: it probes (no_probe), its model
+// and rows can have them (replicas_sound, which no_probe asks), its arena is on
+// /dev/shm (a --shm-dir on hugetlbfs cannot take the window's small private pages:
+// --hot-k there is a clear error, which auto must not make), and the copy of the
+// rows' indices they need is at most kHotCopyMost. That copy is shared by the
+// workers, but it is the one thing a hot window adds to the rows' memory (4 bytes a
+// non-zero): 10 MiB on SpamAssassin, 144 MiB on RCV1-like, which would take that
+// run past its memory target (data + model + 30 MiB a worker) where replicas
+// already reach 0.9 of the ceiling. Hot's K: hot_features(train).
+inline constexpr std::uint64_t kHotCopyMost = 32 << 20;
+bool probe_offers_hot(const TrainConfig& c, unsigned workers, const Dataset& train);
+// --layout hot's K, and the probe's: the features in at least 1/kHotShare of
+// `train`'s rows (at least 1, at most kHotMost).
+std::size_t hot_features(const Dataset& train);
+
+// The line that says before the run what will write the shared weights: the layout
+// and why, or what the probe will weigh.
+std::string layout_plan(const TrainConfig& c, unsigned workers, const Dataset& train);
+
 // The layout of a run that does not probe: what --merge-every or --hot-k set, else
 // the --layout given, else (auto without a probe) plain.
 const char* fixed_layout(const TrainConfig& c) noexcept;
@@ -170,29 +205,32 @@ const char* fixed_layout(const TrainConfig& c) noexcept;
 inline constexpr std::size_t kHotShare = 64, kHotMost = 4096;
 void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model);
 
-// The worker's part of its step loop while it probes, and after: the replica it
-// keeps, or nothing (plain).
+// The worker's part of its step loop while it probes, and after: the replica or
+// the hot window it keeps, or nothing (plain).
 class LayoutProbe final : public EpochPart {
  public:
   // `all`: every worker's progress record on this node (this one's is all[rank]).
-  LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgress> all, unsigned rank);
+  // `hot`: the third choice's window (null: two choices).
+  LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgress> all, unsigned rank,
+              std::unique_ptr<HotWindow> hot = nullptr);
 
   const ParamSet* trained() const noexcept override {
-    return on_replica_ ? &replica_->params() : nullptr;
+    return on_ == kReplica ? &replica_->params() : on_ == kHot ? &hot_->params() : nullptr;
   }
-  bool writes_later() const noexcept override { return on_replica_; }
+  const Dataset* rows() const noexcept override { return on_ == kHot ? hot_->rows() : nullptr; }
+  bool writes_later() const noexcept override { return on_ != kShared; }
   bool settled() const noexcept override { return phase_ == Phase::decided; }
-  bool idle() const noexcept override { return phase_ == Phase::decided && !on_replica_; }
-  // On the replica, reloads it as a replica's epoch begins (PrivateCopyPart).
-  void begin_epoch(std::span<const std::uint32_t>, std::size_t) override {
-    if (on_replica_) replica_->merge();
-  }
+  bool idle() const noexcept override { return phase_ == Phase::decided && on_ == kShared; }
+  // On a private copy, reloads it as its epoch begins (PrivateCopyPart).
+  void begin_epoch(std::span<const std::uint32_t>, std::size_t) override { write_back(); }
   bool after_batch(const Batch& b, float lr, const EpochPlace& place) override;
   void end_epoch(float lr, const EpochPlace& place, bool whole) override;
   void report(WorkerProgress& p) const override { replica_->report(p); }
 
-  // For tests: the phase, and what this worker measured.
+  // For tests: the phase, what this worker trains now (0 the shared weights, 1 its
+  // replica, 2 its hot window), and what it measured.
   bool decided() const noexcept { return phase_ == Phase::decided; }
+  int on() const noexcept { return on_; }
   ProbeFigures own() const noexcept;
   // For tests: the clock the probe reads (ns), in place of the steady clock.
   void use_clock(std::uint64_t (*clock)()) noexcept {
@@ -202,11 +240,15 @@ class LayoutProbe final : public EpochPart {
 
  private:
   enum class Phase : std::uint8_t { starting, probing, waiting, decided } phase_ = Phase::starting;
+  // What the steps train, and the index of a phase's figures.
+  static constexpr int kShared = 0, kReplica = 1, kHot = 2;
   std::uint64_t (*clock_)() = nullptr;  // null: the steady clock (first: now() reads it)
   std::unique_ptr<Replica> replica_;
+  std::unique_ptr<HotWindow> hot_;
   std::span<WorkerProgress> all_;
   unsigned rank_;
-  bool on_replica_ = false;
+  unsigned kinds_;                  // phases: 2, or 3 with the hot window
+  int on_ = kShared;
   std::uint64_t window_ = 0;        // the steady clock's window now (now / kWindowNs)
   std::uint64_t started_ns_ = 0;    // when the phase's window began to be measured
   std::uint64_t examples_ = 0;      // examples in it so far
@@ -215,13 +257,17 @@ class LayoutProbe final : public EpochPart {
   std::uint64_t last_window_ = 0;   // probing: the window after which it stops measuring
   unsigned warm_ = 0;               // windows ended so far, up to kWarmWindows
   std::uint64_t warm_end_ = 0;      // the run's first window past its warm ones
-  double ns_[2][kMaxWindows] = {};  // ns an example in each measured shared [0] and
-  unsigned windows_[2] = {0, 0};    // replica [1] window, and how many
+  double ns_[3][kMaxWindows] = {};  // ns an example in each measured window of each
+  unsigned windows_[3] = {0, 0, 0};  // phase (kShared, kReplica, kHot), and how many
 
   std::uint64_t now() const noexcept;
   void begin_window(std::uint64_t now, const EpochPlace& place);
   void end_window(std::uint64_t window, const EpochPlace& place);
-  void merge(const EpochPlace& place);
+  // The private copy's changes to the shared weights, and the copy reloaded (a
+  // replica's merge, a hot window's flush); nothing on the shared weights. With a
+  // place: bracketed, and the place published.
+  void write_back() noexcept;
+  void write_back(const EpochPlace& place);
   // Publishes this worker's figures and waits for the others' at most `wait` windows.
   void publish_figures(std::uint64_t window, unsigned wait);
   void decide(const EpochPlace& place);

@@ -27,12 +27,18 @@ class Hogwild final : public ModeDef {
     add_writer_parts(w, *this, parts);
   }
   // --layout auto: each worker keeps a replica while it probes (and after, when the
-  // probe chose replicas), a copy of the parameters and its base.
+  // probe chose replicas), a copy of the parameters and its base (its hot window,
+  // where it has one, is a few pages).
   Keeps worker_keeps(const ModeArena& a) const override {
     if (no_probe(a.config, a.workers)) return {};
     std::uint64_t floats = 0;
     for (const auto& s : a.specs) floats += (s.size + 15) / 16 * 16;
     return {2 * floats * sizeof(float), "the layout probe's replica and its base"};
+  }
+  // The probe's third choice, where the run affords it (probe_offers_hot).
+  std::size_t own_hot_features(const TrainConfig& c, unsigned workers,
+                               const Dataset& train) const override {
+    return probe_offers_hot(c, workers, train) ? hot_features(train) : 0;
   }
   void collect_workers(const TrainConfig& c, std::span<const WorkerProgress> all,
                        TrainResult& r) const override {
@@ -49,6 +55,7 @@ class Hogwild final : public ModeDef {
     if (l.probed) {
       layout["shared_ns_per_example"] = l.shared_ns;
       layout["replica_ns_per_example"] = l.replica_ns;
+      if (l.hot_ns > 0) layout["hot_ns_per_example"] = l.hot_ns;
       layout["windows"] = l.windows;
       layout["workers"] = l.workers;
     }
