@@ -222,7 +222,7 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
   // two phases). Both workers' batches move the one clock, as both
   // share a machine's time. The first windows run cold (every batch 5x), as a
   // worker's first windows do, and one later window is slow (107, 4x: the core
-  // taken away a while; a close call's, after a clear one has decided): the warm windows (101, 102: on the replica) are not measured and
+  // taken away a while; a close call's, after a clear one has decided): the warm windows (101, 102: on a private copy) are not measured and
   // the median leaves the slow one out, so the figures are the steady ones whichever
   // phase came first. A clear call (0.5x, 2x: kClearCall; with hot, the first
   // measured window of each is off by up to 1.6x at the edges, so its cases are
@@ -234,20 +234,22 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
   // decision follows within a few batches of the last worker's figures (a worker
   // that has published looks for the others' at every read of the clock, not at the
   // next window).
-  // Each case's choice and call, worked out by hand from the weights (plain 1, the
-  // private layouts their cost / 1.1): a call is clear when every other weight is
-  // at least 1.5x the cheapest.
+  // Each case's choice, call and windows, worked out by hand from the weights
+  // (plain 1, the private layouts their cost / 1.1): a call is clear when every
+  // other weight is at least 1.5x the cheapest (one window of each phase); a phase
+  // at 1.5x or more is ruled out after its first window, the others take kPairs.
   struct Costs {
     double replica, hot;
     WeightLayout want;
     bool clear;
+    unsigned windows;  // each worker measures
   };
   using enum WeightLayout;
-  for (Costs cost : {Costs{0.5, 0, replicas, true}, Costs{1.3, 0, plain, false},
-                     Costs{2.0, 0, plain, true}, Costs{0.9, 0.4, hot, true},
-                     Costs{0.6, 0.55, hot, false}, Costs{0.5, 2.0, replicas, true},
-                     Costs{1.3, 1.3, plain, false}, Costs{0.65, 0.6, hot, false},
-                     Costs{0.55, 0.6, replicas, false}}) {
+  for (Costs cost : {Costs{0.5, 0, replicas, true, 2}, Costs{1.3, 0, plain, false, 6},
+                     Costs{2.0, 0, plain, true, 2}, Costs{0.9, 0.4, hot, true, 3},
+                     Costs{0.6, 0.55, hot, false, 7}, Costs{0.5, 2.0, replicas, true, 3},
+                     Costs{1.3, 1.3, plain, false, 9}, Costs{0.65, 0.6, hot, false, 7},
+                     Costs{0.55, 0.6, replicas, false, 7}}) {
     INFO("replica batch at " << cost.replica << "x a shared one, hot at " << cost.hot << "x");
     const bool hot = cost.hot > 0;
     const unsigned kinds = hot ? 3 : 2;
@@ -256,7 +258,7 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
     auto a = t.probe(0, hot), b = t.probe(1, hot);
     const Batch batch{nullptr, nullptr, nullptr, 1};
     const detail::EpochPlace place{};
-    bool saw[3] = {false, false, false}, warm_shared = false;
+    bool saw[3] = {false, false, false}, warm_elsewhere = false;
     std::uint64_t updates = 0, decided_ns = 0, published_ns = 0;
     for (int step = 0; step < 200000 && !(a->decided() && b->decided()); ++step) {
       for (auto* p : {a.get(), b.get()}) {
@@ -268,9 +270,11 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
         CHECK((trained != nullptr) == (on != 0));
         CHECK(p->writes_later() == (on != 0));
         const std::uint64_t window = fake_ns / detail::kWindowNs;
-        // The run's warm windows on the replica: 102 whole (the read of the clock
+        // The run's warm windows on a private copy: 102 whole (the read of the clock
         // that sees 101 begin comes up to 8 batches in, as it may in any window).
-        if (on != 1 && window == 102) warm_shared = true;
+        // So are its steps before the first window (100): on the hot window where
+        // there is one, else the replica.
+        if ((window == 100 || window == 102) && on != (hot ? 2 : 1)) warm_elsewhere = true;
         if (on == 1) {
           CHECK(trained->data(0) != t.w.data());
           trained->data(0)[3] += 1.f;  // an update on the copy, merged in its window
@@ -281,9 +285,9 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
           t.w[3] += 1.f;
         }
         ++updates;
-        const double cold = window <= 102 ? 5 : window == 107 ? 4 : 1;
-        const double mine = on == 1 ? cost.replica : on == 2 ? cost.hot : 1.0;
-        fake_ns += static_cast<std::uint64_t>(100'000 * cold * mine);
+        // (Cold, every batch costs 500 us whatever it trains.)
+        const double mine = window <= 102 ? 5 : on == 1 ? cost.replica : on == 2 ? cost.hot : 1.0;
+        fake_ns += static_cast<std::uint64_t>(100'000 * mine * (window == 107 ? 4 : 1));
         p->after_batch(batch, 0.1f, place);
         if (!published_ns && t.records[0].probed.load() && t.records[1].probed.load())
           published_ns = fake_ns;
@@ -295,7 +299,7 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
     CHECK(saw[0]);
     CHECK(saw[1]);
     CHECK(saw[2] == hot);
-    CHECK_FALSE(warm_shared);
+    CHECK_FALSE(warm_elsewhere);
     // Within 16 batches of each (8 to the first decision, 8 to the other's taking
     // it: its reads of the clock, 100 us a batch on the shared weights), not at the
     // next window.
@@ -308,13 +312,15 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
       const ProbeFigures f = (i == 0 ? a : b)->own();
       MESSAGE("shared " << f.shared_ns << " ns, replica " << f.replica_ns << " ns, hot "
                         << f.hot_ns << " ns, " << f.windows << " windows");
-      CHECK(f.windows == (clear ? kinds : kinds * detail::kPairs));
+      CHECK(f.windows == cost.windows);
       windows += f.windows;
-      // One window each: its edges hold the other worker's phase for a few batches.
-      CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost.replica).epsilon(clear ? 0.5 : 0.05));
+      // One window of a phase: its edges hold the other worker's phase for a few
+      // batches.
+      const double close = cost.windows == kinds * detail::kPairs ? 0.05 : 0.5;
+      CHECK(f.replica_ns / f.shared_ns == doctest::Approx(cost.replica).epsilon(close));
       CHECK((cost.replica < 1) == (f.replica_ns < f.shared_ns));
       if (hot) {
-        CHECK(f.hot_ns / f.shared_ns == doctest::Approx(cost.hot).epsilon(clear ? 0.5 : 0.05));
+        CHECK(f.hot_ns / f.shared_ns == doctest::Approx(cost.hot).epsilon(close));
       } else {
         CHECK(f.hot_ns == 0);
       }
@@ -329,6 +335,7 @@ TEST_CASE("the probe alternates whole windows, then every worker takes the run's
                                t.records[0].run_windows.load(), t.records[0].run_hot_ns.load()};
     CHECK(decided.windows == windows);
     CHECK(detail::choose_layout(decided).layout == want);
+    CHECK(detail::clear_call(decided) == clear);
     CHECK(a->on() == (want == WeightLayout::replicas ? 1 : want == WeightLayout::hot ? 2 : 0));
     CHECK(a->idle() == (want == WeightLayout::plain));
     // Every update reached the shared weights, none twice: the replicas' through
@@ -383,6 +390,14 @@ TEST_CASE("a clear call: replicas at 1.1/1.5x plain's cost or less, plain at 1.1
   CHECK(!clear_call({1000, 2000, 3, 734}));
   CHECK(clear_call({1000, 1700, 3, 1700}));  // plain, the others at 1545
   CHECK(!clear_call({1000, 1700, 3, 1600}));  // hot at 1455
+  // What stays in the running (bits: 0 shared, 1 replica, 2 hot).
+  using detail::contenders;
+  CHECK(contenders({1000, 600, 3, 550}) == 0b110);   // plain at 2x hot's weight: out
+  CHECK(contenders({1000, 1300, 3, 1300}) == 0b111);
+  CHECK(contenders({1000, 700, 3, 450}) == 0b100);   // clear
+  CHECK(contenders({1000, 1700, 3, 1600}) == 0b101);
+  CHECK(contenders({1000, 500, 2}) == 0b110);        // hot not measured: not ruled out
+  CHECK(contenders({1000, 0, 2, 500}) == 0b111);     // replicas not measured: nothing is
 }
 
 TEST_CASE("the first decision is the run's; a worker restarted after it takes it") {

@@ -1,6 +1,7 @@
 #include "modes/hogwild/layout_probe.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <new>
@@ -58,35 +59,49 @@ bool measured(const ProbeFigures& f) noexcept {
 
 // Each choice's weight (kReplicaWins), in the order a tie goes (the first listed):
 // plain where hot or replicas are not cheaper by the bar, hot before replicas.
+// `bit`: the choice's phase in contenders().
 struct Weighed {
   WeightLayout layout;
+  unsigned bit;
   double weight;
 };
-std::vector<Weighed> weighed(const ProbeFigures& f) {
-  std::vector<Weighed> w{{WeightLayout::plain, f.shared_ns}};
-  if (positive(f.hot_ns)) w.push_back({WeightLayout::hot, f.hot_ns / kReplicaWins});
-  w.push_back({WeightLayout::replicas, f.replica_ns / kReplicaWins});
+struct Weights {
+  Weighed w[3];
+  std::size_t n = 0;
+};
+Weights weighed(const ProbeFigures& f) noexcept {
+  Weights w;
+  w.w[w.n++] = {WeightLayout::plain, 1u << 0, f.shared_ns};
+  if (positive(f.hot_ns)) w.w[w.n++] = {WeightLayout::hot, 1u << 2, f.hot_ns / kReplicaWins};
+  w.w[w.n++] = {WeightLayout::replicas, 1u << 1, f.replica_ns / kReplicaWins};
   return w;
 }
 
 // The cheapest by weight; a private layout wins a tie with plain (at kReplicaWins
 // exactly), hot wins one with replicas.
-std::size_t cheapest(const std::vector<Weighed>& w) {
+std::size_t cheapest(const Weights& w) noexcept {
   std::size_t best = 0;
-  for (std::size_t i = 1; i < w.size(); ++i)
-    if (best == 0 ? w[i].weight <= w[best].weight : w[i].weight < w[best].weight) best = i;
+  for (std::size_t i = 1; i < w.n; ++i)
+    if (best == 0 ? w.w[i].weight <= w.w[best].weight : w.w[i].weight < w.w[best].weight) best = i;
   return best;
 }
 
 }  // namespace
 
+unsigned contenders(const ProbeFigures& f) noexcept {
+  if (!measured(f)) return 0b111;
+  const Weights w = weighed(f);
+  const std::size_t best = cheapest(w);
+  unsigned left = positive(f.hot_ns) ? 0 : 1u << 2;  // hot unmeasured: not ruled out
+  for (std::size_t i = 0; i < w.n; ++i)
+    if (i == best || w.w[i].weight < kClearCall * w.w[best].weight) left |= w.w[i].bit;
+  return left;
+}
+
 bool clear_call(const ProbeFigures& f) noexcept {
   if (!measured(f)) return false;
-  const std::vector<Weighed> w = weighed(f);
-  const std::size_t best = cheapest(w);
-  for (std::size_t i = 0; i < w.size(); ++i)
-    if (i != best && w[i].weight < kClearCall * w[best].weight) return false;
-  return true;
+  const unsigned left = contenders(f) & (positive(f.hot_ns) ? 0b111u : 0b011u);
+  return (left & (left - 1)) == 0;
 }
 
 LayoutDecision choose_layout(const ProbeFigures& f) {
@@ -103,8 +118,8 @@ LayoutDecision choose_layout(const ProbeFigures& f) {
                          positive(f.hot_ns) ? "the cheaper of the two wins" : "replicas win",
                          kReplicaWins, positive(f.hot_ns) ? "hot on a tie, " : "", f.windows,
                          kWindowNs / 1'000'000);
-  const std::vector<Weighed> w = weighed(f);
-  return {w[cheapest(w)].layout, figures};
+  const Weights w = weighed(f);
+  return {w.w[cheapest(w)].layout, figures};
 }
 
 std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers) {
@@ -182,6 +197,7 @@ LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgr
       all_(all),
       rank_(rank),
       kinds_(hot_ ? 3 : 2),
+      live_(hot_ ? 0b111 : 0b011),
       window_(now() / kWindowNs) {
   // A worker restarted after the decision takes it (its copy is fresh from the
   // shared weights).
@@ -190,7 +206,9 @@ LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgr
     on_ = chosen == code(WeightLayout::replicas) ? kReplica
           : chosen == code(WeightLayout::hot) && hot_ ? kHot : kShared;
     all_[rank_].layout.store(chosen, std::memory_order_release);
+    return;
   }
+  on_ = warm();  // until the first window of the clock begins (its copy is fresh)
 }
 
 std::uint64_t LayoutProbe::now() const noexcept { return clock_ ? clock_() : now_ns(); }
@@ -219,17 +237,29 @@ void LayoutProbe::write_back(const EpochPlace& place) {
   place.publish();
 }
 
-void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place) {
+void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place, bool written) {
   window_ = at / kWindowNs;
-  // The run's warm windows run on the replica: on the shared weights they would cost
-  // what plain loses where cores contend, and no figure comes of them. They are the
-  // run's, not each worker's, so that a worker that begins a window later is in the
-  // others' phase in every window after them (its own first windows, warm or not,
-  // are still not measured).
-  on_ = window_ < warm_end_ ? kReplica : static_cast<int>(window_ % kinds_);
+  if (!written && on_ != kShared) write_back(place);  // the copy trained before the first window
+  // The run's warm windows run on a private copy (warm()): on the shared weights
+  // they would cost what plain loses where cores contend, and no figure comes of
+  // them. They are the run's, not each worker's, so that a worker that begins a
+  // window later is in the others' phase in every window after them (its own first
+  // windows, warm or not, are still not measured).
+  const int previous = on_;
+  on_ = window_ < warm_end_ ? warm() : phase_of(window_);
   started_ns_ = at;
   examples_ = 0;
-  if (on_ != kShared) write_back(place);  // nothing of its own yet: the copy reloads (in its time)
+  // Nothing of its own yet: the copy reloads (in its time), unless it is the one
+  // just written back, which reloaded it.
+  if (on_ != kShared && on_ != previous) write_back(place);
+}
+
+int LayoutProbe::phase_of(std::uint64_t window) const noexcept {
+  const auto n = static_cast<unsigned>(std::popcount(live_));
+  auto k = static_cast<unsigned>(window % n);
+  for (int kind = 0; kind < 3; ++kind)
+    if ((live_ >> kind & 1) && k-- == 0) return kind;
+  return kShared;
 }
 
 void LayoutProbe::end_window(std::uint64_t window, const EpochPlace& place) {
@@ -285,23 +315,34 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
       std::atomic<std::uint64_t>& run = all_[0].run_warm_end;
       run.compare_exchange_strong(warm_end, window + kWarmWindows, std::memory_order_acq_rel);
       warm_end_ = run.load(std::memory_order_acquire);
-      begin_window(at, place);
+      begin_window(at, place, /*written=*/false);
       break;
     }
     case Phase::probing: {
       end_window(window, place);
-      bool whole = window >= last_window_, first = true;
-      for (unsigned k = 0; k < kinds_; ++k) first = first && windows_[k] == 1;
+      // After the first window of each phase, those that cannot win are ruled out
+      // (once: later, a phase's median of two windows is their mean, and one slow
+      // window would move it).
+      if (!culled_) {
+        bool first = true;
+        for (unsigned k = 0; k < kinds_; ++k) first = first && windows_[k] >= 1;
+        if (first) {
+          culled_ = true;
+          live_ &= contenders(own());
+        }
+      }
+      bool whole = window >= last_window_;
       if (!whole) {
         whole = true;
-        for (unsigned k = 0; k < kinds_; ++k) whole = whole && windows_[k] >= kPairs;
+        for (unsigned k = 0; k < kinds_; ++k)
+          whole = whole && (!(live_ >> k & 1) || windows_[k] >= kPairs);
       }
-      // Clear after the first window of each phase: another worker's may not be,
-      // and its whole probe then ends kinds (kPairs - 1) windows later: waited for,
-      // so that the run's decision pools every worker's figures, not this one's alone.
-      const bool clear = !whole && first && clear_call(own());
+      // Clear (one phase left): another worker's call may not be, and its whole
+      // probe then ends kinds (kPairs - 1) windows later: waited for, so that the
+      // run's decision pools every worker's figures, not this one's alone.
+      const bool clear = !whole && culled_ && std::popcount(live_) == 1;
       if (!whole && !clear) {
-        begin_window(now(), place);
+        begin_window(now(), place, /*written=*/true);
         break;
       }
       on_ = kShared;  // (written back by end_window)

@@ -19,10 +19,11 @@
 //   windows up to a whole epoch's share of a small set stale, and a short run's last
 //   epoch then ended above its first at test loss in 2 of 40 runs of the trainer
 //   test, 0 of 40 from 256) and as it ends, all inside the window's time.
-//   Its first kWarmWindows windows are not measured, and the run's first
-//   kWarmWindows windows (from the first worker's start: run_warm_end) are on the
-//   replica for every worker (on the shared weights they would cost what plain
-//   loses where cores contend, for no figure): a worker's first windows ran
+//   Its first kWarmWindows windows are not measured, and its steps before the first
+//   window and the run's first kWarmWindows windows (from the first worker's start:
+//   run_warm_end) are on a private copy for every worker, the hot window where
+//   there is one, else the replica (on the shared weights they would cost what
+//   plain loses where cores contend, for no figure): a worker's first windows ran
 //   at 2-8x its later cost an example (its caches and the rows' pages cold; RCV1-like
 //   on the 2-core AMD EPYC, 6 runs), and whichever phase came first then looked
 //   dear: the pooled figures put replicas from 0.54x to 1.23x plain's cost in runs
@@ -115,7 +116,7 @@ inline constexpr double kReplicaWins = 1.1;
 // exception), and 3 windows of each phase from each of two workers, some 10,000
 // examples each.
 inline constexpr std::uint64_t kWindowNs = 10'000'000;
-inline constexpr unsigned kWarmWindows = 2;  // windows first, on the replica, not measured
+inline constexpr unsigned kWarmWindows = 2;  // windows first, on a private copy, not measured
 inline constexpr unsigned kPairs = 3;        // windows of each phase a worker measures
 inline constexpr unsigned kWaitWindows = 4;  // then how long it waits for the others
 inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, measured or not
@@ -140,10 +141,17 @@ inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see ab
 // pooled. Only the first pair decides early: later, a phase's median of two windows
 // is their mean, and one slow window would move it.
 // With three phases: the cheapest by the weights above at kClearCall of every
-// other's or less.
+// other's or less. Where two of three stay within it, the third is ruled out
+// after the first window of each and the probe measures only those two after:
+// on SpamAssassin plain (2.4x hot's weight) then costs one window of 10 ms, not
+// three, while hot and replicas (1.26x apart) take their kPairs each.
 inline constexpr double kClearCall = 1.5;
 inline constexpr std::uint64_t kClearProbeMs = probe_ms(1);
 bool clear_call(const ProbeFigures& f) noexcept;
+// The phases still in the running on these figures (bit 0 shared, 1 replica, 2
+// hot): the cheapest and those under kClearCall times its weight; every phase
+// where the shared or replica phase was not measured, and hot where it was not.
+unsigned contenders(const ProbeFigures& f) noexcept;
 
 // The probe's rule: a function of its figures alone. Plain unless the shared and
 // the replica phases were measured; then the cheapest by the weights above
@@ -248,6 +256,8 @@ class LayoutProbe final : public EpochPart {
   std::span<WorkerProgress> all_;
   unsigned rank_;
   unsigned kinds_;                  // phases: 2, or 3 with the hot window
+  unsigned live_;                   // those still measured (bits: contenders())
+  bool culled_ = false;             // live_ was narrowed after the first of each
   int on_ = kShared;
   std::uint64_t window_ = 0;        // the steady clock's window now (now / kWindowNs)
   std::uint64_t started_ns_ = 0;    // when the phase's window began to be measured
@@ -261,7 +271,15 @@ class LayoutProbe final : public EpochPart {
   unsigned windows_[3] = {0, 0, 0};  // phase (kShared, kReplica, kHot), and how many
 
   std::uint64_t now() const noexcept;
-  void begin_window(std::uint64_t now, const EpochPlace& place);
+  // `written`: the copy the steps trained so far was written back (end_window).
+  void begin_window(std::uint64_t now, const EpochPlace& place, bool written);
+  // Where the run's first steps and its warm windows go: the hot window where there
+  // is one (on SpamAssassin an example costs 0.46x plain's there against a
+  // replica's 0.58x, and a replica's reload is a pass over 61k features), else the
+  // replica.
+  int warm() const noexcept { return hot_ ? kHot : kReplica; }
+  // The phase of measured window `window`: the live ones in turn.
+  int phase_of(std::uint64_t window) const noexcept;
   void end_window(std::uint64_t window, const EpochPlace& place);
   // The private copy's changes to the shared weights, and the copy reloaded (a
   // replica's merge, a hot window's flush); nothing on the shared weights. With a
