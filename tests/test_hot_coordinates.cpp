@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -107,6 +108,39 @@ TEST_CASE("a flush adds a hot feature's change whole and the bias's divided by t
   CHECK(w[1] == 13.f);
   CHECK(bias[0] == 6.5f);       // 5 + 1 + 2 / 4
   CHECK(window == std::vector<float>{13, 6.5f});
+}
+
+TEST_CASE("an auto flush interval follows what a flush costs against an example") {
+  // Examples that take long against a flush of two coordinates: the interval falls
+  // from its start (256) toward kAutoMin; flushes back to back, with the examples
+  // free: it rises toward kAutoMax. (The probe's window flushes so: layout_probe.hpp.)
+  using detail::WriteBackInterval;
+  std::vector<float> w{10, 11, 12, 13}, bias{5};
+  std::vector<float> window(3, 0.f);
+  const ParamSet shared({{"w", w.data(), w.size()}, {"b", bias.data(), 1}});
+  HotWindow slow(shared, {2, 0}, window.data(), WriteBackInterval::kAuto, 1);
+  CHECK(slow.every() == WriteBackInterval::kAutoStart);
+  for (int i = 0; i < 6; ++i) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    (void)slow.due(100);  // 100 examples in 2 ms: 20 us each, against a flush of ~0.1 us
+    slow.flush();
+  }
+  CHECK(slow.every() < 64);
+  CHECK(slow.every() >= WriteBackInterval::kAutoMin);
+  // A window of 4096 hot features flushed with no example between: it rises.
+  std::vector<float> big(1 << 14, 0.f), big_window(4097, 0.f);
+  std::vector<std::uint32_t> hot(4096);
+  std::iota(hot.begin(), hot.end(), 0u);
+  const ParamSet big_shared({{"w", big.data(), big.size()}, {"b", bias.data(), 1}});
+  HotWindow fast(big_shared, hot, big_window.data(), WriteBackInterval::kAuto, 1);
+  for (int i = 0; i < 6; ++i) {
+    (void)fast.due(1);
+    fast.flush();
+  }
+  CHECK(fast.every() > WriteBackInterval::kAutoStart);
+  CHECK(fast.every() <= WriteBackInterval::kAutoMax);
 }
 
 TEST_CASE("an epoch's window starts from the shared weights: a wait's updates are not added again") {

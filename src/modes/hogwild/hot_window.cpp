@@ -33,7 +33,7 @@ HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, flo
       share_(1.f / static_cast<float>(std::max(writers, 1u))),
       window_(window),
       rows_(rows),
-      every_(flush_every ? flush_every : 1),
+      interval_(flush_every ? flush_every : 1, detail::WriteBackInterval::kAutoStart, "HotWindow"),
       lock_(lock) {
   for (std::uint32_t j : hot) targets_.push_back(shared.data(0) + j);
   std::vector<ParamSet::Tensor> t{shared.tensors()[0]};
@@ -48,14 +48,16 @@ HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, flo
   base_.resize(targets_.size());
   for (std::size_t s = 0; s < targets_.size(); ++s)
     window_[s] = base_[s] = detail::relaxed_load(targets_[s]);
+  interval_.start();
 }
 
 void HotWindow::flush() noexcept {
+  const std::uint64_t begun = interval_.begin();
   for (std::size_t s = 0; s < hot_; ++s)
     detail::merge_coordinate(targets_[s], window_[s], base_[s], /*atomic=*/true);
   for (std::size_t s = hot_; s < targets_.size(); ++s)
     detail::merge_coordinate_share(targets_[s], window_[s], base_[s], share_);
-  pending_ = 0;
+  interval_.end(begun);
   ++flushes_;
 }
 

@@ -24,6 +24,7 @@
 #include "hogwild/model.hpp"
 #include "hogwild/param_set.hpp"
 #include "memory/robust_mutex.hpp"
+#include "modes/hogwild/write_back_interval.hpp"
 #include "trainer/epoch_part.hpp"
 
 namespace hogwild {
@@ -48,7 +49,9 @@ class HotWindow final : public detail::PrivateCopyPart {
   // replica's bias does (replica.hpp: each window's bias settles between flushes, so
   // their changes are one correction; summed they overshoot. RCV1-like, --layout
   // hot, 14 runs of two workers: final test loss 0.4307-0.4483 summed,
-  // 0.4305-0.4405 divided). rows: the training rows with the hot features
+  // 0.4305-0.4405 divided). flush_every: examples between flushes, or
+  // WriteBackInterval::kAuto (a flush then costs about 5 % of the worker's time).
+  // rows: the training rows with the hot features
   // renumbered into the window, which the steps read while they train it (rows());
   // null for a window trained by hand. lock: the mode's lock, held around each flush
   // in the step loop as around every other update (or null).
@@ -63,7 +66,10 @@ class HotWindow final : public detail::PrivateCopyPart {
   // What the step trains: tensor 0 the shared weights (a renumbered hot feature's
   // index reaches into the window), every other tensor the worker's copy.
   const ParamSet& params() const noexcept { return local_; }
-  bool due(std::size_t examples) noexcept { return (pending_ += examples) >= every_; }
+  bool due(std::size_t examples) noexcept { return interval_.due(examples); }
+  // Examples between flushes now (flush_every, or with WriteBackInterval::kAuto the
+  // latest choice).
+  std::size_t every() const noexcept { return interval_.every(); }
   // For every coordinate in the window: shared += copy - base (nothing written where
   // the copy did not change), then copy = base = shared.
   void flush() noexcept;
@@ -87,7 +93,7 @@ class HotWindow final : public detail::PrivateCopyPart {
   float* window_;
   const Dataset* rows_;
   std::vector<float> base_;
-  std::size_t every_, pending_ = 0;
+  detail::WriteBackInterval interval_;
   std::uint64_t flushes_ = 0;
   RobustMutex* lock_;
 

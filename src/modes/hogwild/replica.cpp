@@ -1,8 +1,6 @@
 #include "modes/hogwild/replica.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -12,12 +10,6 @@
 namespace hogwild {
 
 namespace {
-
-std::uint64_t now_ns() noexcept {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
 
 constexpr std::size_t kShortRange = 16;  // floats: shorter runs merge inline
 constexpr std::size_t kAhead = 16;       // runs: how far ahead a merge prefetches
@@ -32,14 +24,9 @@ void merge_atomic(float* shared, float* copy, float* base, std::size_t n) noexce
 
 Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
                  bool atomic, MeanMerge mean, std::size_t start)
-    : shared_(shared), ranges_(std::move(ranges)), every_(every), atomic_(atomic),
-      mean_(std::move(mean.tensors)),
+    : shared_(shared), ranges_(std::move(ranges)), interval_(every, start, "Replica"),
+      atomic_(atomic), mean_(std::move(mean.tensors)),
       share_(1.f / static_cast<float>(std::max(mean.writers, 1u))) {
-  if (every_ == kAuto) {
-    adaptive_ = true;
-    every_ = std::clamp(start, kAutoMin, kAutoMax);
-  }
-  if (every_ == 0) throw std::invalid_argument("Replica: merge every 0 examples");
   std::vector<ParamSet::Tensor> t;
   copy_.reserve(shared.count());
   base_.reserve(shared.count());
@@ -71,11 +58,11 @@ Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t
     t.push_back({s.name, c.data(), s.size});
   }
   local_ = ParamSet(std::move(t), /*exclusive=*/true);
-  if (adaptive_) last_merge_end_ns_ = now_ns();
+  interval_.start();
 }
 
 void Replica::merge() noexcept {
-  const std::uint64_t start = adaptive_ ? now_ns() : 0;
+  const std::uint64_t begun = interval_.begin();
   for (std::size_t t = 0; t < shared_.count(); ++t) {
     float* s = shared_.data(t);
     float* c = copy_[t].data();
@@ -117,20 +104,7 @@ void Replica::merge() noexcept {
         detail::merge_coordinate(s + j, c[j], *b, atomic_);
     }
   }
-  if (adaptive_) {
-    const std::uint64_t end = now_ns();
-    if (last_merge_end_ns_ != 0 && pending_ > 0 && start > last_merge_end_ns_) {
-      const double per_example =
-          static_cast<double>(start - last_merge_end_ns_) / static_cast<double>(pending_);
-      const double want = kAutoRatio * static_cast<double>(end - start) / per_example;
-      // The geometric mean with the last choice: one slow merge (a page fault, the
-      // other core's burst) moves F by half as much.
-      const double next = std::sqrt(want * static_cast<double>(every_));
-      every_ = static_cast<std::size_t>(std::clamp(next, double(kAutoMin), double(kAutoMax)));
-    }
-    last_merge_end_ns_ = end;
-  }
-  pending_ = 0;
+  interval_.end(begun);
   ++merges_;
 }
 

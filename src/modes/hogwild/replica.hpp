@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hogwild/param_set.hpp"
+#include "modes/hogwild/write_back_interval.hpp"
 #include "trainer/epoch_part.hpp"
 
 namespace hogwild {
@@ -54,17 +55,12 @@ class Replica final : public detail::PrivateCopyPart {
   // Any other tensor adds its whole change: a dense model's weights and an MF
   // model's rows are not one correction repeated.
   //
-  // every == kAuto: F adapts. Each merge is timed, and so are the examples since the
-  // one before; F becomes the number of examples that take kAutoRatio times as long
-  // as a merge (a merge then costs about 1/kAutoRatio of the worker's time: 5 %),
-  // within [kAutoMin, kAutoMax], starting at kAutoStart. The cap bounds staleness, which
-  // cost does not see: F = 4096 converged within 1-2 % of serial's test loss on
-  // RCV1-like and SpamAssassin, merging only at epoch ends did not
-  // (docs/PERFORMANCE.md). F depends on timing, so two runs may merge at different
-  // points (one worker included).
-  static constexpr std::size_t kAuto = static_cast<std::size_t>(-1);
-  static constexpr std::size_t kAutoStart = 256, kAutoMin = 16, kAutoMax = 4096;
-  static constexpr double kAutoRatio = 20;
+  // every == kAuto: F adapts (WriteBackInterval: a merge then costs about 5 % of the
+  // worker's time, F within [16, 4096], starting at kAutoStart).
+  static constexpr std::size_t kAuto = detail::WriteBackInterval::kAuto;
+  static constexpr std::size_t kAutoStart = detail::WriteBackInterval::kAutoStart;
+  static constexpr std::size_t kAutoMin = detail::WriteBackInterval::kAutoMin;
+  static constexpr std::size_t kAutoMax = detail::WriteBackInterval::kAutoMax;
   // start: with kAuto, the F it starts at (kAutoStart unless given; clamped).
   Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t every,
           bool atomic, MeanMerge mean = {}, std::size_t start = kAutoStart);
@@ -74,16 +70,16 @@ class Replica final : public detail::PrivateCopyPart {
   // The worker's copy, in the shape of the shared set: what the model's step updates.
   const ParamSet& params() const noexcept { return local_; }
   // Counts `examples` more trained on the copy; true when a merge is due.
-  bool due(std::size_t examples) noexcept { return (pending_ += examples) >= every_; }
+  bool due(std::size_t examples) noexcept { return interval_.due(examples); }
   // For every coordinate in the ranges: shared += copy - base (skipped where the
   // copy did not change it), then copy = base = shared.
   void merge() noexcept;
   std::uint64_t merges() const noexcept { return merges_; }
   // Examples between merges now (with kAuto: the latest choice).
-  std::size_t every() const noexcept { return every_; }
+  std::size_t every() const noexcept { return interval_.every(); }
   void report(WorkerProgress& p) const override {
     p.merges.store(merges_, std::memory_order_relaxed);
-    p.merge_every.store(every_, std::memory_order_relaxed);
+    p.merge_every.store(interval_.every(), std::memory_order_relaxed);
   }
 
   // Its part of the step loop: the steps train the copy, merged when due and at
@@ -98,13 +94,11 @@ class Replica final : public detail::PrivateCopyPart {
   ParamSet shared_, local_;
   std::vector<std::vector<float>> copy_, base_;
   std::vector<Ranges> ranges_;
-  std::size_t every_, pending_ = 0;
+  detail::WriteBackInterval interval_;
   bool atomic_;
   std::vector<bool> mean_;  // by tensor: merged as the writers' mean
   float share_;             // of a mean tensor's change a merge adds: 1 / writers
-  bool adaptive_ = false;
   std::uint64_t merges_ = 0;
-  std::uint64_t last_merge_end_ns_ = 0;  // kAuto: when the previous merge ended
 };
 
 }  // namespace hogwild
