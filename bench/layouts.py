@@ -4,7 +4,7 @@ built-in problem, two workers with the weights plain (--layout plain: every upda
 to the shared weights), with hot coordinates (--layout hot: the features in 1/64 of
 the rows or more in a private window, flushed), with replicas (--layout replicas: a
 private copy merged as --merge-every auto) and with the default (--layout auto: the
-probe picks plain or replicas), each with --balance steal (the default: a worker
+probe picks plain, hot or replicas), each with --balance steal (the default: a worker
 that has finished takes rows from the slower one's share), plain and auto also
 with --balance static (each worker its own share only), against one worker and against the ceiling (two
 one-worker runs at once, each on a private copy). Throughput beside accuracy and
@@ -211,10 +211,16 @@ def main():
             for r in by_rep(problem, config).values():
                 if "layout" in r and r["layout"].get("probed"):
                     c = r["layout"]["chosen"]
-                    x = r["layout"]["replica_ns_per_example"] / max(r["layout"]["shared_ns_per_example"], 1e-9)
-                    chosen.setdefault(c, []).append(x)
-            chosen_text = ", ".join(f"{c} x{len(v)} (replica/shared {statistics.median(v):.2f})"
-                                    for c, v in sorted(chosen.items()))
+                    shared = max(r["layout"]["shared_ns_per_example"], 1e-9)
+                    hot = r["layout"].get("hot_ns_per_example")  # where hot was a choice
+                    chosen.setdefault(c, []).append((r["layout"]["replica_ns_per_example"] / shared,
+                                                     hot / shared if hot else None))
+
+            def figures(v):
+                text = f"replica/shared {statistics.median(x for x, _ in v):.2f}"
+                hots = [h for _, h in v if h is not None]
+                return text + (f", hot/shared {statistics.median(hots):.2f}" if hots else "")
+            chosen_text = ", ".join(f"{c} x{len(v)} ({figures(v)})" for c, v in sorted(chosen.items()))
             x_plain = ratio(problem, config, "plain")
             x_ceiling = ratio(problem, config, "ceiling")
             print(f"| {problem} | {config} | {e / 1e6:.2f}M | "
