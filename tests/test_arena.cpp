@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -186,14 +187,16 @@ TEST_CASE("a private window over an arena's pages is mapped shared again; then t
   const std::vector<BlockSpec> blocks{{"w", (1 << 16) + 5 * 4096 + 40}};  // a size of its own
   ArenaOptions reuse;
   reuse.reuse = true;
+  const auto page_of = [](const Arena& a) {
+    const auto at = (reinterpret_cast<std::uintptr_t>(a.block("w").data()) + 4095) / 4096 * 4096;
+    return reinterpret_cast<std::byte*>(at);
+  };
   ino_t first;
   {
     Arena a = Arena::create(blocks, reuse);
     first = inode(a);
-    const auto at = (reinterpret_cast<std::uintptr_t>(a.block("w").data()) + 4095) / 4096 * 4096;
-    auto* page = reinterpret_cast<std::byte*>(at);
-    REQUIRE(::mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-                   0) != MAP_FAILED);
+    std::byte* page = page_of(a);
+    REQUIRE(a.map_private(page, 4096));
     page[0] = std::byte{7};
     // The segment's page, seen through a mapping of its own.
     void* other = ::mmap(nullptr, a.size(), PROT_READ | PROT_WRITE, MAP_SHARED, a.handle(), 0);
@@ -205,12 +208,16 @@ TEST_CASE("a private window over an arena's pages is mapped shared again; then t
     page[1] = std::byte{5};
     CHECK(static_cast<std::byte*>(other)[page - a.base() + 1] == std::byte{5});
     ::munmap(other, a.size());
+    // A range outside the arena is refused.
+    CHECK_FALSE(a.map_private(a.base() + a.size(), 4096));
+    CHECK(errno == EINVAL);
+    a.map_shared_again(page, 4096);  // (kept again)
   }
   {
     Arena b = Arena::create(blocks, reuse);
     CHECK(inode(b) == first);  // kept, and taken
-    // A range outside the arena is not mapped, and the segment is then not kept.
-    b.map_shared_again(b.base() + b.size(), 4096);
+    // Dropped with its window still private: not kept.
+    REQUIRE(b.map_private(page_of(b), 4096));
   }
   Arena c = Arena::create(blocks, reuse);
   CHECK(inode(c) != first);

@@ -106,11 +106,14 @@ class Arena {
   // Maps every page of the segment into this process, once (see ArenaOptions::map_now).
   void map_all();
 
-  // Maps [at, at + bytes), page-aligned inside the arena, to the segment's own pages
-  // again in this process, after a private mapping laid over them is done with (a
-  // run's hot window, mapped private before its workers fork). Where that fails the
-  // range stays private, and the segment is not kept for reuse (ArenaOptions::reuse:
-  // the next arena would have a private hole).
+  // Maps [at, at + bytes), page-aligned inside the arena, private and anonymous in
+  // this process (a run's hot window, before its workers fork: each inherits its own
+  // copy); false, with errno, where that fails. Until map_shared_again puts the
+  // segment's pages back, the segment is not kept for reuse (ArenaOptions::reuse:
+  // the next arena would have a private hole, or, after a failed mapping, none).
+  bool map_private(std::byte* at, std::size_t bytes) noexcept;
+  // Maps that range to the segment's own pages again, once the private mapping is
+  // done with; where that fails the segment stays not kept.
   void map_shared_again(std::byte* at, std::size_t bytes) noexcept;
 
   // Bytes a segment holding these blocks needs (header included).

@@ -15,6 +15,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -404,11 +405,31 @@ void Arena::map_all() {
   mapped_ = true;
 }
 
+namespace {
+// [at, at + bytes) lies inside [base, base + size) (compared as addresses: a
+// pointer past the mapping is not one to compare).
+bool inside(const std::byte* base, std::size_t size, const std::byte* at, std::size_t bytes) noexcept {
+  const auto b = reinterpret_cast<std::uintptr_t>(base), a = reinterpret_cast<std::uintptr_t>(at);
+  return base && a >= b && bytes <= size && a - b <= size - bytes;
+}
+}  // namespace
+
+bool Arena::map_private(std::byte* at, std::size_t bytes) noexcept {
+  if (keep_) *keep_ = false;  // (a failed MAP_FIXED may have unmapped the range)
+  if (!inside(base_, size_, at, bytes)) {
+    errno = EINVAL;
+    return false;
+  }
+  return ::mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                0) != MAP_FAILED;
+}
+
 void Arena::map_shared_again(std::byte* at, std::size_t bytes) noexcept {
-  const bool inside = base_ && at >= base_ && at + bytes <= base_ + size_;
-  if (inside && fd_ &&
-      ::mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, *fd_, at - base_) != MAP_FAILED)
+  if (inside(base_, size_, at, bytes) && fd_ &&
+      ::mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, *fd_, at - base_) != MAP_FAILED) {
+    if (keep_) *keep_ = true;
     return;
+  }
   if (keep_) *keep_ = false;
 }
 

@@ -98,13 +98,18 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
   if (!cfg.shm_dir.empty()) arena_what += ", in " + cfg.shm_dir;
   arena_what += ")";
   add(arena_what, arena);
-  std::uint64_t rows = run.train.bytes() + other_rows;
-  if (!run.hot.empty()) rows += run.train.nnz() * sizeof(std::uint32_t);  // renumbered indices
+  const std::uint64_t rows = run.train.bytes() + other_rows;
   add("training rows", rows, true);
   if (run.test) add("test rows", run.test->bytes(), true);
   const std::uint64_t rows_all = rows + (run.test ? run.test->bytes() : 0);
   const bool served = cfg.worker_start == WorkerStart::fork_server && mode.parallel();
   if (served) add("the fork server's copies of the rows", rows_all);
+  // A hot window's copy of the rows' indices, made after this plan: the parent's,
+  // which forked workers share, and a served worker's own (it makes its Run).
+  if (!run.hot.empty())
+    add(served ? "the hot window's renumbered indices (the parent's and each worker's)"
+               : "the hot window's renumbered indices",
+        run.train.nnz() * sizeof(std::uint32_t) * (served ? 1 + workers : 1));
   // The parent: its heap as it is (the targets, the labels, what loading left), and
   // what it adds: the evaluations' copy, the result's, the checkpoint's chunk.
   add("the parent's heap now", anon_bytes(), true);

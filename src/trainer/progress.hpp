@@ -55,6 +55,10 @@ struct alignas(128) WorkerProgress {
   // ... and the first window of the clock past the run's warm windows (the first
   // worker to begin probing sets it), before which every worker is on its replica.
   std::atomic<std::uint64_t> run_warm_end{0};
+  // ... and the phases the probe still measures, from a window on (the first worker
+  // to have measured one window of each posts them: (window << 3) | phase bits;
+  // 0: every phase), so that every worker's windows follow one cycle.
+  std::atomic<std::uint64_t> run_live{0};
   // --balance steal (trainer/work_share.hpp). As an owner: the state of its share
   // of the current epoch (ShareWord, compare-and-swap only), the loss of the rows
   // thieves took from it (written by the thief that holds the share's range), and

@@ -133,22 +133,28 @@ Error divergence(const TrainConfig& c, const std::string& what, double epoch,
 // private and anonymous over the arena's pages there, before any fork: each worker
 // inherits its own copy-on-write copy, so `w + index` for a renumbered hot feature
 // reads and writes the worker's copy. The training rows are renumbered to match.
-void Run::map_hot_window(std::size_t bytes) {
+// `asked`: an option asked for it (--hot-k, --layout hot), and what fails is an
+// error; else (the mode's own: --layout auto's third choice) the run goes on
+// without it.
+void Run::map_hot_window(std::size_t bytes, bool asked) {
   float* w = params.data(0);
   const auto end = reinterpret_cast<std::uintptr_t>(w + specs[0].size);
   auto* window = reinterpret_cast<float*>((end + kPage - 1) / kPage * kPage);
-  if (::mmap(window, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-             0) == MAP_FAILED)
-    throw ResourceError(fmt::format("cannot map the {} bytes of --hot-k's window past the "
-                                    "weights (a hugetlbfs --shm-dir?): {}",
-                                    bytes, std::strerror(errno)));
+  const auto first = static_cast<std::size_t>(window - w);
+  const auto drop = [&](auto error) {
+    if (asked) throw error;
+    hot.clear();
+  };
+  if (first + hot.size() > std::numeric_limits<std::uint32_t>::max())
+    return drop(ConfigError("--hot-k: too many features for 32-bit indices past the weights"));
+  if (!arena.map_private(reinterpret_cast<std::byte*>(window), bytes))
+    return drop(ResourceError(fmt::format("cannot map the {} bytes of --hot-k's window past the "
+                                          "weights (a hugetlbfs --shm-dir?): {}",
+                                          bytes, std::strerror(errno))));
   hot_window = window;
   window_shared_again.arena = &arena;
   window_shared_again.bytes = bytes;
   window_shared_again.at = window;
-  const auto first = static_cast<std::size_t>(window - w);
-  if (first + hot.size() > std::numeric_limits<std::uint32_t>::max())
-    throw ConfigError("--hot-k: too many features for 32-bit indices past the weights");
   std::vector<std::uint32_t> map(train.cols());
   std::iota(map.begin(), map.end(), 0u);
   for (std::size_t r = 0; r < hot.size(); ++r) map[hot[r]] = static_cast<std::uint32_t>(first + r);
@@ -234,13 +240,13 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     check_memory(plan);
     memory = plan.estimate;
     // A parallel run's parent maps the arena's pages once its workers have started
-    // (Supervisor), not before: off the critical path of a short run; but before
-    // --hot-k's private window covers part of it (mapped then, it would fill the
-    // window's private pages). The segment is kept for the next run of its size in
+    // (Supervisor), not before: off the critical path of a short run (a hot window's
+    // few private pages are then mapped in the parent alone: its workers forked
+    // first, and a respawned one reloads its window from the weights). The segment is kept for the next run of its size in
     // this process (every worker has ended when the Run is gone; the window's pages
     // are the segment's again by then: window_shared_again).
     ArenaOptions options{cfg.shm_dir, cfg.huge_pages};
-    options.map_now = !mode.parallel() || window_bytes > 0;
+    options.map_now = !mode.parallel();
     options.reuse = true;
     arena = Arena::create(blocks, options);
   }
@@ -271,7 +277,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   if (!attach && cfg.conflicts)
     choose_conflict_sample(arena.block("conflicts").data(), specs, train, model.feature_indexed(),
                            cfg.conflict_k, cfg.seed);
-  if (window_bytes) map_hot_window(window_bytes);
+  if (window_bytes) map_hot_window(window_bytes, cfg.hot_k > 0);
   // Several nodes, no --run-id: the run's id is the first "hogwild-<k>" that not
   // every node joined before (earlier runs through the same store used the ones
   // before, and every node skips the same ones; nodes started with other options

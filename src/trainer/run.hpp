@@ -154,7 +154,8 @@ struct Run {
   // them (ModeDef::may_merge, rows shuffled among the workers): found once here,
   // before the run's clock starts (ModeWorker::row_ranges). Else empty.
   std::vector<Ranges> row_ranges;
-  // --hot-k (parallel modes): the hot features, the training rows with each hot
+  // --hot-k (parallel modes), or the mode's own window (ModeDef::own_hot_features:
+  // --layout auto's third choice): the hot features, the training rows with each hot
   // feature renumbered to its slot in the window past w's end (modes/hogwild/hot_window.hpp),
   // and the window (mapped private in the parent before any fork).
   std::vector<std::uint32_t> hot;
@@ -270,7 +271,7 @@ struct Run {
   // made (trainer/memory_plan.hpp).
   MemoryEstimate memory;
   static constexpr std::size_t kPage = 4096;
-  void map_hot_window(std::size_t bytes);
+  void map_hot_window(std::size_t bytes, bool asked);
 
   // Positions [begin, end) of each epoch's order owned by worker `rank` (in a
   // synchronous mode every worker gets rows / workers: the last rows / workers of

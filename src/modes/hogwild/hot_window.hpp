@@ -12,6 +12,12 @@
 // feature and in the shared weights for any other, with no test per non-zero. The
 // window also holds the worker's copy of every other tensor (the bias); HotWindow
 // gives the step that ParamSet and does the flushes.
+//
+// A crash loses the window's changes since its last flush, and a respawned worker
+// retrains those rows (PrivateCopyPart); their updates to the features that are not
+// hot had reached the shared weights as they were made, unbracketed, and are made
+// again: at most hot_flush rows' worth (the Hogwild! race's own kind of error, on
+// features those rows touch once each), where a replica loses none twice.
 #pragma once
 
 #include <cstddef>

@@ -191,7 +191,7 @@ LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgr
       all_(all),
       rank_(rank),
       kinds_(hot_ ? 3 : 2),
-      live_(hot_ ? 0b111 : 0b011),
+      all_kinds_(hot_ ? 0b111 : 0b011),
       window_(now() / kWindowNs) {
   // A worker restarted after the decision takes it (its copy is fresh from the
   // shared weights).
@@ -202,7 +202,7 @@ LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgr
     all_[rank_].layout.store(chosen, std::memory_order_release);
     return;
   }
-  on_ = warm();  // until the first window of the clock begins (its copy is fresh)
+  on_ = kReplica;  // until the first window of the clock begins (its copy is fresh)
 }
 
 std::uint64_t LayoutProbe::now() const noexcept { return clock_ ? clock_() : steady_ns(); }
@@ -234,13 +234,13 @@ void LayoutProbe::write_back(const EpochPlace& place) {
 void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place, bool written) {
   window_ = at / kWindowNs;
   if (!written && on_ != kShared) write_back(place);  // the copy trained before the first window
-  // The run's warm windows run on a private copy (warm()): on the shared weights
+  // The run's warm windows run on a private copy (warm): on the shared weights
   // they would cost what plain loses where cores contend, and no figure comes of
   // them. They are the run's, not each worker's, so that a worker that begins a
   // window later is in the others' phase in every window after them (its own first
   // windows, warm or not, are still not measured).
   const int previous = on_;
-  on_ = window_ < warm_end_ ? warm() : phase_of(window_);
+  on_ = window_ < warm_end_ ? warm(window_) : phase_of(window_);
   started_ns_ = at;
   examples_ = 0;
   // Nothing of its own yet: the copy reloads (in its time), unless it is the one
@@ -248,11 +248,17 @@ void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place, bool w
   if (on_ != kShared && on_ != previous) write_back(place);
 }
 
+unsigned LayoutProbe::live(std::uint64_t window) const noexcept {
+  const std::uint64_t run = all_[0].run_live.load(std::memory_order_acquire);
+  const auto left = static_cast<unsigned>(run & 7) & all_kinds_;
+  return run != 0 && window >= (run >> 3) && left != 0 ? left : all_kinds_;
+}
+
 int LayoutProbe::phase_of(std::uint64_t window) const noexcept {
-  const auto n = static_cast<unsigned>(std::popcount(live_));
-  auto k = static_cast<unsigned>(window % n);
+  const unsigned left = live(window);
+  auto k = static_cast<unsigned>(window % static_cast<unsigned>(std::popcount(left)));
   for (int kind = 0; kind < 3; ++kind)
-    if ((live_ >> kind & 1) && k-- == 0) return kind;
+    if ((left >> kind & 1) && k-- == 0) return kind;
   return kShared;
 }
 
@@ -315,26 +321,31 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
     case Phase::probing: {
       end_window(window, place);
       // After the first window of each phase, those that cannot win are ruled out
-      // (once: later, a phase's median of two windows is their mean, and one slow
-      // window would move it).
-      if (!culled_) {
+      // for the run, from the next window of the clock, by the first worker to get
+      // there (once: later, a phase's median of two windows is their mean, and one
+      // slow window would move it). Every worker's windows then follow one cycle.
+      if (!posted_) {
         bool first = true;
         for (unsigned k = 0; k < kinds_; ++k) first = first && windows_[k] >= 1;
         if (first) {
-          culled_ = true;
-          live_ &= contenders(own());
+          posted_ = true;
+          std::uint64_t none = 0;
+          all_[0].run_live.compare_exchange_strong(none, (window + 1) << 3 | (contenders(own()) & all_kinds_),
+                                                   std::memory_order_acq_rel);
         }
       }
+      const std::uint64_t run = all_[0].run_live.load(std::memory_order_acquire);
+      const unsigned left = run ? static_cast<unsigned>(run & 7) & all_kinds_ : all_kinds_;
       bool whole = window >= last_window_;
       if (!whole) {
         whole = true;
         for (unsigned k = 0; k < kinds_; ++k)
-          whole = whole && (!(live_ >> k & 1) || windows_[k] >= kPairs);
+          whole = whole && (!(left >> k & 1) || windows_[k] >= kPairs);
       }
       // Clear (one phase left): another worker's call may not be, and its whole
       // probe then ends kinds (kPairs - 1) windows later: waited for, so that the
       // run's decision pools every worker's figures, not this one's alone.
-      const bool clear = !whole && culled_ && std::popcount(live_) == 1;
+      const bool clear = !whole && run != 0 && std::popcount(left) == 1;
       if (!whole && !clear) {
         begin_window(now(), place, /*written=*/true);
         break;
@@ -404,21 +415,27 @@ std::uint32_t settle(std::span<WorkerProgress> all, const ProbeFigures& f) {
 }
 
 ProbeFigures pooled_figures(std::span<const WorkerProgress> all) {
+  // Each figure averaged over the workers that measured it: a worker that published
+  // without a window of some phase (it started late, or the probe's window limit
+  // came first) adds no zero to its mean.
   ProbeFigures f;
-  unsigned n = 0;
+  unsigned shared = 0, replica = 0, hot = 0;
+  const auto add = [](double& sum, unsigned& n, double ns) {
+    if (positive(ns)) {
+      sum += ns;
+      ++n;
+    }
+  };
   for (const WorkerProgress& p : all) {
     if (p.probed.load(std::memory_order_acquire) == 0) continue;
-    f.shared_ns += p.probe_shared_ns.load(std::memory_order_relaxed);
-    f.replica_ns += p.probe_replica_ns.load(std::memory_order_relaxed);
-    f.hot_ns += p.probe_hot_ns.load(std::memory_order_relaxed);
+    add(f.shared_ns, shared, p.probe_shared_ns.load(std::memory_order_relaxed));
+    add(f.replica_ns, replica, p.probe_replica_ns.load(std::memory_order_relaxed));
+    add(f.hot_ns, hot, p.probe_hot_ns.load(std::memory_order_relaxed));
     f.windows += p.probe_windows.load(std::memory_order_relaxed);
-    ++n;
   }
-  if (n) {
-    f.shared_ns /= n;
-    f.replica_ns /= n;
-    f.hot_ns /= n;
-  }
+  if (shared) f.shared_ns /= shared;
+  if (replica) f.replica_ns /= replica;
+  if (hot) f.hot_ns /= hot;
   return f;
 }
 

@@ -11,8 +11,9 @@
 //
 //   From the first boundary of a kWindowNs window of the steady clock (one clock for
 //   every process of the machine, so the workers change phase together), each worker
-//   alternates whole windows (window number modulo 2, or 3 with hot coordinates):
-//   0 straight to the shared weights, 1 on its replica, 2 on its hot window; the
+//   alternates whole windows (window number modulo 2, or 3 with hot coordinates;
+//   modulo the phases left once some are ruled out, below): 0 straight to the
+//   shared weights, 1 on its replica, 2 on its hot window; the
 //   replica reloaded from the shared weights as the window begins and merged
 //   when due (--merge-every auto's rule, from its usual start of 256, adapted in
 //   the warm windows: a replica starting at the cap of 4096 trained the run's first
@@ -144,7 +145,11 @@ inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see ab
 // other's or less. Where two of three stay within it, the third is ruled out
 // after the first window of each and the probe measures only those two after:
 // on SpamAssassin plain (2.4x hot's weight) then costs one window of 10 ms, not
-// three, while hot and replicas (1.26x apart) take their kPairs each.
+// three, while hot and replicas take their kPairs each where their first windows
+// were within 1.5x. The first worker to have one window of each rules them out
+// for the run, from the next window of the clock (record 0's run_live), so every
+// worker's windows follow one cycle; the pooled figures still hold every worker's
+// first window of a phase ruled out, which the rule weighs with the rest.
 inline constexpr double kClearCall = 1.5;
 inline constexpr std::uint64_t kClearProbeMs = probe_ms(1);
 bool clear_call(const ProbeFigures& f) noexcept;
@@ -256,8 +261,8 @@ class LayoutProbe final : public EpochPart {
   std::span<WorkerProgress> all_;
   unsigned rank_;
   unsigned kinds_;                  // phases: 2, or 3 with the hot window
-  unsigned live_;                   // those still measured (bits: contenders())
-  bool culled_ = false;             // live_ was narrowed after the first of each
+  unsigned all_kinds_;              // their bits (contenders())
+  bool posted_ = false;             // it has offered the run its phases left (run_live)
   int on_ = kShared;
   std::uint64_t window_ = 0;        // the steady clock's window now (now / kWindowNs)
   std::uint64_t started_ns_ = 0;    // when the phase's window began to be measured
@@ -273,11 +278,18 @@ class LayoutProbe final : public EpochPart {
   std::uint64_t now() const noexcept;
   // `written`: the copy the steps trained so far was written back (end_window).
   void begin_window(std::uint64_t now, const EpochPlace& place, bool written);
-  // Where the run's first steps and its warm windows go: the hot window where there
-  // is one (on SpamAssassin an example costs 0.46x plain's there against a
-  // replica's 0.58x, and a replica's reload is a pass over 61k features), else the
-  // replica.
-  int warm() const noexcept { return hot_ ? kHot : kReplica; }
+  // Where warm window `window` goes: the replica, but the last warm window on the
+  // hot window where there is one. Each copy then adapts its write-back interval
+  // before it is measured (from 256 examples: a replica of SpamAssassin's 2^20
+  // features, whose merge visits 61k of them, measured from its first merges
+  // looked dearer than it is), and the hot window, the cheaper where there is
+  // one (SpamAssassin: 0.46x plain's cost an example, a replica 0.58x), is the
+  // one the others' contention meets as measuring begins.
+  int warm(std::uint64_t window) const noexcept {
+    return hot_ && window + 1 >= warm_end_ ? kHot : kReplica;
+  }
+  // The phases still measured in window `window` (bits), by the run's record.
+  unsigned live(std::uint64_t window) const noexcept;
   // The phase of measured window `window`: the live ones in turn.
   int phase_of(std::uint64_t window) const noexcept;
   void end_window(std::uint64_t window, const EpochPlace& place);
