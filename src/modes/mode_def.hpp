@@ -164,12 +164,14 @@ class ModeDef {
     std::string what;
   };
   virtual Keeps worker_keeps(const ModeArena&) const { return {}; }
-  // The hot features of a window the parent maps for the mode's own parts where no
-  // option asked for one (hogwild: --layout auto's third choice), from the training
-  // rows; 0: none. The parent makes it as --hot-k's (modes/hogwild/hot_window.hpp).
-  virtual std::size_t own_hot_features(const TrainConfig&, unsigned /*workers*/,
-                                       const Dataset& /*train*/) const {
-    return 0;
+  // The hot features (among tensor 0's first `features`) of a window the parent maps
+  // for the mode's own parts where no option asked for one (hogwild: --layout auto's
+  // third choice), from the training rows; empty: none. The parent makes it as
+  // --hot-k's (modes/hogwild/hot_window.hpp).
+  virtual std::vector<std::uint32_t> own_hot_features(const TrainConfig&, unsigned /*workers*/,
+                                                      const Dataset& /*train*/,
+                                                      std::size_t /*features*/) const {
+    return {};
   }
   // Worker `rank` died and is respawned alone: what its death lost, for the line that
   // says so (" (...)"; ps: the updates since its last push, also counted).

@@ -183,11 +183,13 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   // Hot coordinates: w's block gets room for a page-aligned window past its end
   // (--hot-k, or --layout auto's third choice where it has one).
   std::size_t window_bytes = 0;
-  const std::size_t own_hot = cfg.hot_k ? 0 : mode.own_hot_features(cfg, workers, train);
-  if ((cfg.hot_k > 0 && mode.parallel()) || own_hot > 0) {
-    if (cfg.hot_k)
-      check_hot_coordinates(model, train, cfg.layout == WeightLayout::hot ? "--layout hot" : "--hot-k");
-    hot = most_frequent_features(train, specs[0].size, cfg.hot_k ? cfg.hot_k : own_hot);
+  if (cfg.hot_k > 0 && mode.parallel()) {
+    check_hot_coordinates(model, train, cfg.layout == WeightLayout::hot ? "--layout hot" : "--hot-k");
+    hot = most_frequent_features(train, specs[0].size, cfg.hot_k);
+  } else if (cfg.hot_k == 0) {
+    hot = mode.own_hot_features(cfg, workers, train, specs[0].size);
+  }
+  if (!hot.empty()) {
     window_bytes =
         (HotWindow::window_floats(specs, hot.size()) * sizeof(float) + kPage - 1) / kPage * kPage;
   }

@@ -157,11 +157,25 @@ bool probe_offers_hot(const TrainConfig& c, unsigned workers, const Dataset& tra
          train.nnz() * sizeof(std::uint32_t) <= kHotCopyMost;
 }
 
-std::size_t hot_features(const Dataset& train) {
-  const std::vector<std::uint32_t> degree = feature_degrees(train, train.cols());
+namespace {
+// hot_features' K from the degree table of `rows` rows.
+std::size_t hot_count(std::span<const std::uint32_t> degree, std::size_t rows) {
   std::size_t hot = 0;
-  for (const std::uint32_t d : degree) hot += std::uint64_t{d} * kHotShare >= train.rows();
+  for (const std::uint32_t d : degree) hot += std::uint64_t{d} * kHotShare >= rows;
   return std::clamp<std::size_t>(hot, 1, kHotMost);
+}
+}  // namespace
+
+std::size_t hot_features(const Dataset& train) {
+  return hot_count(feature_degrees(train, train.cols()), train.rows());
+}
+
+std::vector<std::uint32_t> probe_hot_features(const TrainConfig& c, unsigned workers,
+                                              const Dataset& train, std::size_t features) {
+  if (!probe_offers_hot(c, workers, train)) return {};
+  const std::vector<std::uint32_t> degree = feature_degrees(train, train.cols());
+  const std::span<const std::uint32_t> first(degree.data(), std::min(features, degree.size()));
+  return most_frequent(first, hot_count(degree, train.rows()));
 }
 
 std::string layout_plan(const TrainConfig& c, unsigned workers, const Dataset& train) {
@@ -190,19 +204,21 @@ LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgr
       hot_(std::move(hot)),
       all_(all),
       rank_(rank),
-      kinds_(hot_ ? 3 : 2),
-      all_kinds_(hot_ ? 0b111 : 0b011),
       window_(now() / kWindowNs) {
   // A worker restarted after the decision takes it (its copy is fresh from the
   // shared weights).
   if (const std::uint32_t chosen = run_decision(all_)) {
     phase_ = Phase::decided;
-    on_ = chosen == code(WeightLayout::replicas) ? kReplica
-          : chosen == code(WeightLayout::hot) && hot_ ? kHot : kShared;
+    on_ = kind_of(chosen);
     all_[rank_].layout.store(chosen, std::memory_order_release);
     return;
   }
   on_ = kReplica;  // until the first window of the clock begins (its copy is fresh)
+}
+
+int LayoutProbe::kind_of(std::uint32_t chosen) const noexcept {
+  if (chosen == code(WeightLayout::replicas)) return kReplica;
+  return chosen == code(WeightLayout::hot) && hot_ ? kHot : kShared;
 }
 
 std::uint64_t LayoutProbe::now() const noexcept { return clock_ ? clock_() : steady_ns(); }
@@ -250,8 +266,8 @@ void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place, bool w
 
 unsigned LayoutProbe::live(std::uint64_t window) const noexcept {
   const std::uint64_t run = all_[0].run_live.load(std::memory_order_acquire);
-  const auto left = static_cast<unsigned>(run & 7) & all_kinds_;
-  return run != 0 && window >= (run >> 3) && left != 0 ? left : all_kinds_;
+  const auto left = static_cast<unsigned>(run & 7) & all_kinds();
+  return run != 0 && window >= (run >> 3) && left != 0 ? left : all_kinds();
 }
 
 int LayoutProbe::phase_of(std::uint64_t window) const noexcept {
@@ -326,32 +342,34 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
       // slow window would move it). Every worker's windows then follow one cycle.
       if (!posted_) {
         bool first = true;
-        for (unsigned k = 0; k < kinds_; ++k) first = first && windows_[k] >= 1;
+        for (unsigned k = 0; k < kinds(); ++k) first = first && windows_[k] >= 1;
         if (first) {
           posted_ = true;
           std::uint64_t none = 0;
-          all_[0].run_live.compare_exchange_strong(none, (window + 1) << 3 | (contenders(own()) & all_kinds_),
+          all_[0].run_live.compare_exchange_strong(none, (window + 1) << 3 | (contenders(own()) & all_kinds()),
                                                    std::memory_order_acq_rel);
         }
       }
-      const std::uint64_t run = all_[0].run_live.load(std::memory_order_acquire);
-      const unsigned left = run ? static_cast<unsigned>(run & 7) & all_kinds_ : all_kinds_;
+      // The run's phases left (in force from the next window at the latest; every
+      // phase until they are posted).
+      const unsigned left = live(window + 1);
       bool whole = window >= last_window_;
       if (!whole) {
         whole = true;
-        for (unsigned k = 0; k < kinds_; ++k)
+        for (unsigned k = 0; k < kinds(); ++k)
           whole = whole && (!(left >> k & 1) || windows_[k] >= kPairs);
       }
-      // Clear (one phase left): another worker's call may not be, and its whole
-      // probe then ends kinds (kPairs - 1) windows later: waited for, so that the
-      // run's decision pools every worker's figures, not this one's alone.
-      const bool clear = !whole && run != 0 && std::popcount(left) == 1;
+      // Clear (one phase left for the run): every worker publishes at its next
+      // window's end, but one that began late may have measured little yet; the
+      // decision waits for its figures as long as its whole probe would take,
+      // kinds (kPairs - 1) windows more, so that it pools every worker's figures.
+      const bool clear = !whole && std::popcount(left) == 1;
       if (!whole && !clear) {
         begin_window(now(), place, /*written=*/true);
         break;
       }
       on_ = kShared;  // (written back by end_window)
-      publish_figures(window, whole ? kWaitWindows : kinds_ * (kPairs - 1) + kWaitWindows);
+      publish_figures(window, whole ? kWaitWindows : kinds() * (kPairs - 1) + kWaitWindows);
       break;
     }
     case Phase::waiting: {
@@ -370,9 +388,7 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
 void LayoutProbe::decide(const EpochPlace& place) { adopt(settle(all_, pooled_figures(all_)), place); }
 
 void LayoutProbe::adopt(std::uint32_t chosen, const EpochPlace& place) {
-  const int to = chosen == code(WeightLayout::replicas)   ? kReplica
-                 : chosen == code(WeightLayout::hot) && hot_ ? kHot
-                                                           : kShared;
+  const int to = kind_of(chosen);
   if (on_ != to) {
     if (on_ != kShared) write_back(place);  // mid-window: its changes reach the weights
     on_ = to;

@@ -199,6 +199,11 @@ bool probe_offers_hot(const TrainConfig& c, unsigned workers, const Dataset& tra
 // --layout hot's K, and the probe's: the features in at least 1/kHotShare of
 // `train`'s rows (at least 1, at most kHotMost).
 std::size_t hot_features(const Dataset& train);
+// The probe's hot features, where it offers them (else none): the hot_features(train)
+// most frequent among the first `features` (the model's tensor 0), from one pass
+// over the rows.
+std::vector<std::uint32_t> probe_hot_features(const TrainConfig& c, unsigned workers,
+                                              const Dataset& train, std::size_t features);
 
 // The line that says before the run what will write the shared weights: the layout
 // and why, or what the probe will weigh.
@@ -260,8 +265,6 @@ class LayoutProbe final : public EpochPart {
   std::unique_ptr<HotWindow> hot_;
   std::span<WorkerProgress> all_;
   unsigned rank_;
-  unsigned kinds_;                  // phases: 2, or 3 with the hot window
-  unsigned all_kinds_;              // their bits (contenders())
   bool posted_ = false;             // it has offered the run its phases left (run_live)
   int on_ = kShared;
   std::uint64_t window_ = 0;        // the steady clock's window now (now / kWindowNs)
@@ -288,8 +291,13 @@ class LayoutProbe final : public EpochPart {
   int warm(std::uint64_t window) const noexcept {
     return hot_ && window + 1 >= warm_end_ ? kHot : kReplica;
   }
+  // The probe's phases: 2, or 3 with the hot window; and their bits (contenders()).
+  unsigned kinds() const noexcept { return hot_ ? 3 : 2; }
+  unsigned all_kinds() const noexcept { return hot_ ? 0b111 : 0b011; }
   // The phases still measured in window `window` (bits), by the run's record.
   unsigned live(std::uint64_t window) const noexcept;
+  // The phase the steps train once the run decided `chosen` (1 + WeightLayout).
+  int kind_of(std::uint32_t chosen) const noexcept;
   // The phase of measured window `window`: the live ones in turn.
   int phase_of(std::uint64_t window) const noexcept;
   void end_window(std::uint64_t window, const EpochPlace& place);

@@ -36,9 +36,10 @@ class Hogwild final : public ModeDef {
     return {2 * floats * sizeof(float), "the layout probe's replica and its base"};
   }
   // The probe's third choice, where the run affords it (probe_offers_hot).
-  std::size_t own_hot_features(const TrainConfig& c, unsigned workers,
-                               const Dataset& train) const override {
-    return probe_offers_hot(c, workers, train) ? hot_features(train) : 0;
+  std::vector<std::uint32_t> own_hot_features(const TrainConfig& c, unsigned workers,
+                                              const Dataset& train,
+                                              std::size_t features) const override {
+    return probe_hot_features(c, workers, train, features);
   }
   void collect_workers(const TrainConfig& c, std::span<const WorkerProgress> all,
                        TrainResult& r) const override {
