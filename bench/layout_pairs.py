@@ -13,7 +13,8 @@ Each NAME=OPTIONS adds a configuration (OPTIONS: hogwild_train's, after --worker
 --workers 1 compares layouts with no contention, the ceiling then one plain run).
 Every repetition runs each configuration once and the ceiling once, in an order
 rotated by one each repetition. Prints, for each configuration, the median of its
-per-repetition share of the ceiling, the layouts chosen, the final F (median), the
+per-repetition share of the ceiling, the layouts chosen, the final F (median; a
+replica's merges or a hot window's flushes), the
 test losses' range; then for each two configurations the median and quartiles of their
 per-repetition ratio of examples/s. The CPU is named.
 """
@@ -115,7 +116,8 @@ def main():
         chosen = [x.get("layout", {}).get("chosen", "") for x in rs]
         counts = ", ".join(f"{k} x{chosen.count(k)}" for k in sorted(set(chosen)))
         losses = sorted(x["test_loss"] if x.get("test_loss") is not None else float("nan") for x in rs)
-        every = [x.get("merge_every_final", 0) for x in rs]
+        # F: the replicas' merge interval, or the hot window's flush interval
+        every = [x.get("merge_every_final", 0) or x.get("flush_every_final", 0) for x in rs]
         print(f"{name}: {statistics.median(share):.3f} of the ceiling (quartiles "
               f"{' - '.join(f'{q:.3f}' for q in quartiles(share))}); {counts}; "
               f"F at the end median {statistics.median(every):.0f}; test loss {losses[0]:.4f}-{losses[-1]:.4f}")

@@ -241,6 +241,8 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"node_sync_seconds", r.node_sync_seconds},
       {"node_sync_lag_examples", r.node_sync_lag_examples},
       {"merge_every_final", r.merge_every},
+      {"flushes", r.flushes},
+      {"flush_every_final", r.flush_every},
       {"lock_recoveries", r.lock_recoveries},
       {"huge_pages", r.huge_pages},
       {"restarts", r.restarts},
@@ -310,6 +312,8 @@ std::string result_line(const TrainConfig& c, const TrainResult& r) {
   line += detail::mode_def(c.mode).result_text(c, r);
   if (c.merge_every == TrainConfig::kMergeAuto && r.merges)
     line += fmt::format(", {} merges, every {:.0f} examples at the end", r.merges, r.merge_every);
+  if (r.flushes)
+    line += fmt::format(", {} hot flushes, every {:.0f} examples at the end", r.flushes, r.flush_every);
   if (r.restarts) line += fmt::format(", {} worker restart(s)", r.restarts);
   if (!c.checkpoint.empty()) line += ", checkpoint " + c.checkpoint;
   return line;

@@ -82,9 +82,12 @@ struct TrainConfig {
   // shared weights every hot_flush examples and at the end of each epoch
   // (HOGWILD++/DimmWitted-style replication of the coordinates every example
   // touches, whose cache lines otherwise bounce between cores;
-  // src/modes/hogwild/hot_window.hpp). 0: off.
+  // src/modes/hogwild/hot_window.hpp). 0: off. kFlushAuto (--hot-flush auto, the
+  // default): each worker times its flushes and keeps them at about 5 % of its time,
+  // as kMergeAuto does its merges.
   std::size_t hot_k = 0;
-  std::size_t hot_flush = 256;
+  static constexpr std::size_t kFlushAuto = static_cast<std::size_t>(-1);
+  std::size_t hot_flush = kFlushAuto;
   // --layout (mode hogwild): replicas sets merge_every to kMergeAuto and hot sets hot_k
   // from the degree table when the run starts, unless given; automatic probes.
   WeightLayout layout = WeightLayout::automatic;
@@ -317,6 +320,10 @@ struct TrainResult {
   // the workers ended with, averaged (with kMergeAuto, what the timing chose).
   std::uint64_t merges = 0;
   double merge_every = 0;
+  // Hot coordinates (--hot-k, --layout hot, or the probe's hot window): flushes by
+  // all workers, and the examples between flushes the workers ended with, averaged.
+  std::uint64_t flushes = 0;
+  double flush_every = 0;
   // --layout: what the workers wrote the shared weights with ("plain", "hot",
   // "replicas"), and why: the option that set it, the probe's verdict, or why there
   // was no probe. probed: the figures the run's decision was made from (ns an example

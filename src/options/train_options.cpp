@@ -222,9 +222,18 @@ std::vector<OptionInfo> run_options() {
                      "and of the K most frequent features, added to the shared weights every "
                      "--hot-flush examples (0 = off)", "K"},
                     [](auto& c) -> auto& { return c.hot_k; }, 0, 1u << 20)));
-  v.push_back(whole({"hot-flush", Concern::mode, "Examples between flushes of the hot coordinates",
-                     "N"},
-                    [](auto& c) -> auto& { return c.hot_flush; }, 1, 1u << 30));
+  v.push_back(custom(
+      {"hot-flush", Concern::mode,
+       "Examples between flushes of the hot coordinates (auto: N adapts so that flushing "
+       "takes about 5 % of a worker's time, between 16 and 4096)", "N|auto"},
+      [](const TrainConfig& c) {
+        return c.hot_flush == TrainConfig::kFlushAuto ? std::string("auto")
+                                                      : fmt::format("{}", c.hot_flush);
+      },
+      [](TrainConfig& c, const std::string& t) {
+        c.hot_flush = t == "auto" ? TrainConfig::kFlushAuto
+                                  : parse_whole<std::size_t>("hot-flush", t, 1, 1u << 30);
+      }));
   {
     OptionInfo layout = choice(
         {"layout", Concern::mode,

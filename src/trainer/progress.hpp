@@ -34,6 +34,8 @@ struct alignas(128) WorkerProgress {
   std::atomic<std::uint64_t> exit_memory{0};  // its share of anonymous pages at exit
   std::atomic<std::uint64_t> merges{0};       // its replica's merges, at exit
   std::atomic<std::uint64_t> merge_every{0};  // its replica's F at exit (--merge-every auto)
+  std::atomic<std::uint64_t> flushes{0};      // its hot window's flushes, at exit
+  std::atomic<std::uint64_t> flush_every{0};  // its hot window's interval at exit
   std::atomic<std::uint64_t> node_syncs{0};     // hogwild across nodes: worker 0's syncs,
   std::atomic<std::int64_t> node_sync_ns{0};    // and their time, at exit,
   std::atomic<std::uint64_t> node_sync_others{0};  // and the other leaders' examples they merged

@@ -609,6 +609,14 @@ class Supervisor {
       }
       r.merge_every = static_cast<double>(every) / static_cast<double>(run_.progress.size());
     }
+    if (cfg_.hot_k || r.layout.chosen == "hot") {
+      std::uint64_t every = 0;
+      for (auto& p : run_.progress) {
+        r.flushes += p.flushes.load(std::memory_order_relaxed);
+        every += p.flush_every.load(std::memory_order_relaxed);
+      }
+      r.flush_every = static_cast<double>(every) / static_cast<double>(run_.progress.size());
+    }
     if (!run_.staleness.empty())
       r.staleness = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
     run_.mode.collect(run_.arena, r);

@@ -80,6 +80,10 @@ class HotWindow final : public detail::PrivateCopyPart {
   // the copy did not change), then copy = base = shared.
   void flush() noexcept;
   std::uint64_t flushes() const noexcept { return flushes_; }
+  void report(WorkerProgress& p) const override {
+    p.flushes.store(flushes_, std::memory_order_relaxed);
+    p.flush_every.store(interval_.every(), std::memory_order_relaxed);
+  }
 
   // Its part of the step loop: the steps train the window, flushed every
   // flush_every examples and at the epoch's end, the place published then

@@ -243,7 +243,10 @@ class LayoutProbe final : public EpochPart {
   void begin_epoch(std::span<const std::uint32_t>, std::size_t) override { write_back(); }
   bool after_batch(const Batch& b, float lr, const EpochPlace& place) override;
   void end_epoch(float lr, const EpochPlace& place, bool whole) override;
-  void report(WorkerProgress& p) const override { replica_->report(p); }
+  void report(WorkerProgress& p) const override {
+    replica_->report(p);
+    if (hot_) hot_->report(p);
+  }
 
   // For tests: the phase, what this worker trains now (0 the shared weights, 1 its
   // replica, 2 its hot window), and what it measured.

@@ -7,6 +7,10 @@
 
 namespace hogwild::detail {
 
+// The options' "auto" is the interval's.
+static_assert(TrainConfig::kMergeAuto == WriteBackInterval::kAuto);
+static_assert(TrainConfig::kFlushAuto == WriteBackInterval::kAuto);
+
 std::vector<Ranges> own_ranges(const ModeWorker& w) {
   if (w.row_ranges) return *w.row_ranges;
   std::vector<Ranges> mine;
