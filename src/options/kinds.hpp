@@ -56,6 +56,29 @@ OptionInfo whole(Declared d, Field field, std::uint64_t low, std::uint64_t high)
   return o;
 }
 
+// `auto` (the field set to `automatic`) or a whole number of `low` to `high`.
+template <class Field>
+OptionInfo whole_or_auto(Declared d, Field field, std::uint64_t low, std::uint64_t high,
+                         std::uint64_t automatic) {
+  using T = std::remove_cvref_t<decltype(field(std::declval<TrainConfig&>()))>;
+  OptionInfo o{d.name, d.concern, d.help, d.value_text};
+  o.range = fmt::format("{} to {}, or auto", low, high);
+  o.get = [field, automatic](const TrainConfig& c) {
+    return field(c) == automatic ? std::string("auto") : fmt::format("{}", field(c));
+  };
+  o.set = [field, name = d.name, low, high, automatic](TrainConfig& c, const std::string& text) {
+    if (text == "auto") {
+      field(c) = static_cast<T>(automatic);
+      return;
+    }
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+      throw ConfigError(fmt::format("--{}: expected auto or a whole number of {} to {}, got \"{}\"",
+                                    name, low, high, text));
+    field(c) = static_cast<T>(parse_whole<std::uint64_t>(name, text, low, high));
+  };
+  return o;
+}
+
 // A finite number; `low_open`: more than low, else at least low. `unit` (" seconds")
 // follows the bounds in the message.
 double parse_real(const std::string& name, const std::string& text);

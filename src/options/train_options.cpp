@@ -203,37 +203,23 @@ std::vector<OptionInfo> run_options() {
                      [](Partition p) { return to_string(p); })));
   v.push_back(whole({"epochs", Concern::mode, "Passes over the training data", "N"},
                     [](auto& c) -> auto& { return c.epochs; }, 1, 1000000));
-  v.push_back(custom(
+  v.push_back(whole_or_auto(
       {"merge-every", Concern::mode,
        "Each worker trains a private replica of the parameters and adds its change to the "
        "shared ones every N of its examples and at each epoch's end (modes hogwild, atomic; "
        "0 = off: updates go straight to the shared weights; auto: N adapts so that merging "
        "takes about 5 % of a worker's time)", "N|auto"},
-      [](const TrainConfig& c) {
-        return c.merge_every == TrainConfig::kMergeAuto ? std::string("auto")
-                                                        : fmt::format("{}", c.merge_every);
-      },
-      [](TrainConfig& c, const std::string& t) {
-        c.merge_every = t == "auto" ? TrainConfig::kMergeAuto
-                                    : parse_whole<std::size_t>("merge-every", t, 0, 1ull << 40);
-      }));
+      [](auto& c) -> auto& { return c.merge_every; }, 0, 1ull << 40, TrainConfig::kMergeAuto));
   v.push_back(resumed(whole({"hot-k", Concern::mode,
                      "Linear models, sparse rows: each worker trains its own copy of the bias "
                      "and of the K most frequent features, added to the shared weights every "
                      "--hot-flush examples (0 = off)", "K"},
                     [](auto& c) -> auto& { return c.hot_k; }, 0, 1u << 20)));
-  v.push_back(custom(
+  v.push_back(whole_or_auto(
       {"hot-flush", Concern::mode,
        "Examples between flushes of the hot coordinates (auto: N adapts so that flushing "
        "takes about 5 % of a worker's time, between 16 and 4096)", "N|auto"},
-      [](const TrainConfig& c) {
-        return c.hot_flush == TrainConfig::kFlushAuto ? std::string("auto")
-                                                      : fmt::format("{}", c.hot_flush);
-      },
-      [](TrainConfig& c, const std::string& t) {
-        c.hot_flush = t == "auto" ? TrainConfig::kFlushAuto
-                                  : parse_whole<std::size_t>("hot-flush", t, 1, 1u << 30);
-      }));
+      [](auto& c) -> auto& { return c.hot_flush; }, 1, 1u << 30, TrainConfig::kFlushAuto));
   {
     OptionInfo layout = choice(
         {"layout", Concern::mode,

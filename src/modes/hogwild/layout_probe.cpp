@@ -292,7 +292,7 @@ void LayoutProbe::end_window(std::uint64_t window, const EpochPlace& place) {
       static_cast<double>(now() - started_ns_) / static_cast<double>(examples_);
 }
 
-void LayoutProbe::publish_figures(std::uint64_t window, unsigned wait) {
+void LayoutProbe::publish_figures(std::uint64_t window, unsigned wait, const EpochPlace& place) {
   const ProbeFigures f = own();
   WorkerProgress& p = all_[rank_];
   p.probe_shared_ns.store(f.shared_ns, std::memory_order_relaxed);
@@ -303,6 +303,14 @@ void LayoutProbe::publish_figures(std::uint64_t window, unsigned wait) {
   phase_ = Phase::waiting;
   window_ = window;
   deadline_ = window + wait;
+  // The wait is on what this worker's figures choose, most often the run's choice:
+  // on the shared weights it cost what plain loses, up to kinds (kPairs - 1) +
+  // kWaitWindows windows where a late worker has yet to measure (the clear call).
+  const int to = kind_of(code(choose_layout(f).layout));
+  if (to != on_) {
+    on_ = to;
+    if (on_ != kShared) write_back(place);  // the copy reloads from the shared weights
+  }
 }
 
 bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
@@ -368,8 +376,8 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
         begin_window(now(), place, /*written=*/true);
         break;
       }
-      on_ = kShared;  // (written back by end_window)
-      publish_figures(window, whole ? kWaitWindows : kinds() * (kPairs - 1) + kWaitWindows);
+      // (The window's copy was written back by end_window.)
+      publish_figures(window, whole ? kWaitWindows : kinds() * (kPairs - 1) + kWaitWindows, place);
       break;
     }
     case Phase::waiting: {

@@ -34,7 +34,8 @@
 //   (each phase's median ns an example over its windows: a window the VM took the
 //   core from for a while is one window, not a third of the figure) in its
 //   progress record and
-//   trains on the shared weights until every worker has published (looked for at
+//   trains on the layout its own figures choose until every worker has published
+//   (looked for at
 //   every read of the clock, or kWaitWindows more windows passed). The first worker
 //   to decide pools the published figures,
 //   applies the rule (choose_layout) and records the run's decision with the
@@ -309,8 +310,10 @@ class LayoutProbe final : public EpochPart {
   // place: bracketed, and the place published.
   void write_back() noexcept;
   void write_back(const EpochPlace& place);
-  // Publishes this worker's figures and waits for the others' at most `wait` windows.
-  void publish_figures(std::uint64_t window, unsigned wait);
+  // Publishes this worker's figures and waits for the others' at most `wait` windows,
+  // training meanwhile on the layout its own figures choose (the copy of the window
+  // just ended written back).
+  void publish_figures(std::uint64_t window, unsigned wait, const EpochPlace& place);
   void decide(const EpochPlace& place);
   void adopt(std::uint32_t chosen, const EpochPlace& place);
 };
