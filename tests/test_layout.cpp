@@ -380,6 +380,24 @@ TEST_CASE("a worker clear on its own waits for the others' whole probe") {
   CHECK(detail::run_decision(t.records) == 1 + static_cast<std::uint32_t>(WeightLayout::replicas));
 }
 
+TEST_CASE("the probe's windows: 10 ms, 5 ms where each worker's share of the run is short") {
+  using detail::probe_window_ns;
+  // kShortRun (500k) examples a worker and more: 10 ms.
+  CHECK(probe_window_ns(3, 500'000, 2) == 10'000'000);    // RCV1-like: 750k a worker
+  CHECK(probe_window_ns(2, 500'000, 2) == 10'000'000);    // 500k a worker
+  CHECK(probe_window_ns(1, 999'999, 2) == 5'000'000);     // one short of it
+  CHECK(probe_window_ns(60, 4'810, 2) == 5'000'000);      // SpamAssassin: 144k a worker
+  CHECK(probe_window_ns(60, 4'810, 4) == 5'000'000);
+  CHECK(probe_window_ns(1000, 4'810, 4) == 10'000'000);   // 1.2M a worker
+  // The probe's lengths follow: 2 warm windows, kinds x pairs measured, one partial.
+  CHECK(detail::probe_ms(1, 3, 5'000'000) == 30);
+  CHECK(detail::probe_ms(detail::kPairs, 2, 10'000'000) == 90);
+  // The summary's why names the windows' length.
+  CHECK(detail::choose_layout({1000, 500, 4, 0, 5'000'000}).why.find("windows of 5 ms") !=
+        std::string::npos);
+  CHECK(detail::choose_layout({1000, 500, 4}).why.find("windows of 10 ms") != std::string::npos);
+}
+
 TEST_CASE("the pooled figures: each phase's mean over the workers that measured it") {
   std::vector<WorkerProgress> records(3);
   const auto publish = [&](int i, double shared, double replica, double hot, unsigned windows) {
@@ -534,7 +552,8 @@ TEST_CASE("the CLI: the first lines and the summary say the layout" * doctest::t
   REQUIRE(probing.exit_code == 0);
   CHECK(probing.out.find("layout auto: a probe times the shared weights against a replica and "
                          "against ") != std::string::npos);
-  CHECK(probing.out.find(" hot coordinates in the first 60-120 ms") != std::string::npos);
+  // (4000 rows, one epoch: a short run, whose windows are 5 ms.)
+  CHECK(probing.out.find(" hot coordinates in the first 30-60 ms") != std::string::npos);
   const auto one = test::run_train({"--train", train_file, "--epochs", "1"});
   REQUIRE(one.exit_code == 0);
   CHECK(one.out.find("layout plain (one worker") != std::string::npos);

@@ -227,9 +227,11 @@ std::vector<OptionInfo> run_options() {
          "(each worker's own copy of the coordinates most rows touch, --hot-k with K from "
          "the data), replicas (a private replica each, merged as --merge-every auto), or "
          "auto: with 2 to 4 workers and a linear model on sparse rows, a probe in the first "
-         "50-90 ms times updates on the shared weights against the same on a replica and keeps "
-         "replicas unless an example costs over 1.1x as much on them; otherwise plain "
-         "(docs/PERFORMANCE.md)", "auto|plain|hot|replicas"},
+         "50-120 ms (half that in a run of under 500k examples a worker) times updates on the "
+         "shared weights against the same on a replica, and with hot coordinates where their "
+         "copy of the rows fits in 32 MiB, and keeps the cheapest, a private copy unless an "
+         "example costs over 1.1x as much on it; otherwise plain (docs/PERFORMANCE.md)",
+         "auto|plain|hot|replicas"},
         [](auto& c) -> auto& { return c.layout; }, parse_weight_layout,
         [](WeightLayout l) { return to_string(l); });
     layout.mode = "hogwild";

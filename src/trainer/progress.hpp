@@ -53,6 +53,7 @@ struct alignas(128) WorkerProgress {
   // then the layout), so that no two workers can decide apart.
   std::atomic<std::uint32_t> run_layout{0};
   std::atomic<std::uint32_t> run_windows{0};
+  std::atomic<std::uint64_t> run_window_ns{0};  // the probe's windows' length
   std::atomic<double> run_shared_ns{0}, run_replica_ns{0}, run_hot_ns{0};
   // ... and the first window of the clock past the run's warm windows (the first
   // worker to begin probing sets it), before which every worker is on its replica.

@@ -111,7 +111,7 @@ LayoutDecision choose_layout(const ProbeFigures& f) {
   figures += fmt::format("; {} at {:.2f}x or less, {}over {} windows of {} ms",
                          positive(f.hot_ns) ? "the cheaper of the two wins" : "replicas win",
                          kReplicaWins, positive(f.hot_ns) ? "hot on a tie, " : "", f.windows,
-                         kWindowNs / 1'000'000);
+                         f.window_ns / 1'000'000);
   const Weights w = weighed(f);
   return {w.w[cheapest(w)].layout, figures};
 }
@@ -180,14 +180,17 @@ std::vector<std::uint32_t> probe_hot_features(const TrainConfig& c, unsigned wor
 
 std::string layout_plan(const TrainConfig& c, unsigned workers, const Dataset& train) {
   if (const auto why = no_probe(c, workers)) return fmt::format("layout {} ({})", fixed_layout(c), *why);
+  const std::uint64_t window = probe_window_ns(c.epochs, train.rows(), workers);
   if (probe_offers_hot(c, workers, train))
     return fmt::format("layout auto: a probe times the shared weights against a replica and "
                        "against {} hot coordinates in the first {}-{} ms, then keeps the cheaper "
                        "of the two unless an example costs over {:.1f}x as much on it",
-                       hot_features(train), probe_ms(1, 3), probe_ms(kPairs, 3), kReplicaWins);
+                       hot_features(train), probe_ms(1, 3, window), probe_ms(kPairs, 3, window),
+                       kReplicaWins);
   return fmt::format("layout auto: a probe times the shared weights against a replica in the "
                      "first {}-{} ms, then keeps replicas unless an example costs over {:.1f}x "
-                     "as much on them", kClearProbeMs, kProbeMs, kReplicaWins);
+                     "as much on them", probe_ms(1, 2, window), probe_ms(kPairs, 2, window),
+                     kReplicaWins);
 }
 
 void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model) {
@@ -199,12 +202,14 @@ void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model) {
 }
 
 LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgress> all,
-                         unsigned rank, std::unique_ptr<HotWindow> hot)
+                         unsigned rank, std::unique_ptr<HotWindow> hot, std::uint64_t window_ns)
     : replica_(std::move(replica)),
       hot_(std::move(hot)),
       all_(all),
       rank_(rank),
-      window_(now() / kWindowNs) {
+      window_ns_(window_ns),
+      window_(now() / window_ns_) {
+  all_[0].run_window_ns.store(window_ns_, std::memory_order_relaxed);  // (for the summary)
   // A worker restarted after the decision takes it (its copy is fresh from the
   // shared weights).
   if (const std::uint32_t chosen = run_decision(all_)) {
@@ -248,7 +253,7 @@ void LayoutProbe::write_back(const EpochPlace& place) {
 }
 
 void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place, bool written) {
-  window_ = at / kWindowNs;
+  window_ = at / window_ns_;
   if (!written && on_ != kShared) write_back(place);  // the copy trained before the first window
   // The run's warm windows run on a private copy (warm): on the shared weights
   // they would cost what plain loses where cores contend, and no figure comes of
@@ -321,7 +326,7 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
   // The clock every 8 batches of one example (20 ns a read), every batch of more.
   if (b.size == 1 && (++batches_ & 7) != 0) return true;
   const std::uint64_t at = now();
-  const std::uint64_t window = at / kWindowNs;
+  const std::uint64_t window = at / window_ns_;
   // Waiting on the shared weights costs what plain loses: the others' figures are
   // looked for at every read of the clock, not at the next window (10 ms of plain
   // more in every run, the workers publishing in the same window).
@@ -393,7 +398,11 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
   return true;
 }
 
-void LayoutProbe::decide(const EpochPlace& place) { adopt(settle(all_, pooled_figures(all_)), place); }
+void LayoutProbe::decide(const EpochPlace& place) {
+  ProbeFigures f = pooled_figures(all_);
+  f.window_ns = window_ns_;
+  adopt(settle(all_, f), place);
+}
 
 void LayoutProbe::adopt(std::uint32_t chosen, const EpochPlace& place) {
   const int to = kind_of(chosen);
@@ -477,6 +486,7 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
     r.workers.push_back(chosen ? to_string(static_cast<WeightLayout>(chosen - 1)) : "none");
   }
   const std::uint32_t decided = run_decision(all);
+  const std::uint64_t window_ns = all.empty() ? 0 : all[0].run_window_ns.load(std::memory_order_relaxed);
   if (!decided) {  // what the workers measured, though no one decided
     const ProbeFigures f = pooled_figures(all);
     r.shared_ns = f.shared_ns;
@@ -486,7 +496,8 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
     r.chosen = "plain";
     const unsigned kinds = f.hot_ns > 0 ? 3 : 2;
     r.why = fmt::format("the run ended before the probe decided (it takes {}-{} ms)",
-                        probe_ms(1, kinds), probe_ms(kPairs, kinds));
+                        probe_ms(1, kinds, window_ns ? window_ns : kWindowNs),
+                        probe_ms(kPairs, kinds, window_ns ? window_ns : kWindowNs));
     return r;
   }
   // The figures the decision was made from (record 0's), and what every worker took.
@@ -496,7 +507,8 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
   r.hot_ns = run.run_hot_ns.load(std::memory_order_relaxed);
   r.windows = run.run_windows.load(std::memory_order_relaxed);
   r.chosen = to_string(static_cast<WeightLayout>(decided - 1));
-  r.why = choose_layout({r.shared_ns, r.replica_ns, r.windows, r.hot_ns}).why;
+  r.why = choose_layout({r.shared_ns, r.replica_ns, r.windows, r.hot_ns,
+                         window_ns ? window_ns : kWindowNs}).why;
   return r;
 }
 
@@ -522,8 +534,9 @@ std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
     hot = std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, WriteBackInterval::kAuto,
                                       w.config.workers, w.hot_rows);
   const std::span<WorkerProgress> all = w.arena.array<WorkerProgress>("progress");
-  return std::make_unique<LayoutProbe>(std::move(replica), all.first(w.world), w.rank,
-                                       std::move(hot));
+  return std::make_unique<LayoutProbe>(
+      std::move(replica), all.first(w.world), w.rank, std::move(hot),
+      probe_window_ns(w.config.epochs, w.train->rows(), w.world));
 }
 
 }  // namespace hogwild::detail
