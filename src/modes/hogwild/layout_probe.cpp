@@ -3,203 +3,19 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <cmath>
-#include <new>
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "data/degrees.hpp"
-#include "hogwild/error.hpp"
 #include "modes/hogwild/hot_window.hpp"
 #include "modes/hogwild/writer_parts.hpp"
 #include "modes/mode_def.hpp"
 
-namespace hogwild {
-
-const char* to_string(WeightLayout l) noexcept {
-  switch (l) {
-    case WeightLayout::plain: return "plain";
-    case WeightLayout::hot: return "hot";
-    case WeightLayout::replicas: return "replicas";
-    case WeightLayout::automatic: break;
-  }
-  return "auto";
-}
-
-WeightLayout parse_weight_layout(const std::string& name) {
-  if (name == "auto") return WeightLayout::automatic;
-  if (name == "plain") return WeightLayout::plain;
-  if (name == "hot") return WeightLayout::hot;
-  if (name == "replicas") return WeightLayout::replicas;
-  throw ConfigError("--layout must be auto, plain, hot or replicas, got \"" + name + "\"");
-}
-
-}  // namespace hogwild
-
 namespace hogwild::detail {
 
 namespace {
-
-constexpr std::uint32_t code(WeightLayout l) noexcept { return 1 + static_cast<std::uint32_t>(l); }
 constexpr std::uint32_t kClaimed = 0xffff;  // run_layout while its claimant writes the figures
-
-bool positive(double ns) noexcept { return ns > 0 && std::isfinite(ns); }
-
-// The shared and the replica phases measured, as positive finite figures.
-bool measured(const ProbeFigures& f) noexcept {
-  return positive(f.shared_ns) && positive(f.replica_ns);
-}
-
-// Each choice's weight (kReplicaWins), in the order a tie goes (the first listed):
-// plain where hot or replicas are not cheaper by the bar, hot before replicas.
-// `bit`: the choice's phase in contenders().
-struct Weighed {
-  WeightLayout layout;
-  unsigned bit;
-  double weight;
-};
-struct Weights {
-  Weighed w[3];
-  std::size_t n = 0;
-};
-Weights weighed(const ProbeFigures& f) noexcept {
-  Weights w;
-  w.w[w.n++] = {WeightLayout::plain, 1u << 0, f.shared_ns};
-  if (positive(f.hot_ns)) w.w[w.n++] = {WeightLayout::hot, 1u << 2, f.hot_ns / kReplicaWins};
-  w.w[w.n++] = {WeightLayout::replicas, 1u << 1, f.replica_ns / kReplicaWins};
-  return w;
-}
-
-// The cheapest by weight; a private layout wins a tie with plain (at kReplicaWins
-// exactly), hot wins one with replicas.
-std::size_t cheapest(const Weights& w) noexcept {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < w.n; ++i)
-    if (best == 0 ? w.w[i].weight <= w.w[best].weight : w.w[i].weight < w.w[best].weight) best = i;
-  return best;
-}
-
 }  // namespace
-
-unsigned contenders(const ProbeFigures& f) noexcept {
-  if (!measured(f)) return 0b111;
-  const Weights w = weighed(f);
-  const std::size_t best = cheapest(w);
-  unsigned left = positive(f.hot_ns) ? 0 : 1u << 2;  // hot unmeasured: not ruled out
-  for (std::size_t i = 0; i < w.n; ++i)
-    if (i == best || w.w[i].weight < kClearCall * w.w[best].weight) left |= w.w[i].bit;
-  return left;
-}
-
-bool clear_call(const ProbeFigures& f) noexcept {
-  if (!measured(f)) return false;
-  const unsigned left = contenders(f) & (positive(f.hot_ns) ? 0b111u : 0b011u);
-  return (left & (left - 1)) == 0;
-}
-
-LayoutDecision choose_layout(const ProbeFigures& f) {
-  if (!measured(f))
-    return {WeightLayout::plain, "the probe measured no whole window of each kind"};
-  std::string figures = fmt::format(
-      "an example cost {:.0f} ns on the shared weights, {:.0f} ns on a replica, its merges "
-      "included ({:.2f}x)",
-      f.shared_ns, f.replica_ns, f.replica_ns / f.shared_ns);
-  if (positive(f.hot_ns))
-    figures += fmt::format(", and {:.0f} ns with hot coordinates, their flushes included ({:.2f}x)",
-                           f.hot_ns, f.hot_ns / f.shared_ns);
-  figures += fmt::format("; {} at {:.2f}x or less, {}over {} windows of {} ms",
-                         positive(f.hot_ns) ? "the cheaper of the two wins" : "replicas win",
-                         kReplicaWins, positive(f.hot_ns) ? "hot on a tie, " : "", f.windows,
-                         f.window_ns / 1'000'000);
-  const Weights w = weighed(f);
-  return {w.w[cheapest(w)].layout, figures};
-}
-
-std::optional<std::string> no_probe(const TrainConfig& c, unsigned workers) {
-  if (c.layout != WeightLayout::automatic) return fmt::format("--layout {}", to_string(c.layout));
-  if (c.merge_every) return std::string("--merge-every");
-  if (c.hot_k) return std::string("--hot-k");
-  if (c.mode != Mode::hogwild) return fmt::format("--mode {}", to_string(c.mode));
-  if (workers < 2) return std::string("one worker: no other core writes its cache lines");
-  if (workers > kMaxWorkers)
-    return fmt::format("more than {} workers: replicas merged every few thousand examples "
-                       "diverged at 8 and 16 (docs/PERFORMANCE.md)", kMaxWorkers);
-  if (c.optimizer != Optimizer::sgd)
-    return fmt::format("--optimizer {}: a replica carries no optimiser state",
-                       to_string(c.optimizer));
-  if (c.nodes > 1) return std::string("several nodes: the node sync works on the shared weights");
-  if (c.device == Device::cuda) return std::string("--device cuda");
-  if (c.telemetry || c.conflicts)
-    return std::string("--telemetry and --conflicts watch the updates to the shared weights");
-  if (c.replicas_unsound)
-    return std::string("a model that is not feature-indexed, or dense rows: a replica would add "
-                       "every worker's whole change to the weights every example moves");
-  return std::nullopt;
-}
-
-const char* fixed_layout(const TrainConfig& c) noexcept {
-  if (c.merge_every) return "replicas";
-  if (c.hot_k) return "hot";
-  return c.layout == WeightLayout::automatic ? "plain" : to_string(c.layout);
-}
-
-bool replicas_sound(const Model& model, const Dataset& train) {
-  return model.feature_indexed() && train.layout() == Layout::sparse;
-}
-
-void mark_replicas_unsound(TrainConfig& c, const Model& model, const Dataset& train) {
-  c.replicas_unsound = c.layout == WeightLayout::automatic && !replicas_sound(model, train);
-}
-
-bool probe_offers_hot(const TrainConfig& c, unsigned workers, const Dataset& train) {
-  return !no_probe(c, workers) && c.shm_dir.empty() &&
-         train.nnz() * sizeof(std::uint32_t) <= kHotCopyMost;
-}
-
-namespace {
-// hot_features' K from the degree table of `rows` rows.
-std::size_t hot_count(std::span<const std::uint32_t> degree, std::size_t rows) {
-  std::size_t hot = 0;
-  for (const std::uint32_t d : degree) hot += std::uint64_t{d} * kHotShare >= rows;
-  return std::clamp<std::size_t>(hot, 1, kHotMost);
-}
-}  // namespace
-
-std::size_t hot_features(const Dataset& train) {
-  return hot_count(feature_degrees(train, train.cols()), train.rows());
-}
-
-std::vector<std::uint32_t> probe_hot_features(const TrainConfig& c, unsigned workers,
-                                              const Dataset& train, std::size_t features) {
-  if (!probe_offers_hot(c, workers, train)) return {};
-  const std::vector<std::uint32_t> degree = feature_degrees(train, train.cols());
-  const std::span<const std::uint32_t> first(degree.data(), std::min(features, degree.size()));
-  return most_frequent(first, hot_count(degree, train.rows()));
-}
-
-std::string layout_plan(const TrainConfig& c, unsigned workers, const Dataset& train) {
-  if (const auto why = no_probe(c, workers)) return fmt::format("layout {} ({})", fixed_layout(c), *why);
-  const std::uint64_t window = probe_window_ns(c.epochs, train.rows(), workers);
-  if (probe_offers_hot(c, workers, train))
-    return fmt::format("layout auto: a probe times the shared weights against a replica and "
-                       "against {} hot coordinates in the first {}-{} ms, then keeps the cheaper "
-                       "of the two unless an example costs over {:.1f}x as much on it",
-                       hot_features(train), probe_ms(1, 3, window), probe_ms(kPairs, 3, window),
-                       kReplicaWins);
-  return fmt::format("layout auto: a probe times the shared weights against a replica in the "
-                     "first {}-{} ms, then keeps replicas unless an example costs over {:.1f}x "
-                     "as much on them", probe_ms(1, 2, window), probe_ms(kPairs, 2, window),
-                     kReplicaWins);
-}
-
-void resolve_layout(TrainConfig& c, const Dataset& train, const Model& model) {
-  mark_replicas_unsound(c, model, train);
-  if (c.layout == WeightLayout::replicas && !c.merge_every) c.merge_every = TrainConfig::kMergeAuto;
-  if (c.layout != WeightLayout::hot || c.hot_k) return;
-  check_hot_coordinates(model, train, "--layout hot");
-  c.hot_k = hot_features(train);
-}
 
 LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgress> all,
                          unsigned rank, std::unique_ptr<HotWindow> hot, std::uint64_t window_ns)
@@ -222,8 +38,8 @@ LayoutProbe::LayoutProbe(std::unique_ptr<Replica> replica, std::span<WorkerProgr
 }
 
 int LayoutProbe::kind_of(std::uint32_t chosen) const noexcept {
-  if (chosen == code(WeightLayout::replicas)) return kReplica;
-  return chosen == code(WeightLayout::hot) && hot_ ? kHot : kShared;
+  if (chosen == layout_code(WeightLayout::replicas)) return kReplica;
+  return chosen == layout_code(WeightLayout::hot) && hot_ ? kHot : kShared;
 }
 
 std::uint64_t LayoutProbe::now() const noexcept { return clock_ ? clock_() : steady_ns(); }
@@ -311,7 +127,7 @@ void LayoutProbe::publish_figures(std::uint64_t window, unsigned wait, const Epo
   // The wait is on what this worker's figures choose, most often the run's choice:
   // on the shared weights it cost what plain loses, up to kinds (kPairs - 1) +
   // kWaitWindows windows where a late worker has yet to measure (the clear call).
-  const int to = kind_of(code(choose_layout(f).layout));
+  const int to = kind_of(layout_code(choose_layout(f).layout));
   if (to != on_) {
     on_ = to;
     if (on_ != kShared) write_back(place);  // the copy reloads from the shared weights
@@ -434,7 +250,7 @@ std::uint32_t settle(std::span<WorkerProgress> all, const ProbeFigures& f) {
     r.run_replica_ns.store(f.replica_ns, std::memory_order_relaxed);
     r.run_hot_ns.store(f.hot_ns, std::memory_order_relaxed);
     r.run_windows.store(f.windows, std::memory_order_relaxed);
-    const std::uint32_t chosen = code(choose_layout(f).layout);
+    const std::uint32_t chosen = layout_code(choose_layout(f).layout);
     r.run_layout.store(chosen, std::memory_order_release);
     return chosen;
   }
@@ -444,7 +260,7 @@ std::uint32_t settle(std::span<WorkerProgress> all, const ProbeFigures& f) {
   while ((seen = r.run_layout.load(std::memory_order_acquire)) == kClaimed &&
          std::chrono::steady_clock::now() < give_up)
     std::this_thread::yield();
-  return seen == kClaimed ? code(WeightLayout::plain) : seen;
+  return seen == kClaimed ? layout_code(WeightLayout::plain) : seen;
 }
 
 ProbeFigures pooled_figures(std::span<const WorkerProgress> all) {
