@@ -59,6 +59,10 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     train_tool = os.path.join(a.build, "src", "hogwild_train")
     data_tool = os.path.join(a.build, "src", "hogwild_data")
+    spam = os.path.join(a.shared_data, "spamassassin", "spam.train.svm.gz")
+    if a.problem == "SpamAssassin" and not os.path.exists(spam):  # as the *_shared_data tests
+        print(f"skipped: {spam} is missing (../shared/data)")
+        sys.exit(77)
     if a.problem == "RCV1-like":
         base = os.path.join(a.out, "rcv1like-500000")
         if not os.path.exists(base + ".test.cache"):
