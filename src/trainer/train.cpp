@@ -601,22 +601,21 @@ class Supervisor {
       r.balance_why = why ? *why : "--balance steal";
       for (auto& p : run_.progress) r.stolen_rows += p.stole.load(std::memory_order_relaxed);
     }
-    if (cfg_.merge_every || r.layout.chosen == "replicas") {
-      std::uint64_t every = 0;
+    // A private copy's write-backs (a replica's merges, a hot window's flushes): the
+    // workers' count, and the interval they ended with, averaged.
+    using Counter = std::atomic<std::uint64_t> WorkerProgress::*;
+    const auto write_backs = [&](Counter count, Counter every, std::uint64_t& total, double& mean) {
+      std::uint64_t sum = 0;
       for (auto& p : run_.progress) {
-        r.merges += p.merges.load(std::memory_order_relaxed);
-        every += p.merge_every.load(std::memory_order_relaxed);
+        total += (p.*count).load(std::memory_order_relaxed);
+        sum += (p.*every).load(std::memory_order_relaxed);
       }
-      r.merge_every = static_cast<double>(every) / static_cast<double>(run_.progress.size());
-    }
-    if (cfg_.hot_k || r.layout.chosen == "hot") {
-      std::uint64_t every = 0;
-      for (auto& p : run_.progress) {
-        r.flushes += p.flushes.load(std::memory_order_relaxed);
-        every += p.flush_every.load(std::memory_order_relaxed);
-      }
-      r.flush_every = static_cast<double>(every) / static_cast<double>(run_.progress.size());
-    }
+      mean = static_cast<double>(sum) / static_cast<double>(run_.progress.size());
+    };
+    if (cfg_.merge_every || r.layout.chosen == "replicas")
+      write_backs(&WorkerProgress::merges, &WorkerProgress::merge_every, r.merges, r.merge_every);
+    if (cfg_.hot_k || r.layout.chosen == "hot")
+      write_backs(&WorkerProgress::flushes, &WorkerProgress::flush_every, r.flushes, r.flush_every);
     if (!run_.staleness.empty())
       r.staleness = detail::summarize_staleness(run_.staleness, cfg_.telemetry_every);
     run_.mode.collect(run_.arena, r);

@@ -302,7 +302,9 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
     r.workers.push_back(chosen ? to_string(static_cast<WeightLayout>(chosen - 1)) : "none");
   }
   const std::uint32_t decided = run_decision(all);
-  const std::uint64_t window_ns = all.empty() ? 0 : all[0].run_window_ns.load(std::memory_order_relaxed);
+  // The windows' length, as the workers recorded it (before a worker ran: the usual).
+  const std::uint64_t posted = all.empty() ? 0 : all[0].run_window_ns.load(std::memory_order_relaxed);
+  const std::uint64_t window_ns = posted ? posted : kWindowNs;
   if (!decided) {  // what the workers measured, though no one decided
     const ProbeFigures f = pooled_figures(all);
     r.shared_ns = f.shared_ns;
@@ -312,8 +314,8 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
     r.chosen = "plain";
     const unsigned kinds = f.hot_ns > 0 ? 3 : 2;
     r.why = fmt::format("the run ended before the probe decided (it takes {}-{} ms)",
-                        probe_ms(1, kinds, window_ns ? window_ns : kWindowNs),
-                        probe_ms(kPairs, kinds, window_ns ? window_ns : kWindowNs));
+                        probe_ms(1, kinds, window_ns),
+                        probe_ms(kPairs, kinds, window_ns));
     return r;
   }
   // The figures the decision was made from (record 0's), and what every worker took.
@@ -323,8 +325,7 @@ TrainResult::LayoutChoice layout_choice(const TrainConfig& c, std::span<const Wo
   r.hot_ns = run.run_hot_ns.load(std::memory_order_relaxed);
   r.windows = run.run_windows.load(std::memory_order_relaxed);
   r.chosen = to_string(static_cast<WeightLayout>(decided - 1));
-  r.why = choose_layout({r.shared_ns, r.replica_ns, r.windows, r.hot_ns,
-                         window_ns ? window_ns : kWindowNs}).why;
+  r.why = choose_layout({r.shared_ns, r.replica_ns, r.windows, r.hot_ns, window_ns}).why;
   return r;
 }
 

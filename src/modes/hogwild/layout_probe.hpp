@@ -66,7 +66,6 @@
 // coordinates at once), which a timing probe cannot see.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>

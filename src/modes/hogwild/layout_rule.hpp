@@ -13,20 +13,6 @@
 
 namespace hogwild::detail {
 
-// What the probe measured, pooled over the workers that published figures.
-struct ProbeFigures {
-  double shared_ns = 0;   // an example, straight to the shared weights (median window)
-  double replica_ns = 0;  // an example on a replica, its reloads and merges included
-  unsigned windows = 0;   // windows measured in all (each worker's, every phase)
-  double hot_ns = 0;      // an example with hot coordinates, flushes included (0: not a choice)
-  std::uint64_t window_ns = 10'000'000;  // the windows' length (probe_window_ns)
-};
-
-struct LayoutDecision {
-  WeightLayout layout = WeightLayout::plain;
-  std::string why;  // the figures and the rule, for the summary
-};
-
 // Replicas win when an example on them costs at most this much of one on the shared
 // weights: in a close call, replicas. What plain costs where cores contend for the
 // hot lines moves with the machine's phase, which a probe of 90 ms cannot foresee
@@ -73,8 +59,21 @@ inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, mea
 constexpr std::uint64_t probe_ms(unsigned pairs, unsigned kinds = 2, std::uint64_t window_ns = kWindowNs) {
   return (kWarmWindows + kinds * pairs + 1) * window_ns / 1'000'000;
 }
-inline constexpr std::uint64_t kProbeMs = probe_ms(kPairs);
 inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see above)
+// What the probe measured, pooled over the workers that published figures.
+struct ProbeFigures {
+  double shared_ns = 0;   // an example, straight to the shared weights (median window)
+  double replica_ns = 0;  // an example on a replica, its reloads and merges included
+  unsigned windows = 0;   // windows measured in all (each worker's, every phase)
+  double hot_ns = 0;      // an example with hot coordinates, flushes included (0: not a choice)
+  std::uint64_t window_ns = kWindowNs;  // the windows' length (probe_window_ns)
+};
+
+struct LayoutDecision {
+  WeightLayout layout = WeightLayout::plain;
+  std::string why;  // the figures and the rule, for the summary
+};
+
 // A clear call ends the probe after its first measured window of each phase:
 // replicas at kReplicaWins / kClearCall of plain's cost or less, or plain at
 // kReplicaWins * kClearCall or more. The probe's windows on the shared weights cost
@@ -97,7 +96,6 @@ inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see ab
 // worker's windows follow one cycle; the pooled figures still hold every worker's
 // first window of a phase ruled out, which the rule weighs with the rest.
 inline constexpr double kClearCall = 1.5;
-inline constexpr std::uint64_t kClearProbeMs = probe_ms(1);
 bool clear_call(const ProbeFigures& f) noexcept;
 // The phases still in the running on these figures (bit 0 shared, 1 replica, 2
 // hot): the cheapest and those under kClearCall times its weight; every phase
