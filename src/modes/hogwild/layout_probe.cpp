@@ -44,6 +44,19 @@ int LayoutProbe::kind_of(std::uint32_t chosen) const noexcept {
 
 std::uint64_t LayoutProbe::now() const noexcept { return clock_ ? clock_() : steady_ns(); }
 
+// A window's figure is the worker's CPU time an example, not the clock's: where
+// another process had the core a while (the parent evaluating an epoch's end, the
+// run's other jobs) or the hypervisor took it (paravirtual steal accounting leaves
+// it out of a thread's time), the clock's figure is the wait's as much as the
+// layout's. On SpamAssassin the parent's evaluations took 10-50 % of one worker's
+// core in a fifth of the probe's 5 ms windows (worker 1 mostly: 20 of 110 below
+// 0.9 of the clock over 10 runs), and one such window of a private phase made
+// plain look the cheaper (kClearCall). A stall on a contended line is the worker's
+// time, as on the clock.
+std::uint64_t LayoutProbe::cpu_now() const noexcept {
+  return clock_ ? (cpu_clock_ ? cpu_clock_() : clock_()) : thread_cpu_ns();
+}
+
 ProbeFigures LayoutProbe::own() const noexcept {
   const auto median = [this](int kind) {
     const unsigned n = windows_[kind];
@@ -78,7 +91,7 @@ void LayoutProbe::begin_window(std::uint64_t at, const EpochPlace& place, bool w
   // windows, warm or not, are still not measured).
   const int previous = on_;
   on_ = window_ < warm_end_ ? warm(window_) : phase_of(window_);
-  started_ns_ = at;
+  cpu_started_ns_ = cpu_now();
   examples_ = 0;
   // Nothing of its own yet: the copy reloads (in its time), unless it is the one
   // just written back, which reloaded it.
@@ -102,15 +115,15 @@ int LayoutProbe::phase_of(std::uint64_t window) const noexcept {
 void LayoutProbe::end_window(std::uint64_t window, const EpochPlace& place) {
   const int kind = on_;
   if (on_ != kShared) write_back(place);  // the window's changes, in its time
-  // Not measured: the first kWarmWindows, a window with no batch done, or one that
+  // Not measured: the first warm_windows, a window with no batch done, or one that
   // spans more than one window of the clock (a long batch: both phases' time in it).
-  if (warm_ < kWarmWindows) {
+  if (warm_ < warm_windows(window_ns_)) {
     ++warm_;
     return;
   }
   if (examples_ == 0 || window != window_ + 1 || windows_[kind] == kMaxWindows) return;
   ns_[kind][windows_[kind]++] =
-      static_cast<double>(now() - started_ns_) / static_cast<double>(examples_);
+      static_cast<double>(cpu_now() - cpu_started_ns_) / static_cast<double>(examples_);
 }
 
 void LayoutProbe::publish_figures(std::uint64_t window, unsigned wait, const EpochPlace& place) {
@@ -158,7 +171,7 @@ bool LayoutProbe::after_batch(const Batch& b, float, const EpochPlace& place) {
       last_window_ = window + kMaxWindows;
       std::uint64_t warm_end = 0;
       std::atomic<std::uint64_t>& run = all_[0].run_warm_end;
-      run.compare_exchange_strong(warm_end, window + kWarmWindows, std::memory_order_acq_rel);
+      run.compare_exchange_strong(warm_end, window + warm_windows(window_ns_), std::memory_order_acq_rel);
       warm_end_ = run.load(std::memory_order_acquire);
       begin_window(at, place, /*written=*/false);
       break;
@@ -264,9 +277,28 @@ std::uint32_t settle(std::span<WorkerProgress> all, const ProbeFigures& f) {
 }
 
 ProbeFigures pooled_figures(std::span<const WorkerProgress> all) {
-  // Each figure averaged over the workers that measured it: a worker that published
-  // without a window of some phase (it started late, or the probe's window limit
-  // came first) adds no zero to its mean.
+  // Each figure averaged over the workers that measured every phase any worker
+  // measured; where none did, over the workers that measured it (a worker that
+  // published without a window of some phase, because it started late or the
+  // probe's window limit came first, adds no zero to its mean). A worker's figures
+  // differ from another's by more than the phases do: one that shares its core with
+  // the parent, whose evaluations at every epoch's end take its caches, measured
+  // 3-14x the other's cost an example in its first windows on SpamAssassin. Where
+  // it measured only the private phases (the first worker's call ruled the rest
+  // out), their means carried its cost and the shared one did not, and plain won:
+  // 6 of 40 default runs chose plain or replicas on such figures, each of which the
+  // first worker's own figures alone would have given to hot.
+  const auto measured = [](const WorkerProgress& p) {
+    return (positive(p.probe_shared_ns.load(std::memory_order_relaxed)) ? 1u : 0u) |
+           (positive(p.probe_replica_ns.load(std::memory_order_relaxed)) ? 2u : 0u) |
+           (positive(p.probe_hot_ns.load(std::memory_order_relaxed)) ? 4u : 0u);
+  };
+  unsigned any = 0;
+  for (const WorkerProgress& p : all)
+    if (p.probed.load(std::memory_order_acquire) != 0) any |= measured(p);
+  bool whole = false;  // some worker measured every phase of `any`
+  for (const WorkerProgress& p : all)
+    whole = whole || (p.probed.load(std::memory_order_acquire) != 0 && measured(p) == any);
   ProbeFigures f;
   unsigned shared = 0, replica = 0, hot = 0;
   const auto add = [](double& sum, unsigned& n, double ns) {
@@ -277,10 +309,11 @@ ProbeFigures pooled_figures(std::span<const WorkerProgress> all) {
   };
   for (const WorkerProgress& p : all) {
     if (p.probed.load(std::memory_order_acquire) == 0) continue;
+    f.windows += p.probe_windows.load(std::memory_order_relaxed);
+    if (whole && measured(p) != any) continue;
     add(f.shared_ns, shared, p.probe_shared_ns.load(std::memory_order_relaxed));
     add(f.replica_ns, replica, p.probe_replica_ns.load(std::memory_order_relaxed));
     add(f.hot_ns, hot, p.probe_hot_ns.load(std::memory_order_relaxed));
-    f.windows += p.probe_windows.load(std::memory_order_relaxed);
   }
   if (shared) f.shared_ns /= shared;
   if (replica) f.replica_ns /= replica;

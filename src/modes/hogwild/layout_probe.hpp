@@ -20,8 +20,8 @@
 //   windows up to a whole epoch's share of a small set stale, and a short run's last
 //   epoch then ended above its first at test loss in 2 of 40 runs of the trainer
 //   test, 0 of 40 from 256) and as it ends, all inside the window's time.
-//   Its first kWarmWindows windows are not measured, and its steps before the first
-//   window and the run's first kWarmWindows windows (from the first worker's start:
+//   Its first warm_windows windows are not measured, and its steps before the first
+//   window and the run's first warm_windows windows (from the first worker's start:
 //   run_warm_end) are on a private copy for every worker, the hot window where
 //   there is one, else the replica (on the shared weights they would cost what
 //   plain loses where cores contend, for no figure): a worker's first windows ran
@@ -31,8 +31,9 @@
 //   where whole runs had replicas faster every time. After kPairs measured windows
 //   of each (one of each where the call is clear: kClearCall; or kMaxWindows
 //   windows, whatever it measured), it publishes its figures
-//   (each phase's median ns an example over its windows: a window the VM took the
-//   core from for a while is one window, not a third of the figure) in its
+//   (each phase's median ns an example over its windows, in the worker's CPU time
+//   (cpu_now): a window the VM took the core from for a while is one window, not a
+//   third of the figure) in its
 //   progress record and
 //   trains on the layout its own figures choose until every worker has published
 //   (looked for at
@@ -115,9 +116,12 @@ class LayoutProbe final : public EpochPart {
   bool decided() const noexcept { return phase_ == Phase::decided; }
   int on() const noexcept { return on_; }
   ProbeFigures own() const noexcept;
-  // For tests: the clock the probe reads (ns), in place of the steady clock.
-  void use_clock(std::uint64_t (*clock)()) noexcept {
+  // For tests: the clock the probe reads (ns), in place of the steady clock, and the
+  // worker's CPU time in place of its thread's (null: the clock, as if the worker
+  // ran through every window).
+  void use_clock(std::uint64_t (*clock)(), std::uint64_t (*cpu_clock)() = nullptr) noexcept {
     clock_ = clock;
+    cpu_clock_ = cpu_clock;
     window_ = now() / window_ns_;
   }
 
@@ -126,6 +130,7 @@ class LayoutProbe final : public EpochPart {
   // What the steps train, and the index of a phase's figures.
   static constexpr int kShared = 0, kReplica = 1, kHot = 2;
   std::uint64_t (*clock_)() = nullptr;  // null: the steady clock (first: now() reads it)
+  std::uint64_t (*cpu_clock_)() = nullptr;  // with a test's clock: the worker's CPU time
   std::unique_ptr<Replica> replica_;
   std::unique_ptr<HotWindow> hot_;
   std::span<WorkerProgress> all_;
@@ -134,28 +139,32 @@ class LayoutProbe final : public EpochPart {
   int on_ = kShared;
   std::uint64_t window_ns_;         // the windows' length
   std::uint64_t window_ = 0;        // the steady clock's window now (now / window_ns_)
-  std::uint64_t started_ns_ = 0;    // when the phase's window began to be measured
+  std::uint64_t cpu_started_ns_ = 0;  // the worker's CPU time as the window began (cpu_now)
   std::uint64_t examples_ = 0;      // examples in it so far
   std::uint64_t batches_ = 0;
   std::uint64_t deadline_ = 0;      // waiting: the window after which it decides anyway
   std::uint64_t last_window_ = 0;   // probing: the window after which it stops measuring
-  unsigned warm_ = 0;               // windows ended so far, up to kWarmWindows
+  unsigned warm_ = 0;               // windows ended so far, up to warm_windows
   std::uint64_t warm_end_ = 0;      // the run's first window past its warm ones
   double ns_[3][kMaxWindows] = {};  // ns an example in each measured window of each
   unsigned windows_[3] = {0, 0, 0};  // phase (kShared, kReplica, kHot), and how many
 
   std::uint64_t now() const noexcept;
+  // The worker's CPU time (thread_cpu_ns), what a window's figure is measured in.
+  std::uint64_t cpu_now() const noexcept;
   // `written`: the copy the steps trained so far was written back (end_window).
   void begin_window(std::uint64_t now, const EpochPlace& place, bool written);
-  // Where warm window `window` goes: the replica, but the last warm window on the
-  // hot window where there is one. Each copy then adapts its write-back interval
-  // before it is measured (from 256 examples: a replica of SpamAssassin's 2^20
-  // features, whose merge visits 61k of them, measured from its first merges
-  // looked dearer than it is), and the hot window, the cheaper where there is
-  // one (SpamAssassin: 0.46x plain's cost an example, a replica 0.58x), is the
-  // one the others' contention meets as measuring begins.
+  // Where warm window `window` goes: the replica, but every warm window after the
+  // first on the hot window where there is one. Each copy then adapts its
+  // write-back interval before it is measured (from 256 examples: a replica of
+  // SpamAssassin's 2^20 features, whose merge visits 61k of them, measured from
+  // its first merges looked dearer than it is), and the hot window, the cheaper
+  // where there is one (SpamAssassin: 0.46x plain's cost an example, a replica
+  // 0.58x), is the one the others' contention meets as measuring begins. (With
+  // four warm windows of 5 ms, three on the replica cost auto 0.83x forced hot on
+  // SpamAssassin, 20 interleaved pairs.)
   int warm(std::uint64_t window) const noexcept {
-    return hot_ && window + 1 >= warm_end_ ? kHot : kReplica;
+    return hot_ && window + warm_windows(window_ns_) > warm_end_ ? kHot : kReplica;
   }
   // The probe's phases: 2, or 3 with the hot window; and their bits (contenders()).
   unsigned kinds() const noexcept { return hot_ ? 3 : 2; }
@@ -184,7 +193,8 @@ class LayoutProbe final : public EpochPart {
 std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w);
 
 // The figures of the workers that published theirs (`all`: every worker's record),
-// averaged.
+// averaged over those that measured every phase (over those that measured each,
+// where none did).
 ProbeFigures pooled_figures(std::span<const WorkerProgress> all);
 // The run's decision in record 0 (1 + WeightLayout), once made; else 0.
 std::uint32_t run_decision(std::span<const WorkerProgress> all) noexcept;

@@ -50,6 +50,14 @@ unsigned contenders(const ProbeFigures& f) noexcept {
   unsigned left = positive(f.hot_ns) ? 0 : 1u << 2;  // hot unmeasured: not ruled out
   for (std::size_t i = 0; i < w.n; ++i)
     if (i == best || w.w[i].weight < kClearCall * w.w[best].weight) left |= w.w[i].bit;
+  // Plain cheapest: the cheaper private layout stays in the running too, so that
+  // plain is never a clear call (layout_rule.hpp, at kClearCall).
+  if (w.w[best].layout == WeightLayout::plain && w.n > 1) {
+    std::size_t rival = 1;
+    for (std::size_t i = 2; i < w.n; ++i)
+      if (w.w[i].weight < w.w[rival].weight) rival = i;
+    left |= w.w[rival].bit;
+  }
   return left;
 }
 

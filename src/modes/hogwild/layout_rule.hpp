@@ -37,8 +37,9 @@ inline constexpr double kReplicaWins = 1.1;
 // examples each.
 inline constexpr std::uint64_t kWindowNs = 10'000'000;
 // Where each worker's share of the run is under kShortRun examples (under about
-// half a second), the windows are kShortWindowNs: the probe then takes 25-45 ms, not
-// 50-90 ms, of a run where it would cost the most. A shorter window is a noisier
+// half a second), the windows are kShortWindowNs: its measured windows
+// then take 15-45 ms, not 30-90 ms (the warm ones stay at kWarmNs), of a run where
+// they would cost the most. A shorter window is a noisier
 // figure, so longer runs keep kWindowNs. Two workers, interleaved pairs on the 2-core
 // Xeon, 5 ms windows against 10 ms: on SpamAssassin (60 epochs of 4,810 rows, 0.2 s;
 // 144k examples a worker) auto ran 1.04x (16 pairs), 0.986x forced hot against
@@ -49,7 +50,21 @@ inline constexpr std::uint64_t kShortRun = 500'000;
 constexpr std::uint64_t probe_window_ns(std::uint64_t epochs, std::uint64_t rows, unsigned workers) {
   return epochs * rows < kShortRun * std::max(workers, 1u) ? kShortWindowNs : kWindowNs;
 }
-inline constexpr unsigned kWarmWindows = 2;  // windows first, on a private copy, not measured
+// The windows first, on a private copy, not measured: kWarmNs of them, whatever
+// their length. A worker's first milliseconds run cold, the second worker's more
+// (forked later, and sharing its core with the parent, whose evaluations at every
+// epoch's end take its caches: 3-14x the first worker's cost an example in its
+// first 5 ms windows on SpamAssassin), and a slow partner makes the shared weights
+// look uncontended. Windows of 10 ms had two warm ones; windows of 5 ms with two
+// chose plain on SpamAssassin in 7 of 60 default runs, where with four, the
+// figures in CPU time (layout_probe.cpp, cpu_now), pooled over workers that
+// measured every phase (pooled_figures) and plain never a clear call (kClearCall),
+// 1 of 60 did (interleaved, 60 pairs: 1.018x median). Warm windows cost little: a
+// private copy is what the probe chooses where it pays.
+inline constexpr std::uint64_t kWarmNs = 20'000'000;
+constexpr unsigned warm_windows(std::uint64_t window_ns) {
+  return static_cast<unsigned>(std::max<std::uint64_t>(1, kWarmNs / window_ns));
+}
 inline constexpr unsigned kPairs = 3;        // windows of each phase a worker measures
 inline constexpr unsigned kWaitWindows = 4;  // then how long it waits for the others
 inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, measured or not
@@ -57,7 +72,7 @@ inline constexpr unsigned kMaxWindows = 8 * kPairs;  // the probe's longest, mea
 // `kinds` phases, for the lines that say so: the partial window it starts in, the
 // warm ones, and the measured ones.
 constexpr std::uint64_t probe_ms(unsigned pairs, unsigned kinds = 2, std::uint64_t window_ns = kWindowNs) {
-  return (kWarmWindows + kinds * pairs + 1) * window_ns / 1'000'000;
+  return (warm_windows(window_ns) + kinds * pairs + 1) * window_ns / 1'000'000;
 }
 inline constexpr unsigned kMaxWorkers = 4;   // past it: plain, no probe (see above)
 // What the probe measured, pooled over the workers that published figures.
@@ -75,8 +90,8 @@ struct LayoutDecision {
 };
 
 // A clear call ends the probe after its first measured window of each phase:
-// replicas at kReplicaWins / kClearCall of plain's cost or less, or plain at
-// kReplicaWins * kClearCall or more. The probe's windows on the shared weights cost
+// replicas at kReplicaWins / kClearCall of plain's cost or less (never plain:
+// below). The probe's windows on the shared weights cost
 // what plain loses, so the probe costs most where the call is clearest: on
 // RCV1-like, with the cores contending (plain at 0.38 of the ceiling), the probe
 // measured replicas at 0.35x-0.47x and auto ran at 0.946x forced replicas (30
@@ -95,11 +110,21 @@ struct LayoutDecision {
 // for the run, from the next window of the clock (record 0's run_live), so every
 // worker's windows follow one cycle; the pooled figures still hold every worker's
 // first window of a phase ruled out, which the rule weighs with the rest.
+// Plain is never a clear call: where it is the cheapest after one window of each,
+// the cheaper private layout is measured its kPairs windows beside it. The two
+// mistakes do not cost alike: a private layout where plain would do costs a few
+// per cent (SpamAssassin uncontended: forced hot at 0.94x plain), plain where the
+// cores contend up to half the run (SpamAssassin: plain at 0.51 of the ceiling,
+// hot at 0.91; RCV1-like: plain 0.44, replicas 0.92). And one slow window of a
+// private phase (a worker's cold start, its core shared a while) made plain look
+// clear: run beside another job, a default run on SpamAssassin chose plain on one
+// window of each, 3645 ns shared against 8717 ns hot.
 inline constexpr double kClearCall = 1.5;
 bool clear_call(const ProbeFigures& f) noexcept;
 // The phases still in the running on these figures (bit 0 shared, 1 replica, 2
-// hot): the cheapest and those under kClearCall times its weight; every phase
-// where the shared or replica phase was not measured, and hot where it was not.
+// hot): the cheapest and those under kClearCall times its weight, and with plain
+// the cheapest, the cheaper private layout too; every phase where the shared or
+// replica phase was not measured, and hot where it was not.
 unsigned contenders(const ProbeFigures& f) noexcept;
 
 // The probe's rule: a function of its figures alone. Plain unless the shared and

@@ -6,12 +6,20 @@
 #include <stdexcept>
 #include <string>
 
+#include <time.h>
+
 namespace hogwild::detail {
 
 std::uint64_t steady_ns() noexcept {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
+}
+
+std::uint64_t thread_cpu_ns() noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(t.tv_nsec);
 }
 
 WriteBackInterval::WriteBackInterval(std::size_t every, std::size_t start, const char* what)

@@ -11,6 +11,10 @@ namespace hogwild::detail {
 // The steady clock in ns (one clock for every process of the machine): what the
 // intervals and the layout probe time with.
 std::uint64_t steady_ns() noexcept;
+// The calling thread's CPU time in ns: what it ran, the time the scheduler gave
+// another process left out (and, with paravirtual steal accounting, the time the
+// hypervisor took the core): what the layout probe measures its windows in.
+std::uint64_t thread_cpu_ns() noexcept;
 
 class WriteBackInterval {
  public:
