@@ -36,6 +36,33 @@ def quartiles(values):
     return q[0], q[2]
 
 
+def problem_options(problem, out, data_tool, shared_data):
+    """hogwild_train's options for `problem` (RCV1-like or SpamAssassin), its caches
+    made in `out` where missing; exit 77 where SpamAssassin's files are not in
+    `shared_data`, as the *_shared_data tests skip."""
+    spam = os.path.join(shared_data, "spamassassin", "spam.train.svm.gz")
+    if problem == "SpamAssassin" and not os.path.exists(spam):
+        print(f"skipped: {spam} is missing (../shared/data)")
+        sys.exit(77)
+    if problem == "RCV1-like":
+        base = os.path.join(out, "rcv1like-500000")
+        if not os.path.exists(base + ".test.cache"):
+            subprocess.run([data_tool, "generate", "--rows", "500000", "--features", "47236", "--nnz-per-row",
+                            "75", "--zipf", "1", "--noise", "0.03", "--seed", "3", "--out",
+                            base + ".train.cache", "--test-out", base + ".test.cache"],
+                           check=True, stdout=subprocess.DEVNULL)
+        opts = ["--model", "logistic", "--lr", "0.5", "--lr-decay", "0.7", "--epochs", "3"]
+    else:
+        base = os.path.join(out, "spam")
+        for part in ("train", "test"):
+            if not os.path.exists(f"{base}.{part}.cache"):
+                subprocess.run([data_tool, "convert", os.path.join(shared_data, "spamassassin",
+                                                                   f"spam.{part}.svm.gz"),
+                                "--out", f"{base}.{part}.cache"], check=True, stdout=subprocess.DEVNULL)
+        opts = ["--model", "logistic", "--lr", "0.5", "--lr-decay", "0.97", "--epochs", "60"]
+    return ["--train", base + ".train.cache", "--test", base + ".test.cache", *opts, "-q"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
@@ -58,28 +85,7 @@ def main():
         sys.exit("layout_pairs.py: want a configuration, at least 2 repetitions and 1 worker")
     os.makedirs(a.out, exist_ok=True)
     train_tool = os.path.join(a.build, "src", "hogwild_train")
-    data_tool = os.path.join(a.build, "src", "hogwild_data")
-    spam = os.path.join(a.shared_data, "spamassassin", "spam.train.svm.gz")
-    if a.problem == "SpamAssassin" and not os.path.exists(spam):  # as the *_shared_data tests
-        print(f"skipped: {spam} is missing (../shared/data)")
-        sys.exit(77)
-    if a.problem == "RCV1-like":
-        base = os.path.join(a.out, "rcv1like-500000")
-        if not os.path.exists(base + ".test.cache"):
-            subprocess.run([data_tool, "generate", "--rows", "500000", "--features", "47236", "--nnz-per-row",
-                            "75", "--zipf", "1", "--noise", "0.03", "--seed", "3", "--out",
-                            base + ".train.cache", "--test-out", base + ".test.cache"],
-                           check=True, stdout=subprocess.DEVNULL)
-        opts = ["--model", "logistic", "--lr", "0.5", "--lr-decay", "0.7", "--epochs", "3"]
-    else:
-        base = os.path.join(a.out, "spam")
-        for part in ("train", "test"):
-            if not os.path.exists(f"{base}.{part}.cache"):
-                subprocess.run([data_tool, "convert", os.path.join(a.shared_data, "spamassassin",
-                                                                   f"spam.{part}.svm.gz"),
-                                "--out", f"{base}.{part}.cache"], check=True, stdout=subprocess.DEVNULL)
-        opts = ["--model", "logistic", "--lr", "0.5", "--lr-decay", "0.97", "--epochs", "60"]
-    opts = ["--train", base + ".train.cache", "--test", base + ".test.cache", *opts, "-q"]
+    opts = problem_options(a.problem, a.out, os.path.join(a.build, "src", "hogwild_data"), a.shared_data)
 
     started = []
 
