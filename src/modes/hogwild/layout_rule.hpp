@@ -56,10 +56,11 @@ constexpr std::uint64_t probe_window_ns(std::uint64_t epochs, std::uint64_t rows
 // epoch's end take its caches: 3-14x the first worker's cost an example in its
 // first 5 ms windows on SpamAssassin), and a slow partner makes the shared weights
 // look uncontended. Windows of 10 ms had two warm ones; windows of 5 ms with two
-// chose plain on SpamAssassin in 7 of 60 default runs, where with four, the
-// figures in CPU time (layout_probe.cpp, cpu_now), pooled over workers that
-// measured every phase (pooled_figures) and plain never a clear call (kClearCall),
-// 1 of 60 did (interleaved, 60 pairs: 1.018x median). Warm windows cost little: a
+// chose plain on SpamAssassin in 7 of 60 default runs (and replicas in 2), where
+// with four, all but the first on the hot window (LayoutProbe::warm), the figures
+// in CPU time (layout_probe.cpp, cpu_now), pooled over workers that measured every
+// phase (pooled_figures) and plain never a clear call (kClearCall), none of 60 did
+// (interleaved, bench/layout_ab.py: 1.036x median). Warm windows cost little: a
 // private copy is what the probe chooses where it pays.
 inline constexpr std::uint64_t kWarmNs = 20'000'000;
 constexpr unsigned warm_windows(std::uint64_t window_ns) {
