@@ -105,6 +105,12 @@ class Model {
   // coordinates (--hot-k, src/modes/hogwild/hot_window.hpp) then work by renumbering the hot
   // features of the rows, without the model's knowledge. The linear models say so.
   virtual bool feature_indexed() const noexcept { return false; }
+  // For a feature_indexed model: the largest second derivative of an example's loss
+  // in its margin w.x + b (logistic 1/4, squared 1). A replica's merge takes from it
+  // which features' changes settle between two merges (src/modes/hogwild/
+  // settled_shares.hpp); a larger figure merges more of them as a share, never
+  // fewer. 1 unless a model says.
+  virtual double margin_curvature() const noexcept { return 1.0; }
 };
 
 }  // namespace hogwild

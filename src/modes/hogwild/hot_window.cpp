@@ -27,15 +27,24 @@ std::size_t HotWindow::window_floats(const std::vector<TensorSpec>& specs, std::
 
 HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
                      std::size_t flush_every, unsigned writers, const Dataset* rows,
-                     RobustMutex* lock)
+                     RobustMutex* lock, detail::SettledShares settled)
     : shared_(shared),
       hot_(hot.size()),
       share_(1.f / static_cast<float>(std::max(writers, 1u))),
+      settled_(std::move(settled)),
       window_(window),
       rows_(rows),
       interval_(flush_every ? flush_every : 1, detail::WriteBackInterval::kAutoStart, "HotWindow"),
       lock_(lock) {
   for (std::uint32_t j : hot) targets_.push_back(shared.data(0) + j);
+  if (!settled_.empty()) {  // (its features are in index order)
+    const auto& f = settled_.features();
+    for (std::uint32_t j : hot) {
+      const auto at = std::partition_point(f.begin(), f.end(), [j](const auto& x) { return x.index < j; });
+      slot_settled_.push_back(at != f.end() && at->index == j ? static_cast<std::int32_t>(at - f.begin())
+                                                             : -1);
+    }
+  }
   std::vector<ParamSet::Tensor> t{shared.tensors()[0]};
   float* next = window + hot.size();
   for (std::size_t i = 1; i < shared.count(); ++i) {
@@ -53,8 +62,19 @@ HotWindow::HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, flo
 
 void HotWindow::flush() noexcept {
   const std::uint64_t begun = interval_.begin();
-  for (std::size_t s = 0; s < hot_; ++s)
-    detail::merge_coordinate(targets_[s], window_[s], base_[s], /*atomic=*/true);
+  if (slot_settled_.empty()) {
+    for (std::size_t s = 0; s < hot_; ++s)
+      detail::merge_coordinate(targets_[s], window_[s], base_[s], /*atomic=*/true);
+  } else {
+    const std::span<const float> shares = settled_.at(static_cast<double>(interval_.every()));
+    for (std::size_t s = 0; s < hot_; ++s) {
+      const std::int32_t i = slot_settled_[s];
+      if (i >= 0 && shares[static_cast<std::size_t>(i)] < 1)
+        detail::merge_coordinate_share(targets_[s], window_[s], base_[s], shares[static_cast<std::size_t>(i)]);
+      else
+        detail::merge_coordinate(targets_[s], window_[s], base_[s], /*atomic=*/true);
+    }
+  }
   for (std::size_t s = hot_; s < targets_.size(); ++s)
     detail::merge_coordinate_share(targets_[s], window_[s], base_[s], share_);
   interval_.end(begun);

@@ -30,6 +30,7 @@
 #include "hogwild/model.hpp"
 #include "hogwild/param_set.hpp"
 #include "memory/robust_mutex.hpp"
+#include "modes/hogwild/settled_shares.hpp"
 #include "modes/hogwild/write_back_interval.hpp"
 #include "trainer/epoch_part.hpp"
 
@@ -61,9 +62,12 @@ class HotWindow final : public detail::PrivateCopyPart {
   // renumbered into the window, which the steps read while they train it (rows());
   // null for a window trained by hand. lock: the mode's lock, held around each flush
   // in the step loop as around every other update (or null).
+  // settled: the hot features that add a share of their change, as a replica's
+  // do (settled_shares.hpp; the writer parts measure them from three workers on);
+  // every other hot slot adds its whole change.
   HotWindow(const ParamSet& shared, std::vector<std::uint32_t> hot, float* window,
             std::size_t flush_every, unsigned writers, const Dataset* rows = nullptr,
-            RobustMutex* lock = nullptr);
+            RobustMutex* lock = nullptr, detail::SettledShares settled = {});
   HotWindow(const HotWindow&) = delete;
   HotWindow& operator=(const HotWindow&) = delete;
 
@@ -100,6 +104,8 @@ class HotWindow final : public detail::PrivateCopyPart {
   std::vector<float*> targets_;  // the shared coordinate of each window slot
   std::size_t hot_;              // slots [0, hot_) are the hot features', the rest the bias's
   float share_;                  // of a bias slot's change a flush adds: 1 / writers
+  detail::SettledShares settled_;
+  std::vector<std::int32_t> slot_settled_;  // by hot slot: its place in settled_, or -1
   float* window_;
   const Dataset* rows_;
   std::vector<float> base_;

@@ -13,6 +13,7 @@ namespace {
 
 constexpr std::size_t kShortRange = 16;  // floats: shorter runs merge inline
 constexpr std::size_t kAhead = 16;       // runs: how far ahead a merge prefetches
+constexpr std::size_t kNowhere = ~std::size_t{0};  // a settled feature outside the ranges
 
 // Mode atomic: one read-modify-write per changed coordinate, none lost. (Mode
 // hogwild: detail::dense_merge_shared, vectorised.)
@@ -26,7 +27,8 @@ Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t
                  bool atomic, MeanMerge mean, std::size_t start)
     : shared_(shared), ranges_(std::move(ranges)), interval_(every, start, "Replica"),
       atomic_(atomic), mean_(std::move(mean.tensors)),
-      share_(1.f / static_cast<float>(std::max(mean.writers, 1u))) {
+      share_(1.f / static_cast<float>(std::max(mean.writers, 1u))),
+      settled_(std::move(mean.features)) {
   std::vector<ParamSet::Tensor> t;
   copy_.reserve(shared.count());
   base_.reserve(shared.count());
@@ -58,11 +60,40 @@ Replica::Replica(const ParamSet& shared, std::vector<Ranges> ranges, std::size_t
     t.push_back({s.name, c.data(), s.size});
   }
   local_ = ParamSet(std::move(t), /*exclusive=*/true);
+  // Each settled feature's place in the packed base of tensor 0 (its ranges are
+  // sorted, as the features are).
+  if (shared.count() > 0 && !mean_[0] && !settled_.empty()) {
+    const Ranges& runs = ranges_[0];
+    std::size_t r = 0, packed = 0;
+    for (const detail::SettledShares::Feature& f : settled_.features()) {
+      if (runs.empty()) {
+        settled_at_.push_back(f.index < shared.size(0) ? f.index : kNowhere);
+        continue;
+      }
+      for (; r < runs.size() && runs[r].second <= f.index; ++r) packed += runs[r].second - runs[r].first;
+      // (A feature of the rows is in the ranges of the rows, Model::trained_ranges:
+      // kNowhere only for shares measured on other rows, which merge whole.)
+      settled_at_.push_back(r < runs.size() && runs[r].first <= f.index
+                                ? packed + (f.index - runs[r].first) : kNowhere);
+    }
+  }
   interval_.start();
 }
 
 void Replica::merge() noexcept {
   const std::uint64_t begun = interval_.begin();
+  if (!settled_at_.empty()) {
+    // First the settled features' shares: the pass below then finds them unchanged.
+    const std::span<const float> shares = settled_.at(static_cast<double>(interval_.every()));
+    float* s = shared_.data(0);
+    float* c = copy_[0].data();
+    float* b = base_[0].data();
+    for (std::size_t i = 0; i < shares.size(); ++i) {
+      if (shares[i] >= 1 || settled_at_[i] == kNowhere) continue;  // (added whole below)
+      const std::uint32_t j = settled_.features()[i].index;
+      detail::merge_coordinate_share(s + j, c[j], b[settled_at_[i]], shares[i]);
+    }
+  }
   for (std::size_t t = 0; t < shared_.count(); ++t) {
     float* s = shared_.data(t);
     float* c = copy_[t].data();

@@ -18,15 +18,18 @@
 #include <vector>
 
 #include "hogwild/param_set.hpp"
+#include "modes/hogwild/settled_shares.hpp"
 #include "modes/hogwild/write_back_interval.hpp"
 #include "trainer/epoch_part.hpp"
 
 namespace hogwild {
 
-// The tensors a replica merges as its writers' mean (Replica's constructor).
+// The tensors a replica merges as its writers' mean, and the features of tensor 0
+// whose changes it adds as a share (Replica's constructor).
 struct MeanMerge {
   std::vector<bool> tensors;  // by tensor; missing: false
   unsigned writers = 1;
+  detail::SettledShares features = {};  // none: tensor 0's changes added whole
 };
 
 class Replica final : public detail::PrivateCopyPart {
@@ -52,7 +55,10 @@ class Replica final : public detail::PrivateCopyPart {
   // 0.48, where one worker's seeds end 0.4305-0.4467); past two it grows. Their
   // mean is that correction once: 0.4306-0.4529 over 16 runs. Where a bias moves
   // little between merges (small F or lr) the mean is a 1/writers step size on it.
-  // Any other tensor adds its whole change: a dense model's weights and an MF
+  // Tensor 0's features in mean.features (settled_shares.hpp: those in enough of
+  // the rows that each writer's copy settles between merges) add the share of their
+  // change that the interval gives them, with fetch_add as the mean tensors do. Any
+  // other coordinate adds its whole change: a dense model's weights and an MF
   // model's rows are not one correction repeated.
   //
   // every == kAuto: F adapts (WriteBackInterval: a merge then costs about 5 % of the
@@ -98,6 +104,8 @@ class Replica final : public detail::PrivateCopyPart {
   bool atomic_;
   std::vector<bool> mean_;  // by tensor: merged as the writers' mean
   float share_;             // of a mean tensor's change a merge adds: 1 / writers
+  detail::SettledShares settled_;       // tensor 0's features merged as a share
+  std::vector<std::size_t> settled_at_;  // each one's place in base_[0]
   std::uint64_t merges_ = 0;
 };
 

@@ -19,10 +19,24 @@ std::vector<Ranges> own_ranges(const ModeWorker& w) {
   return mine;
 }
 
-MeanMerge bias_mean(const ModeWorker& w) {
+SettledShares settled_features(const ModeWorker& w, std::size_t every) {
+  // Two writers overshoot at most twice, which their merges' interleaving damps:
+  // their runs end inside plain's accuracy band (docs/PERFORMANCE.md), and the
+  // measure, a pass over a sample of the rows, cost SpamAssassin's probe 8 % in 40
+  // interleaved pairs (its 2^20 features). From three on the overshoot grows.
+  if (w.config.workers < 3 || !replicas_sound(*w.model, *w.train)) return {};
+  const double most = static_cast<double>(every == WriteBackInterval::kAuto ? WriteBackInterval::kAutoMax
+                                                                            : every);
+  return SettledShares::measure(*w.train, w.own_rows.first, w.own_rows.second, w.config.workers,
+                                w.config.step_size.lr0, w.model->margin_curvature(), most);
+}
+
+MeanMerge bias_mean(const ModeWorker& w, std::size_t every) {
   MeanMerge mean{std::vector<bool>(w.params.count(), false), w.config.workers};
-  if (replicas_sound(*w.model, *w.train))
+  if (replicas_sound(*w.model, *w.train)) {
     for (std::size_t t = 1; t < mean.tensors.size(); ++t) mean.tensors[t] = true;
+    mean.features = settled_features(w, every);
+  }
   return mean;
 }
 
@@ -32,10 +46,11 @@ void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
   if (c.merge_every)  // merging only what this worker's own rows can change
     parts.push_back(
         std::make_unique<Replica>(w.params, own_ranges(w), c.merge_every, mode.atomic_merges(),
-                                  bias_mean(w)));
+                                  bias_mean(w, c.merge_every)));
   if (c.hot_k && w.hot_window)  // (under --layout auto, the probe's: layout_probe.hpp)
     parts.push_back(std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, c.hot_flush,
-                                                c.workers, w.hot_rows, lock));
+                                                c.workers, w.hot_rows, lock,
+                                                settled_features(w, c.hot_flush)));
   if (c.nodes > 1 && w.rank == 0)  // the node's leader
     parts.push_back(std::make_unique<NodeSync>(w.params, *w.node_base, w.across(), c.sync_every,
                                                c.sync_seconds, w.train->rows() / w.world,

@@ -18,9 +18,16 @@ std::vector<Ranges> own_ranges(const ModeWorker& w);
 
 // What w's replica merges as the mean of this node's workers' changes: a linear
 // model's bias on sparse rows (Model::feature_indexed: its tensors past the first),
-// which every example of every worker changes (replica.hpp says why); nothing for
-// any other model or rows.
-MeanMerge bias_mean(const ModeWorker& w);
+// which every example of every worker changes (replica.hpp says why), and as a
+// share the features that settle between its merges, `every` examples apart
+// (--merge-every's F, or Replica::kAuto), measured on w's own rows
+// (settled_features); nothing for any other model or rows.
+MeanMerge bias_mean(const ModeWorker& w, std::size_t every);
+// The features of tensor 0 that w's replica or hot window, merging every `every`
+// examples (or WriteBackInterval::kAuto), adds as a share (settled_shares.hpp),
+// measured on w's own rows: none with two workers or fewer, or where replicas are
+// not sound (a model not feature_indexed, rows not sparse).
+SettledShares settled_features(const ModeWorker& w, std::size_t every);
 
 // Appends the parts `w`'s options ask for, in the order they act after each batch
 // and at the epoch's end: the replica's merge, the hot window's flush, then the

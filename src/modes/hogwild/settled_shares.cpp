@@ -1,0 +1,61 @@
+#include "modes/hogwild/settled_shares.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace hogwild::detail {
+
+SettledShares::SettledShares(std::vector<Feature> features, unsigned writers, double most)
+    : writers_(std::max(writers, 1u)) {
+  if (writers_ < 2) return;  // one writer's change is never counted twice
+  // share(most) < 1: W (1 - exp(-rate most)) > 1, rate most > -log(1 - 1/W).
+  const double least = -std::log1p(-1.0 / writers_);
+  for (const Feature& f : features)
+    if (f.rate * most > least) features_.push_back(f);
+  std::sort(features_.begin(), features_.end(),
+            [](const Feature& a, const Feature& b) { return a.index < b.index; });
+}
+
+SettledShares SettledShares::measure(const Dataset& rows, std::size_t begin, std::size_t end,
+                                     unsigned writers, double lr, double curvature, double most) {
+  if (writers < 2 || end <= begin || rows.dense()) return {};
+  const std::size_t stride = std::max<std::size_t>(1, (end - begin) / kSampleRows);
+  std::vector<std::uint32_t> count(rows.cols());
+  std::vector<float> squares(rows.cols());
+  std::size_t sampled = 0;
+  for (std::size_t r = begin; r < end; r += stride, ++sampled) {
+    const RowView x = rows.row(r);
+    for (std::uint32_t j = 0; j < x.nnz; ++j) {
+      const float v = x.at(j);
+      ++count[x.index[j]];
+      squares[x.index[j]] += v * v;
+    }
+  }
+  std::vector<Feature> features;
+  for (std::size_t j = 0; j < count.size(); ++j) {
+    if (count[j] == 0) continue;
+    const double p = static_cast<double>(count[j]) / static_cast<double>(sampled);
+    const double step = lr * curvature * squares[j] / count[j];  // of the error, a step
+    const double rate = step < 1 ? -p * std::log1p(-step) : std::numeric_limits<double>::infinity();
+    features.push_back({static_cast<std::uint32_t>(j), rate});
+  }
+  return SettledShares(std::move(features), writers, most);
+}
+
+float SettledShares::share(double rate, double every, unsigned writers) noexcept {
+  const double settled = -std::expm1(-rate * every);  // (rate +inf: 1)
+  return static_cast<float>(1 / std::max(1.0, writers * settled));
+}
+
+std::span<const float> SettledShares::at(double every) {
+  if (every != every_) {
+    shares_.resize(features_.size());
+    for (std::size_t i = 0; i < features_.size(); ++i)
+      shares_[i] = share(features_[i].rate, every, writers_);
+    every_ = every;
+  }
+  return shares_;
+}
+
+}  // namespace hogwild::detail
