@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "hogwild/rng.hpp"
+
 namespace hogwild::detail {
 
 SettledShares::SettledShares(std::vector<Feature> features, unsigned writers, double most)
@@ -15,17 +17,21 @@ SettledShares::SettledShares(std::vector<Feature> features, unsigned writers, do
     if (f.rate * most > least) features_.push_back(f);
   std::sort(features_.begin(), features_.end(),
             [](const Feature& a, const Feature& b) { return a.index < b.index; });
+  shares_.resize(features_.size());  // (at() then allocates nothing: merges are noexcept)
 }
 
 SettledShares SettledShares::measure(const Dataset& rows, std::size_t begin, std::size_t end,
                                      unsigned writers, double lr, double curvature, double most) {
   if (writers < 2 || end <= begin || rows.dense()) return {};
-  const std::size_t stride = std::max<std::size_t>(1, (end - begin) / kSampleRows);
+  // All the rows where they are few, else kSampleRows drawn at random (seeded): a
+  // stride could keep in step with a period of the rows.
+  const std::size_t n = end - begin;
+  const std::size_t sampled = std::min(n, kSampleRows);
+  Rng rng(n);
   std::vector<std::uint32_t> count(rows.cols());
   std::vector<float> squares(rows.cols());
-  std::size_t sampled = 0;
-  for (std::size_t r = begin; r < end; r += stride, ++sampled) {
-    const RowView x = rows.row(r);
+  for (std::size_t i = 0; i < sampled; ++i) {
+    const RowView x = rows.row(begin + (sampled == n ? i : rng.below(n)));
     for (std::uint32_t j = 0; j < x.nnz; ++j) {
       const float v = x.at(j);
       ++count[x.index[j]];
@@ -50,7 +56,6 @@ float SettledShares::share(double rate, double every, unsigned writers) noexcept
 
 std::span<const float> SettledShares::at(double every) {
   if (every != every_) {
-    shares_.resize(features_.size());
     for (std::size_t i = 0; i < features_.size(); ++i)
       shares_[i] = share(features_[i].rate, every, writers_);
     every_ = every;

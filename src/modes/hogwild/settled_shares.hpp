@@ -40,7 +40,7 @@ class SettledShares {
     std::uint32_t index;  // the feature (its coordinate in tensor 0)
     double rate;          // settled(F) = 1 - exp(-rate F); +inf: one step settles it
   };
-  // How many of the rows measure() reads, at most (evenly strided): the features
+  // How many of the rows measure() reads, at most (drawn at random): the features
   // whose share is below 1 are in a good part of the rows, which a few thousand
   // rows find.
   static constexpr std::size_t kSampleRows = 4096;
@@ -51,7 +51,8 @@ class SettledShares {
   SettledShares(std::vector<Feature> features, unsigned writers, double most);
   // From rows [begin, end) of sparse `rows` (a sample of kSampleRows of them):
   // each feature's fraction of the rows and mean square value there.
-  // lr: the run's first step size; curvature: Model::margin_curvature.
+  // lr: the run's first step size a row (a batch of B rows: lr / B, as the linear
+  // models' steps scale each row's slope); curvature: Model::margin_curvature.
   static SettledShares measure(const Dataset& rows, std::size_t begin, std::size_t end,
                                unsigned writers, double lr, double curvature, double most);
 

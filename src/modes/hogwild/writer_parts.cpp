@@ -1,5 +1,7 @@
 #include "modes/hogwild/writer_parts.hpp"
 
+#include <algorithm>
+
 #include "modes/hogwild/hot_window.hpp"
 #include "modes/hogwild/layout_probe.hpp"
 #include "modes/hogwild/node_sync.hpp"
@@ -28,7 +30,8 @@ SettledShares settled_features(const ModeWorker& w, std::size_t every) {
   const double most = static_cast<double>(every == WriteBackInterval::kAuto ? WriteBackInterval::kAutoMax
                                                                             : every);
   return SettledShares::measure(*w.train, w.own_rows.first, w.own_rows.second, w.config.workers,
-                                w.config.step_size.lr0, w.model->margin_curvature(), most);
+                                w.config.step_size.lr0 / static_cast<double>(std::max<std::size_t>(w.config.batch, 1)),
+                                w.model->margin_curvature(), most);
 }
 
 MeanMerge bias_mean(const ModeWorker& w, std::size_t every) {
