@@ -181,6 +181,14 @@ TEST_CASE("settled features are measured on the worker's rows: a bias-like one i
   CHECK(two.features()[1].index == 3);
   CHECK(two.features()[1].rate == doctest::Approx(-0.5 * std::log1p(-0.00125)));
   CHECK(two.features()[2].rate == doctest::Approx(-0.5 * std::log1p(-0.03125)));
+  // A hot window's: only the features asked for (feature 0 is not; 3 is, but
+  // stays rare).
+  const std::vector<std::uint32_t> hot{7, 3};
+  const SettledShares window = SettledShares::measure(d, 0, 100, 4, 0.5, 0.25, 4096, hot);
+  REQUIRE(window.features().size() == 1);
+  CHECK(window.features()[0].index == 7);
+  CHECK(window.features()[0].rate == doctest::Approx(-0.5 * std::log1p(-0.03125)));
+  CHECK(SettledShares::measure(d, 49, 51, 4, 0.5, 0.25, 4096, hot).features().size() == 2);
   CHECK(SettledShares::measure(d, 0, 100, 1, 0.5, 0.25, 4096).empty());  // one writer
   CHECK(SettledShares::measure(d, 0, 0, 4, 0.5, 0.25, 4096).empty());    // no rows
 

@@ -383,7 +383,7 @@ std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   if (w.hot_window && !w.config.hot_k)
     hot = std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, WriteBackInterval::kAuto,
                                       w.config.workers, w.hot_rows, nullptr,
-                                      settled_features(w, WriteBackInterval::kAuto));
+                                      settled_features(w, WriteBackInterval::kAuto, *w.hot));
   const std::span<WorkerProgress> all = w.arena.array<WorkerProgress>("progress");
   return std::make_unique<LayoutProbe>(
       std::move(replica), all.first(w.world), w.rank, std::move(hot),

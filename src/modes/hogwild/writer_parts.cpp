@@ -21,7 +21,8 @@ std::vector<Ranges> own_ranges(const ModeWorker& w) {
   return mine;
 }
 
-SettledShares settled_features(const ModeWorker& w, std::size_t every) {
+SettledShares settled_features(const ModeWorker& w, std::size_t every,
+                               std::span<const std::uint32_t> only) {
   // Two writers overshoot at most twice, which their merges' interleaving damps:
   // their runs end inside plain's accuracy band (docs/PERFORMANCE.md), and the
   // measure, a pass over a sample of the rows, cost SpamAssassin's probe 8 % in 40
@@ -31,7 +32,7 @@ SettledShares settled_features(const ModeWorker& w, std::size_t every) {
                                                                             : every);
   return SettledShares::measure(*w.train, w.own_rows.first, w.own_rows.second, w.config.workers,
                                 w.config.step_size.lr0 / static_cast<double>(std::max<std::size_t>(w.config.batch, 1)),
-                                w.model->margin_curvature(), most);
+                                w.model->margin_curvature(), most, only);
 }
 
 MeanMerge bias_mean(const ModeWorker& w, std::size_t every) {
@@ -53,7 +54,7 @@ void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
   if (c.hot_k && w.hot_window)  // (under --layout auto, the probe's: layout_probe.hpp)
     parts.push_back(std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, c.hot_flush,
                                                 c.workers, w.hot_rows, lock,
-                                                settled_features(w, c.hot_flush)));
+                                                settled_features(w, c.hot_flush, *w.hot)));
   if (c.nodes > 1 && w.rank == 0)  // the node's leader
     parts.push_back(std::make_unique<NodeSync>(w.params, *w.node_base, w.across(), c.sync_every,
                                                c.sync_seconds, w.train->rows() / w.world,

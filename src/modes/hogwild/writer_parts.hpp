@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "modes/hogwild/replica.hpp"
@@ -26,8 +27,10 @@ MeanMerge bias_mean(const ModeWorker& w, std::size_t every);
 // The features of tensor 0 that w's replica or hot window, merging every `every`
 // examples (or WriteBackInterval::kAuto), adds as a share (settled_shares.hpp),
 // measured on w's own rows: none with two workers or fewer, or where replicas are
-// not sound (a model not feature_indexed, rows not sparse).
-SettledShares settled_features(const ModeWorker& w, std::size_t every);
+// not sound (a model not feature_indexed, rows not sparse). only: a hot window's
+// features, the only ones it measures (SettledShares::measure).
+SettledShares settled_features(const ModeWorker& w, std::size_t every,
+                               std::span<const std::uint32_t> only = {});
 
 // Appends the parts `w`'s options ask for, in the order they act after each batch
 // and at the epoch's end: the replica's merge, the hot window's flush, then the
