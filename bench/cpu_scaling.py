@@ -6,9 +6,9 @@ what fits.
   bench/cpu_scaling.py --bin build/src --prepare build/bench/bench_prepare \
       --workers 1,2,4,8,16 --reps 2 --out /tmp/scaling
 
-For each number of workers N, interleaved by repetition: plain hogwild, hogwild with
-hot coordinates (--hot-k 4096 --hot-flush 512), hogwild with replicas
-(--merge-every 4096), and the ceiling (N one-worker runs on private copies, started
+For each number of workers N, interleaved by repetition: plain hogwild, the default
+(--layout auto), hogwild with hot coordinates (--hot-k 4096 --hot-flush 512), with
+replicas (--merge-every 4096), --layout replicas and --layout hot, and the ceiling (N one-worker runs on private copies, started
 together). Prints a markdown table of median examples/s, the speed-up over one
 plain worker, the fraction of the ceiling and the final test accuracy, with the
 CPU's name; writes the runs to OUT/scaling.json. Python's standard library only.
@@ -29,6 +29,12 @@ CONFIGS = {
     "auto": [],                        # the default: --layout auto's probe picks
     "hot 4096": ["--hot-k", "4096", "--hot-flush", "512"],
     "replicas 4096": ["--merge-every", "4096"],
+    # What the probe would pick, forced at every N: from three workers on their
+    # settled features merge as a share (src/modes/hogwild/settled_shares.hpp), and
+    # whether 8 and 16 of them keep plain's accuracy here decides if the probe may
+    # run past 4 workers (docs/PERFORMANCE.md, "Many writers").
+    "layout replicas": ["--layout", "replicas"],
+    "layout hot": ["--layout", "hot"],
 }
 
 
