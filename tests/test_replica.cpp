@@ -432,6 +432,24 @@ TEST_CASE("replicas merged every 256 examples converge like serial (hogwild and 
   // docs/MODES.md says so.)
 }
 
+TEST_CASE("a settled feature's share follows the examples since the last merge: an epoch's short tail adds more") {
+  // Rate ln 2 / 100: half settled in 100 examples, so 4 writers add half of its
+  // change; after 10 examples it settles 6.7 %, 4 x that is below 1, all of it.
+  using detail::SettledShares;
+  std::vector<float> w(8, 1.f);
+  const ParamSet shared({{"w", w.data(), w.size()}});
+  Replica r(shared, {{}}, 100, false, {{false}, 4, SettledShares({{3, std::log(2.0) / 100}}, 4, 100)});
+  const ParamSet& mine = r.params();
+  mine.data(0)[3] += 4.f;
+  CHECK(r.due(100));
+  r.merge();
+  CHECK(w[3] == doctest::Approx(3.f));
+  mine.data(0)[3] += 4.f;
+  CHECK_FALSE(r.due(10));
+  r.merge();  // (as at an epoch's end)
+  CHECK(w[3] == doctest::Approx(7.f));
+}
+
 TEST_CASE("many writers merging seldom converge: settled features add a share, not their sum") {
   // 4 replicas merging every 20,000 examples, and 8 hot windows flushing every
   // 10,000, on an RCV1-like problem (Zipf features, 75 a row) at lr 0.5: their

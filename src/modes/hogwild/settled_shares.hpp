@@ -64,7 +64,8 @@ class SettledShares {
   const std::vector<Feature>& features() const noexcept { return features_; }
   // The share of feature i's (features()[i]'s) change that a merge after `every`
   // examples adds: kept until `every` changes (an adapting interval changes it
-  // seldom).
+  // seldom; the merges take the interval, or the examples since the last merge
+  // where fewer, at an epoch's end).
   std::span<const float> at(double every);
   // share(F) for a feature of this rate among `writers` writers.
   static float share(double rate, double every, unsigned writers) noexcept;

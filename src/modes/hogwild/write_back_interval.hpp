@@ -42,6 +42,9 @@ class WriteBackInterval {
   void end(std::uint64_t begun) noexcept;
   // Examples between write-backs now (with kAuto: the latest choice).
   std::size_t every() const noexcept { return every_; }
+  // The examples trained on the copy since the last write-back ended: every() or
+  // more at a write-back that was due, fewer at an epoch's end.
+  std::size_t pending() const noexcept { return pending_; }
 
  private:
   std::size_t every_, pending_ = 0;
