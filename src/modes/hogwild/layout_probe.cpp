@@ -373,7 +373,7 @@ std::string layout_line(const TrainConfig& c, std::span<const WorkerProgress> al
 std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   if (no_probe(w.config, w.world)) return nullptr;
   auto replica = std::make_unique<Replica>(w.params, own_ranges(w), Replica::kAuto,
-                                           /*atomic=*/false, bias_mean(w, Replica::kAuto));
+                                           /*atomic=*/false, bias_mean(w, Replica::kAuto, /*settled=*/false));
   // The hot window where the parent made it for the probe (probe_offers_hot): the
   // one --hot-k makes is the writer parts'. It flushes as a replica merges under
   // --merge-every auto (WriteBackInterval): on SpamAssassin, 1543 hot features
@@ -382,8 +382,7 @@ std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   std::unique_ptr<HotWindow> hot;
   if (w.hot_window && !w.config.hot_k)
     hot = std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, WriteBackInterval::kAuto,
-                                      w.config.workers, w.hot_rows, nullptr,
-                                      settled_features(w, WriteBackInterval::kAuto, *w.hot));
+                                      w.config.workers, w.hot_rows);
   const std::span<WorkerProgress> all = w.arena.array<WorkerProgress>("progress");
   return std::make_unique<LayoutProbe>(
       std::move(replica), all.first(w.world), w.rank, std::move(hot),

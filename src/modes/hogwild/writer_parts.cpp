@@ -35,11 +35,11 @@ SettledShares settled_features(const ModeWorker& w, std::size_t every,
                                 w.model->margin_curvature(), most, only);
 }
 
-MeanMerge bias_mean(const ModeWorker& w, std::size_t every) {
+MeanMerge bias_mean(const ModeWorker& w, std::size_t every, bool settled) {
   MeanMerge mean{std::vector<bool>(w.params.count(), false), w.config.workers};
   if (replicas_sound(*w.model, *w.train)) {
     for (std::size_t t = 1; t < mean.tensors.size(); ++t) mean.tensors[t] = true;
-    mean.features = settled_features(w, every);
+    if (settled) mean.features = settled_features(w, every);
   }
   return mean;
 }

@@ -22,8 +22,12 @@ std::vector<Ranges> own_ranges(const ModeWorker& w);
 // which every example of every worker changes (replica.hpp says why), and as a
 // share the features that settle between its merges, `every` examples apart
 // (--merge-every's F, or Replica::kAuto), measured on w's own rows
-// (settled_features); nothing for any other model or rows.
-MeanMerge bias_mean(const ModeWorker& w, std::size_t every);
+// (settled_features, where `settled`); nothing for any other model or rows.
+// The probe's replica takes no settled features: measuring them cost SpamAssassin's
+// runs of 4 workers 0.70x (12 interleaved pairs, the probe's figures taken while
+// another worker measured: plain 3 times of 12), and the probe runs only at 2 to
+// 4 workers, where the sum's overshoot is smallest.
+MeanMerge bias_mean(const ModeWorker& w, std::size_t every, bool settled = true);
 // The features of tensor 0 that w's replica or hot window, merging every `every`
 // examples (or WriteBackInterval::kAuto), adds as a share (settled_shares.hpp),
 // measured on w's own rows: none with two workers or fewer, or where replicas are
