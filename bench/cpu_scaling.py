@@ -8,8 +8,8 @@ what fits.
 
 For each number of workers N, interleaved by repetition: plain hogwild, the default
 (--layout auto), hogwild with hot coordinates (--hot-k 4096 --hot-flush 512), with
-replicas (--merge-every 4096), --layout replicas and --layout hot, and the ceiling (N one-worker runs on private copies, started
-together). Prints a markdown table of median examples/s, the speed-up over one
+replicas (--merge-every 4096), --layout replicas and --layout hot, and the ceiling
+(N one-worker runs on private copies, started together). Prints a markdown table of median examples/s, the speed-up over one
 plain worker, the fraction of the ceiling and the final test accuracy, with the
 CPU's name; writes the runs to OUT/scaling.json. Python's standard library only.
 """

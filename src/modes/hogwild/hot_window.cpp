@@ -66,8 +66,7 @@ void HotWindow::flush() noexcept {
     for (std::size_t s = 0; s < hot_; ++s)
       detail::merge_coordinate(targets_[s], window_[s], base_[s], /*atomic=*/true);
   } else {
-    const std::span<const float> shares = settled_.at(static_cast<double>(
-        std::min(interval_.every(), std::max<std::size_t>(interval_.pending(), 1))));
+    const std::span<const float> shares = settled_.at(static_cast<double>(interval_.writing()));
     for (std::size_t s = 0; s < hot_; ++s) {
       const std::int32_t i = slot_settled_[s];
       if (i >= 0 && shares[static_cast<std::size_t>(i)] < 1)

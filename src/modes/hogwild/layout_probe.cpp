@@ -373,7 +373,7 @@ std::string layout_line(const TrainConfig& c, std::span<const WorkerProgress> al
 std::unique_ptr<EpochPart> make_layout_probe(const ModeWorker& w) {
   if (no_probe(w.config, w.world)) return nullptr;
   auto replica = std::make_unique<Replica>(w.params, own_ranges(w), Replica::kAuto,
-                                           /*atomic=*/false, bias_mean(w, Replica::kAuto, /*settled=*/false));
+                                           /*atomic=*/false, bias_mean(w));
   // The hot window where the parent made it for the probe (probe_offers_hot): the
   // one --hot-k makes is the writer parts'. It flushes as a replica merges under
   // --merge-every auto (WriteBackInterval): on SpamAssassin, 1543 hot features

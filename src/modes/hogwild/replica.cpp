@@ -84,8 +84,7 @@ void Replica::merge() noexcept {
   const std::uint64_t begun = interval_.begin();
   if (!settled_at_.empty()) {
     // First the settled features' shares: the pass below then finds them unchanged.
-    const std::span<const float> shares = settled_.at(static_cast<double>(
-        std::min(interval_.every(), std::max<std::size_t>(interval_.pending(), 1))));
+    const std::span<const float> shares = settled_.at(static_cast<double>(interval_.writing()));
     float* s = shared_.data(0);
     float* c = copy_[0].data();
     float* b = base_[0].data();

@@ -3,6 +3,7 @@
 // hot_window.hpp): a fixed number, or (kAuto) one adapted as the run goes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,9 +43,9 @@ class WriteBackInterval {
   void end(std::uint64_t begun) noexcept;
   // Examples between write-backs now (with kAuto: the latest choice).
   std::size_t every() const noexcept { return every_; }
-  // The examples trained on the copy since the last write-back ended: every() or
-  // more at a write-back that was due, fewer at an epoch's end.
-  std::size_t pending() const noexcept { return pending_; }
+  // The examples a write-back now writes back: every(), or the examples since the
+  // last one where fewer (an epoch's end); at least 1.
+  std::size_t writing() const noexcept { return std::clamp<std::size_t>(pending_, 1, every_); }
 
  private:
   std::size_t every_, pending_ = 0;

@@ -24,9 +24,10 @@ std::vector<Ranges> own_ranges(const ModeWorker& w) {
 SettledShares settled_features(const ModeWorker& w, std::size_t every,
                                std::span<const std::uint32_t> only) {
   // Two writers overshoot at most twice, which their merges' interleaving damps:
-  // their runs end inside plain's accuracy band (docs/PERFORMANCE.md), and the
-  // measure, a pass over a sample of the rows, cost SpamAssassin's probe 8 % in 40
-  // interleaved pairs (its 2^20 features). From three on the overshoot grows.
+  // their runs end inside plain's accuracy band (docs/PERFORMANCE.md), and in a
+  // build whose probe measured for two workers too, the measure, a pass over a
+  // sample of the rows, cost SpamAssassin's runs 8 % in 40 interleaved pairs (its
+  // 2^20 features). From three on the overshoot grows.
   if (w.config.workers < 3 || !replicas_sound(*w.model, *w.train)) return {};
   const double most = static_cast<double>(every == WriteBackInterval::kAuto ? WriteBackInterval::kAutoMax
                                                                             : every);
@@ -35,22 +36,22 @@ SettledShares settled_features(const ModeWorker& w, std::size_t every,
                                 w.model->margin_curvature(), most, only);
 }
 
-MeanMerge bias_mean(const ModeWorker& w, std::size_t every, bool settled) {
+MeanMerge bias_mean(const ModeWorker& w) {
   MeanMerge mean{std::vector<bool>(w.params.count(), false), w.config.workers};
-  if (replicas_sound(*w.model, *w.train)) {
+  if (replicas_sound(*w.model, *w.train))
     for (std::size_t t = 1; t < mean.tensors.size(); ++t) mean.tensors[t] = true;
-    if (settled) mean.features = settled_features(w, every);
-  }
   return mean;
 }
 
 void add_writer_parts(const ModeWorker& w, const ModeDef& mode,
                       std::vector<std::unique_ptr<EpochPart>>& parts, RobustMutex* lock) {
   const TrainConfig& c = w.config;
-  if (c.merge_every)  // merging only what this worker's own rows can change
-    parts.push_back(
-        std::make_unique<Replica>(w.params, own_ranges(w), c.merge_every, mode.atomic_merges(),
-                                  bias_mean(w, c.merge_every)));
+  if (c.merge_every) {  // merging only what this worker's own rows can change
+    MeanMerge mean = bias_mean(w);
+    mean.features = settled_features(w, c.merge_every);
+    parts.push_back(std::make_unique<Replica>(w.params, own_ranges(w), c.merge_every,
+                                              mode.atomic_merges(), std::move(mean)));
+  }
   if (c.hot_k && w.hot_window)  // (under --layout auto, the probe's: layout_probe.hpp)
     parts.push_back(std::make_unique<HotWindow>(w.params, *w.hot, w.hot_window, c.hot_flush,
                                                 c.workers, w.hot_rows, lock,

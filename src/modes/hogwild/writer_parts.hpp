@@ -19,20 +19,18 @@ std::vector<Ranges> own_ranges(const ModeWorker& w);
 
 // What w's replica merges as the mean of this node's workers' changes: a linear
 // model's bias on sparse rows (Model::feature_indexed: its tensors past the first),
-// which every example of every worker changes (replica.hpp says why), and as a
-// share the features that settle between its merges, `every` examples apart
-// (--merge-every's F, or Replica::kAuto), measured on w's own rows
-// (settled_features, where `settled`); nothing for any other model or rows.
-// The probe's replica takes no settled features: measuring them cost SpamAssassin's
-// runs of 4 workers 0.70x (12 interleaved pairs, the probe's figures taken while
-// another worker measured: plain 3 times of 12), and the probe runs only at 2 to
-// 4 workers, where the sum's overshoot is smallest.
-MeanMerge bias_mean(const ModeWorker& w, std::size_t every, bool settled = true);
+// which every example of every worker changes (replica.hpp says why); nothing for
+// any other model or rows.
+MeanMerge bias_mean(const ModeWorker& w);
 // The features of tensor 0 that w's replica or hot window, merging every `every`
 // examples (or WriteBackInterval::kAuto), adds as a share (settled_shares.hpp),
 // measured on w's own rows: none with two workers or fewer, or where replicas are
 // not sound (a model not feature_indexed, rows not sparse). only: a hot window's
-// features, the only ones it measures (SettledShares::measure).
+// features, the only ones it measures (SettledShares::measure). The writer parts'
+// replica and hot window take them; the probe's do not: measuring them cost
+// SpamAssassin's runs of 4 workers 0.70x (12 interleaved pairs, the probe's figures
+// taken while another worker measured: plain 3 times of 12), and the probe runs
+// only at 2 to 4 workers, where the sum's overshoot is smallest.
 SettledShares settled_features(const ModeWorker& w, std::size_t every,
                                std::span<const std::uint32_t> only = {});
 
