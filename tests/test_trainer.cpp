@@ -265,6 +265,52 @@ TEST_CASE("a linear model's trained ranges are exactly the features of the rows 
   CHECK(coalesce_ranges(runs, 2) == Model::Ranges{{0, 2}, {5, 6}, {30, 45}});
   CHECK(coalesce_ranges(runs, 16) == Model::Ranges{{0, 6}, {30, 45}});
   CHECK(coalesce_ranges(runs, 100) == Model::Ranges{{0, 45}});
+  // What a snapshot refreshes: trained and read by the evaluation.
+  const Model::Ranges test_runs{{1, 3}, {4, 5}, {6, 31}, {44, 50}};
+  CHECK(intersect_ranges(runs, test_runs) == Model::Ranges{{1, 2}, {30, 31}, {44, 45}});
+  CHECK(intersect_ranges(test_runs, runs) == intersect_ranges(runs, test_runs));
+  CHECK(intersect_ranges(runs, {}) == runs);  // empty: all
+  CHECK(intersect_ranges({}, test_runs) == test_runs);
+  CHECK(intersect_ranges(runs, {{2, 5}, {6, 30}}) == Model::Ranges{{0, 0}});  // none: copy nothing
+}
+
+TEST_CASE("each epoch's evaluation reads the epoch's weights (hashed features, test rows' own)") {
+  // One hogwild worker makes serial's arithmetic, so each epoch's test loss must be
+  // serial's bit for bit. The snapshot refreshes only the weights training changes
+  // that a test row reads; a missed one would move some epoch's loss. Test rows
+  // carry features that no training row has (never trained: the first full copy
+  // holds them) and the training rows many the test rows lack. Epochs of 150k rows
+  // outlast the parent's 10 ms poll, so no evaluation falls back to a copy.
+  auto [tr, te] = test::generated_problem(150000, 2000, 1 << 21, 5, 0.05, 12);
+  const auto model = make_model("logistic");
+  model->configure(Problem{tr.cols(), 2, Layout::sparse});
+  const auto trained = model->trained_ranges(0, tr, 0, tr.rows());
+  const auto read = model->trained_ranges(0, te, 0, te.rows());
+  const auto both = intersect_ranges(trained, read);
+  const auto count = [](const Model::Ranges& r) {
+    std::size_t n = 0;
+    for (auto [b, e] : r) n += e - b;
+    return n;
+  };
+  MESSAGE(count(trained) << " weights trained, " << count(read) << " read by the test rows, "
+                         << count(both) << " both");
+  CHECK(count(both) < count(read));     // test features never trained
+  CHECK(count(both) < count(trained));  // trained features no test row reads
+  TrainConfig c;
+  c.model = "logistic";
+  c.epochs = 4;
+  c.step_size.lr0 = 0.5f;
+  c.mode = Mode::serial;
+  const TrainResult serial = train(c, tr, &te);
+  c.mode = Mode::hogwild;
+  c.workers = 1;
+  const TrainResult one = train(c, tr, &te);
+  REQUIRE(serial.history.size() == one.history.size());
+  for (std::size_t e = 0; e < serial.history.size(); ++e) {
+    INFO("evaluation " << e);
+    CHECK(one.history[e].test.loss == serial.history[e].test.loss);
+  }
+  CHECK(one.parameters.at("w") == serial.parameters.at("w"));
 }
 
 TEST_CASE("an epoch's snapshot copies every weight training changed (hashed feature space)") {

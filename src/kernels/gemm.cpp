@@ -219,9 +219,12 @@ void to_bf16(const float* src, std::size_t n, std::uint16_t* dst, float scale) n
 }
 
 // The dense read half of THE INTENDED RACE: whole 16-byte lanes (aligned, so each
-// float is read whole), the tail through relaxed atomic_ref. tests/tsan.supp names it.
+// float is read whole), the head up to the first aligned lane and the tail through
+// relaxed loads. tests/tsan.supp names it.
 void copy_from_shared(float* dst, const float* src, std::size_t n) noexcept {
   std::size_t i = 0;
+  for (; i < n && reinterpret_cast<std::uintptr_t>(src + i) % 16 != 0; ++i)
+    dst[i] = detail::relaxed_load(src + i);
   for (; i + 8 <= n; i += 8) {
     detail::vstore(dst + i, detail::vload(src + i));
     detail::vstore(dst + i + 4, detail::vload(src + i + 4));

@@ -64,7 +64,9 @@ __attribute__((noinline)) void to_bf16(const float* src, std::size_t n, std::uin
 
 // dst[0, n) = src[0, n) where src is a live shared tensor that other workers write:
 // whole 16-byte lanes, the dense read half of THE INTENDED RACE
-// (include/hogwild/update_policy.hpp). src must be 16-byte aligned.
+// (include/hogwild/update_policy.hpp); src floats at any offset (those before its
+// first 16-byte boundary are read one at a time). Also every copy of a live shared
+// arena (SharedAccess: the epochs' evaluation snapshots, checkpoints, model files).
 __attribute__((noinline)) void copy_from_shared(float* dst, const float* src,
                                                 std::size_t n) noexcept;
 

@@ -27,6 +27,11 @@ class ParamSnapshot {
 // untouched floats costs less than another loop; 16 floats are a cache line).
 Ranges coalesce_ranges(const Ranges& ranges, std::size_t gap);
 
+// The coordinates in both `a` and `b` (sorted disjoint runs; empty = all, so the
+// other is the answer; none in common: the one empty run {0, 0}, which copies
+// nothing).
+Ranges intersect_ranges(const Ranges& a, const Ranges& b);
+
 // Copies `from` (any memory space, through its host_access) into `to` (the same
 // shape, host memory this process alone writes meanwhile): ranges[t] of tensor t,
 // all of it where `ranges` has no entry or an empty one for t.

@@ -326,8 +326,12 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
                               mode.may_merge(cfg, workers);
   for (std::size_t t = 0; t < specs.size() && (snapshot_ranges || replica_ranges); ++t) {
     Ranges all = model.trained_ranges(t, train, 0, train.rows());
-    // copying a few untouched floats beats another loop: whole lines
-    if (snapshot_ranges) trained_ranges.push_back(coalesce_ranges(all, 16));
+    // The evaluation reads the coordinates a step on the test rows would (a sparse
+    // model: the test rows' features); of those, a snapshot refreshes the ones
+    // training changes. Copying a few untouched floats beats another loop: whole lines.
+    if (snapshot_ranges)
+      evaluated_ranges.push_back(coalesce_ranges(
+          intersect_ranges(all, model.trained_ranges(t, *test, 0, test->rows())), 16));
     if (replica_ranges) row_ranges.push_back(std::move(all));
   }
 }
@@ -406,7 +410,7 @@ void Run::snapshot_if_last(unsigned rank, unsigned e) {
   // change after it).
   static const std::vector<Ranges> all;
   const CaptureCounts c = capture(
-      [&] { copy_ranges(params, slot_params[e % 2], slot.filled ? trained_ranges : all); });
+      [&] { copy_ranges(params, slot_params[e % 2], slot.filled ? evaluated_ranges : all); });
   slot.filled = true;
   slot.time = c.time;
   std::copy(c.low.begin(), c.low.end(), slot_counts[e % 2].begin());

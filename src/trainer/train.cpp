@@ -516,8 +516,9 @@ class Supervisor {
     const bool bad_train = end_of_epoch && !std::isfinite(p.train_loss);
     const bool bad_test = p.test.rows > 0 && !std::isfinite(p.test.loss);
     if (bad_train || bad_test) {
-      if (weights == &run_.params && run_.mode.parallel() && !workers_gone_)  // live: copy first
-        weights = &copy_of_live();
+      // Live, or a copy of only what the evaluation reads: every weight copied first
+      // (a non-finite one that no test row reads still names itself).
+      weights = run_.mode.parallel() && !workers_gone_ ? &copy_of_live(true) : &run_.params;
       const auto bad = detail::find_non_finite(*weights);
       throw detail::divergence(
           cfg_,
@@ -534,13 +535,14 @@ class Supervisor {
 
   // The live weights copied for an evaluation when no epoch snapshot holds them
   // (epochs shorter than the parent's poll): one buffer, refreshed where training
-  // can change it (run_.trained_ranges), so that many short epochs of a hashed
-  // model do not cost the parent an allocation and a copy of the whole space each.
-  const ParamSet& copy_of_live() {
+  // can change it and the evaluation reads (run_.evaluated_ranges), so that many
+  // short epochs of a hashed model do not cost the parent an allocation and a copy
+  // of the whole space each. `whole`: every coordinate (a divergence's scan).
+  const ParamSet& copy_of_live(bool whole = false) {
     if (!live_copy_)
       live_copy_.emplace(run_.params);
     else
-      live_copy_->refresh(run_.params, run_.trained_ranges);
+      live_copy_->refresh(run_.params, whole ? std::vector<Ranges>{} : run_.evaluated_ranges);
     return live_copy_->params();
   }
 
