@@ -274,6 +274,40 @@ TEST_CASE("a linear model's trained ranges are exactly the features of the rows 
   CHECK(intersect_ranges(runs, {{2, 5}, {6, 30}}) == Model::Ranges{{0, 0}});  // none: copy nothing
 }
 
+TEST_CASE("epochs shorter than the parent's old 10 ms poll are each evaluated on their own weights") {
+  // Each epoch's snapshot waits in one of two slots until the parent evaluates it;
+  // one two epochs later finds its slot still held and is evaluated on the live
+  // weights instead. Epochs of 2-3 ms: at a 10 ms poll most fell back so (their
+  // losses then those of later weights): 15-20 of 40 were serial's. The parent now
+  // polls a quarter of an epoch apart (at least 1 ms), so one hogwild worker's
+  // per-epoch losses are serial's bit for bit: 40 of 40 on an idle machine. A parent
+  // the machine does not run for two epochs still falls back: with two busy loops
+  // beside the test on 2 cores, 36-40 of 40 in each try. So the best of three tries
+  // must reach 32 of 40.
+  auto [tr, te] = test::generated_problem(8000, 500, 1 << 16, 60, 0.05, 13);
+  TrainConfig c;
+  c.model = "logistic";
+  c.epochs = 40;
+  c.step_size.lr0 = 0.5f;
+  c.mode = Mode::serial;
+  const TrainResult serial = train(c, tr, &te);
+  c.mode = Mode::hogwild;
+  c.workers = 1;
+  std::size_t best = 0;
+  for (int attempt = 0; attempt < 3 && best < serial.history.size(); ++attempt) {
+    const TrainResult one = train(c, tr, &te);
+    REQUIRE(one.history.size() == serial.history.size());
+    std::size_t same = 0;
+    for (std::size_t e = 0; e < serial.history.size(); ++e)
+      same += one.history[e].test.loss == serial.history[e].test.loss;
+    MESSAGE("attempt " << attempt << ": " << same << " of " << serial.history.size()
+                       << " epochs evaluated on their own weights; epoch "
+                       << one.train_seconds / c.epochs * 1e3 << " ms");
+    best = std::max(best, same);
+  }
+  CHECK(best >= serial.history.size() * 4 / 5);
+}
+
 TEST_CASE("each epoch's evaluation reads the epoch's weights (hashed features, test rows' own)") {
   // One hogwild worker makes serial's arithmetic, so each epoch's test loss must be
   // serial's bit for bit. The snapshot refreshes only the weights training changes
