@@ -249,6 +249,7 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"resumed_epochs", r.resumed_epochs},
       {"interrupted", r.signal == SIGINT    ? nlohmann::json("SIGINT")
                       : r.signal == SIGTERM ? nlohmann::json("SIGTERM")
+                      : r.signal == SIGPIPE ? nlohmann::json("SIGPIPE")  // stdout closed
                                             : nlohmann::json()},
       {"checkpoint", c.checkpoint.empty() ? nlohmann::json() : nlohmann::json(c.checkpoint)},
       {"machine", machine_name()},
@@ -302,6 +303,7 @@ std::string result_line(const TrainConfig& c, const TrainResult& r) {
   std::string line = fmt::format("{}: {} samples in {:.2f}s ({:.0f} samples/s)",
                                  r.signal == SIGINT    ? "interrupted (SIGINT)"
                                  : r.signal == SIGTERM ? "terminated (SIGTERM)"
+                                 : r.signal == SIGPIPE ? "stopped (standard output closed)"
                                                        : "done",
                                  r.samples, r.train_seconds, r.samples_per_second);
   if (std::isfinite(r.test.accuracy)) line += fmt::format(", test accuracy {:.4f}", r.test.accuracy);

@@ -69,6 +69,11 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("img.idx"), std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x02\0\0\0\x02"
                                                     "\x01\x02\x03\x04\x05\x06\x07\x08", 24));
   test::write_text(dir.file("lab.idx"), std::string("\0\0\x08\x01\0\0\0\x02\x01\x00", 10));
+  // The same pair named as MNIST names them: the labels are found beside the images.
+  test::write_text(dir.file("i-images-idx3-ubyte"), test::read_text(dir.file("img.idx")));
+  test::write_text(dir.file("i-labels-idx1-ubyte"), test::read_text(dir.file("lab.idx")));
+  test::write_text(dir.file("ok.toml"), "epochs = 1\n");
+  test::write_text(dir.file("ok_costs.json"), "{\"write_ns\": 3}");
   REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q",
                      "--checkpoint", dir.file("ck.bin")}).exit_code == 0);
   REQUIRE(test::run({test::hogwild_data_path(), "convert", train, "--out", dir.file("c.cache")})
@@ -270,6 +275,28 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"hot coordinates for a model that has none",
        "{T} --train {train} --workers 2 --model mlp --hidden 4 --layout hot", 2,
        "--layout hot works with the linear models (logistic, hinge, squared), not mlp"},
+      // Inputs read without being named as data: outputs may not overwrite them either.
+      {"a summary over the config file", "{T} --train {train} --config {dir}/ok.toml --summary {dir}/ok.toml",
+       2, "ok.toml is the --config file: writing it would overwrite that input"},
+      {"a summary over the cost model",
+       "{T} --train {train} --mode simulated --workers 2 --cost-model {dir}/ok_costs.json "
+       "--summary {dir}/ok_costs.json", 2, "is the --cost-model file"},
+      {"a summary over the IDX labels found beside the images",
+       "{T} --train {dir}/i-images-idx3-ubyte --model softmax --summary {dir}/i-labels-idx1-ubyte", 2,
+       "is the --train-labels (found beside --train) file"},
+      {"a conversion over the labels beside its images",
+       "{D} convert {dir}/i-images-idx3-ubyte --out {dir}/i-labels-idx1-ubyte", 2,
+       "is the --labels (found beside the input) file"},
+      {"statistics over the labels beside their images",
+       "{D} stats --train {dir}/i-images-idx3-ubyte --json {dir}/i-labels-idx1-ubyte", 2,
+       "is the --labels (found beside --train) file"},
+      {"predictions over the labels beside their images",
+       "{P} --model {dir}/m.st --data {dir}/i-images-idx3-ubyte --output {dir}/i-labels-idx1-ubyte", 2,
+       "is the --labels (found beside --data) file"},
+      // Standard output closed before the first line (the reader gone): nothing trains.
+      {"standard output closed before training",
+       "(sleep 0.3; {T} --train {train} --summary {dir}/never.json; echo \"exit $?\" >&2) | true", 0,
+       "standard output closed before training; not started\nexit 141"},
       {"a test split of no rows", "{D} generate --rows 10 --out {dir}/g.svm --test-out {dir}/t.svm --test-rows 0",
        2, "--test-rows 0"},
   };

@@ -3,6 +3,7 @@
 // parent killed with -9 takes its workers within a second and leaves nothing in
 // /dev/shm; --cleanup removes only this tool's dead segments of this user.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -111,6 +112,39 @@ TEST_CASE("SIGINT/SIGTERM write the final checkpoint and the summary, exit 130/1
       CHECK(read_checkpoint(ck).epochs_done() == target);
     }
   }
+}
+
+TEST_CASE("standard output closed under the run (| head): it stops as on SIGTERM, writes everything, 141") {
+  // hogwild_train's lines go down a pipe whose reader leaves after five (the data,
+  // the model, the layout and memory lines, the first epoch's). The process ignores
+  // SIGPIPE; its first failed write stops the run as SIGTERM would: the final
+  // checkpoint, the summary and the model are written, and it exits 141, SIGPIPE's
+  // status, instead of dying of the signal with none of them.
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 2000);
+  const std::string ck = dir.file("ck.bin"), summary = dir.file("s.json"), model = dir.file("m.st");
+  const std::string command = fmt::format(
+      "(\"{}\" --train {} --test {} --workers 2 --epochs 5000 --checkpoint {} --summary {} "
+      "--save-model {}; echo \"exit $?\" >&2) | head -n 5 >/dev/null",
+      test::hogwild_train_path(), train, test_file, ck, summary, model);
+  const auto r = test::run({"/bin/sh", "-c", command + " 2>&1"});
+  INFO(r.out);
+  CHECK(r.out.find("hogwild: stopping (standard output closed)") != std::string::npos);
+  CHECK(r.out.find("exit 141") != std::string::npos);
+  CHECK(test::read_text(summary).find("\"interrupted\": \"SIGPIPE\"") != std::string::npos);
+  CHECK(read_checkpoint(ck).epochs_done() < 5000);
+  CHECK(std::filesystem::file_size(model) > 0);
+  CHECK(test::our_shm_entries().empty());
+  // Closed before training: nothing starts, and nothing is written.
+  std::filesystem::remove(summary);
+  const auto before = fmt::format(
+      "(sleep 0.3; \"{}\" --train {} --epochs 5 --summary {}; echo \"exit $?\" >&2) | true",
+      test::hogwild_train_path(), train, summary);
+  const auto b = test::run({"/bin/sh", "-c", before + " 2>&1"});
+  INFO(b.out);
+  CHECK(b.out.find("standard output closed before training; not started") != std::string::npos);
+  CHECK(b.out.find("exit 141") != std::string::npos);
+  CHECK(!std::filesystem::exists(summary));
 }
 
 TEST_CASE("a SIGTERM to the whole process group: workers end their batch, the run stops as with one") {

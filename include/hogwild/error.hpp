@@ -19,6 +19,7 @@ enum ExitCode : int {
   kExitResource = 4,      // not enough shared memory, memory or disk
   kExitInterrupted = 130, // SIGINT
   kExitTerminated = 143,  // SIGTERM
+  kExitPipe = 141,        // standard output closed under the run (SIGPIPE's 128 + 13)
 };
 
 class Error : public std::runtime_error {

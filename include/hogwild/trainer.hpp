@@ -311,7 +311,8 @@ struct TrainResult {
   std::size_t classes = 0;
   unsigned restarts = 0;             // crashed workers respawned
   unsigned device_warps = 0;         // --device cuda: warps a worker process ran (resolved)
-  // 0, or SIGINT/SIGTERM when a signal stopped the run: the result then holds the
+  // 0, or SIGINT/SIGTERM when a signal stopped the run (SIGPIPE: request_stop's, for
+  // a closed standard output): the result then holds the
   // weights and counters at the stop (test = an evaluation of those weights) and
   // the final checkpoint, if configured, was written. train() returns normally.
   int signal = 0;
@@ -423,6 +424,14 @@ using StartCallback = std::function<void(const MemoryEstimate&)>;
 // does so itself; a program that fails before calling it (its data, its options)
 // calls this. Never throws; takes about a second (the others look every 20 ms).
 void tell_nodes_failed(const TrainConfig& config, const std::string& why) noexcept;
+
+// Asks the run in progress in this process to stop as a first SIGINT or SIGTERM
+// does (workers end their batch; train() then returns with the weights at the stop,
+// its final checkpoint and model written, TrainResult::signal = `signal`): from a
+// progress callback, whose output has nowhere to go (hogwild_train's standard
+// output closed under it: SIGPIPE). Says so on stderr. Nothing when no run is in
+// progress or one is already stopping.
+void request_stop(int signal) noexcept;
 
 // Trains `config.model` (from the registry) on `train`; `test` may be null.
 // Failures throw (error.hpp): a worker that crashed more than max_restarts times

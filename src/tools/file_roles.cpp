@@ -19,9 +19,19 @@
 #include <thread>
 
 #include "data/file_io.hpp"
+#include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
 
 namespace hogwild::tools {
+
+std::vector<FileRole> labels_beside(std::string_view option, const std::string& images,
+                                    const std::string& given) {
+  if (!given.empty() || images.empty() || images == "-") return {};
+  const std::string guess = idx_labels_path_for(images);
+  if (guess.empty()) return {};
+  const std::string other = guess.ends_with(".gz") ? guess.substr(0, guess.size() - 3) : guess + ".gz";
+  return {{option, guess}, {option, other}};
+}
 
 bool same_file(const std::string& a, const std::string& b) {
   namespace fs = std::filesystem;

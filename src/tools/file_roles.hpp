@@ -22,6 +22,14 @@ struct FileRole {
   std::string_view what = {};
 };
 
+// The labels file that IDX images at `images` are read with when none is named
+// (`given` empty): the name with images-idx3 as labels-idx1, gzip'ed or not
+// (hogwild::idx_labels_path_for). An input as much as a named one, under `option`
+// ("--train-labels (found beside --train)"). None where a file is named or the
+// images' name has no images-idx3.
+std::vector<FileRole> labels_beside(std::string_view option, const std::string& images,
+                                    const std::string& given);
+
 // True when a and b are one regular file (the same inode, through any path or
 // link), or, where neither exists yet, the same path. A device, FIFO or "-" (the
 // standard stream) never counts: writing it destroys nothing.

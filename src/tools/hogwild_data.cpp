@@ -427,8 +427,16 @@ int main(int argc, char** argv) {
     // No output may overwrite an input or another output, and each can be written,
     // before the work that makes it.
     if (*g) tools::check_outputs({}, {{"--out", gen_out}, {"--test-out", gen_test_out}});
-    if (*c) tools::check_outputs({{"input", conv_in}, {"--labels", conv_labels}}, {{"--out", conv_out}});
-    if (*sc) tools::check_outputs({{"--train", st.train}, {"--labels", st.labels}}, {{"--json", st.json}});
+    if (*c) {
+      auto inputs = tools::labels_beside("--labels (found beside the input)", conv_in, conv_labels);
+      inputs.insert(inputs.end(), {{"input", conv_in}, {"--labels", conv_labels}});
+      tools::check_outputs(inputs, {{"--out", conv_out}});
+    }
+    if (*sc) {
+      auto inputs = tools::labels_beside("--labels (found beside --train)", st.train, st.labels);
+      inputs.insert(inputs.end(), {{"--train", st.train}, {"--labels", st.labels}});
+      tools::check_outputs(inputs, {{"--json", st.json}});
+    }
     if (*g && gen_test_out.empty() && (gen_test_rows > 0 || (g->count("--test-ratings") && rgen.test_ratings > 0)))
       throw ConfigError(fmt::format("--{}: give --test-out FILE for the test set",
                                     gen_test_rows > 0 ? "test-rows" : "test-ratings"));

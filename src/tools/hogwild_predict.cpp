@@ -127,8 +127,9 @@ int run(int argc, char** argv) {
     throw ConfigError("--probabilities and --top: lines hold one or the other; choose one");
   if (o.output == "-" && o.summary == "-")
     throw ConfigError("--output and --summary both go to standard output: give one a file");
-  tools::check_outputs({{"--model", o.model}, {"--data", o.data}, {"--labels", o.labels}},
-                       {{"--output", o.output}, {"--summary", o.summary}});
+  auto inputs = tools::labels_beside("--labels (found beside --data)", o.data, o.labels);
+  inputs.insert(inputs.end(), {{"--model", o.model}, {"--data", o.data}, {"--labels", o.labels}});
+  tools::check_outputs(inputs, {{"--output", o.output}, {"--summary", o.summary}});
 
   const Predictor p = load_model(o.model);
   if ((o.probabilities || o.top > 0) && !p.probabilities())

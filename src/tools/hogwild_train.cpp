@@ -3,15 +3,17 @@
 //                 --workers 4 --mode hogwild --epochs 10 --lr 0.5
 // prints one progress line per epoch and a summary; exit status 0 on success,
 // 2 for bad input or options, 3 when a worker fails, 4 when a resource is short,
-// 130/143 when interrupted (docs/CLI.md).
+// 130/143 when interrupted, 141 when standard output closed under it (docs/CLI.md).
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -38,10 +40,32 @@
 
 namespace {
 
+// The lines for a person, each written and flushed at once. Standard output closed
+// under them (`hogwild_train ... | head`): the first failed write asks the run to
+// stop as SIGTERM would (hogwild::request_stop: its checkpoint, summary and model
+// are written all the same), the lines after it go nowhere, and the exit status is
+// 141, SIGPIPE's; closed before training, the run does not start. SIGPIPE itself is
+// ignored, so the process does not die of it with nothing written. Another failure
+// (a full disk under a redirection) is the error it was: `cannot write`, exit 2.
+bool g_human_gone = false;
+
+template <typename... Args>
+void tell(std::FILE* to, fmt::format_string<Args...> format, Args&&... args) {
+  if (g_human_gone) return;
+  const std::string text = fmt::format(format, std::forward<Args>(args)...);
+  if (std::fwrite(text.data(), 1, text.size(), to) == text.size() && std::fflush(to) == 0) return;
+  if (errno != EPIPE)
+    throw hogwild::IoError(fmt::format("cannot write to {}: {}", to == stdout ? "standard output" :
+                                       "standard error", std::strerror(errno)));
+  g_human_gone = true;
+  hogwild::request_stop(SIGPIPE);
+}
+
 // The tool's own options; the training's are hogwild::train_options().
 struct Options {
   std::string train, test, train_labels, test_labels;
   std::string metrics, summary;
+  std::string config;  // --config FILE, an input outputs may not overwrite
   std::string storage = "auto";
   unsigned threads = 0;
   // Where the lines for a person go: stdout, or stderr when stdout carries JSON
@@ -109,7 +133,7 @@ hogwild::Dataset load(const std::string& path, const std::string& labels, const 
     throw hogwild::ConfigError(fmt::format("--test {} has no rows: nothing to evaluate on", path));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.quiet)
-    fmt::print(o.human, "{} {}: {} rows, {} features, {} non-zeros ({:.2f}s), stored {}{}{}\n", what, path,
+    tell(o.human, "{} {}: {} rows, {} features, {} non-zeros ({:.2f}s), stored {}{}{}\n", what, path,
                d.rows(), d.cols(), nnz, s, to_string(d.layout()), how,
                was_sparse ? fmt::format(" (density {:.3g})", density) : std::string());
   return d;
@@ -389,9 +413,20 @@ std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const
   // training file truncated it); --checkpoint replaces the --resume file, as meant.
   // Each is probed too, so a bad path fails before the (possibly long) loading and
   // training.
+  // The inputs include those read without being named on the command line: the
+  // --config file, the cost model, IDX labels found beside the images.
+  std::vector<hogwild::tools::FileRole> inputs{
+      {"--train", o.train}, {"--test", o.test}, {"--train-labels", o.train_labels},
+      {"--test-labels", o.test_labels}, {"--resume", cfg.resume}, {"--init-from", cfg.init_from},
+      {"--config", o.config}, {"--cost-model", cfg.cost_model}};
+  for (const auto& r : hogwild::tools::labels_beside("--train-labels (found beside --train)",
+                                                     o.train, o.train_labels))
+    inputs.push_back(r);
+  for (const auto& r : hogwild::tools::labels_beside("--test-labels (found beside --test)",
+                                                     o.test, o.test_labels))
+    inputs.push_back(r);
   hogwild::tools::check_outputs(
-      {{"--train", o.train}, {"--test", o.test}, {"--train-labels", o.train_labels},
-       {"--test-labels", o.test_labels}, {"--resume", cfg.resume}, {"--init-from", cfg.init_from}},
+      inputs,
       {{"--metrics", o.metrics, {}, "metrics"},
        {"--summary", o.summary, {}, "the summary"},
        {"--checkpoint", cfg.checkpoint, "--resume", "checkpoints"},
@@ -413,25 +448,25 @@ void report(const hogwild::TrainConfig& cfg, const Options& o, const hogwild::Tr
     hogwild::write_file_atomically(o.summary, summary.dump(2) + "\n");
   }
   const std::string line = hogwild::result_line(cfg, result);
-  fmt::print(o.human, "{}\n", line);
+  tell(o.human, "{}\n", line);
   if (const auto& s = result.staleness; s.every > 0)
-    fmt::print(o.human, "staleness: lag p50 {}, p90 {}, p99 {}, max {} (mean {:.2f}); overlap p50 {}, p99 {}, "
+    tell(o.human, "staleness: lag p50 {}, p90 {}, p99 {}, max {} (mean {:.2f}); overlap p50 {}, p99 {}, "
                "max {} (mean {:.2f}): examples of the other workers, {} sampled updates\n",
                s.lag.p50, s.lag.p90, s.lag.p99, s.lag.max, s.lag.mean, s.overlap.p50,
                s.overlap.p99, s.overlap.max, s.overlap.mean, s.lag.samples);
   else if (cfg.telemetry)
-    fmt::print(o.human, "staleness: not measured (--mode {}{}: the steps do not write the shared weights "
+    tell(o.human, "staleness: not measured (--mode {}{}: the steps do not write the shared weights "
                "themselves)\n", hogwild::to_string(cfg.mode),
                cfg.merge_every ? " with --merge-every" : cfg.hot_k ? " with --hot-k" : "");
   if (const auto& c = result.conflicts; c.measured) {
-    fmt::print(o.human, "conflicts: {} of {} sampled writes ({:.3g}%) had another worker's write land inside "
+    tell(o.human, "conflicts: {} of {} sampled writes ({:.3g}%) had another worker's write land inside "
                "them; lost-update mass mean {:.3g}, max {:.3g} over {} coordinates\n",
                c.conflicts, c.writes, 100 * c.conflict_rate, c.lost_mass_mean, c.lost_mass_max,
                c.coordinates.size());
     const std::size_t shown = std::min<std::size_t>(c.coordinates.size(), o.quiet ? 0 : 8);
     for (std::size_t i = 0; i < shown; ++i) {
       const auto& x = c.coordinates[i];
-      fmt::print(o.human, "  {:>14} {:<24} {:>10} writes {:>8} conflicts  lost {:.3g}\n", x.what, x.why,
+      tell(o.human, "  {:>14} {:<24} {:>10} writes {:>8} conflicts  lost {:.3g}\n", x.what, x.why,
                  x.writes, x.conflicts, x.lost_mass);
     }
   }
@@ -441,6 +476,7 @@ int run(int argc, char** argv) {
   hogwild::TrainConfig cfg;
   Options o;
   if (const auto exit_now = parse_command_line(argc, argv, cfg, o)) return *exit_now;
+  o.config = config_path(argc, argv);
   prepare(cfg, o);
   const hogwild::Storage storage = hogwild::parse_storage(o.storage);
   auto model = check_run(cfg, o);
@@ -467,14 +503,14 @@ int run(int argc, char** argv) {
       return load(o.test, o.test_labels, o, storage, dense_at, "test ", hot_k, &train);
     });
   if (!o.quiet)
-    fmt::print(o.human, "model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
+    tell(o.human, "model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
                cfg.model, hogwild::to_string(cfg.mode), hogwild::to_string(cfg.optimizer), hogwild::workers_used(cfg.mode, cfg.workers),
                cfg.batch, cfg.step_size.lr0, cfg.epochs);
   if (!o.quiet && cfg.mode == hogwild::Mode::hogwild) {
     // What writes the shared weights: given, implied, or the probe's to choose.
     hogwild::TrainConfig shown = cfg;  // as train() resolves it
     hogwild::detail::mark_replicas_unsound(shown, *model, train);
-    fmt::print(o.human, "{}\n",
+    tell(o.human, "{}\n",
                hogwild::detail::layout_plan(shown, hogwild::workers_used(cfg.mode, cfg.workers),
                                             train));
   }
@@ -486,11 +522,14 @@ int run(int argc, char** argv) {
     const unsigned warps = hogwild::device_warps_for(
         cfg, train, cfg.model_options.bias && kernel->bias_in_every_example);
     const unsigned all = warps * hogwild::workers_used(cfg.mode, cfg.workers);
-    fmt::print(o.human, "device: {} warp(s) a worker process, {} Hogwild! updater(s) in all{}\n", warps,
+    tell(o.human, "device: {} warp(s) a worker process, {} Hogwild! updater(s) in all{}\n", warps,
                all, cfg.device_warps ? "" : " (--device-warps auto)");
     cfg.device_warps = warps;  // resolved once: train() would count the hottest coordinate again
   }
-  std::fflush(o.human);
+  if (g_human_gone) {  // closed before training: nothing to stop, nothing trained
+    fmt::print(stderr, "hogwild_train: standard output closed before training; not started\n");
+    return hogwild::kExitPipe;
+  }
 
   // Opened (emptied, or appended to by a resumed run) at its first line: a run that
   // fails before, at a typo in a data file or an arena that does not fit, leaves the
@@ -507,25 +546,22 @@ int run(int argc, char** argv) {
         live.clear();
         if (metrics) metrics->write(p);
         if (!o.quiet && !p.layout.empty() && !layout_told) {
-          fmt::print(o.human, "{}\n", p.layout);
+          tell(o.human, "{}\n", p.layout);
           layout_told = true;
         }
-        if (!o.quiet && !p.restart) {
-          fmt::print(o.human, "{}\n", hogwild::format_progress(p, cfg.epochs));
-          std::fflush(o.human);
-        }
+        if (!o.quiet && !p.restart) tell(o.human, "{}\n", hogwild::format_progress(p, cfg.epochs));
       },
       live.active() ? [&](const hogwild::LiveProgress& p) { live.update(p); }
                     : hogwild::LiveCallback(),
       [&](const hogwild::MemoryEstimate& m) {
         if (o.quiet) return;
-        fmt::print(o.human, "memory at the peak, estimated: {}\n", m.describe());
-        std::fflush(o.human);
+        tell(o.human, "memory at the peak, estimated: {}\n", m.describe());
       });
   live.clear();
   report(cfg, o, result);
   if (result.signal == SIGINT) return hogwild::kExitInterrupted;
   if (result.signal == SIGTERM) return hogwild::kExitTerminated;
+  if (result.signal == SIGPIPE || g_human_gone) return hogwild::kExitPipe;
   return 0;
 }
 
@@ -573,6 +609,7 @@ int main(int argc_given, char** argv_given) {
   // Past a file-size limit (ulimit -f), write() then fails with EFBIG and the
   // message says which file, instead of the process dying of SIGXFSZ.
   signal(SIGXFSZ, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);  // a closed standard output: tell() stops the run instead
   try {
     return run(argc_given, argv_now.data());
   } catch (const hogwild::Error& e) {

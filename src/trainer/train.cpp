@@ -65,6 +65,7 @@ std::atomic<std::int32_t>* g_stop = nullptr;
 
 extern "C" void on_stop_signal(int sig) {
   if (g_signal) {
+    if (sig == SIGPIPE) return;  // (request_stop: never a second signal)
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
     const double since = static_cast<double>(now.tv_sec - g_first_signal.tv_sec) +
@@ -84,14 +85,29 @@ extern "C" void on_stop_signal(int sig) {
   static constexpr char kTerm[] =
       "hogwild: stopping (SIGTERM): the workers end their batch, then the final checkpoint "
       "and summary are written; a second signal skips that\n";
+  static constexpr char kPipe[] =
+      "hogwild: stopping (standard output closed): the workers end their batch, then the "
+      "final checkpoint and summary are written\n";
   const int saved = errno;
   if (sig == SIGINT)
     (void)!::write(STDERR_FILENO, kInt, sizeof kInt - 1);
+  else if (sig == SIGPIPE)
+    (void)!::write(STDERR_FILENO, kPipe, sizeof kPipe - 1);
   else
     (void)!::write(STDERR_FILENO, kTerm, sizeof kTerm - 1);
   errno = saved;
   g_stop_said = 1;
 }
+
+// The run in progress's stop flag, for request_stop (set for the run whether or not
+// it handles signals).
+std::atomic<std::int32_t>* g_run_stop = nullptr;
+struct RunStop {
+  explicit RunStop(std::atomic<std::int32_t>* stop) noexcept { g_run_stop = stop; }
+  ~RunStop() { g_run_stop = nullptr; }
+  RunStop(const RunStop&) = delete;
+  RunStop& operator=(const RunStop&) = delete;
+};
 
 class SignalScope {
  public:
@@ -809,6 +825,7 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
   g_signal = 0;
   std::optional<SignalScope> signals;
   if (cfg.handle_signals) signals.emplace(&run.control->stop);
+  const RunStop run_stop(&run.control->stop);
   // Several nodes meet before any worker starts: a late one joins, one that differs
   // is refused at once, and the wait is not training time.
   *joined = true;
@@ -822,5 +839,11 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
 }
 
 }  // namespace
+
+void request_stop(int signal) noexcept {
+  if (!g_run_stop || g_signal) return;
+  on_stop_signal(signal);
+  g_run_stop->store(1, std::memory_order_relaxed);
+}
 
 }  // namespace hogwild
