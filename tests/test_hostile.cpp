@@ -63,6 +63,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("queue.json"), "{\"queue\": \"yes\"}");
   test::write_text(dir.file("recent.json"), "{\"recent_writes\": 2.5}");
   test::write_text(dir.file("slow.json"), "{\"example_ns\": 1e16}");
+  test::write_text(dir.file("huge.json"), "{\"write_ns\": 1e400}");
   REQUIRE(::mkfifo(dir.file("costs.fifo").c_str(), 0600) == 0);  // nobody writes it
   std::filesystem::create_directory(dir.file("a_folder"));
   // Two 2x2 IDX images and their labels (big-endian headers).
@@ -227,6 +228,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a simulated cost model with a negative cost",
        "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/costs.json", 2,
        "costs.json: write_ns must be a number of nanoseconds >= 0, not -1"},
+      {"a simulated cost model with a number past a double",
+       "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/huge.json", 2,
+       "huge.json: a number out of range"},
       {"a simulated cost model cut short", "{T} --train {train} --mode simulated --cost-model {dir}/cut.json",
        2, "cut.json: not JSON"},
       {"a simulated cost model that is missing",

@@ -51,6 +51,8 @@ CostModel read_cost_model(const std::string& path) {
     j = nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::parse_error& e) {
     throw ConfigError(fmt::format("--cost-model {}: not JSON: {}", path, e.what()));
+  } catch (const nlohmann::json::out_of_range& e) {  // a number past a double: 1e400
+    throw ConfigError(fmt::format("--cost-model {}: a number out of range: {}", path, e.what()));
   }
   if (!j.is_object())
     throw ConfigError(fmt::format("--cost-model {}: a JSON object of costs is wanted", path));
