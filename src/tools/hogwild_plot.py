@@ -37,6 +37,30 @@ def fail(message):
     sys.exit(2)
 
 
+def load_json(path):
+    """The JSON object in `path`, or exit 2 naming the file and line where it is not
+    JSON (a run killed while writing it, a file edited by hand)."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(f"{path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})")
+
+
+def load_jsonl(path):
+    """The objects of a JSON-lines file (--metrics), the same way."""
+    out = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    fail(f"{path}:{number}: not JSON ({e.msg} at column {e.colno})")
+    return out
+
+
 def legend(ax, **kw):
     """A legend where something is labelled (a panel may have no curve)."""
     if ax.get_legend_handles_labels()[0]:
@@ -73,15 +97,11 @@ def save(fig, out, name, made):
 def read_run(folder, f0=None):
     """A run's summary, and its end-of-epoch (seconds, examples, test loss), from
     (0, 0, f0) when the starting loss is known."""
-    with open(os.path.join(folder, "summary.json")) as f:
-        r = json.load(f)
+    r = load_json(os.path.join(folder, "summary.json"))
     r["curve"] = [] if f0 is None else [(0.0, 0, f0)]
-    with open(os.path.join(folder, "metrics.jsonl")) as f:
-        for line in f:
-            if line.strip():
-                m = json.loads(line)
-                if m.get("end_of_epoch") and m.get("test_loss") is not None:
-                    r["curve"].append((m["time"], m["samples"], m["test_loss"]))
+    for m in load_jsonl(os.path.join(folder, "metrics.jsonl")):
+        if m.get("end_of_epoch") and m.get("test_loss") is not None:
+            r["curve"].append((m["time"], m["samples"], m["test_loss"]))
     return r
 
 
@@ -92,10 +112,8 @@ def cell_id(model, mode, workers, lr, seed):
 class Study:
     def __init__(self, folder):
         self.folder = folder
-        with open(os.path.join(folder, "results.json")) as f:
-            self.results = json.load(f)
-        with open(os.path.join(folder, "sweep.json")) as f:
-            self.spec = json.load(f)
+        self.results = load_json(os.path.join(folder, "results.json"))
+        self.spec = load_json(os.path.join(folder, "sweep.json"))
         self.rows = self.results["rows"]
         self.models = sorted({r["model"] for r in self.rows})
         self.modes = [m for m in MODE_ORDER if any(r["mode"] == m for r in self.rows)] + sorted(
@@ -131,8 +149,7 @@ class Study:
         out = []
         for row in self.rows:
             for folder in self.folders(row):
-                with open(os.path.join(folder, "summary.json")) as f:
-                    out.append(json.load(f))
+                out.append(load_json(os.path.join(folder, "summary.json")))
         return out
 
     def runs(self, row):
@@ -398,8 +415,7 @@ def main():
         for figure in (speedup, suboptimality, efficiency, staleness, lost_mass, stability, fig2_table):
             figure(st, out, made)
     elif os.path.exists(os.path.join(a.folder, "summary.json")):
-        with open(os.path.join(a.folder, "summary.json")) as f:
-            CAPTION = caption([json.load(f)])
+        CAPTION = caption([load_json(os.path.join(a.folder, "summary.json"))])
         plot_run(a.folder, out, made)
     else:
         fail(f"{a.folder} holds neither a sweep (results.json) nor a run (summary.json)")

@@ -72,6 +72,30 @@ def fail(message):
     sys.exit(2)
 
 
+def load_json(path):
+    """The JSON object in `path`, or exit 2 naming the file and line where it is not
+    JSON (a run killed while writing it, a file edited by hand)."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(f"{path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})")
+
+
+def load_jsonl(path):
+    """The objects of a JSON-lines file (--metrics), the same way."""
+    out = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    fail(f"{path}:{number}: not JSON ({e.msg} at column {e.colno})")
+    return out
+
+
 def find_train(given):
     if given:
         return given
@@ -165,15 +189,11 @@ def run_train(args, opts, folder):
 
 
 def read_run(folder):
-    with open(os.path.join(folder, "summary.json")) as f:
-        r = json.load(f)
+    r = load_json(os.path.join(folder, "summary.json"))
     records = []  # the evaluations at epoch ends that have a test loss
-    with open(os.path.join(folder, "metrics.jsonl")) as f:
-        for line in f:
-            if line.strip():
-                m = json.loads(line)
-                if m.get("end_of_epoch") and m.get("test_loss") is not None:
-                    records.append(m)
+    for m in load_jsonl(os.path.join(folder, "metrics.jsonl")):
+        if m.get("end_of_epoch") and m.get("test_loss") is not None:
+            records.append(m)
     curve = [(m["time"], m["samples"], m["test_loss"]) for m in records]
     # --mode simulated: its speed and its curve's times are the simulated clock's, not
     # the wall's: each point's time is the clock's when its weights were captured (a
@@ -198,8 +218,7 @@ def reference(args, model):
     folder = os.path.join(args.out, "reference", f"{model}-{key}")
     cached = os.path.join(folder, "reference.json")
     if os.path.exists(cached):
-        with open(cached) as f:
-            return json.load(f)
+        return load_json(cached)
     print(f"reference for {model}: serial, {args.ref_epochs} epochs at lr {args.ref_lr:g} ...",
           flush=True)
     base = dict(args.extra_opts, model=model, mode="serial", seed=1)
@@ -251,11 +270,10 @@ def analyse(args, cells, refs):
             if os.path.exists(os.path.join(folder, "summary.json")):
                 runs.append(read_run(folder))
             elif os.path.exists(os.path.join(folder, "failed.json")):
-                with open(os.path.join(folder, "failed.json")) as f:
-                    if json.load(f).get("diverged"):
-                        diverged += 1
-                    else:
-                        failed += 1
+                if load_json(os.path.join(folder, "failed.json")).get("diverged"):
+                    diverged += 1
+                else:
+                    failed += 1
         reach = [to_target(r["curve"], target) for r in runs]
         row = {"model": model, "mode": mode, "workers": workers, "lr": lr, "seeds": len(cs),
                "finished": len(runs), "diverged": diverged, "failed": failed,
@@ -458,11 +476,9 @@ def main():
         folder = os.path.join(args.out, "runs", cell_id(c))
         if os.path.exists(os.path.join(folder, "summary.json")):
             return True
-        try:
-            with open(os.path.join(folder, "failed.json")) as f:
-                return bool(json.load(f).get("diverged"))
-        except OSError:
+        if not os.path.exists(os.path.join(folder, "failed.json")):
             return False
+        return bool(load_json(os.path.join(folder, "failed.json")).get("diverged"))
     todo = [c for c in cells if not finished(c)]
     print(f"hogwild_sweep: {len(cells)} runs, {len(cells) - len(todo)} done before, "
           f"{len(todo)} to run", flush=True)

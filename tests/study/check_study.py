@@ -257,6 +257,26 @@ try:
         r = subprocess.run(cmd_, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         ok = r.returncode == 2 and says in r.stdout and "Traceback" not in r.stdout
         check(ok, f"{os.path.basename(cmd_[0])} --out a file: exit 2, '{says}'" + ("" if ok else ": " + r.stdout))
+    # A damaged folder (a run killed while writing its metrics, a file edited by
+    # hand): exit 2 naming the file and line, no traceback, for the plot and for the
+    # sweep resumed over it.
+    damaged = f"{tmp}/damaged"
+    shutil.copytree(out, damaged)
+    victim = os.path.join(damaged, "runs", sorted(stamps)[0], "metrics.jsonl")
+    with open(victim, "a") as f:
+        f.write('{"epoch": 3, "time')
+    lines = sum(1 for _ in open(victim))
+    for cmd_ in ([plot, damaged, "--out", f"{tmp}/damaged-plots"], cmd + ["--out", damaged]):
+        r = subprocess.run(cmd_, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        says = f"{victim}:{lines}: not JSON"
+        ok = r.returncode == 2 and says in r.stdout and "Traceback" not in r.stdout
+        check(ok, f"{os.path.basename(cmd_[0])} on a cut metrics line: exit 2, '{says}'" +
+              ("" if ok else ": " + r.stdout))
+    with open(os.path.join(damaged, "results.json"), "w") as f:
+        f.write("{bad")
+    r = subprocess.run([plot, damaged], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ok = r.returncode == 2 and f"{damaged}/results.json:1: not JSON" in r.stdout and "Traceback" not in r.stdout
+    check(ok, "hogwild_plot on a damaged results.json: exit 2" + ("" if ok else ": " + r.stdout))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
