@@ -188,9 +188,12 @@ bool looks_like_ratings(std::string_view head) {
       verdict = (x.n == 3 || x.n == 4) && lower.find("user") != std::string::npos;
       return false;
     }
-    // libsvm needs "index:value" tokens; "::" is the ratings.dat separator.
+    // libsvm needs "index:value" tokens; "::" is the ratings.dat separator. Three or
+    // four fields of that shape are ratings even where one is bad ("1 2 nan"), so
+    // that the ratings parser says what is wrong with the line, not libsvm's.
     const bool colon = line.find(':') != std::string_view::npos;
-    verdict = (!colon || line.find("::") != std::string_view::npos) && LineParser().parse(line).empty();
+    verdict = (!colon || line.find("::") != std::string_view::npos) &&
+              (x.n == 3 || x.n == 4 || LineParser().parse(line).empty());
     return false;
   });
   return verdict;
