@@ -147,6 +147,22 @@ TEST_CASE("standard output closed under the run (| head): it stops as on SIGTERM
   CHECK(!std::filesystem::exists(summary));
 }
 
+TEST_CASE("a run started with SIGINT ignored (a script's background job) keeps ignoring it") {
+  // A shell starts `cmd &` with SIGINT ignored so that a ^C meant for the foreground
+  // does not reach it; the run installed its own handler all the same and stopped.
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 2000);
+  const auto r = test::run({"/bin/sh", "-c", fmt::format(
+      "(trap '' INT; exec \"{}\" --train {} --workers 2 --epochs 1000000 -q) & p=$!; sleep 1; "
+      "kill -INT $p; sleep 0.5; kill -0 $p && echo alive after SIGINT; kill -TERM $p; wait $p; "
+      "echo \"exit $?\"", test::hogwild_train_path(), train) + " 2>&1"});
+  INFO(r.out);
+  CHECK(r.out.find("alive after SIGINT") != std::string::npos);
+  CHECK(r.out.find("terminated (SIGTERM)") != std::string::npos);
+  CHECK(r.out.find("exit 143") != std::string::npos);
+  CHECK(test::our_shm_entries().empty());
+}
+
 TEST_CASE("a SIGTERM to the whole process group: workers end their batch, the run stops as with one") {
   // systemd and timeout signal the whole group: the workers get SIGTERM too. They
   // end their batch and exit 143 instead of dying of it (which the parent reports as

@@ -118,8 +118,13 @@ class SignalScope {
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
+    // A signal the process was started ignoring stays ignored: a shell starts a
+    // background job (`cmd &` in a script) with SIGINT ignored, so that a ^C meant
+    // for the foreground does not reach it (a sweep's runs, behind a ^C'd script).
+    sigaction(SIGINT, nullptr, &old_int_);
+    sigaction(SIGTERM, nullptr, &old_term_);
+    if (old_int_.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
+    if (old_term_.sa_handler != SIG_IGN) sigaction(SIGTERM, &sa, nullptr);
   }
   ~SignalScope() {
     g_stop = nullptr;
