@@ -471,6 +471,10 @@ std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainC
     f.emplace_back("--" + o.name, o.name == "workers" ? fmt::format("{}", is_parallel(c.mode) ? c.workers : 1u)
                                                       : o.get(c));
   }
+  // The mode's fields that a resume must match (simulated's --simulate-access and
+  // --cost-model: a resumed run on other costs was taken for the same study).
+  for (const auto& o : detail::mode_def(c.mode).config_options())
+    if (o.resume_must_match) f.emplace_back("--" + o.name, o.get(c));
   // The mode's own options that a resume must match, as the mode resolves them.
   for (const auto& o : detail::mode_def(c.mode).options())
     if (o.resume_must_match)
@@ -493,6 +497,8 @@ void check_resumable(const Checkpoint& c, const TrainConfig& config, const Datas
     // those written before --factors, fp32 factors.
     const std::string absent = option.first == "--partition" ? "contiguous"
                                : option.first == "--factors" ? "fp32"
+                               : option.first == "--simulate-access" ? "hogwild"
+                               : option.first == "--cost-model" ? ""
                                                              : "(absent)";
     const std::string theirs = it == c.config.end() ? absent : it->second;
     if (theirs != option.second) differ(option.first, theirs, option.second);

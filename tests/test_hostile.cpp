@@ -78,6 +78,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("ok_costs.json"), "{\"write_ns\": 3}");
   REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q",
                      "--checkpoint", dir.file("ck.bin")}).exit_code == 0);
+  REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q", "--mode",
+                     "simulated", "--workers", "2", "--checkpoint", dir.file("sim.ck")}).exit_code == 0);
   REQUIRE(test::run({test::hogwild_data_path(), "convert", train, "--out", dir.file("c.cache")})
               .exit_code == 0);
   REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q",
@@ -251,6 +253,10 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a simulated cost model whose clock passes its 4.9 hours",
        "{T} --train {train} --mode simulated --workers 4 --cost-model {dir}/slow.json", 4,
        "the simulated clock passed 4.9 hours, its limit"},
+      {"a simulated run resumed with another access",
+       "{T} --train {train} --epochs 2 --mode simulated --workers 2 --simulate-access atomic "
+       "--resume {dir}/sim.ck", 2,
+       "it was written with --simulate-access hogwild; this run has --simulate-access atomic"},
       {"an access the simulator does not have", "{T} --train {train} --mode simulated --simulate-access stripy",
        2, "choose hogwild, atomic, lock or striped"},
       {"stripes for a simulated access that has none",

@@ -55,6 +55,37 @@ TEST_CASE("one simulated worker ends with serial's weights, bit for bit") {
   }
 }
 
+TEST_CASE("a resumed simulated run: its rate is its own part's, and its access and costs must match") {
+  // The checkpoint holds no simulated events: the resumed run's clock starts again
+  // at 0, so its rate is the examples it simulated over that clock (it was every
+  // example of the run over it, about twice the rate for a run resumed halfway).
+  auto [train, test] = test::generated_problem(3000, 500, 400, 15, 0.05, 3);
+  test::TempDir dir;
+  TrainConfig c = simulated(4);
+  c.epochs = 2;
+  c.checkpoint = dir.file("ck.bin");
+  const auto first = hogwild::train(c, train, &test);
+  c.epochs = 4;
+  c.resume = c.checkpoint;
+  const auto resumed = hogwild::train(c, train, &test);
+  CHECK(resumed.samples == 4 * train.rows());
+  CHECK(resumed.simulation.examples == 2 * train.rows());
+  const double rate = nlohmann::json::parse(summary_json(c, resumed, "", ""))["simulation"]
+                          ["examples_per_second"].get<double>();
+  CHECK(rate == doctest::Approx(static_cast<double>(2 * train.rows()) / resumed.simulation.seconds));
+  CHECK(rate == doctest::Approx(static_cast<double>(first.samples) / first.simulation.seconds).epsilon(0.2));
+  // Another access, or another cost model, is another study: refused.
+  c.epochs = 6;
+  c.simulate_access = "atomic";
+  CHECK_THROWS_WITH_AS(hogwild::train(c, train, &test),
+                       doctest::Contains("it was written with --simulate-access hogwild; this run has "
+                                         "--simulate-access atomic"), ConfigError);
+  c.simulate_access = "hogwild";
+  write(dir.file("costs.json"), "{\"write_ns\": 5}");
+  c.cost_model = dir.file("costs.json");
+  CHECK_THROWS_WITH_AS(hogwild::train(c, train, &test), doctest::Contains("--cost-model"), ConfigError);
+}
+
 TEST_CASE("a seed repeats a simulated run's weights; another seed does not") {
   auto [train, test] = test::generated_problem(2000, 400, 300, 15, 0.05, 4);
   TrainConfig c = simulated(16);

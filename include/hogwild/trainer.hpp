@@ -374,7 +374,10 @@ struct TrainResult {
   // the changes lost so (exact: also in `staleness` and `conflicts`), and where the
   // costs came from.
   struct Simulation {
+    // On the simulated clock, and the counters below: this process's part of the
+    // run (a resumed run's clock starts again; the checkpoint holds no events).
     double seconds = 0;
+    std::uint64_t examples = 0;  // simulated here: examples / seconds is the rate
     std::uint64_t updates = 0, writes = 0, lost_writes = 0;
     std::uint64_t moves = 0;  // writes that moved their line from another worker
     double lost_mass = 0;

@@ -49,9 +49,11 @@ std::string cost_source(const TrainConfig& c) {
   return c.cost_model.empty() ? default_cost_model().source : c.cost_model;
 }
 
-// Examples a second of simulated time.
+// Examples a second of simulated time: those this process simulated (a resumed
+// run's clock starts again at 0; the checkpoint's examples are not on it).
 double simulated_rate(const TrainResult& r) {
-  return r.simulation.seconds > 0 ? static_cast<double>(r.samples) / r.simulation.seconds : 0.0;
+  return r.simulation.seconds > 0 ? static_cast<double>(r.simulation.examples) / r.simulation.seconds
+                                  : 0.0;
 }
 
 // The cost model the run read, from its figures.
@@ -93,11 +95,11 @@ class Simulated final : public ModeDef {
                          return t;
                        },
                        [](const std::string& t) { return t; })));
-    v.push_back(text({"cost-model", Concern::mode,
+    v.push_back(resumed(text({"cost-model", Concern::mode,
                       "--mode simulated: a JSON file of the costs in simulated ns (example_ns, idle_ns, "
                       "read_ns, write_ns, coherence_ns, recent_writes, queue: true or false, speed: one factor a worker); "
                       "the built-in ones without it", "FILE"},
-                     [](auto& c) -> auto& { return c.cost_model; }));
+                     [](auto& c) -> auto& { return c.cost_model; })));
     return v;
   }
 
@@ -176,6 +178,7 @@ class Simulated final : public ModeDef {
                           {"queue", f.queue ? 1.0 : 0.0}};
     r.simulation.speed.assign(f.speed, f.speed + f.speeds);
     r.simulation.seconds = f.seconds;
+    r.simulation.examples = f.examples;
     r.simulation.updates = f.updates;
     r.simulation.writes = f.writes;
     r.simulation.lost_writes = f.lost_writes;
