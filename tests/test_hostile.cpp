@@ -276,6 +276,12 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "--hot-flush 0 is out of range (1 to 1073741824)"},
       {"a flush interval below 0", "{T} --train {train} --workers 2 --hot-k 8 --hot-flush -5", 2,
        "--hot-flush: expected auto or a whole number of 1 to 1073741824, got \"-5\""},
+      {"a flush interval where no hot window can be",
+       "{T} --train {train} --workers 2 --layout plain --hot-flush 100", 2,
+       "--hot-flush paces hot coordinates' flushes (--layout hot, --hot-k, or --layout auto's "
+       "choice under --mode hogwild); this run has none (--layout plain)"},
+      {"timed evaluations with nothing to evaluate", "{T} --train {train} --eval-every 0.5", 2,
+       "--eval-every 0.5 evaluates the weights on the test set: give --test"},
       {"a layout under a mode without one", "{T} --train {train} --workers 2 --mode atomic --layout replicas",
        2, "--layout applies to --mode hogwild, not atomic"},
       {"a balance that does not exist", "{T} --train {train} --workers 2 --balance dynamic", 2,

@@ -33,7 +33,7 @@ TrainConfig config(Mode mode, unsigned workers, std::size_t hot_k, std::size_t f
   // seed moves serial's), which would drown the comparisons below.
   if (mode == Mode::hogwild) c.balance = Balance::fixed;
   c.hot_k = hot_k;
-  c.hot_flush = flush;
+  if (hot_k) c.hot_flush = flush;  // (refused where no hot window can be: serial, say)
   return c;
 }
 

@@ -50,6 +50,18 @@ void TrainConfig::validate() const {
   }
   if (hot_k > 0 && optimizer != Optimizer::sgd)
     throw ConfigError("--hot-k works with --optimizer sgd only");
+  // --hot-flush paces a hot window's flushes: given where no window can be, it did
+  // nothing (as --merge-every under --layout plain is refused).
+  const bool window_possible =
+      hot_k > 0 || (mode == Mode::hogwild && merge_every == 0 &&
+                    (layout == WeightLayout::hot || layout == WeightLayout::automatic));
+  if (hot_flush != kFlushAuto && !window_possible)
+    throw ConfigError(fmt::format(
+        "--hot-flush paces hot coordinates' flushes (--layout hot, --hot-k, or --layout auto's "
+        "choice under --mode hogwild); this run has none ({})",
+        merge_every ? std::string("--merge-every")
+        : mode != Mode::hogwild ? fmt::format("--mode {}", to_string(mode))
+                                : fmt::format("--layout {}", to_string(layout))));
   if (merge_every > 0) {
     if (!detail::mode_def(mode).replicas()) {
       throw ConfigError(fmt::format("--merge-every works with --mode {}, not {}",

@@ -739,6 +739,9 @@ TrainResult train(const TrainConfig& given, Model& model, const Dataset& train_b
                   const Dataset* test_bytes, const ProgressCallback& on_progress,
                   const LiveCallback& on_live, const StartCallback& on_start) {
   given.validate();
+  if (given.eval_every > 0 && !test_bytes)  // (nothing to evaluate on: it did nothing)
+    throw ConfigError(fmt::format("--eval-every {} evaluates the weights on the test set: give "
+                                  "--test", given.eval_every));
   // Several nodes: one that fails before the join (its data, a refused resume, an
   // arena that does not fit) tells the nodes waiting to join it, which stop at once.
   bool joined = false;
