@@ -156,6 +156,7 @@ void MetricsWriter::write(const Progress& p) {
   }
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
     const int err = errno;
+    reader_gone_ = err == EPIPE;
     const std::string msg = fmt::format("cannot write metrics to {}: {}", path_, std::strerror(err));
     if (is_out_of_space(err)) throw ResourceError(msg + "; the lines written so far are intact");
     throw IoError(msg);

@@ -65,6 +65,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("slow.json"), "{\"example_ns\": 1e16}");
   test::write_text(dir.file("huge.json"), "{\"write_ns\": 1e400}");
   test::write_text(dir.file("nan.tsv"), "1\t2\tnan\n2\t1\t4\n");
+  test::write_text(dir.file("comment.svm"), "1 # no features, a comment\n0 3:1\n");
   REQUIRE(::mkfifo(dir.file("costs.fifo").c_str(), 0600) == 0);  // nobody writes it
   std::filesystem::create_directory(dir.file("a_folder"));
   // Two 2x2 IDX images and their labels (big-endian headers).
@@ -146,6 +147,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a malformed row", "{T} --train {dir}/bad.svm", 2, "bad.svm:3: expected \"index:value\""},
       {"a ratings file whose first rating is not a number",
        "{T} --train {dir}/nan.tsv --model mf", 2, "nan.tsv:1: rating \"nan\" is not finite"},
+      {"a libsvm row of a label and a comment (three fields, yet not ratings)",
+       "{T} --train {dir}/comment.svm --epochs 1", 0, "done: 2 samples"},
       {"a malformed row on standard input", "printf '1 3:x\\n' | {T} --train -", 2,
        "standard input:1: expected \"index:value\""},
       {"a text file of no format", "{T} --train {dir}/words.txt", 2,

@@ -135,6 +135,15 @@ TEST_CASE("standard output closed under the run (| head): it stops as on SIGTERM
   CHECK(read_checkpoint(ck).epochs_done() < 5000);
   CHECK(std::filesystem::file_size(model) > 0);
   CHECK(test::our_shm_entries().empty());
+  // The same with the metrics on standard output (--metrics -): a stop, 141.
+  std::filesystem::remove(summary);
+  const auto json = test::run({"/bin/sh", "-c", fmt::format(
+      "(\"{}\" --train {} --test {} --workers 2 --epochs 5000 --metrics - --summary {}; "
+      "echo \"exit $?\" >&2) | head -n 2 >/dev/null 2>&1",
+      test::hogwild_train_path(), train, test_file, summary) + " 2>&1"});
+  INFO(json.out);
+  CHECK(json.out.find("exit 141") != std::string::npos);
+  CHECK(test::read_text(summary).find("\"interrupted\": \"SIGPIPE\"") != std::string::npos);
   // Closed before training: nothing starts, and nothing is written.
   std::filesystem::remove(summary);
   const auto before = fmt::format(

@@ -25,10 +25,13 @@ class MetricsWriter {
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
   void write(const Progress& p);
+  // The last write failed because its reader had gone (EPIPE: `--metrics - | head`).
+  bool reader_gone() const noexcept { return reader_gone_; }
 
  private:
   std::string path_;
   bool append_ = false;
+  bool reader_gone_ = false;
   std::FILE* f_ = nullptr;
 };
 

@@ -432,8 +432,8 @@ void tell_nodes_failed(const TrainConfig& config, const std::string& why) noexce
 // does (workers end their batch; train() then returns with the weights at the stop,
 // its final checkpoint and model written, TrainResult::signal = `signal`): from a
 // progress callback, whose output has nowhere to go (hogwild_train's standard
-// output closed under it: SIGPIPE). Says so on stderr. Nothing when no run is in
-// progress or one is already stopping.
+// output closed under it: SIGPIPE); from the start callback, it stops the run before
+// its first batch. Says so on stderr. Nothing when one is already stopping.
 void request_stop(int signal) noexcept;
 
 // Trains `config.model` (from the registry) on `train`; `test` may be null.

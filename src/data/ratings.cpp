@@ -190,10 +190,12 @@ bool looks_like_ratings(std::string_view head) {
     }
     // libsvm needs "index:value" tokens; "::" is the ratings.dat separator. Three or
     // four fields of that shape are ratings even where one is bad ("1 2 nan"), so
-    // that the ratings parser says what is wrong with the line, not libsvm's.
+    // that the ratings parser says what is wrong with the line, not libsvm's; a
+    // libsvm row of a label and a comment ("1 # no features") is not.
     const bool colon = line.find(':') != std::string_view::npos;
+    const bool comment = line.find('#') != std::string_view::npos;
     verdict = (!colon || line.find("::") != std::string_view::npos) &&
-              (x.n == 3 || x.n == 4 || LineParser().parse(line).empty());
+              ((!comment && (x.n == 3 || x.n == 4)) || LineParser().parse(line).empty());
     return false;
   });
   return verdict;

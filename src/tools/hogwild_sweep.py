@@ -144,6 +144,16 @@ def layout_of(label):
     return tail if head == "hogwild" and tail in LAYOUTS else None
 
 
+def own_options(extra, label):
+    """The --train-option values for a run of sweep mode `label` (None: the serial
+    reference): --hot-flush only where a hot window can be (hogwild-hot,
+    hogwild-auto, or any run given --hot-k), since hogwild_train refuses it
+    elsewhere."""
+    if "hot-flush" in extra and "hot-k" not in extra and label not in ("hogwild-hot", "hogwild-auto"):
+        return {k: v for k, v in extra.items() if k != "hot-flush"}
+    return dict(extra)
+
+
 def stripes_of(label):
     """The --stripes of a sweep mode "simulated-striped-N" or "striped-N" (else None)."""
     head, _, n = label.rpartition("-")
@@ -221,7 +231,7 @@ def reference(args, model):
         return load_json(cached)
     print(f"reference for {model}: serial, {args.ref_epochs} epochs at lr {args.ref_lr:g} ...",
           flush=True)
-    base = dict(args.extra_opts, model=model, mode="serial", seed=1)
+    base = dict(own_options(args.extra_opts, None), model=model, mode="serial", seed=1)
     long = run_train(args, dict(base, epochs=args.ref_epochs, lr=args.ref_lr),
                      os.path.join(folder, "long"))
     start = run_train(args, dict(base, epochs=1, lr="1e-30"), os.path.join(folder, "start"))
@@ -485,8 +495,8 @@ def main():
     hard_failures = 0
     for i, c in enumerate(todo):
         mode, access = run_mode(c["mode"])
-        opts = dict(args.extra_opts, model=c["model"], mode=mode, workers=c["workers"],
-                    lr=c["lr"], seed=c["seed"], epochs=args.epochs)
+        opts = dict(own_options(args.extra_opts, c["mode"]), model=c["model"], mode=mode,
+                    workers=c["workers"], lr=c["lr"], seed=c["seed"], epochs=args.epochs)
         if access:
             opts["simulate-access"] = access
         if args.cost_model and mode == "simulated":

@@ -4,6 +4,7 @@
 // prints one progress line per epoch and a summary; exit status 0 on success,
 // 2 for bad input or options, 3 when a worker fails, 4 when a resource is short,
 // 130/143 when interrupted, 141 when standard output closed under it (docs/CLI.md).
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -48,6 +49,20 @@ namespace {
 // ignored, so the process does not die of it with nothing written. Another failure
 // (a full disk under a redirection) is the error it was: `cannot write`, exit 2.
 bool g_human_gone = false;
+
+// Standard output is a pipe whose reader has gone (poll says POLLERR on its end).
+bool stdout_reader_gone() {
+  pollfd p{STDOUT_FILENO, 0, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+// A line on stderr, never an exception: with SIGPIPE ignored, fmt::print throws when
+// stderr is a closed pipe, and a throw from main's handlers would abort.
+template <typename... Args>
+void warn(fmt::format_string<Args...> format, Args&&... args) {
+  const std::string text = fmt::format(format, std::forward<Args>(args)...);
+  (void)std::fputs(text.c_str(), stderr);
+}
 
 template <typename... Args>
 void tell(std::FILE* to, fmt::format_string<Args...> format, Args&&... args) {
@@ -308,7 +323,7 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // A wrong option or value, said as every other error is.
-    fmt::print(stderr, "hogwild_train: error: {} (see --help)\n", e.what());
+    warn("hogwild_train: error: {} (see --help)\n", e.what());
     return hogwild::kExitBadInput;
   }
   for (const auto& option : hogwild::train_options()) {
@@ -383,22 +398,22 @@ void prepare(hogwild::TrainConfig& cfg, Options& o) {
 std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const Options& o) {
   // Segments a crashed run of ours left behind (its name lives only microseconds).
   for (auto& n : hogwild::cleanup_stale_segments())
-    fmt::print(stderr, "hogwild_train: removed /dev/shm/{}, left by a dead run\n", n);
+    warn("hogwild_train: removed /dev/shm/{}, left by a dead run\n", n);
   auto model = hogwild::make_model(cfg.model, cfg.model_options);  // fail fast on a bad name
   if (hogwild::workers_used(cfg.mode, cfg.workers) < cfg.workers)
-    fmt::print(stderr, "hogwild_train: warning: --mode {} trains with one worker; --workers {} is ignored\n",
+    warn("hogwild_train: warning: --mode {} trains with one worker; --workers {} is ignored\n",
                hogwild::to_string(cfg.mode), cfg.workers);
   // A model's own options given to another model are said, not silently dropped
   // (a warning: a sweep may pass one to every model it runs).
   for (const auto& [option, owner] : {std::pair{"--rank", "mf"}, std::pair{"--hidden", "mlp"}})
     if (o.given.count(option + 2) && cfg.model != owner)
-      fmt::print(stderr, "hogwild_train: warning: {} applies to --model {} only; --model {} ignores it\n",
+      warn("hogwild_train: warning: {} applies to --model {} only; --model {} ignores it\n",
                  option, owner, cfg.model);
   const unsigned cores = std::thread::hardware_concurrency();
   // A mode that forks workers, or (dp) one whose process runs threads.
   if (cores && hogwild::workers_used(cfg.mode, cfg.workers) > cores &&
       !hogwild::detail::mode_def(cfg.mode).simulated())
-    fmt::print(stderr, "hogwild_train: warning: {} {} on {} cores; they will share cores\n",
+    warn("hogwild_train: warning: {} {} on {} cores; they will share cores\n",
                cfg.workers,
                hogwild::is_parallel(cfg.mode) ? std::string("workers")
                                             : fmt::format("{} threads", hogwild::to_string(cfg.mode)),
@@ -406,7 +421,7 @@ std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const
 
   if (cfg.huge_pages) {
     const auto hp = hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true});
-    if (!hp.ok) fmt::print(stderr, "hogwild_train: warning: --huge-pages: {}\n", hp.message);
+    if (!hp.ok) warn("hogwild_train: warning: --huge-pages: {}\n", hp.message);
   }
 
   // No output may overwrite an input or another output (--metrics naming the
@@ -439,13 +454,18 @@ std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const
 void report(const hogwild::TrainConfig& cfg, const Options& o, const hogwild::TrainResult& result) {
   if (cfg.huge_pages && !result.huge_pages &&
       hogwild::huge_pages_status(hogwild::ArenaOptions{cfg.shm_dir, true}).ok)
-    fmt::print(stderr, "hogwild_train: warning: --huge-pages: the system allows them, but the "
+    warn("hogwild_train: warning: --huge-pages: the system allows them, but the "
                        "kernel mapped the arena on 4 KiB pages (smaps; docs/CLI.md)\n");
   if (!o.summary.empty()) {
     auto summary = nlohmann::json::parse(hogwild::summary_json(cfg, result, o.train, o.test));
     summary["nodes_from"] = o.nodes_from;
     summary["node_rank_from"] = o.node_rank_from;
-    hogwild::write_file_atomically(o.summary, summary.dump(2) + "\n");
+    try {
+      hogwild::write_file_atomically(o.summary, summary.dump(2) + "\n");
+    } catch (const hogwild::IoError&) {  // --summary - | head, the reader gone: 141, as the lines
+      if (o.summary != "-" || !stdout_reader_gone()) throw;
+      g_human_gone = true;
+    }
   }
   const std::string line = hogwild::result_line(cfg, result);
   tell(o.human, "{}\n", line);
@@ -527,7 +547,7 @@ int run(int argc, char** argv) {
     cfg.device_warps = warps;  // resolved once: train() would count the hottest coordinate again
   }
   if (g_human_gone) {  // closed before training: nothing to stop, nothing trained
-    fmt::print(stderr, "hogwild_train: standard output closed before training; not started\n");
+    warn("hogwild_train: standard output closed before training; not started\n");
     return hogwild::kExitPipe;
   }
 
@@ -544,7 +564,14 @@ int run(int argc, char** argv) {
       cfg, *model, train, test ? &*test : nullptr,
       [&](const hogwild::Progress& p) {
         live.clear();
-        if (metrics) metrics->write(p);
+        if (metrics && !metrics->reader_gone()) {
+          try {
+            metrics->write(p);
+          } catch (const hogwild::IoError&) {  // --metrics - | head: as the lines, a stop
+            if (!metrics->reader_gone()) throw;
+            hogwild::request_stop(SIGPIPE);
+          }
+        }
         if (!o.quiet && !p.layout.empty() && !layout_told) {
           tell(o.human, "{}\n", p.layout);
           layout_told = true;
@@ -603,7 +630,7 @@ int main(int argc_given, char** argv_given) {
     argv_now.push_back(nullptr);
     if (wants_fork_server(argc_given, argv_now.data())) hogwild::start_fork_server();
   } catch (const hogwild::Error& e) {
-    fmt::print(stderr, "hogwild_train: error: {}\n", e.what());
+    warn("hogwild_train: error: {}\n", e.what());
     return e.exit_code();
   }
   // Past a file-size limit (ulimit -f), write() then fails with EFBIG and the
@@ -614,13 +641,13 @@ int main(int argc_given, char** argv_given) {
     return run(argc_given, argv_now.data());
   } catch (const hogwild::Error& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "hogwild_train: error: {}\n", e.what());
+    warn("hogwild_train: error: {}\n", e.what());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "hogwild_train: error: out of memory\n");
+    warn("hogwild_train: error: out of memory\n");
     return hogwild::kExitResource;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "hogwild_train: error: {}\n", e.what());
+    warn("hogwild_train: error: {}\n", e.what());
     return hogwild::kExitFailure;
   }
 }

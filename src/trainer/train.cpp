@@ -102,6 +102,9 @@ extern "C" void on_stop_signal(int sig) {
 // The run in progress's stop flag, for request_stop (set for the run whether or not
 // it handles signals).
 std::atomic<std::int32_t>* g_run_stop = nullptr;
+// A stop asked for before g_run_stop was set (from the run's on_start callback),
+// applied once it is.
+volatile sig_atomic_t g_requested = 0;
 struct RunStop {
   explicit RunStop(std::atomic<std::int32_t>* stop) noexcept { g_run_stop = stop; }
   ~RunStop() { g_run_stop = nullptr; }
@@ -823,6 +826,7 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
     resume = read_checkpoint(cfg.resume);
     check_resumable(*resume, cfg, train_set, cfg.resume);
   }
+  g_requested = 0;  // (on_start may ask: before the run's stop flag is set up)
   detail::Run run(cfg, model, train_set, test, std::nullopt, -1, other_rows);
   if (on_start) on_start(run.memory);
   const unsigned restarts = resume ? run.restore(*resume, cfg.resume) : 0;
@@ -834,6 +838,7 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
   std::optional<SignalScope> signals;
   if (cfg.handle_signals) signals.emplace(&run.control->stop);
   const RunStop run_stop(&run.control->stop);
+  if (g_requested) request_stop(g_requested);  // asked for from on_start
   // Several nodes meet before any worker starts: a late one joins, one that differs
   // is refused at once, and the wait is not training time.
   *joined = true;
@@ -849,7 +854,11 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
 }  // namespace
 
 void request_stop(int signal) noexcept {
-  if (!g_run_stop || g_signal) return;
+  if (g_signal) return;
+  if (!g_run_stop) {  // before the run's stop flag exists (its on_start): kept for it
+    if (!g_requested) g_requested = signal;
+    return;
+  }
   on_stop_signal(signal);
   g_run_stop->store(1, std::memory_order_relaxed);
 }
