@@ -493,12 +493,12 @@ void check_resumable(const Checkpoint& c, const TrainConfig& config, const Datas
   for (const auto& option : mine) {
     auto it = std::find_if(c.config.begin(), c.config.end(),
                            [&](auto& p) { return p.first == option.first; });
-    // Checkpoints written before --partition existed trained contiguous slices, and
-    // those written before --factors, fp32 factors.
     // Those written before the simulated mode's fields were kept: not known, not
     // compared.
     if (it == c.config.end() && (option.first == "--simulate-access" || option.first == "--cost-model"))
       continue;
+    // Checkpoints written before --partition existed trained contiguous slices, and
+    // those written before --factors, fp32 factors.
     const std::string absent = option.first == "--partition" ? "contiguous"
                                : option.first == "--factors" ? "fp32"
                                                              : "(absent)";

@@ -285,14 +285,10 @@ TEST_CASE("epochs shorter than the parent's old 10 ms poll are each evaluated on
   // beside the test on 2 cores, 36-40 of 40 in each try. So the best of three tries
   // must reach 32 of 40.
   auto [tr, te] = test::generated_problem(8000, 500, 1 << 16, 60, 0.05, 13);
-  TrainConfig c;
-  c.model = "logistic";
+  TrainConfig c = test::sgd_config(Mode::serial, 1);
   c.epochs = 40;
-  c.step_size.lr0 = 0.5f;
-  c.mode = Mode::serial;
   const TrainResult serial = train(c, tr, &te);
   c.mode = Mode::hogwild;
-  c.workers = 1;
   std::size_t best = 0;
   for (int attempt = 0; attempt < 3 && best < serial.history.size(); ++attempt) {
     const TrainResult one = train(c, tr, &te);
@@ -330,14 +326,10 @@ TEST_CASE("each epoch's evaluation reads the epoch's weights (hashed features, t
                          << count(both) << " both");
   CHECK(count(both) < count(read));     // test features never trained
   CHECK(count(both) < count(trained));  // trained features no test row reads
-  TrainConfig c;
-  c.model = "logistic";
+  TrainConfig c = test::sgd_config(Mode::serial, 1);
   c.epochs = 4;
-  c.step_size.lr0 = 0.5f;
-  c.mode = Mode::serial;
   const TrainResult serial = train(c, tr, &te);
   c.mode = Mode::hogwild;
-  c.workers = 1;
   const TrainResult one = train(c, tr, &te);
   REQUIRE(serial.history.size() == one.history.size());
   for (std::size_t e = 0; e < serial.history.size(); ++e) {

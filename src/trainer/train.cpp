@@ -61,6 +61,8 @@ constexpr double kForceAfterSeconds = 0.25;
 volatile sig_atomic_t g_signal = 0;
 volatile sig_atomic_t g_stop_said = 0;
 timespec g_first_signal{};
+// The run in progress's stop flag (set by RunStop for the run, whether or not it
+// handles signals): the signal handler's, and request_stop's.
 std::atomic<std::int32_t>* g_stop = nullptr;
 
 extern "C" void on_stop_signal(int sig) {
@@ -99,25 +101,21 @@ extern "C" void on_stop_signal(int sig) {
   g_stop_said = 1;
 }
 
-// The run in progress's stop flag, for request_stop (set for the run whether or not
-// it handles signals).
-std::atomic<std::int32_t>* g_run_stop = nullptr;
-// A stop asked for before g_run_stop was set (from the run's on_start callback),
+// A stop asked for before g_stop was set (from the run's on_start callback),
 // applied once it is.
 volatile sig_atomic_t g_requested = 0;
 struct RunStop {
-  explicit RunStop(std::atomic<std::int32_t>* stop) noexcept { g_run_stop = stop; }
-  ~RunStop() { g_run_stop = nullptr; }
+  explicit RunStop(std::atomic<std::int32_t>* stop) noexcept { g_stop = stop; }
+  ~RunStop() { g_stop = nullptr; }
   RunStop(const RunStop&) = delete;
   RunStop& operator=(const RunStop&) = delete;
 };
 
 class SignalScope {
  public:
-  explicit SignalScope(std::atomic<std::int32_t>* stop) {
+  SignalScope() {
     g_signal = 0;
     g_stop_said = 0;
-    g_stop = stop;
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -130,7 +128,6 @@ class SignalScope {
     if (old_term_.sa_handler != SIG_IGN) sigaction(SIGTERM, &sa, nullptr);
   }
   ~SignalScope() {
-    g_stop = nullptr;
     // After a stop the handlers stay: a second signal while the caller still writes
     // what the stop leaves (the summary, the last line) exits 130/143, as during it,
     // instead of killing the process by the signal's default action.
@@ -835,9 +832,9 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
   if (resume && run.mode.synchronous()) run.align_workers();
   run.capture_start();
   g_signal = 0;
+  const RunStop run_stop(&run.control->stop);  // (outlives the handlers: made first)
   std::optional<SignalScope> signals;
-  if (cfg.handle_signals) signals.emplace(&run.control->stop);
-  const RunStop run_stop(&run.control->stop);
+  if (cfg.handle_signals) signals.emplace();
   if (g_requested) request_stop(g_requested);  // asked for from on_start
   // Several nodes meet before any worker starts: a late one joins, one that differs
   // is refused at once, and the wait is not training time.
@@ -855,12 +852,11 @@ TrainResult train_here(const TrainConfig& given, Model& model, const Dataset& tr
 
 void request_stop(int signal) noexcept {
   if (g_signal) return;
-  if (!g_run_stop) {  // before the run's stop flag exists (its on_start): kept for it
+  if (!g_stop) {  // before the run's stop flag exists (its on_start): kept for it
     if (!g_requested) g_requested = signal;
     return;
   }
-  on_stop_signal(signal);
-  g_run_stop->store(1, std::memory_order_relaxed);
+  on_stop_signal(signal);  // (sets the flag, and says so)
 }
 
 }  // namespace hogwild
