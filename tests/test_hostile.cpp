@@ -100,7 +100,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"{D}", fmt::format("\"{}\"", test::hogwild_data_path())},
       {"{P}", fmt::format("\"{}\"", std::getenv("HOGWILD_PREDICT"))},
       {"{train}", train}, {"{test}", test_file}, {"{dir}", d}};
-  const std::vector<Row> rows = {
+  std::vector<Row> rows = {
       // Options: counts, ranges, names, combinations.
       {"a negative count", "{T} --train {train} --batch -1", 2,
        "--batch: expected a whole number of 0 or more, got -1"},
@@ -322,6 +322,17 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a test split of no rows", "{D} generate --rows 10 --out {dir}/g.svm --test-out {dir}/t.svm --test-rows 0",
        2, "--test-rows 0"},
   };
+  // hogwild_plot on a run folder whose summary was cut short (a run killed while
+  // writing it): where matplotlib is installed (scripts/install-deps.sh), as the
+  // study suite's figures are.
+  if (test::run({"/usr/bin/python3", "-c", "import matplotlib"}).exit_code == 0) {
+    std::filesystem::create_directory(dir.file("cut_run"));
+    test::write_text(dir.file("cut_run/summary.json"), "{\"samples\": ");
+    rows.push_back({"a run's summary cut short, for the plot",
+                    fmt::format("\"{}/hogwild_plot\" {{dir}}/cut_run --out {{dir}}/cut_plots",
+                                std::filesystem::path(test::hogwild_train_path()).parent_path().string()),
+                    2, "cut_run/summary.json:1: not JSON"});
+  }
   const auto before = contents(d);
   for (const Row& row : rows) {
     CAPTURE(row.what);
