@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,7 @@
 
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
+#include "comm/rendezvous_store.hpp"
 #include "comm/shm.hpp"
 #include "comm_suite.hpp"
 #include "hogwild/config.hpp"
@@ -432,6 +434,48 @@ TEST_CASE("gloo: ranks that claim the same rank at once: exactly one gets it, th
       if (o.code == hogwild::kExitBadInput)
         CHECK(o.message.find("two nodes were given the same --node-rank") != std::string::npos);
   }
+}
+
+TEST_CASE("gloo: a key another node erases while this one reads it is absent at once, not "
+          "after gloo's 30 s wait") {
+  // The nodes' join reads the other nodes' keys while a failed node erases its own;
+  // gloo's FileStore::get waits 30 s for a key that went between a check and the read.
+  Rendezvous rv;
+  // Key k<i> is set, then erased for good, then k<i+1> ...
+  std::atomic<bool> done{false};
+  std::atomic<int> current{0};
+  std::thread churn([&] {
+    auto store = hogwild::detail::open_store(rv.options(1), 2s);
+    const std::vector<char> value{'x', 'y'};
+    for (int i = 0; !done.load(); ++i) {
+      store.set(fmt::format("k{}", i), value);
+      current = i;
+      std::this_thread::sleep_for(20us);
+      store.erase(fmt::format("k{}", i));
+    }
+  });
+  auto store = hogwild::detail::open_store(rv.options(0), 2s);
+  double slowest = 0;
+  std::size_t found = 0, wrong = 0;
+  for (const double t_end = now() + 1.5; now() < t_end && slowest < 1.0;) {
+    const double t0 = now();
+    const auto value = store.find(fmt::format("k{}", current.load()));
+    slowest = std::max(slowest, now() - t0);
+    if (value) {
+      ++found;
+      wrong += *value != "xy";
+    }
+  }
+  done = true;
+  churn.join();
+  INFO("found " << found << " times");
+  CHECK(found > 0);
+  CHECK(wrong == 0);
+  CHECK(slowest < 1.0);
+  // get() waits its timeout for an absent key, then says which.
+  const double t0 = now();
+  CHECK_THROWS_WITH_AS(store.get("never"), doctest::Contains("did not appear"), gloo::IoException);
+  CHECK(now() - t0 < 3.0);
 }
 
 TEST_CASE("gloo: bad settings are ConfigErrors that say what is wrong") {

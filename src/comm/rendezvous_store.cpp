@@ -84,6 +84,14 @@ struct FileBackend final : gloo::rendezvous::FileStore, KeyOps {
     if (error == EEXIST) return false;
     throw gloo::IoException(fmt::format("cannot link {}: {}", objectPath(key), std::strerror(error)));
   }
+  // A value is whole once its file is there (FileStore::set renames it into place).
+  std::optional<std::vector<char>> read(const std::string& key) override {
+    std::ifstream in(objectPath(key), std::ios::binary);
+    if (!in) return std::nullopt;
+    std::vector<char> value{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (in.bad()) throw gloo::IoException(fmt::format("cannot read {}", objectPath(key)));
+    return value;
+  }
 };
 struct RedisBackend final : gloo::rendezvous::RedisStore, KeyOps {
   RedisBackend(const std::string& host, int port, milliseconds timeout) : RedisStore(host, port) {
@@ -99,6 +107,20 @@ struct RedisBackend final : gloo::rendezvous::RedisStore, KeyOps {
     freeReplyObject(reply);
     if (!error.empty()) throw gloo::IoException(error);
     return set;
+  }
+  std::optional<std::vector<char>> read(const std::string& key) override {
+    auto* reply =
+        static_cast<redisReply*>(redisCommand(redis_, "GET %b", key.data(), key.size()));
+    if (reply == nullptr) throw gloo::IoException(redis_->errstr);
+    std::optional<std::vector<char>> value;
+    std::string error;
+    if (reply->type == REDIS_REPLY_STRING)
+      value.emplace(reply->str, reply->str + reply->len);
+    else if (reply->type == REDIS_REPLY_ERROR)
+      error = reply->str;
+    freeReplyObject(reply);
+    if (!error.empty()) throw gloo::IoException(error);
+    return value;
   }
   bool erase(const std::string& key) override {
     auto* reply = static_cast<redisReply*>(redisCommand(redis_, "DEL %b", key.data(), key.size()));

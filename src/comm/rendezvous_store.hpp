@@ -54,6 +54,9 @@ struct KeyOps {
   virtual bool erase(const std::string& key) = 0;
   // set(), but false when the key is there, atomically.
   virtual bool claim(const std::string& key, const std::vector<char>& data) = 0;
+  // The key's value, or nullopt when it is not there (no wait: gloo's get waits 30 s
+  // for a key that another node erased after a check found it).
+  virtual std::optional<std::vector<char>> read(const std::string& key) = 0;
 };
 
 
@@ -75,7 +78,10 @@ class KeyStore final : public gloo::rendezvous::Store {
   }
   std::vector<char> get(const std::string& key) override {
     wait({key});
-    return backend_->get(join(key));
+    auto value = ops_->read(join(key));
+    if (!value)
+      throw gloo::IoException(fmt::format("key {} left the rendezvous store", key));
+    return std::move(*value);
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys,
@@ -101,9 +107,9 @@ class KeyStore final : public gloo::rendezvous::Store {
   // The value of `key`, or nullopt when it is not there or the store fails.
   std::optional<std::string> find(const std::string& key) noexcept {
     try {
-      if (!has(key)) return std::nullopt;
-      const auto value = backend_->get(join(key));
-      return std::string(value.begin(), value.end());
+      const auto value = ops_->read(join(key));
+      if (!value) return std::nullopt;
+      return std::string(value->begin(), value->end());
     } catch (...) {
       return std::nullopt;
     }
