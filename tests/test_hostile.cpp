@@ -99,6 +99,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"{T}", fmt::format("\"{}\"", test::hogwild_train_path())},
       {"{D}", fmt::format("\"{}\"", test::hogwild_data_path())},
       {"{P}", fmt::format("\"{}\"", std::getenv("HOGWILD_PREDICT"))},
+      {"{S}", fmt::format("\"{}/hogwild_sweep\"",
+                          std::filesystem::path(test::hogwild_train_path()).parent_path().string())},
       {"{train}", train}, {"{test}", test_file}, {"{dir}", d}};
   std::vector<Row> rows = {
       // Options: counts, ranges, names, combinations.
@@ -321,6 +323,15 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "standard output closed before training; not started\nexit 141"},
       {"a test split of no rows", "{D} generate --rows 10 --out {dir}/g.svm --test-out {dir}/t.svm --test-rows 0",
        2, "--test-rows 0"},
+      // Empty inputs and a NaN that compares false with every bound.
+      {"an empty training set", "{T} --train {dir}/empty.svm", 2,
+       "empty.svm has no rows: nothing to train on"},
+      {"a conversion of an empty file", "{D} convert {dir}/empty.svm --out {dir}/e.cache", 2,
+       "empty.svm has no rows: nothing to convert"},
+      {"a sweep mode that is none", "{S} --train {train} --test {test} --mode hogwild,bogus --out {dir}/sweep",
+       2, "--mode bogus: not a mode; give MODE (serial, hogwild"},
+      {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
+       "the Zipf exponent must be between 0 and 10, not nan"},
   };
   // hogwild_plot on a run folder whose summary was cut short (a run killed while
   // writing it): where matplotlib is installed (scripts/install-deps.sh), as the

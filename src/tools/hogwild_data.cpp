@@ -447,7 +447,7 @@ int main(int argc, char** argv) {
     if (*g && gen_kind == "ratings") {
       rgen.seed = gen.seed;
       if (g->count("--noise")) rgen.noise = gen_noise;
-      if (gen_zipf >= 0) rgen.zipf_exponent = gen_zipf;
+      if (g->count("--zipf")) rgen.zipf_exponent = gen_zipf;
       if (gen_test_out.empty()) rgen.test_ratings = 0;
       else if (!g->count("--test-ratings")) rgen.test_ratings = std::max<std::size_t>(1, rgen.ratings / 10);
       auto r = generate_ratings(rgen);
@@ -455,7 +455,7 @@ int main(int argc, char** argv) {
       if (!gen_test_out.empty()) save(r.test, gen_test_out, format_for(gen_test_out, gen_format));
     } else if (*g) {
       gen.noise = gen_noise;
-      if (gen_zipf >= 0) gen.zipf_exponent = gen_zipf;
+      if (g->count("--zipf")) gen.zipf_exponent = gen_zipf;
       if (gen.nnz_per_row > gen.features)
         throw ConfigError(fmt::format("--nnz-per-row ({}) cannot exceed --features ({})",
                                       gen.nnz_per_row, gen.features));
@@ -474,8 +474,10 @@ int main(int argc, char** argv) {
         save(rows_of(all, train_rows, all.rows()), gen_test_out, format_for(gen_test_out, gen_format));
     } else if (*c) {
       const Storage storage = parse_storage(conv_storage);
-      save(load_dataset(conv_in, conv_labels, {conv_threads, storage}), conv_out,
-           conv_format.empty() ? "cache" : conv_format);
+      const Dataset d = load_dataset(conv_in, conv_labels, {conv_threads, storage});
+      if (d.rows() == 0)  // (a file of comments, or none: most likely not the one meant)
+        throw ConfigError(fmt::format("{} has no rows: nothing to convert", conv_in));
+      save(d, conv_out, conv_format.empty() ? "cache" : conv_format);
     } else if (*i) {
       info(info_in, info_labels, info_threads);
     } else if (*sc) {

@@ -121,6 +121,21 @@ def parse_list(text, kind, name):
 
 
 LAYOUTS = ("plain", "auto", "replicas", "hot")
+# hogwild_train's --mode and --simulate-access choices (its error for another one
+# lists them), checked before the reference runs: a sweep mode that is none of them
+# would stop the sweep at its first run, leaving a reference and folders behind.
+MODES = ("serial", "hogwild", "atomic", "lock", "ddp", "dp", "ps", "striped", "simulated")
+ACCESSES = ("hogwild", "atomic", "lock", "striped")
+MODE_FORMS = ("MODE (" + ", ".join(MODES) + "), hogwild-LAYOUT (" + ", ".join(LAYOUTS) +
+              "), striped-N, simulated-ACCESS (" + ", ".join(ACCESSES) + ") or simulated-striped-N")
+
+
+def known_mode(label):
+    """Whether `label` is a sweep mode: one of MODES, or a form of MODE_FORMS."""
+    if label in MODES or stripes_of(label) is not None or layout_of(label) is not None:
+        return True
+    head, _, access = label.partition("-")
+    return head == "simulated" and access in ACCESSES
 
 
 def run_mode(label):
@@ -379,7 +394,8 @@ def main():
     p.add_argument("--test", required=True, help="the test set the losses are measured on")
     p.add_argument("--model", default="logistic", help="comma-separated models")
     p.add_argument("--workers", default="1,2,4")
-    p.add_argument("--mode", default="serial,hogwild,atomic,lock")
+    p.add_argument("--mode", default="serial,hogwild,atomic,lock",
+                   help="comma-separated: " + MODE_FORMS)
     p.add_argument("--lr", default="0.5")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=5)
@@ -420,6 +436,9 @@ def main():
     models = parse_list(args.model, str, "model")
     workers = parse_list(args.workers, int, "workers")
     modes = parse_list(args.mode, str, "mode")
+    for m in modes:
+        if not known_mode(m):
+            fail(f"--mode {m}: not a mode; give {MODE_FORMS}")
     lrs = parse_list(args.lr, float, "lr")
     if args.seeds < 1 or args.epochs < 1:
         fail("--seeds and --epochs must be at least 1")

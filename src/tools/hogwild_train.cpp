@@ -144,8 +144,10 @@ hogwild::Dataset load(const std::string& path, const std::string& labels, const 
   } else {
     d = hogwild::with_storage(d, storage, dense_at);
   }
-  if (train && d.rows() == 0)  // an evaluation of nothing would print no accuracy, and exit 0
-    throw hogwild::ConfigError(fmt::format("--test {} has no rows: nothing to evaluate on", path));
+  // (An evaluation of nothing would print no accuracy, and exit 0.)
+  if (d.rows() == 0)
+    throw hogwild::ConfigError(fmt::format("{} {} has no rows: nothing to {}", train ? "--test" : "--train",
+                                           path, train ? "evaluate on" : "train on"));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.quiet)
     tell(o.human, "{} {}: {} rows, {} features, {} non-zeros ({:.2f}s), stored {}{}{}\n", what, path,

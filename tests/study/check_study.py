@@ -233,9 +233,9 @@ try:
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         check(r.returncode == 2 and says in r.stdout, f"{' '.join(args)}: exit 2, '{says}'")
     # Options that hogwild_train refuses: the sweep stops at the first such run, with its message.
-    for args, says in ((["--mode", "hogwild,bogus", "--workers", "2"],
-                        "hogwild_sweep: error: hogwild_train refused logistic-bogus-w2-lr0.5-s1: "
-                        "hogwild_train: error: unknown mode \"bogus\""),
+    for args, says in ((["--mode", "hogwild,striped-0", "--workers", "2"],
+                        "hogwild_sweep: error: hogwild_train refused logistic-striped-0-w2-lr0.5-s1: "
+                        "hogwild_train: error: --stripes 0 is out of range"),
                        (["--model", "svm"], "the reference run for svm failed (exit 2): "
                                             "hogwild_train: error: unknown model \"svm\"")):
         r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
@@ -245,6 +245,13 @@ try:
         ok = r.returncode == 2 and says in r.stdout
         check(ok, f"{' '.join(args)}: exit 2, '{says}'" + ("" if ok else f": {r.stdout}"))
         check(r.stdout.count("failed (exit 2") <= 1, "it stops at the first refused run")
+    # A mode that is none: refused before the reference runs, nothing written.
+    r = subprocess.run(cmd[:1] + ["--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm",
+                                  "--out", f"{tmp}/unknown", "--hogwild-train", train,
+                                  "--mode", "hogwild,simulated-bogus"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(r.returncode == 2 and "--mode simulated-bogus: not a mode" in r.stdout
+          and not os.path.exists(f"{tmp}/unknown"), "an unknown sweep mode: exit 2 before anything runs")
     r = subprocess.run([plot, f"{tmp}/nowhere"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
     check(r.returncode == 2 and "no such folder" in r.stdout, "hogwild_plot on no folder: exit 2")
