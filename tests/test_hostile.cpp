@@ -51,6 +51,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   const std::string d = dir.path().string();
   // What the rows are given: a malformed file, an empty one, an earlier run's outputs.
   test::write_text(dir.file("bad.svm"), "1 1:1\n-1 2:1\n1 4:x\n");
+  test::write_text(dir.file("hashed.svm"), "1 4294967295:1\n0 3:1\n");  // a 2^32 feature space
   test::write_text(dir.file("empty.svm"), "");
   test::write_text(dir.file("words.txt"), "hello world\nfoo bar\n");
   test::write_text(dir.file("program.bin"), std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
@@ -330,6 +331,12 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "empty.svm has no rows: nothing to convert"},
       {"a sweep mode that is none", "{S} --train {train} --test {test} --mode hogwild,bogus --out {dir}/sweep",
        2, "--mode bogus: not a mode; give MODE (serial, hogwild"},
+      {"a feature index of 2^32 - 1 under a 4 GB address-space limit (a table a feature, "
+       "16 GiB, was built before the memory check)",
+       "ulimit -v 4000000; {T} --train {dir}/hashed.svm --workers 2", 4,
+       "parameter arena (weights) 16.0 GiB"},  // (over MemAvailable, or else the limit)
+      {"statistics of a 2^32 feature space under a 4 GB address-space limit",
+       "ulimit -v 4000000; {D} stats --train {dir}/hashed.svm", 0, "feature 4294967294"},
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
   };

@@ -49,6 +49,26 @@ TEST_CASE("the hot set is the k most frequent features") {
   CHECK(most_frequent_features(d, 5, 2) == std::vector<std::uint32_t>{3, 1});
   CHECK(most_frequent_features(d, 5, 1000) == std::vector<std::uint32_t>{3, 1, 0, 4});  // 2 never occurs
   CHECK(most_frequent_features(d, 5, 0).empty());
+  CHECK(feature_degrees(d, 5) ==
+        std::vector<FeatureDegree>{{0, 1}, {1, 2}, {3, 3}, {4, 1}});
+  CHECK(feature_degrees(d, 4) == std::vector<FeatureDegree>{{0, 1}, {1, 2}, {3, 3}});  // the first 4
+  CHECK(degree_of(feature_degrees(d, 5), 3) == 3);
+  CHECK(degree_of(feature_degrees(d, 5), 2) == 0);
+}
+
+TEST_CASE("degrees of a hashed feature space of 2^32 cost memory of the non-zeros, not the features") {
+  // Feature 2^32 - 2 in two rows, 7 in three: a table a feature would be 16 GiB
+  // (the run then fails on memory before its estimate could say so).
+  const std::uint32_t far = 4294967294u;
+  const std::vector<float> labels{0, 1, 1};
+  const std::vector<std::uint64_t> offsets{0, 2, 4, 5};
+  const std::vector<std::uint32_t> indices{7, far, 7, far, 7};
+  const std::vector<float> values(5, 1.f);
+  const Dataset d = Dataset::sparse(labels, offsets, indices, values, std::size_t{far} + 1, "hashed");
+  CHECK(feature_degrees(d, d.cols()) == std::vector<FeatureDegree>{{7, 3}, {far, 2}});
+  CHECK(degree_of(feature_degrees(d, d.cols()), far) == 2);
+  CHECK(most_frequent_features(d, d.cols(), 5) == std::vector<std::uint32_t>{7, far});
+  CHECK(most_frequent_features(d, 8, 5) == std::vector<std::uint32_t>{7});  // the first 8 only
 }
 
 TEST_CASE("renumbered rows read the map's columns and share everything else") {

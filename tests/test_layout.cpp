@@ -138,8 +138,8 @@ TEST_CASE("--layout replicas and hot become --merge-every auto and --hot-k from 
   h.layout = WeightLayout::hot;
   detail::resolve_layout(h, tr, *linear);
   std::size_t want = 0;
-  for (const std::uint32_t d : feature_degrees(tr, tr.cols()))
-    want += std::uint64_t{d} * detail::kHotShare >= tr.rows();
+  for (const FeatureDegree& d : feature_degrees(tr, tr.cols()))
+    want += std::uint64_t{d.rows} * detail::kHotShare >= tr.rows();
   MESSAGE("features in 1/64 of the rows or more: " << want << ", --hot-k " << h.hot_k);
   CHECK(want >= 1);
   CHECK(h.hot_k == std::min(want, detail::kHotMost));

@@ -118,6 +118,32 @@ TEST_CASE("stats: a hypergraph worked by hand") {
   }
 }
 
+TEST_CASE("stats: a hashed feature space of 2^32 gives the figures of the same rows numbered "
+          "densely, without tables of 2^32") {
+  // The hand-worked rows, with features 1 and 3 renamed 2^32 - 2 and 2^31 (ascending
+  // order kept, so ties break as before).
+  const std::uint32_t a = 2147483648u, b = 4294967294u;
+  const Dataset dense = rows_of({{0, 1}, {1, 2}, {3}, {0, 3}, {}}, 5);
+  const Dataset hashed = rows_of({{0, a}, {a, a + 1}, {b}, {0, b}, {}}, std::size_t{b} + 1);
+  SparsityOptions o;
+  o.pairs = 20000;
+  const auto s = sparsity_stats(dense, o), h = sparsity_stats(hashed, o);
+  CHECK(h.updates == s.updates);
+  CHECK(h.coordinates == s.coordinates);
+  CHECK(h.omega == s.omega);
+  CHECK(h.delta == s.delta);
+  CHECK(h.busiest == s.busiest);  // feature 0
+  REQUIRE(h.rho.has_value());
+  CHECK(*h.rho == *s.rho);
+  CHECK(h.kappa == s.kappa);
+  CHECK(h.conflict_degree_upper == s.conflict_degree_upper);
+  REQUIRE(h.hot.size() == s.hot.size());
+  std::vector<std::string> names;
+  for (const auto& x : h.hot) names.push_back(x.what);
+  CHECK(std::find(names.begin(), names.end(), "feature 4294967294") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "feature 2147483648") != names.end());
+}
+
 TEST_CASE("stats: exact rho by branch and bound, and the sampled conflicts, against brute force") {
   for (std::uint64_t seed : {1, 2, 3}) {
     auto [d, unused] = test::generated_problem(400, 10, 300, 6, 0.0, seed);

@@ -66,10 +66,13 @@ void choose_conflict_sample(std::byte* block, const std::vector<TensorSpec>& spe
     if (specs[t].name == "b" || specs[t].name == "bias")
       for (std::uint64_t i = 0; i < std::min<std::size_t>(specs[t].size, 16); ++i)
         chosen.push_back({t, 0, i, train.rows(), 0});
-  std::vector<std::uint32_t> degree;
-  if (feature_indexed && !specs.empty()) {
-    degree = feature_degrees(train, specs[0].size);  // empty unless the rows are sparse
-    for (std::uint32_t j : most_frequent(degree, k)) chosen.push_back({0, 1, j, degree[j], 0});
+  std::vector<FeatureDegree> degrees;
+  // Degrees are known for sparse rows only (feature_degrees' list is empty for others).
+  const bool known = feature_indexed && !specs.empty() && train.layout() == Layout::sparse;
+  if (known) {
+    degrees = feature_degrees(train, specs[0].size);
+    for (std::uint32_t j : most_frequent(degrees, k))
+      chosen.push_back({0, 1, j, degree_of(degrees, j), 0});
   }
   if (!specs.empty() && specs[0].size > 0) {
     std::mt19937_64 rng(seed ^ 0xC0FF1C75ull);
@@ -77,8 +80,9 @@ void choose_conflict_sample(std::byte* block, const std::vector<TensorSpec>& spe
     for (std::size_t n = 0, tries = 0; n < k && tries < 100 * k && chosen.size() < kMaxSampled;
          ++tries) {
       const std::uint64_t i = pick(rng);
-      if (taken(0, i) || (!degree.empty() && degree[i] == 0)) continue;  // a feature no row has
-      chosen.push_back({0, 2, i, degree.empty() ? 0 : degree[i], 0});
+      const std::uint32_t rows = known ? degree_of(degrees, i) : 0;
+      if (taken(0, i) || (known && rows == 0)) continue;  // a feature no row has
+      chosen.push_back({0, 2, i, rows, 0});
       ++n;
     }
   }

@@ -23,6 +23,10 @@ struct Hypergraph {
   std::uint64_t empty = 0;
   bool bipartite_pairs = false;  // mf: every update is one user node and one item node
   std::uint64_t users = 0;       // mf: nodes [0, users) are users, the rest items
+  // Where features far outnumber the non-zeros (a hashed space of 2^32), node v is
+  // feature names[v], the features that occur in ascending order; else node v is
+  // feature v.
+  std::vector<std::uint32_t> names;
 
   std::size_t updates() const { return offsets.size() - 1; }
   std::span<const std::uint32_t> edge(std::size_t e) const {
@@ -75,7 +79,6 @@ Hypergraph build(const Dataset& d, const SparsityOptions& o, SparsityStats& s) {
     throw ConfigError(fmt::format("--model {} needs feature rows, and {} holds rating triples "
                                   "(--model mf)", o.model, d.source()));
   s.bias_coordinates = o.bias ? per_feature : 0;
-  g.multiplicity.assign(d.cols(), per_feature);
   g.nodes.reserve(d.dense() ? d.rows() * d.cols() / 2 : d.nnz());
   for (std::size_t r = 0; r < d.rows(); ++r) {
     const RowView x = d.row(r);
@@ -83,11 +86,22 @@ Hypergraph build(const Dataset& d, const SparsityOptions& o, SparsityStats& s) {
       if (x.at(j) != 0.0f) g.nodes.push_back(x.dense() ? j : x.index[j]);  // a zero writes nothing
     g.close_edge();
   }
+  if (d.cols() <= 2 * g.nodes.size() + 65536) {
+    g.multiplicity.assign(d.cols(), per_feature);
+    return g;
+  }
+  // Tables a feature would cost more than the rows do: number the features that occur.
+  g.names = g.nodes;
+  std::sort(g.names.begin(), g.names.end());
+  g.names.erase(std::unique(g.names.begin(), g.names.end()), g.names.end());
+  for (std::uint32_t& v : g.nodes)
+    v = static_cast<std::uint32_t>(std::lower_bound(g.names.begin(), g.names.end(), v) - g.names.begin());
+  g.multiplicity.assign(g.names.size(), per_feature);
   return g;
 }
 
 std::string node_name(const Hypergraph& g, std::uint64_t v) {
-  if (!g.bipartite_pairs) return fmt::format("feature {}", v);
+  if (!g.bipartite_pairs) return fmt::format("feature {}", g.names.empty() ? v : g.names[v]);
   return v < g.users ? fmt::format("user {}", v) : fmt::format("item {}", v - g.users);
 }
 

@@ -76,9 +76,9 @@ bool probe_offers_hot(const TrainConfig& c, unsigned workers, const Dataset& tra
 
 namespace {
 // hot_features' K from the degree table of `rows` rows.
-std::size_t hot_count(std::span<const std::uint32_t> degree, std::size_t rows) {
+std::size_t hot_count(std::span<const FeatureDegree> degrees, std::size_t rows) {
   std::size_t hot = 0;
-  for (const std::uint32_t d : degree) hot += std::uint64_t{d} * kHotShare >= rows;
+  for (const FeatureDegree& d : degrees) hot += std::uint64_t{d.rows} * kHotShare >= rows;
   return std::clamp<std::size_t>(hot, 1, kHotMost);
 }
 }  // namespace
@@ -90,9 +90,12 @@ std::size_t hot_features(const Dataset& train) {
 std::vector<std::uint32_t> probe_hot_features(const TrainConfig& c, unsigned workers,
                                               const Dataset& train, std::size_t features) {
   if (!probe_offers_hot(c, workers, train)) return {};
-  const std::vector<std::uint32_t> degree = feature_degrees(train, train.cols());
-  const std::span<const std::uint32_t> first(degree.data(), std::min(features, degree.size()));
-  return most_frequent(first, hot_count(degree, train.rows()));
+  const std::vector<FeatureDegree> degrees = feature_degrees(train, train.cols());
+  // (K from all the features; the window's among the model's first `features`.)
+  const auto within = std::partition_point(degrees.begin(), degrees.end(),
+                                           [&](const FeatureDegree& d) { return d.feature < features; });
+  return most_frequent(std::span<const FeatureDegree>(degrees.begin(), within),
+                       hot_count(degrees, train.rows()));
 }
 
 std::string layout_plan(const TrainConfig& c, unsigned workers, const Dataset& train) {
