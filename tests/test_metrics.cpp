@@ -151,3 +151,36 @@ TEST_CASE("a metrics line carries the capture counts, the evaluation's time and 
   CHECK(j["eval_seconds"] == 0.25);
   CHECK(j["reported_time"] == 1.9);
 }
+
+TEST_CASE("without a test set, each epoch's line says where that epoch ended, however short the "
+          "epochs") {
+  // 400 rows of two workers: an epoch lasts tens of microseconds, so several end
+  // between two looks of the parent; their lines said the run's end (the same
+  // samples each, at 0 samples/s).
+  constexpr std::size_t rows = 400;
+  const Dataset train_set = rows_of_one(rows);
+  for (const Mode mode : {Mode::hogwild, Mode::atomic, Mode::lock}) {
+    INFO(to_string(mode));
+    Counter model(rows, 0);
+    TrainConfig c;
+    c.mode = mode;
+    c.workers = 2;
+    c.epochs = 8;
+    const TrainResult r = train(c, model, train_set, nullptr);
+    REQUIRE(r.history.size() == c.epochs);
+    std::uint64_t before = 0;
+    double then = 0;
+    for (const Progress& p : r.history) {
+      INFO("epoch " << p.epoch << ": samples " << p.samples << " in [" << p.samples_min << ", "
+                    << p.samples_max << "] at " << p.time << " s");
+      CHECK(p.end_of_epoch);
+      // Every worker had finished the epoch; the last one to had trained no further.
+      CHECK(p.samples_min >= static_cast<std::uint64_t>(p.epoch) * rows);
+      CHECK(p.samples > before);
+      CHECK(p.time >= then);
+      CHECK(p.recent_samples_per_second > 0);
+      before = p.samples;
+      then = p.time;
+    }
+  }
+}

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
@@ -222,6 +224,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
     for (const char* n : {"snapshot0", "snapshot1"})
       blocks.push_back({n, sizeof(SnapshotSlot) + floats * sizeof(float)});
+  } else if (mode.parallel()) {  // the epochs' ends only
+    blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
+    blocks.push_back({"epoch_ends", kEpochEnds * epoch_stride() * sizeof(std::uint64_t)});
   }
   // A worker started from a description attaches the arena its parent made and
   // initialised, and finds every block by name; everything else above (labels, the
@@ -302,10 +307,12 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     }
     node_base = ParamSet(std::move(t));
   }
-  if (arena.has("finishers")) {
+  if (arena.has("finishers"))
     finishers = {in_arena<std::atomic<std::uint32_t>>(arena.block("finishers").data(), cfg.epochs,
                                                      attach),
                  cfg.epochs};
+  if (arena.has("epoch_ends")) epoch_ends = arena.array<std::uint64_t>("epoch_ends");
+  if (arena.has("snapshot0")) {
     for (int i = 0; i < 2; ++i) {
       auto b = arena.block(i ? "snapshot1" : "snapshot0");
       slots[i] = in_arena<SnapshotSlot>(b.data(), 1, attach);
@@ -321,7 +328,7 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     }
   }
   // Both from one pass over the rows per tensor.
-  const bool snapshot_ranges = arena.has("finishers") && test;
+  const bool snapshot_ranges = arena.has("snapshot0");
   const bool replica_ranges = mode.parallel() && cfg.partition == Partition::shuffled &&
                               mode.may_merge(cfg, workers);
   for (std::size_t t = 0; t < specs.size() && (snapshot_ranges || replica_ranges); ++t) {
@@ -396,8 +403,25 @@ std::pair<unsigned, std::uint64_t> Run::align_workers() {
 // Called by a worker after finishing epoch e: the last one to finish copies the
 // weights into the slot of epoch e, if the parent is done with that slot.
 void Run::snapshot_if_last(unsigned rank, unsigned e) {
-  if (finishers.empty() || !test) return;  // nothing would evaluate the snapshot
+  if (finishers.empty()) return;
   if (!count_finish(rank, e)) return;
+  if (!epoch_ends.empty()) {  // no test set: the counts alone
+    const CaptureCounts c = capture([] {});
+    const std::span<std::uint64_t> entry = epoch_ends.subspan((e % kEpochEnds) * epoch_stride(),
+                                                              epoch_stride());
+    // (The entry's last writer, epoch e - kEpochEnds's, is done: it finished that
+    // epoch's snapshot before training the epochs up to this one.)
+    std::atomic_ref<std::uint64_t>(entry[0]).store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    std::atomic_ref<std::uint64_t>(entry[1]).store(std::bit_cast<std::uint64_t>(c.time),
+                                                   std::memory_order_relaxed);
+    for (unsigned w = 0; w < workers; ++w) {
+      std::atomic_ref<std::uint64_t>(entry[2 + w]).store(c.low[w], std::memory_order_relaxed);
+      std::atomic_ref<std::uint64_t>(entry[2 + workers + w]).store(c.high[w], std::memory_order_relaxed);
+    }
+    std::atomic_ref<std::uint64_t>(entry[0]).store(e + 1, std::memory_order_release);
+    return;
+  }
   // A parameter server's last epoch is evaluated once the servers have applied every
   // push (on every node) and ended: on the weights as they finally are.
   if (servers && e + 1 == cfg.epochs) return;
@@ -765,8 +789,25 @@ CaptureCounts Run::counts_of(const SnapshotSlot& slot) const {
   return c;
 }
 
+std::optional<CaptureCounts> Run::epoch_end(unsigned e) const {
+  if (epoch_ends.empty() || e == 0) return std::nullopt;
+  const std::span<std::uint64_t> entry = epoch_ends.subspan(((e - 1) % kEpochEnds) * epoch_stride(),
+                                                            epoch_stride());
+  if (std::atomic_ref<std::uint64_t>(entry[0]).load(std::memory_order_acquire) != e) return std::nullopt;
+  CaptureCounts c;
+  c.time = std::bit_cast<double>(std::atomic_ref<std::uint64_t>(entry[1]).load(std::memory_order_relaxed));
+  for (unsigned w = 0; w < workers; ++w) {
+    c.low.push_back(std::atomic_ref<std::uint64_t>(entry[2 + w]).load(std::memory_order_relaxed));
+    c.high.push_back(std::atomic_ref<std::uint64_t>(entry[2 + workers + w]).load(std::memory_order_relaxed));
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Overwritten meanwhile (the workers kEpochEnds epochs ahead): not epoch e's.
+  if (std::atomic_ref<std::uint64_t>(entry[0]).load(std::memory_order_relaxed) != e) return std::nullopt;
+  return c;
+}
+
 SnapshotSlot* Run::slot_for(unsigned e) const {
-  if (finishers.empty()) return nullptr;
+  if (slots[0] == nullptr) return nullptr;  // no test set: no slots
   SnapshotSlot* s = slots[(e - 1) % 2];
   return s->epoch.load(std::memory_order_acquire) == e ? s : nullptr;
 }

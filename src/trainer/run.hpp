@@ -146,6 +146,15 @@ struct Run {
   SnapshotSlot* slots[2] = {nullptr, nullptr};
   ParamSet slot_params[2];
   std::span<std::uint64_t> slot_counts[2];  // per slot: low[workers], then high[workers]
+  // Without a test set (nothing to evaluate, so no slots): the counts as the last
+  // worker to finish each of the latest kEpochEnds epochs took them, so that the
+  // epoch's record says where it ended however late the parent looks (short epochs
+  // end several to one look: their records all said the run's end, at 0 samples/s).
+  // An entry of epoch_stride() words: its epoch (1-based; 0 while written), the
+  // time's bits, low[workers], high[workers]; written and read as a seqlock.
+  static constexpr unsigned kEpochEnds = 16;
+  std::span<std::uint64_t> epoch_ends;
+  std::size_t epoch_stride() const noexcept { return 2 + 2 * std::size_t{workers}; }
   // Per tensor, the coordinates training can change (Model::trained_ranges over all
   // rows) that the evaluation reads (the same over the test rows), coalesced into
   // whole lines; empty = all: what a snapshot copies (a slot's first snapshot copies
@@ -312,6 +321,8 @@ struct Run {
   // The snapshot slot holding epoch e (1-based), or null, and what it holds.
   SnapshotSlot* slot_for(unsigned e) const;
   CaptureCounts counts_of(const SnapshotSlot& slot) const;
+  // Epoch e's (1-based) counts at its end (epoch_ends), if its entry still holds them.
+  std::optional<CaptureCounts> epoch_end(unsigned e) const;
   // Runs copy() (a copy of the shared weights, or nothing) between reading every
   // worker's `samples` and every worker's `begun`: what the copy holds.
   template <class Copy>

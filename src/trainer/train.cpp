@@ -512,9 +512,12 @@ class Supervisor {
     detail::SnapshotSlot* slot = end_of_epoch ? run_.slot_for(evaluated_) : nullptr;
     const ParamSet* weights = &run_.params;
     detail::CaptureCounts counts;
+    std::optional<detail::CaptureCounts> ended;  // no test set: the epoch's end
     if (slot) {
       counts = run_.counts_of(*slot);
       weights = &run_.slot_params[(evaluated_ - 1) % 2];
+    } else if (end_of_epoch && (ended = run_.epoch_end(evaluated_))) {
+      counts = std::move(*ended);
     } else if (run_.mode.parallel() && run_.test && !workers_gone_) {
       counts = run_.capture([&] { weights = &copy_of_live(); });
     } else {  // serial (the parent is the worker), no worker left, or nothing to evaluate
