@@ -484,10 +484,14 @@ std::vector<std::pair<std::string, std::string>> config_fingerprint(const TrainC
 
 void check_resumable(const Checkpoint& c, const TrainConfig& config, const Dataset& train,
                      const std::string& path) {
-  std::string then, now;
+  std::string then, now, hint;
   auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
     then += (then.empty() ? "" : ", ") + what + " " + a;
     now += (now.empty() ? "" : ", ") + what + " " + b;
+    // --layout hot (or auto's probe) chose K from the data: the user gave no --hot-k.
+    if (what == "--hot-k" && a != "0")
+      hint = fmt::format(" (the run it continues kept a hot window of {} features, which --layout "
+                         "hot chose or --hot-k gave: resume with --hot-k {})", a, a);
   };
   const auto mine = config_fingerprint(config);
   for (const auto& option : mine) {
@@ -508,8 +512,8 @@ void check_resumable(const Checkpoint& c, const TrainConfig& config, const Datas
   const DataFingerprint data = DataFingerprint::of(train);
   if (!(data == c.data)) differ("training data of", c.data.describe(), data.describe());
   if (!then.empty())
-    throw ConfigError(fmt::format("cannot resume from {}: it was written with {}; this run has {}",
-                                  path, then, now));
+    throw ConfigError(fmt::format("cannot resume from {}: it was written with {}; this run has {}{}",
+                                  path, then, now, hint));
   std::uint32_t furthest = 0;  // workers run ahead of each other
   for (auto& w : c.workers) furthest = std::max(furthest, w.epochs_done);
   if (furthest >= config.epochs)

@@ -82,6 +82,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
                      "--checkpoint", dir.file("ck.bin")}).exit_code == 0);
   REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q", "--mode",
                      "simulated", "--workers", "2", "--checkpoint", dir.file("sim.ck")}).exit_code == 0);
+  REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q",
+                     "--workers", "2", "--layout", "hot", "--checkpoint", dir.file("hot.ck")})
+              .exit_code == 0);
   REQUIRE(test::run({test::hogwild_data_path(), "convert", train, "--out", dir.file("c.cache")})
               .exit_code == 0);
   REQUIRE(test::run({test::hogwild_train_path(), "--train", train, "--epochs", "1", "-q",
@@ -179,6 +182,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "{T} --train {train} --epochs 3 --model hinge --resume {dir}/ck.bin --metrics {dir}/keep.jsonl",
        2, "cannot resume from"},
       {"a malformed row for stats", "{D} stats --train {dir}/bad.svm", 2, "bad.svm:3:"},
+      {"a resume of --layout hot's run without it: the K to give is named",
+       "{T} --train {train} --epochs 2 --workers 2 --resume {dir}/hot.ck", 2,
+       "which --layout hot chose or --hot-k gave: resume with --hot-k"},
       // Outputs.
       {"an output naming an input", "{T} --train {train} --metrics {train}", 2,
        "is the --train file: writing it would overwrite that input"},
