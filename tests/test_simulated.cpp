@@ -408,6 +408,7 @@ TEST_CASE("a cost model's file is checked like any input; the instruments it rep
   refused(R"({"speed": [1, 0]})", "speed[1] must be a number > 0, not 0");
   refused(R"({"speed": 2})", "speed must be an array");
   refused(R"({"write": 3})", "unknown key write");
+  refused(R"({"write_ns": 3, "idle_ns": 2, "write_ns": 30})", "write_ns is given twice");
   refused(R"({"queue": 1})", "queue must be true or false, not 1");
   refused(R"({"recent_writes": -1})", "recent_writes must be a whole number of writes");
   refused(R"({"recent_writes": 4294967296})",

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "hogwild/error.hpp"
@@ -47,8 +48,17 @@ CostModel read_cost_model(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json j;
+  std::set<std::string> keys;  // the object's, so far: a key given twice is refused
+  std::string twice;
+  const nlohmann::json::parser_callback_t once = [&](int depth, nlohmann::json::parse_event_t event,
+                                                     nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
+        !keys.insert(parsed.get<std::string>()).second && twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(text.str(), once);
   } catch (const nlohmann::json::parse_error& e) {
     throw ConfigError(fmt::format("--cost-model {}: not JSON: {}", path, e.what()));
   } catch (const nlohmann::json::out_of_range& e) {  // a number past a double: 1e400
@@ -56,6 +66,8 @@ CostModel read_cost_model(const std::string& path) {
   }
   if (!j.is_object())
     throw ConfigError(fmt::format("--cost-model {}: a JSON object of costs is wanted", path));
+  if (!twice.empty())  // (JSON keeps the last, which may not be the one meant)
+    throw ConfigError(fmt::format("--cost-model {}: {} is given twice", path, twice));
   CostModel c = default_cost_model();
   for (const auto& [key, value] : j.items()) {
     const auto cost = [&, &key = key, &value = value](double& field) {
