@@ -292,7 +292,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "{T} --train {train} --workers 2 --layout plain --hot-flush 100", 2,
        "--hot-flush paces hot coordinates' flushes (--layout hot, --hot-k, or --layout auto's "
        "choice under --mode hogwild); this run has none (--layout plain)"},
-      {"timed evaluations with nothing to evaluate", "{T} --train {train} --eval-every 0.5", 2,
+      // (Refused before the data is read: the training file here does not exist.)
+      {"timed evaluations with nothing to evaluate", "{T} --train {dir}/missing.svm --eval-every 0.5", 2,
        "--eval-every 0.5 evaluates the weights on the test set: give --test"},
       {"a layout under a mode without one", "{T} --train {train} --workers 2 --mode atomic --layout replicas",
        2, "--layout applies to --mode hogwild, not atomic"},

@@ -379,6 +379,9 @@ void prepare(hogwild::TrainConfig& cfg, Options& o) {
                                                   o.given.count("node-rank") > 0);
   o.nodes_from = nodes_from.nodes;
   o.node_rank_from = nodes_from.node_rank;
+  if (cfg.eval_every > 0 && o.test.empty())  // (train() says so too, but after the data is read)
+    throw hogwild::ConfigError(fmt::format("--eval-every {} evaluates the weights on the test set: "
+                                           "give --test", cfg.eval_every));
   cfg.handle_signals = true;  // SIGINT/SIGTERM: final checkpoint and summary, exit 130/143
   cfg.result_parameters = false;  // the weights go to the checkpoint only: no copy at the end
   if (cfg.device == hogwild::Device::cuda) {
