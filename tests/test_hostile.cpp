@@ -344,6 +344,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "parameter arena (weights) 16.0 GiB"},  // (over MemAvailable, or else the limit)
       {"statistics of a 2^32 feature space under a 4 GB address-space limit",
        "ulimit -v 4000000; {D} stats --train {dir}/hashed.svm", 0, "feature 4294967294"},
+      {"a step size that diverges with two workers: their examples, not a global step",
+       "{T} --train {train} --model squared --lr 1e6 --workers 2 --epochs 2", 1,
+       "examples by 2 workers: weight w["},
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
   };

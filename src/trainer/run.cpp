@@ -124,10 +124,15 @@ Error divergence(const TrainConfig& c, const std::string& what, double epoch,
   const std::string when = epoch == std::floor(epoch)
                                ? fmt::format("after epoch {}", epoch)
                                : fmt::format("during epoch {}", static_cast<unsigned>(epoch) + 1);
-  return Error(fmt::format("training diverged {}, step {} ({} examples): {}; try a smaller --lr "
-                           "(now {}); the last checkpoint written, if any, is kept",
-                           when, samples / std::max<std::size_t>(c.batch, 1), samples, what,
-                           c.step_size.lr0),
+  // One process's steps; several workers' steps are their own (a global step count of
+  // 800 in an epoch of 400 rows read as a contradiction).
+  const std::string count =
+      is_parallel(c.mode) && c.workers > 1
+          ? fmt::format("{} examples by {} workers", samples, c.workers)
+          : fmt::format("step {} ({} examples)", samples / std::max<std::size_t>(c.batch, 1), samples);
+  return Error(fmt::format("training diverged {}, {}: {}; try a smaller --lr (now {}); the last "
+                           "checkpoint written, if any, is kept",
+                           when, count, what, c.step_size.lr0),
                kExitFailure);
 }
 
