@@ -52,6 +52,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   // What the rows are given: a malformed file, an empty one, an earlier run's outputs.
   test::write_text(dir.file("bad.svm"), "1 1:1\n-1 2:1\n1 4:x\n");
   test::write_text(dir.file("hashed.svm"), "1 4294967295:1\n0 3:1\n");  // a 2^32 feature space
+  test::write_text(dir.file("one_class.svm"), "1 1:1\n1 2:1\n1 3:0.5\n");
   test::write_text(dir.file("empty.svm"), "");
   test::write_text(dir.file("words.txt"), "hello world\nfoo bar\n");
   test::write_text(dir.file("program.bin"), std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
@@ -347,6 +348,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a step size that diverges with two workers: their examples, not a global step",
        "{T} --train {train} --model squared --lr 1e6 --workers 2 --epochs 2", 1,
        "examples by 2 workers: weight w["},
+      {"training labels of one class for a binary model: trained, with a warning",
+       "{T} --train {dir}/one_class.svm --epochs 1", 0,
+       "one_class.svm is 1: the model learns one class, and its accuracy says nothing"},
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
   };

@@ -28,6 +28,7 @@
 #include "hogwild/arena.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/labels.hpp"
 #include "hogwild/metrics.hpp"
 #include "hogwild/options.hpp"
 #include "hogwild/trainer.hpp"
@@ -527,6 +528,19 @@ int run(int argc, char** argv) {
     test = told([&] {
       return load(o.test, o.test_labels, o, storage, dense_at, "test ", hot_k, &train);
     });
+  // One class for a binary model (a wrong label column, a shard of one class): it
+  // trains, and scores 100 %. (A scan that stops at the first other label.)
+  const auto labels = train.labels();
+  if (!labels.empty() && std::all_of(labels.begin(), labels.end(),
+                                     [&](float y) { return y == labels[0]; })) {
+    try {  // (labels that do not fit the model: train() says so, telling the other nodes)
+      if (hogwild::LabelMap::fit(model->label_kind(), train, cfg.model).kind() ==
+          hogwild::LabelKind::binary)
+        warn("hogwild_train: warning: every label in {} is {}: the model learns one class, and "
+             "its accuracy says nothing\n", o.train, labels[0]);
+    } catch (const hogwild::ConfigError&) {
+    }
+  }
   if (!o.quiet)
     tell(o.human, "model {}, mode {}, optimizer {}, {} worker(s), batch {}, lr {}, {} epoch(s)\n",
                cfg.model, hogwild::to_string(cfg.mode), hogwild::to_string(cfg.optimizer), hogwild::workers_used(cfg.mode, cfg.workers),
