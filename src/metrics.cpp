@@ -130,6 +130,7 @@ std::string progress_json(const Progress& p) {
   };
   if (std::isfinite(p.test.rmse)) j["test_rmse"] = p.test.rmse;
   if (p.restart) j["restart"] = true;
+  if (p.late) j["late"] = true;
   if (p.simulated_time >= 0) j["simulated_time"] = p.simulated_time;
   if (p.lag.samples > 0) {
     j["lag"] = quantiles_json(p.lag);
@@ -167,12 +168,15 @@ std::string format_progress(const Progress& p, unsigned epochs) {
   std::string s = p.end_of_epoch
                       ? fmt::format("epoch {:>3}/{:<3}", static_cast<unsigned>(p.epoch), epochs)
                       : fmt::format("epoch {:>7.2f}", p.epoch);
-  s += fmt::format("  {:>7} samples/s  train loss {:.4f}", human_rate(p.recent_samples_per_second),
-                   p.train_loss);
+  // (A late line's rate is over weights later than its epoch: not the epoch's.)
+  s += fmt::format("  {:>7} samples/s  train loss {:.4f}",
+                   p.late ? std::string("-") : human_rate(p.recent_samples_per_second), p.train_loss);
   if (std::isfinite(p.test.loss)) s += fmt::format("  test loss {:.4f}", p.test.loss);
   if (std::isfinite(p.test.accuracy)) s += fmt::format("  accuracy {:.4f}", p.test.accuracy);
   if (std::isfinite(p.test.rmse)) s += fmt::format("  rmse {:.4f}", p.test.rmse);
   s += fmt::format("  time {:.1f}s", p.time);
+  if (p.late)
+    s += fmt::format("  (tested on the weights after {} samples: the workers ran ahead)", p.samples);
   return s;
 }
 

@@ -10,12 +10,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hogwild/metrics.hpp"
 #include "hogwild/model_base.hpp"
 #include "hogwild/trainer.hpp"
 #include "support.hpp"
+#include "trainer/run.hpp"
 
 using namespace hogwild;
 
@@ -182,5 +184,64 @@ TEST_CASE("without a test set, each epoch's line says where that epoch ended, ho
       before = p.samples;
       then = p.time;
     }
+  }
+}
+
+TEST_CASE("with a test set, short epochs are each scored on their own snapshot; one the parent "
+          "fell too far behind to keep says it is late") {
+  // A 400-parameter model: 32 snapshot slots (snapshot_slots). Epochs of 400 rows,
+  // two workers: tens of microseconds each. The weights hold `test loss` updates.
+  constexpr std::size_t rows = 400;
+  const Dataset train_set = rows_of_one(rows), test_set = rows_of_one(1);
+  CHECK(detail::snapshot_slots(rows) == detail::kMaxSlots);
+  SUBCASE("eight epochs: every line its epoch's weights, none late") {
+    Counter model(rows, 0);
+    TrainConfig c;
+    c.mode = Mode::hogwild;
+    c.workers = 2;
+    c.partition = Partition::contiguous;  // (a row one worker's: no add is lost)
+    c.epochs = 8;
+    const TrainResult r = train(c, model, train_set, &test_set);
+    REQUIRE(r.history.size() == c.epochs);
+    std::uint64_t before = 0;
+    for (const Progress& p : r.history) {
+      const auto updates = static_cast<std::uint64_t>(std::llround(p.test.loss));
+      INFO("epoch " << p.epoch << ": weights hold " << updates << ", samples in [" << p.samples_min
+                    << ", " << p.samples_max << "]");
+      CHECK_FALSE(p.late);
+      CHECK(updates >= static_cast<std::uint64_t>(p.epoch) * rows);
+      CHECK(updates >= p.samples_min);
+      CHECK(updates <= p.samples_max);
+      CHECK(updates > before);  // (the final weights for several epochs before the slots)
+      before = updates;
+    }
+  }
+  SUBCASE("a parent held up for 0.2 s at the first epoch: the epochs past the slots are late") {
+    Counter model(rows, 0);
+    TrainConfig c;
+    c.mode = Mode::hogwild;
+    c.workers = 2;
+    c.partition = Partition::contiguous;
+    c.epochs = 40;
+    bool first = true;
+    const TrainResult r = train(c, model, train_set, &test_set, [&](const Progress&) {
+      if (first) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      first = false;
+    });
+    REQUIRE(r.history.size() == c.epochs);
+    std::size_t late = 0;
+    for (const Progress& p : r.history) {
+      const auto updates = static_cast<std::uint64_t>(std::llround(p.test.loss));
+      INFO("epoch " << p.epoch << std::string(p.late ? " (late)" : "") << ": weights hold " << updates);
+      late += p.late;
+      CHECK(updates >= p.samples_min);
+      CHECK(updates <= p.samples_max);
+      if (p.late) CHECK(updates >= static_cast<std::uint64_t>(p.epoch + 1) * rows);  // an epoch on
+      const bool says = format_progress(p, c.epochs).find("the workers ran ahead") != std::string::npos;
+      CHECK(says == p.late);
+    }
+    MESSAGE(late << " late lines of " << r.history.size());
+    CHECK(late >= 1);
+    CHECK_FALSE(r.history.back().late);  // the last epoch's weights are the final ones
   }
 }

@@ -94,7 +94,8 @@ MemoryPlan plan_memory(const Run& run, std::uint64_t arena, std::uint64_t window
   // Shared, once: the arena and the rows.
   std::string arena_what = "parameter arena (weights";
   if (stateful) arena_what += ", optimiser state";
-  if (mode.parallel() && run.test) arena_what += ", 2 evaluation snapshots";
+  if (mode.parallel() && run.test)
+    arena_what += fmt::format(", {} evaluation snapshots", run.slot_count);
   if (!cfg.shm_dir.empty()) arena_what += ", in " + cfg.shm_dir;
   arena_what += ")";
   add(arena_what, arena);

@@ -226,9 +226,10 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
   // were set up and never read).
   if (mode.parallel() && test) {
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
-    blocks.push_back({"snapshot_counts", 2 * 2 * workers * sizeof(std::uint64_t)});
-    for (const char* n : {"snapshot0", "snapshot1"})
-      blocks.push_back({n, sizeof(SnapshotSlot) + floats * sizeof(float)});
+    const unsigned n = slot_count = snapshot_slots(floats);
+    blocks.push_back({"snapshot_counts", n * 2 * workers * sizeof(std::uint64_t)});
+    for (unsigned i = 0; i < n; ++i)
+      blocks.push_back({fmt::format("snapshot{}", i), sizeof(SnapshotSlot) + floats * sizeof(float)});
   } else if (mode.parallel()) {  // the epochs' ends only
     blocks.push_back({"finishers", sizeof(std::uint32_t) * cfg.epochs});
     blocks.push_back({"epoch_ends", kEpochEnds * epoch_stride() * sizeof(std::uint64_t)});
@@ -317,23 +318,23 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
                                                      attach),
                  cfg.epochs};
   if (arena.has("epoch_ends")) epoch_ends = arena.array<std::uint64_t>("epoch_ends");
-  if (arena.has("snapshot0")) {
-    for (int i = 0; i < 2; ++i) {
-      auto b = arena.block(i ? "snapshot1" : "snapshot0");
-      slots[i] = in_arena<SnapshotSlot>(b.data(), 1, attach);
+  for (unsigned i = 0; arena.has(fmt::format("snapshot{}", i)); ++i) {
+    {
+      auto b = arena.block(fmt::format("snapshot{}", i));
+      slots.push_back(in_arena<SnapshotSlot>(b.data(), 1, attach));
       auto* data = reinterpret_cast<float*>(b.data() + sizeof(SnapshotSlot));
       std::vector<ParamSet::Tensor> st;
       for (auto& s : specs) {
         st.push_back({s.name, data, s.size});
         data += padded(s.size);
       }
-      slot_params[i] = ParamSet(std::move(st));
-      slot_counts[i] = arena.array<std::uint64_t>("snapshot_counts").subspan(2 * workers * i,
-                                                                             2 * workers);
+      slot_params.emplace_back(std::move(st));
+      slot_counts.push_back(arena.array<std::uint64_t>("snapshot_counts").subspan(2 * workers * i,
+                                                                                  2 * workers));
     }
   }
   // Both from one pass over the rows per tensor.
-  const bool snapshot_ranges = arena.has("snapshot0");
+  const bool snapshot_ranges = !slots.empty();
   const bool replica_ranges = mode.parallel() && cfg.partition == Partition::shuffled &&
                               mode.may_merge(cfg, workers);
   for (std::size_t t = 0; t < specs.size() && (snapshot_ranges || replica_ranges); ++t) {
@@ -430,7 +431,8 @@ void Run::snapshot_if_last(unsigned rank, unsigned e) {
   // A parameter server's last epoch is evaluated once the servers have applied every
   // push (on every node) and ended: on the weights as they finally are.
   if (servers && e + 1 == cfg.epochs) return;
-  SnapshotSlot& slot = *slots[e % 2];
+  const std::size_t at = e % slots.size();
+  SnapshotSlot& slot = *slots[at];
   if (slot.epoch.load(std::memory_order_acquire) != 0 &&
       !slot.consumed.load(std::memory_order_acquire))
     return;  // the parent still reads it: that epoch falls back to the live weights
@@ -439,11 +441,11 @@ void Run::snapshot_if_last(unsigned rank, unsigned e) {
   // change after it).
   static const std::vector<Ranges> all;
   const CaptureCounts c = capture(
-      [&] { copy_ranges(params, slot_params[e % 2], slot.filled ? evaluated_ranges : all); });
+      [&] { copy_ranges(params, slot_params[at], slot.filled ? evaluated_ranges : all); });
   slot.filled = true;
   slot.time = c.time;
-  std::copy(c.low.begin(), c.low.end(), slot_counts[e % 2].begin());
-  std::copy(c.high.begin(), c.high.end(), slot_counts[e % 2].begin() + workers);
+  std::copy(c.low.begin(), c.low.end(), slot_counts[at].begin());
+  std::copy(c.high.begin(), c.high.end(), slot_counts[at].begin() + workers);
   slot.consumed.store(0, std::memory_order_relaxed);
   slot.epoch.store(e + 1, std::memory_order_release);
 }
@@ -786,7 +788,8 @@ Evaluation Run::evaluate(const ParamSet& p) const {
 }
 
 CaptureCounts Run::counts_of(const SnapshotSlot& slot) const {
-  const std::span<std::uint64_t> counts = slot_counts[&slot == slots[1]];
+  const auto at = static_cast<std::size_t>(std::find(slots.begin(), slots.end(), &slot) - slots.begin());
+  const std::span<std::uint64_t> counts = slot_counts[at];
   CaptureCounts c;
   c.low.assign(counts.begin(), counts.begin() + workers);
   c.high.assign(counts.begin() + workers, counts.end());
@@ -812,8 +815,8 @@ std::optional<CaptureCounts> Run::epoch_end(unsigned e) const {
 }
 
 SnapshotSlot* Run::slot_for(unsigned e) const {
-  if (slots[0] == nullptr) return nullptr;  // no test set: no slots
-  SnapshotSlot* s = slots[(e - 1) % 2];
+  if (slots.empty()) return nullptr;  // no test set: no slots
+  SnapshotSlot* s = slots[(e - 1) % slots.size()];
   return s->epoch.load(std::memory_order_acquire) == e ? s : nullptr;
 }
 

@@ -6,6 +6,7 @@
 // worker's rank (epoch_order.hpp).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -78,9 +79,20 @@ struct CaptureCounts {
 
 // The weights as they were when the last worker finished an epoch, copied by that
 // worker so that each epoch's evaluation is exact however late the parent gets to
-// it, and no worker waits. Two slots alternate; a slot is reused only after the
-// parent has consumed it (otherwise that epoch is evaluated on the live weights).
+// it, and no worker waits. The slots take the epochs in turn (snapshot_slots: two
+// for a large model, up to kMaxSlots for a small one, whose epochs are short); a
+// slot is reused only after the parent has consumed it (otherwise that epoch is
+// evaluated on the live weights, and its line says so: Progress::late).
 // The slot's CaptureCounts: `time` here, the per-worker counts in Run::slot_counts.
+inline constexpr unsigned kMaxSlots = 32;
+// The slots for a model of `floats` floats: as many as 8 MiB hold, from 2 to kMaxSlots.
+// (A 50-feature model's epochs of 400 rows last 0.1 ms: eight ended between two
+// looks of the parent, and six of them were scored on the final weights.)
+inline unsigned snapshot_slots(std::size_t floats) noexcept {
+  const std::size_t fit = (std::size_t{8} << 20) / std::max<std::size_t>(floats * sizeof(float), 1);
+  return static_cast<unsigned>(std::clamp<std::size_t>(fit, 2, kMaxSlots));
+}
+
 struct alignas(64) SnapshotSlot {
   std::atomic<std::uint32_t> epoch{0};     // 1-based epoch held; 0 = free
   std::atomic<std::uint32_t> consumed{1};  // set by the parent after evaluating
@@ -143,9 +155,10 @@ struct Run {
   std::span<WorkerProgress> progress;
   std::span<double> epoch_loss;  // [worker * epochs + epoch]
   std::span<std::atomic<std::uint32_t>> finishers;  // workers done with each epoch
-  SnapshotSlot* slots[2] = {nullptr, nullptr};
-  ParamSet slot_params[2];
-  std::span<std::uint64_t> slot_counts[2];  // per slot: low[workers], then high[workers]
+  std::vector<SnapshotSlot*> slots;  // snapshot_slots of them; none without a test set
+  unsigned slot_count = 0;           // ... as the arena's blocks were planned
+  std::vector<ParamSet> slot_params;
+  std::vector<std::span<std::uint64_t>> slot_counts;  // per slot: low[workers], then high[workers]
   // Without a test set (nothing to evaluate, so no slots): the counts as the last
   // worker to finish each of the latest kEpochEnds epochs took them, so that the
   // epoch's record says where it ended however late the parent looks (short epochs

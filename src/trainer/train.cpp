@@ -515,7 +515,7 @@ class Supervisor {
     std::optional<detail::CaptureCounts> ended;  // no test set: the epoch's end
     if (slot) {
       counts = run_.counts_of(*slot);
-      weights = &run_.slot_params[(evaluated_ - 1) % 2];
+      weights = &run_.slot_params[(evaluated_ - 1) % run_.slots.size()];
     } else if (end_of_epoch && (ended = run_.epoch_end(evaluated_))) {
       counts = std::move(*ended);
     } else if (run_.mode.parallel() && run_.test && !workers_gone_) {
@@ -523,6 +523,9 @@ class Supervisor {
     } else {  // serial (the parent is the worker), no worker left, or nothing to evaluate
       counts = run_.capture([] {});
     }
+    // No snapshot of the epoch: the live weights (or the final ones, the workers gone),
+    // later than its end unless it is the last.
+    p.late = end_of_epoch && !slot && run_.mode.parallel() && run_.test && evaluated_ < cfg_.epochs;
     p.time = counts.time - paused_;  // serial: evaluation pauses are not training
     p.worker_samples_min = counts.low;
     p.worker_samples_max = counts.high;
