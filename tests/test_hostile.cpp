@@ -351,6 +351,15 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"training labels of one class for a binary model: trained, with a warning",
        "{T} --train {dir}/one_class.svm --epochs 1", 0,
        "one_class.svm is 1: the model learns one class, and its accuracy says nothing"},
+      {"predictions to /dev/stdout: the report lines stay out of them",
+       "n=$({P} --model {dir}/m.st --data {test} --output /dev/stdout 2>/dev/null | grep -c predicted); "
+       "echo \"report lines among the predictions: $n\"", 0, "report lines among the predictions: 0"},
+      {"predictions to a closed standard output: said, exit 141",
+       "(sleep 0.3; {P} --model {dir}/m.st --data {test}; echo \"exit $?\" >&2) | true", 0,
+       "(cannot write -: Broken pipe)\nexit 141"},
+      {"generated rows and their test rows both on standard output",
+       "{D} generate --rows 10 --out - --test-out /dev/stdout", 2,
+       "--out and --test-out would mix on standard output"},
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
   };

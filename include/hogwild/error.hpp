@@ -58,6 +58,16 @@ class ConfigError : public Error {
 class IoError : public Error {
  public:
   explicit IoError(const std::string& what) : Error(what, kExitBadInput) {}
+
+ protected:
+  IoError(const std::string& what, int code) : Error(what, code) {}
+};
+
+// A write to a pipe whose reader is gone (EPIPE: standard output into `| head`), with
+// SIGPIPE ignored: exit 141, as the signal would have given.
+class PipeError : public IoError {
+ public:
+  explicit PipeError(const std::string& what) : IoError(what, kExitPipe) {}
 };
 
 // Shared memory, memory or disk is too small for what was asked.

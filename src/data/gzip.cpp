@@ -315,6 +315,7 @@ void OutputFile::fail(const std::string& doing, int err) {
   if (is_out_of_space(err))
     throw ResourceError(msg + (tmp_.empty() ? "" : "; the previous version of the file, if any, "
                                                    "is intact"));
+  if (err == EPIPE) throw PipeError(msg);
   throw IoError(msg);
 }
 

@@ -11,6 +11,7 @@
 // Exit status: 0 ok, 2 bad input or option (a file that is not a model, a model
 // this program does not have), 4 out of memory or disk, 1 otherwise.
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -125,7 +126,13 @@ int run(int argc, char** argv) {
                                   "a file", o.data == "-" ? "data" : "labels"));
   if (o.probabilities && o.top > 0)
     throw ConfigError("--probabilities and --top: lines hold one or the other; choose one");
-  if (o.output == "-" && o.summary == "-")
+  // Standard output, however named (-, /dev/stdout, a link to /proc/self/fd/1).
+  const auto to_stdout = [](const std::string& path) {
+    if (path.empty()) return false;
+    const detail::OutputTarget t = detail::output_target(path);
+    return t.kind == detail::OutputTarget::Kind::stream && t.fd == STDOUT_FILENO;
+  };
+  if (to_stdout(o.output) && to_stdout(o.summary))
     throw ConfigError("--output and --summary both go to standard output: give one a file");
   auto inputs = tools::labels_beside("--labels (found beside --data)", o.data, o.labels);
   inputs.insert(inputs.end(), {{"--model", o.model}, {"--data", o.data}, {"--labels", o.labels}});
@@ -150,10 +157,17 @@ int run(int argc, char** argv) {
   std::vector<float> labels(data.rows()), out(data.rows() * p.outputs());
   p.predict(data, labels, out);
   const auto t2 = std::chrono::steady_clock::now();
-  write_predictions(p, o, labels, out);
+  // A reader gone (| head): the metrics and the summary all the same, then 141.
+  std::string reader_gone;
+  try {
+    write_predictions(p, o, labels, out);
+  } catch (const PipeError& e) {
+    reader_gone = e.what();
+  }
 
-  // The metrics, where every label is one the training data had.
-  std::FILE* human = o.output == "-" ? stderr : stdout;
+  // The metrics, where every label is one the training data had (on stderr when
+  // the predictions or the summary take standard output).
+  std::FILE* human = to_stdout(o.output) || to_stdout(o.summary) ? stderr : stdout;
   std::optional<PredictionMetrics> m;
   std::string why_not;
   try {
@@ -193,6 +207,12 @@ int run(int argc, char** argv) {
     f.write(j.dump(2) + "\n");
     f.commit();
   }
+  if (!reader_gone.empty()) {
+    fmt::print(stderr, "hogwild_predict: the reader of the predictions is gone before all {} were "
+               "written ({}){}\n", data.rows(), reader_gone,
+               o.summary.empty() ? "" : "; the summary is written");
+    return kExitPipe;
+  }
   return kExitOk;
 }
 
@@ -204,7 +224,10 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_stop_signal;
   sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGPIPE}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM}) sigaction(sig, &sa, nullptr);
+  // A closed standard output is a write error (PipeError, EPIPE), not a silent death:
+  // the summary is still written, and the exit says why (141).
+  signal(SIGPIPE, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const Error& e) {

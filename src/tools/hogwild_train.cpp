@@ -537,7 +537,7 @@ int run(int argc, char** argv) {
       if (hogwild::LabelMap::fit(model->label_kind(), train, cfg.model).kind() ==
           hogwild::LabelKind::binary)
         warn("hogwild_train: warning: every label in {} is {}: the model learns one class, and "
-             "its accuracy says nothing\n", o.train, labels[0]);
+             "its accuracy says nothing\n", o.train == "-" ? "standard input" : o.train, labels[0]);
     } catch (const hogwild::ConfigError&) {
     }
   }
