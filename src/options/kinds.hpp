@@ -103,7 +103,11 @@ OptionInfo real(Declared d, Field field, double low, double high, bool low_open 
       throw ConfigError(fmt::format("--{} must be {}, got {}", name, said, text));
     if constexpr (std::is_same_v<T, float>) {  // read as a float: "0.1" is 0.1f exactly
       float f = 0;
-      std::from_chars(text.data(), text.data() + text.size(), f);
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), f);
+      if (ec == std::errc::result_out_of_range)  // (f is left 0: --l2 1e39 trained without L2)
+        throw ConfigError(fmt::format("--{} {}: out of a float's range ({:g} to {:g} in size, or 0)",
+                                      name, text, std::numeric_limits<float>::denorm_min(),
+                                      std::numeric_limits<float>::max()));
       field(c) = f;
     } else {
       field(c) = static_cast<T>(v);

@@ -104,7 +104,11 @@ void add_train_options(CLI::App& app, std::map<std::string, std::string>& given)
     group[0] = static_cast<char>(std::toupper(group[0]));
     const std::string name = "--" + o.name;
     if (o.value_text.empty()) {
-      app.add_flag_callback(name, [&given, n = o.name] { given[n] = "true"; }, o.help)->group(group);
+      // --flag, --flag=true or =false, `flag = false` in --config: CLI11 counts a false
+      // one as -1 (a callback of the true ones only left `false` with no value).
+      app.add_flag_function(name, [&given, n = o.name](std::int64_t count) {
+           given[n] = count > 0 ? "true" : "false";
+         }, o.help)->group(group);
       continue;
     }
     // The range and the default, where the help does not say them already.
@@ -327,6 +331,20 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // A wrong option or value, said as every other error is.
     warn("hogwild_train: error: {} (see --help)\n", e.what());
+    return hogwild::kExitBadInput;
+  } catch (const std::exception&) {
+    // CLI11 reads a flag's value (--digest=maybe) with std::stoll, which throws.
+    std::string which = "a flag's value (given in --config?)";
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      const auto eq = arg.find('=');
+      if (!arg.starts_with("--") || eq == std::string::npos) continue;
+      for (const auto& option : hogwild::train_options())
+        if (option.value_text.empty() && arg.substr(2, eq - 2) == option.name)
+          which = fmt::format("--{} {}", option.name, arg.substr(eq + 1));
+    }
+    warn("hogwild_train: error: {}: a flag takes true or false (or 1 and 0, yes and no, on and off) "
+         "(see --help)\n", which);
     return hogwild::kExitBadInput;
   }
   for (const auto& option : hogwild::train_options()) {
