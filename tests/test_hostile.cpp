@@ -53,6 +53,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("bad.svm"), "1 1:1\n-1 2:1\n1 4:x\n");
   test::write_text(dir.file("hashed.svm"), "1 4294967295:1\n0 3:1\n");  // a 2^32 feature space
   test::write_text(dir.file("one_class.svm"), "1 1:1\n1 2:1\n1 3:0.5\n");
+  test::write_text(dir.file("f32.svm"), "3 1:1\n16777216 2:1\n16777217 3:1\n");
   test::write_text(dir.file("empty.svm"), "");
   test::write_text(dir.file("words.txt"), "hello world\nfoo bar\n");
   test::write_text(dir.file("program.bin"), std::string("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
@@ -368,6 +369,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "printf 'no-bias = false\\n' | {T} --train {train} --epochs 1 --config -", 0, "done: "},
       {"a flag given neither true nor false (std::stoll's exception, exit 1)",
        "{T} --train {train} --digest=maybe", 2, "--digest maybe: a flag takes true or false"},
+      {"class labels a float merges (16777217 read as 16777216)",
+       "{T} --train {dir}/f32.svm --model softmax", 2,
+       "f32.svm:3: label \"16777217\" is a whole number a float cannot hold"},
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
   };
