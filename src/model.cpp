@@ -13,6 +13,13 @@ void Model::check_rows(const Dataset& data) const {
                       "does this itself)");
 }
 
+void require_feature_rows(const std::string& model, const Problem& problem) {
+  if (problem.layout == Layout::ratings)
+    throw ConfigError("model " + model + " needs feature rows (libsvm, IDX images, a cache of "
+                      "them), and the training set holds rating triples (user item rating): "
+                      "--model mf learns from those");
+}
+
 void Model::predict_rows(const ParamSet&, std::span<const RowView>, float*) const {
   throw ConfigError("model " + name() +
                     " does not predict rows (its class defines no outputs() and predict_rows)");

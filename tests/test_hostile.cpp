@@ -372,6 +372,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"class labels a float merges (16777217 read as 16777216)",
        "{T} --train {dir}/f32.svm --model softmax", 2,
        "f32.svm:3: label \"16777217\" is a whole number a float cannot hold"},
+      {"rating triples for a model of features (user and item ids read as one feature space)",
+       "printf '1\\t2\\t1\\n2\\t1\\t0\\n' | {T} --train - --model logistic", 2,
+       "model logistic needs feature rows"},
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
   };

@@ -25,6 +25,11 @@ struct StepKind {
   std::uint8_t optimizer = 0;
 };
 
+// ConfigError unless `problem` is of feature rows (sparse, dense or bytes): a model of
+// features (linear, softmax, mlp) given rating triples would read the user and item
+// ids as features of one space, where user 1 with item 2 is user 2 with item 1.
+void require_feature_rows(const std::string& model, const Problem& problem);
+
 class Model {
  public:
   virtual ~Model() = default;

@@ -17,6 +17,7 @@ std::string LinearModel::name() const {
 }
 
 void LinearModel::configure(const Problem& problem) {
+  require_feature_rows(name(), problem);
   features_ = problem.features;
   classification_ = loss_ != LinearLoss::squared || problem.classes == 2;
 }

@@ -52,6 +52,7 @@ MlpModel::MlpModel(const ModelOptions& options) : options_(options) {
 }
 
 void MlpModel::configure(const Problem& problem) {
+  require_feature_rows(std::string("mlp"), problem);
   if (problem.classes < 2)
     throw ConfigError("mlp needs at least 2 classes in the training labels, found " +
                       std::to_string(problem.classes));

@@ -9,6 +9,7 @@
 namespace hogwild {
 
 void SoftmaxModel::configure(const Problem& problem) {
+  require_feature_rows(std::string("softmax"), problem);
   if (problem.classes < 2)
     throw ConfigError("softmax needs at least 2 classes in the training labels, found " +
                       std::to_string(problem.classes));
