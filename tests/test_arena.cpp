@@ -294,6 +294,40 @@ TEST_CASE("cleanup removes only this user's segments whose creator is dead") {
   shm_unlink(("/" + live).c_str());
 }
 
+TEST_CASE("a Gloo rendezvous folder is removed by a cleanup once its run is gone, never before") {
+  // The run: a child that makes the folder, says where, and waits to be killed.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t run = fork();
+  if (run == 0) {
+    const auto [dir, lock] = make_rendezvous_dir();
+    const std::string line = dir + "\n";
+    if (::write(pipe_fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(1);
+    ::pause();
+    _exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string dir;
+  char c;
+  while (::read(pipe_fds[0], &c, 1) == 1 && c != '\n') dir += c;
+  ::close(pipe_fds[0]);
+  REQUIRE(!dir.empty());
+  CHECK(std::filesystem::exists(dir + "/owner"));
+  // A folder of a run being made (no owner yet) is left alone too.
+  const std::string making = (std::filesystem::temp_directory_path() / "hogwild-gloo-making").string();
+  std::filesystem::create_directory(making);
+  auto removed = cleanup_stale_rendezvous();
+  CHECK(std::find(removed.begin(), removed.end(), dir) == removed.end());
+  CHECK(std::filesystem::exists(dir));  // its run lives
+  ::kill(run, SIGKILL);
+  ::waitpid(run, nullptr, 0);
+  removed = cleanup_stale_rendezvous();
+  CHECK(std::find(removed.begin(), removed.end(), dir) != removed.end());
+  CHECK_FALSE(std::filesystem::exists(dir));
+  CHECK(std::filesystem::exists(making));
+  std::filesystem::remove(making);
+}
+
 TEST_CASE("segments are 0600, owned by this user, with unguessable names, and never attached by name") {
   // The name is unlinked inside Arena::create; the mapping still knows its inode,
   // which /proc/self/map_files lets us stat.

@@ -375,6 +375,10 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"rating triples for a model of features (user and item ids read as one feature space)",
        "printf '1\\t2\\t1\\n2\\t1\\t0\\n' | {T} --train - --model logistic", 2,
        "model logistic needs feature rows"},
+      {"--cleanup given with training (it cleaned up, trained nothing and exited 0)",
+       "{T} --cleanup --train {train} --epochs 1", 2, "--cleanup removes what dead runs left and exits"},
+      {"an instrument's setting without the instrument", "{T} --train {train} --epochs 1 --telemetry-every 5",
+       0, "warning: --telemetry-every applies with --telemetry; this run ignores it"},
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
   };

@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hogwild {
@@ -145,5 +146,15 @@ class Arena {
 // microseconds between create and unlink); removes those owned by this user.
 // Returns the names removed.
 std::vector<std::string> cleanup_stale_segments();
+
+// The Gloo rendezvous folders (hogwild-gloo-* in the temporary directory) of runs
+// that are gone: a run holds a lock on the folder's `owner` file for its life (the
+// lock, not a pid, so that no live run's folder is taken for a dead one's), and a
+// folder whose lock can be taken is removed. Returns the folders removed.
+std::vector<std::string> cleanup_stale_rendezvous();
+// Makes a run's rendezvous folder and locks it as cleanup_stale_rendezvous reads it;
+// returns the folder and the locked descriptor (closed, and the folder removed, by
+// the caller at the run's end). ResourceError when it cannot.
+std::pair<std::string, int> make_rendezvous_dir();
 
 }  // namespace hogwild

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -480,6 +481,54 @@ std::span<std::byte> Arena::block(const std::string& name) const {
   for (std::uint32_t i = 0; i < h->blocks; ++i)
     if (name == h->entry[i].name) return {base_ + h->entry[i].offset, h->entry[i].bytes};
   throw Error("arena has no block named \"" + name + "\"");
+}
+
+namespace {
+constexpr const char* kRendezvousPrefix = "hogwild-gloo-";
+}  // namespace
+
+std::pair<std::string, int> make_rendezvous_dir() {
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     (std::string(kRendezvousPrefix) + "XXXXXX")).string();
+  if (!::mkdtemp(dir.data()))
+    throw ResourceError(fmt::format("cannot make the Gloo rendezvous directory {}: {}", dir,
+                                    std::strerror(errno)));
+  // Locked under another name, then renamed: a cleanup finds `owner` only locked.
+  const std::string locking = dir + "/owner.new", owner = dir + "/owner";
+  const int fd = ::open(locking.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0 || ::rename(locking.c_str(), owner.c_str()) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    throw ResourceError(fmt::format("cannot lock the Gloo rendezvous directory {}: {}", dir,
+                                    std::strerror(err)));
+  }
+  return {dir, fd};
+}
+
+std::vector<std::string> cleanup_stale_rendezvous() {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  const auto tmp = std::filesystem::temp_directory_path(ec);
+  if (ec) return removed;
+  for (auto& e : std::filesystem::directory_iterator(tmp, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(kRendezvousPrefix)) continue;
+    struct stat st {};
+    if (::lstat(e.path().c_str(), &st) != 0 || st.st_uid != getuid() || !S_ISDIR(st.st_mode))
+      continue;
+    const int fd = ::open((e.path() / "owner").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;  // none yet (a run making it), or not ours to judge
+    const bool gone = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (gone) {
+      std::error_code rc;
+      std::filesystem::remove_all(e.path(), rc);
+      if (!rc) removed.push_back(e.path().string());
+    }
+    ::close(fd);
+  }
+  return removed;
 }
 
 std::vector<std::string> cleanup_stale_segments() {

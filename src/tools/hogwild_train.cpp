@@ -357,10 +357,15 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
     }
   }
 
+  if (o.cleanup && !o.train.empty())  // (it cleaned up and exited 0, training nothing)
+    throw hogwild::ConfigError("--cleanup removes what dead runs left and exits: run it apart "
+                               "from training (no --train)");
   if (o.cleanup) {
     auto removed = hogwild::cleanup_stale_segments();
     for (auto& n : removed) fmt::print("removed /dev/shm/{}\n", n);
     fmt::print("{} stale segment(s) removed\n", removed.size());
+    for (auto& d : hogwild::cleanup_stale_rendezvous())
+      fmt::print("removed {}, a dead run's Gloo rendezvous folder\n", d);
     // And the temporaries a killed writer left beside the outputs named with it.
     for (const std::string* out : {&cfg.checkpoint, &o.summary, &o.metrics, &cfg.save_model}) {
       if (out->empty() || *out == "-") continue;
@@ -423,6 +428,9 @@ std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const
   // Segments a crashed run of ours left behind (its name lives only microseconds).
   for (auto& n : hogwild::cleanup_stale_segments())
     warn("hogwild_train: removed /dev/shm/{}, left by a dead run\n", n);
+  if (cfg.comm == "gloo")
+    for (auto& d : hogwild::cleanup_stale_rendezvous())
+      warn("hogwild_train: removed {}, a dead run's Gloo rendezvous folder\n", d);
   auto model = hogwild::make_model(cfg.model, cfg.model_options);  // fail fast on a bad name
   if (hogwild::workers_used(cfg.mode, cfg.workers) < cfg.workers)
     warn("hogwild_train: warning: --mode {} trains with one worker; --workers {} is ignored\n",
@@ -433,6 +441,16 @@ std::unique_ptr<hogwild::Model> check_run(const hogwild::TrainConfig& cfg, const
     if (o.given.count(option + 2) && cfg.model != owner)
       warn("hogwild_train: warning: {} applies to --model {} only; --model {} ignores it\n",
                  option, owner, cfg.model);
+  // An instrument's or the nodes' setting without what it sets (the simulated mode
+  // reports what --telemetry's and --conflicts' samples would see without them).
+  const bool simulated = hogwild::detail::mode_def(cfg.mode).simulated();
+  for (const auto& [option, needs, on] :
+       {std::tuple{"telemetry-every", "--telemetry", cfg.telemetry || simulated},
+        std::tuple{"conflict-k", "--conflicts", cfg.conflicts || simulated},
+        std::tuple{"join-timeout", "--nodes 2 or more", cfg.nodes > 1},
+        std::tuple{"run-id", "--nodes 2 or more", cfg.nodes > 1}})
+    if (o.given.count(option) && !on)
+      warn("hogwild_train: warning: --{} applies with {}; this run ignores it\n", option, needs);
   const unsigned cores = std::thread::hardware_concurrency();
   // A mode that forks workers, or (dp) one whose process runs threads.
   if (cores && hogwild::workers_used(cfg.mode, cfg.workers) > cores &&

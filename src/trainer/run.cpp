@@ -274,11 +274,9 @@ Run::Run(const TrainConfig& c, Model& m, const Dataset& tr, const Dataset* te,
     staleness = {in_arena<StalenessRecord>(arena.block("staleness").data(), workers, attach), workers};
   if (arena.has("comm") && !attach) {  // the mode's groups (ModeWorker::communicator)
     if (cfg.comm == "gloo") {  // a FileStore in a directory of our own
-      std::string dir = (std::filesystem::temp_directory_path() / "hogwild-gloo-XXXXXX").string();
-      if (!::mkdtemp(dir.data()))
-        throw ResourceError(fmt::format("cannot make the Gloo rendezvous directory {}: {}", dir,
-                                        std::strerror(errno)));
+      const auto [dir, lock] = make_rendezvous_dir();
       rendezvous_dir.path = dir;
+      rendezvous_dir.lock = lock;
       HOGWILD_ENFORCE_LT(dir.size(), sizeof(control->rendezvous));
       std::memcpy(control->rendezvous, dir.c_str(), dir.size() + 1);
     }
@@ -364,6 +362,7 @@ bool Run::count_finish(unsigned rank, unsigned e) {
 Run::OwnedDir::~OwnedDir() {
   std::error_code ec;
   if (!path.empty()) std::filesystem::remove_all(path, ec);
+  if (lock >= 0) ::close(lock);
 }
 
 void Run::capture_start() {

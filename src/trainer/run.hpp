@@ -203,6 +203,7 @@ struct Run {
   // --comm gloo: the parent's rendezvous directory, removed with the run.
   struct OwnedDir {
     std::string path;
+    int lock = -1;  // its `owner` file, locked (cleanup_stale_rendezvous)
     OwnedDir() = default;
     OwnedDir(const OwnedDir&) = delete;
     OwnedDir& operator=(const OwnedDir&) = delete;
