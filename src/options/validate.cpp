@@ -131,6 +131,9 @@ void TrainConfig::validate() const {
   }
   if (checkpoint_every > 0 && checkpoint.empty())
     throw ConfigError("--checkpoint-every needs --checkpoint FILE");
+  if (!resume.empty() && !init_from.empty())  // (the checkpoint's weights won, silently)
+    throw ConfigError("--init-from and --resume both give the starting weights: a resumed run "
+                      "continues its checkpoint's; give one of them");
 }
 
 }  // namespace hogwild

@@ -455,6 +455,17 @@ int main(int argc, char** argv) {
       throw ConfigError(gen_kind == "ratings"
                             ? "--test-rows is for --kind sparse; ratings take --test-ratings"
                             : "--test-ratings is for --kind ratings; sparse rows take --test-rows");
+    // The other kind's sizes (--kind ratings --rows 10 wrote 100000 ratings).
+    if (*g)
+      for (const char* option : gen_kind == "ratings"
+                                    ? std::vector<const char*>{"--rows", "--features", "--nnz-per-row"}
+                                    : std::vector<const char*>{"--users", "--items", "--rank", "--ratings"})
+        if (g->count(option))
+          throw ConfigError(fmt::format("{} is for --kind {}; {} take {}", option,
+                                        gen_kind == "ratings" ? "sparse" : "ratings",
+                                        gen_kind == "ratings" ? "ratings" : "sparse rows",
+                                        gen_kind == "ratings" ? "--users, --items, --rank and --ratings"
+                                                              : "--rows, --features and --nnz-per-row"));
     if (*g && gen_kind == "ratings") {
       rgen.seed = gen.seed;
       if (g->count("--noise")) rgen.noise = gen_noise;

@@ -455,6 +455,12 @@ def main():
     if args.cost_model and not any(run_mode(m)[0] == "simulated" for m in modes):
         fail(f"--cost-model is for simulated runs, and --mode {args.mode} has none "
              "(simulated, simulated-ACCESS)")
+    # The grid's own options: a --train-option of one was overwritten by the grid.
+    for k, flag in (("model", "--model"), ("mode", "--mode"), ("workers", "--workers"), ("lr", "--lr"),
+                    ("seed", "--seeds"), ("epochs", "--epochs"), ("train", "--train"),
+                    ("test", "--test"), ("summary", "--out"), ("metrics", "--out")):
+        if k in args.extra_opts:
+            fail(f"--train-option {k}=...: the sweep sets --{k} itself; use the sweep's {flag}")
     if "cost-model" in args.extra_opts:
         fail("--train-option cost-model=FILE would give it to the real runs and the serial "
              "reference, which refuse it: use --cost-model FILE (the simulated runs only)")
