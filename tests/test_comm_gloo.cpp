@@ -24,7 +24,6 @@
 
 #include "comm/gloo.hpp"
 #include "comm/nccl.hpp"
-#include "comm/rendezvous_store.hpp"
 #include "comm/shm.hpp"
 #include "comm_suite.hpp"
 #include "hogwild/config.hpp"
@@ -40,6 +39,8 @@ using hogwild::test::kRedisServer;
 using hogwild::test::RedisServer;
 
 #if HOGWILD_HAVE_GLOO
+
+#include "comm/rendezvous_store.hpp"  // (gloo's headers: only where Gloo is built)
 
 namespace {
 
