@@ -38,6 +38,19 @@ std::size_t LabelMap::classes() const noexcept {
   }
 }
 
+namespace {
+// Class labels of 2^24 or more: a float holds no two whole numbers apart there
+// (16777217 is read as 16777216), so two classes may have been read as one.
+void check_exact(const std::vector<float>& v, const Dataset& train, const std::string& model_name) {
+  for (const float x : v)
+    if (std::fabs(x) >= 16777216.0f)
+      throw ConfigError(fmt::format(
+          "model {}: class label {} in {} is 2^24 or more, where a float cannot tell whole "
+          "numbers apart (16777217 is read as 16777216, merging two classes): number the "
+          "classes below 16777216", model_name, x, train.source()));
+}
+}  // namespace
+
 LabelMap LabelMap::fit(LabelKind kind, const Dataset& train, const std::string& model_name) {
   LabelMap m;
   auto v = distinct(train, kMaxClasses);
@@ -55,6 +68,7 @@ LabelMap LabelMap::fit(LabelKind kind, const Dataset& train, const std::string& 
             model_name, train.source(), v.size() > kMaxClasses ? "more than " : "",
             std::min(v.size(), kMaxClasses), list(v)));
       m.sign_convention_ = zero_one || plus_minus;
+      if (!m.sign_convention_) check_exact(v, train, model_name);
       if (!m.sign_convention_ && v.size() < 2)
         throw ConfigError(fmt::format("model {} needs two classes but every label in {} is {}",
                                       model_name, train.source(), list(v)));
@@ -65,6 +79,7 @@ LabelMap LabelMap::fit(LabelKind kind, const Dataset& train, const std::string& 
       if (v.size() > kMaxClasses)
         throw ConfigError(fmt::format("model {} needs class labels but {} has more than {} distinct labels",
                                       model_name, train.source(), kMaxClasses));
+      check_exact(v, train, model_name);
       m.values_ = v;
       return m;
     case LabelKind::binary_or_real:

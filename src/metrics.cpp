@@ -176,7 +176,8 @@ std::string format_progress(const Progress& p, unsigned epochs) {
   if (std::isfinite(p.test.rmse)) s += fmt::format("  rmse {:.4f}", p.test.rmse);
   s += fmt::format("  time {:.1f}s", p.time);
   if (p.late)
-    s += fmt::format("  (tested on the weights after {} samples: the workers ran ahead)", p.samples);
+    s += fmt::format("  (tested on the weights after {} samples: no snapshot of this epoch was kept)",
+                     p.samples);
   return s;
 }
 

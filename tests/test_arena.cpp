@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -295,6 +296,20 @@ TEST_CASE("cleanup removes only this user's segments whose creator is dead") {
 }
 
 TEST_CASE("a Gloo rendezvous folder is removed by a cleanup once its run is gone, never before") {
+  // In a temporary directory of this test's own (TMPDIR): another test's gloo run
+  // cleans up /tmp as it starts, and counts what it leaves there.
+  test::TempDir tmp;
+  const char* was = std::getenv("TMPDIR");
+  const std::string before = was ? was : "";
+  ::setenv("TMPDIR", tmp.path().c_str(), 1);
+  struct Restore {
+    bool set;
+    std::string value;
+    ~Restore() {
+      if (set) ::setenv("TMPDIR", value.c_str(), 1);
+      else ::unsetenv("TMPDIR");
+    }
+  } restore{was != nullptr, before};
   // The run: a child that makes the folder, says where, and waits to be killed.
   int pipe_fds[2];
   REQUIRE(::pipe(pipe_fds) == 0);
@@ -306,26 +321,33 @@ TEST_CASE("a Gloo rendezvous folder is removed by a cleanup once its run is gone
     ::pause();
     _exit(0);
   }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } reap{run};
   ::close(pipe_fds[1]);
   std::string dir;
   char c;
   while (::read(pipe_fds[0], &c, 1) == 1 && c != '\n') dir += c;
   ::close(pipe_fds[0]);
   REQUIRE(!dir.empty());
+  CHECK(dir.starts_with(tmp.path().string()));
   CHECK(std::filesystem::exists(dir + "/owner"));
   // A folder of a run being made (no owner yet) is left alone too.
-  const std::string making = (std::filesystem::temp_directory_path() / "hogwild-gloo-making").string();
+  const std::string making = (tmp.path() / "hogwild-gloo-making").string();
   std::filesystem::create_directory(making);
   auto removed = cleanup_stale_rendezvous();
   CHECK(std::find(removed.begin(), removed.end(), dir) == removed.end());
   CHECK(std::filesystem::exists(dir));  // its run lives
   ::kill(run, SIGKILL);
   ::waitpid(run, nullptr, 0);
+  reap.pid = 0;
   removed = cleanup_stale_rendezvous();
   CHECK(std::find(removed.begin(), removed.end(), dir) != removed.end());
   CHECK_FALSE(std::filesystem::exists(dir));
   CHECK(std::filesystem::exists(making));
-  std::filesystem::remove(making);
 }
 
 TEST_CASE("segments are 0600, owned by this user, with unguessable names, and never attached by name") {

@@ -340,12 +340,6 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "empty.svm has no rows: nothing to convert"},
       {"a sweep mode that is none", "{S} --train {train} --test {test} --mode hogwild,bogus --out {dir}/sweep",
        2, "--mode bogus: not a mode; give MODE (serial, hogwild"},
-      {"a feature index of 2^32 - 1 under a 4 GB address-space limit (a table a feature, "
-       "16 GiB, was built before the memory check)",
-       "ulimit -v 4000000; {T} --train {dir}/hashed.svm --workers 2", 4,
-       "parameter arena (weights) 16.0 GiB"},  // (over MemAvailable, or else the limit)
-      {"statistics of a 2^32 feature space under a 4 GB address-space limit",
-       "ulimit -v 4000000; {D} stats --train {dir}/hashed.svm", 0, "feature 4294967294"},
       {"a step size that diverges with two workers: their examples, not a global step",
        "{T} --train {train} --model squared --lr 1e6 --workers 2 --epochs 2", 1,
        "examples by 2 workers: weight w["},
@@ -371,7 +365,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "{T} --train {train} --digest=maybe", 2, "--digest maybe: a flag takes true or false"},
       {"class labels a float merges (16777217 read as 16777216)",
        "{T} --train {dir}/f32.svm --model softmax", 2,
-       "f32.svm:3: label \"16777217\" is a whole number a float cannot hold"},
+       "class label 16777216 in"},
       {"rating triples for a model of features (user and item ids read as one feature space)",
        "printf '1\\t2\\t1\\n2\\t1\\t0\\n' | {T} --train - --model logistic", 2,
        "model logistic needs feature rows"},
@@ -391,6 +385,16 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
   };
+  // A hashed feature space of 2^32 under a 4 GB address-space limit, which a
+  // sanitized build cannot start under (its shadow memory).
+  if (!test::kSanitized) {
+    rows.push_back({"a feature index of 2^32 - 1 under a 4 GB address-space limit (a table a "
+                    "feature, 16 GiB, was built before the memory check)",
+                    "ulimit -v 4000000; {T} --train {dir}/hashed.svm --workers 2", 4,
+                    "parameter arena (weights) 16.0 GiB"});  // (over MemAvailable, or the limit)
+    rows.push_back({"statistics of a 2^32 feature space under a 4 GB address-space limit",
+                    "ulimit -v 4000000; {D} stats --train {dir}/hashed.svm", 0, "feature 4294967294"});
+  }
   // hogwild_plot on a run folder whose summary was cut short (a run killed while
   // writing it): where matplotlib is installed (scripts/install-deps.sh), as the
   // study suite's figures are.

@@ -248,9 +248,9 @@ struct Progress {
   double reported_time = 0;  // seconds of training when the evaluation was done: how far
                              // the parent is behind the workers is reported_time - time
   bool end_of_epoch = true;
-  // An epoch's line scored on the live weights, later than the epoch's end: its
-  // snapshot slot was still held (the workers ran ahead of the parent). `samples`
-  // says how much later.
+  // An epoch's line scored on the live weights, later than the epoch's end: no
+  // snapshot of it was kept (its slot was still held, the workers having run ahead
+  // of the parent; or a worker died as it finished). `samples` says how much later.
   bool late = false;
   bool restart = false;      // the weights a restart starts from, not progress: the CLI
                              // prints no line for it (its message says so), --metrics has one

@@ -8,8 +8,6 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -131,17 +129,6 @@ class ChunkParser {
       case NumError::not_finite: return fail("label " + quote({t, p}) + " is not finite");
       case NumError::range: return fail("label " + quote({t, p}) + " is out of range for a float");
       case NumError::syntax: return fail("expected a label (number) but found " + quote({t, p}));
-    }
-    // A label written as a whole number past 2^24 that a float rounds (16777217 read
-    // as 16777216) would merge two classes: refused. (1e30 or 2.5 round as any real
-    // label does.)
-    if (std::fabs(label) >= 16777216.0f &&
-        std::all_of(t + (*t == '+' || *t == '-'), p, [](char c) { return c >= '0' && c <= '9'; })) {
-      double exact = 0;
-      const auto [end, ec] = std::from_chars(t + (*t == '+'), p, exact);
-      if (ec == std::errc() && end == p && static_cast<double>(label) != exact)
-        return fail("label " + quote({t, p}) + " is a whole number a float cannot hold (it would "
-                    "be read as " + fmt::format("{}", label) + "): class labels up to 2^24 are exact");
     }
 
     const std::size_t row_start = c_.entries;

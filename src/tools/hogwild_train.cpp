@@ -332,7 +332,7 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
     // A wrong option or value, said as every other error is.
     warn("hogwild_train: error: {} (see --help)\n", e.what());
     return hogwild::kExitBadInput;
-  } catch (const std::exception&) {
+  } catch (const std::logic_error&) {  // (std::invalid_argument, std::out_of_range)
     // CLI11 reads a flag's value (--digest=maybe) with std::stoll, which throws.
     std::string which = "a flag's value (given in --config?)";
     for (int i = 1; i < argc; ++i) {
