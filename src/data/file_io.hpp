@@ -86,6 +86,9 @@ struct OutputTarget {
 };
 // Throws IoError (exit 2) for a descriptor that is not open or a loop of links.
 OutputTarget output_target(const std::string& path);
+// Whether `path` is standard output, however named (-, /dev/stdout, a link to
+// /proc/self/fd/1); false for "" (no output).
+bool is_stdout(const std::string& path);
 
 // The temporaries `<file>.tmp.<pid>` beside `file` whose writer is gone (killed
 // before its rename): its pid is no process here, and no one holds the lock that a

@@ -238,6 +238,12 @@ OutputTarget output_target(const std::string& path) {
   return {OutputTarget::Kind::replace, -1, p};
 }
 
+bool is_stdout(const std::string& path) {
+  if (path.empty()) return false;
+  const OutputTarget t = output_target(path);
+  return t.kind == OutputTarget::Kind::stream && t.fd == STDOUT_FILENO;
+}
+
 std::size_t remove_stale_temporaries(const std::string& file) noexcept {
   const auto slash = file.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash + 1);

@@ -81,13 +81,6 @@ std::string format_for(const std::string& out, const std::string& asked) {
   return ends_with_any(out, {".cache", ".hwd"}) ? "cache" : "libsvm";
 }
 
-// Whether `out` is standard output, however named (-, /dev/stdout, /proc/self/fd/1).
-bool to_stdout(const std::string& out) {
-  if (out.empty()) return false;
-  const detail::OutputTarget t = detail::output_target(out);
-  return t.kind == detail::OutputTarget::Kind::stream && t.fd == STDOUT_FILENO;
-}
-
 void save(const Dataset& d, const std::string& out, const std::string& format) {
   const bool ratings = d.layout() == Layout::ratings;
   if (format == "cache")
@@ -98,7 +91,8 @@ void save(const Dataset& d, const std::string& out, const std::string& format) {
     write_libsvm(d, out);
   // (Data on standard output: the line goes to stderr, out of the data's way.)
   std::fflush(stdout);
-  fmt::print(to_stdout(out) ? stderr : stdout, "wrote {}: {} rows, {} features, {} non-zeros ({})\n", out, d.rows(), d.cols(),
+  fmt::print(detail::is_stdout(out) ? stderr : stdout, "wrote {}: {} rows, {} features, {} non-zeros ({})\n",
+             out, d.rows(), d.cols(),
              hogwild::nonzeros(d),
              format == "cache" ? fmt::format("binary cache, {}", to_string(d.layout()))
              : ratings         ? (out.ends_with(".gz") ? "ratings, gzip" : "ratings")
@@ -436,7 +430,7 @@ int main(int argc, char** argv) {
     // No output may overwrite an input or another output, and each can be written,
     // before the work that makes it.
     if (*g) tools::check_outputs({}, {{"--out", gen_out}, {"--test-out", gen_test_out}});
-    if (*g && to_stdout(gen_out) && to_stdout(gen_test_out))
+    if (*g && detail::is_stdout(gen_out) && detail::is_stdout(gen_test_out))
       throw ConfigError("--out and --test-out would mix on standard output: give one of them a file");
     if (*c) {
       auto inputs = tools::labels_beside("--labels (found beside the input)", conv_in, conv_labels);

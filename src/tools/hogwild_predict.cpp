@@ -126,13 +126,7 @@ int run(int argc, char** argv) {
                                   "a file", o.data == "-" ? "data" : "labels"));
   if (o.probabilities && o.top > 0)
     throw ConfigError("--probabilities and --top: lines hold one or the other; choose one");
-  // Standard output, however named (-, /dev/stdout, a link to /proc/self/fd/1).
-  const auto to_stdout = [](const std::string& path) {
-    if (path.empty()) return false;
-    const detail::OutputTarget t = detail::output_target(path);
-    return t.kind == detail::OutputTarget::Kind::stream && t.fd == STDOUT_FILENO;
-  };
-  if (to_stdout(o.output) && to_stdout(o.summary))
+  if (detail::is_stdout(o.output) && detail::is_stdout(o.summary))
     throw ConfigError("--output and --summary both go to standard output: give one a file");
   auto inputs = tools::labels_beside("--labels (found beside --data)", o.data, o.labels);
   inputs.insert(inputs.end(), {{"--model", o.model}, {"--data", o.data}, {"--labels", o.labels}});
@@ -167,7 +161,7 @@ int run(int argc, char** argv) {
 
   // The metrics, where every label is one the training data had (on stderr when
   // the predictions or the summary take standard output).
-  std::FILE* human = to_stdout(o.output) || to_stdout(o.summary) ? stderr : stdout;
+  std::FILE* human = detail::is_stdout(o.output) || detail::is_stdout(o.summary) ? stderr : stdout;
   std::optional<PredictionMetrics> m;
   std::string why_not;
   try {

@@ -384,12 +384,8 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
 void prepare(hogwild::TrainConfig& cfg, Options& o) {
   if (o.train.empty()) throw hogwild::ConfigError("--train is required (see --help)");
   // Standard output, however named (-, /dev/stdout, a link to /proc/self/fd/1).
-  const auto to_stdout = [](const std::string& path) {
-    if (path.empty()) return false;
-    const auto t = hogwild::detail::output_target(path);
-    return t.kind == hogwild::detail::OutputTarget::Kind::stream && t.fd == STDOUT_FILENO;
-  };
-  const int on_stdout = to_stdout(o.metrics) + to_stdout(o.summary) + to_stdout(cfg.save_model);
+  using hogwild::detail::is_stdout;
+  const int on_stdout = is_stdout(o.metrics) + is_stdout(o.summary) + is_stdout(cfg.save_model);
   if (on_stdout > 1)
     throw hogwild::ConfigError("--metrics, --summary and --save-model would mix on standard "
                                "output: give all but one a file");
