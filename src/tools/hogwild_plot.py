@@ -17,48 +17,26 @@ cost model their clock ran on.
 """
 import argparse
 import errno
-import json
 import math
 import os
 import sys
 import textwrap
 
-import matplotlib
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The study tools' shared file handling: beside this script in the build tree,
+# installed under share/hogwild.
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "share", "hogwild")]
+from hogwild_study_files import fail, load_json, load_jsonl, checked  # noqa: E402
 
+try:
+    import matplotlib
+except ImportError:
+    fail("the figures need matplotlib for this python3 (Debian: apt install python3-matplotlib)")
 matplotlib.use("Agg")
 matplotlib.rcParams["svg.fonttype"] = "none"  # an SVG's words as text, not outlines
 import matplotlib.pyplot as plt  # noqa: E402
 
 MODE_ORDER = ["serial", "hogwild", "atomic", "lock", "ddp", "dp"]
-
-
-def fail(message):
-    print(f"hogwild_plot: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def load_json(path):
-    """The JSON object in `path`, or exit 2 naming the file and line where it is not
-    JSON (a run killed while writing it, a file edited by hand)."""
-    with open(path) as f:
-        text = f.read()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        fail(f"{path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})")
-
-
-def load_jsonl(path):
-    """The objects of a JSON-lines file (--metrics), the same way."""
-    out = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    fail(f"{path}:{number}: not JSON ({e.msg} at column {e.colno})")
-    return out
 
 
 def legend(ax, **kw):
@@ -67,6 +45,7 @@ def legend(ax, **kw):
         ax.legend(**kw)
 
 
+FOLDER = ""  # the folder main() reads, for a message about its files
 CAPTION = ""  # under every figure: where its runs ran (caption())
 
 
@@ -97,10 +76,12 @@ def save(fig, out, name, made):
 def read_run(folder, f0=None):
     """A run's summary, and its end-of-epoch (seconds, examples, test loss), from
     (0, 0, f0) when the starting loss is known."""
-    r = load_json(os.path.join(folder, "summary.json"))
+    r = load_json(os.path.join(folder, "summary.json"), need=("train_seconds", "test_loss"))
     r["curve"] = [] if f0 is None else [(0.0, 0, f0)]
-    for m in load_jsonl(os.path.join(folder, "metrics.jsonl")):
+    metrics = os.path.join(folder, "metrics.jsonl")
+    for m in load_jsonl(metrics):
         if m.get("end_of_epoch") and m.get("test_loss") is not None:
+            checked(m, ("time", "samples"), metrics)
             r["curve"].append((m["time"], m["samples"], m["test_loss"]))
     return r
 
@@ -112,9 +93,18 @@ def cell_id(model, mode, workers, lr, seed):
 class Study:
     def __init__(self, folder):
         self.folder = folder
-        self.results = load_json(os.path.join(folder, "results.json"))
-        self.spec = load_json(os.path.join(folder, "sweep.json"))
+        results = os.path.join(folder, "results.json")
+        self.results = load_json(results, need=("rows", "references", "eps"))
+        self.spec = load_json(os.path.join(folder, "sweep.json"), need=("seeds",))
         self.rows = self.results["rows"]
+        if not isinstance(self.rows, list):
+            fail(f"{results}: its rows are not a list: not a file hogwild_sweep wrote")
+        for i, r in enumerate(self.rows):
+            checked(r, ("model", "mode", "workers", "lr", "finished", "time_to_target", "final_loss",
+                        "diverged"), f"{results}: row {i + 1}")
+        for m in {r["model"] for r in self.rows}:
+            checked(self.results["references"], (m,), results)
+            checked(self.results["references"][m], ("f_star", "f0"), f"{results}: reference of {m}")
         self.models = sorted({r["model"] for r in self.rows})
         self.modes = [m for m in MODE_ORDER if any(r["mode"] == m for r in self.rows)] + sorted(
             {r["mode"] for r in self.rows} - set(MODE_ORDER))
@@ -188,6 +178,10 @@ def suboptimality(st, out, made):
     for model in st.models:
         ref = st.results["references"][model]
         fstar, f0 = ref["f_star"], ref["f0"]
+        if not f0 > fstar:  # (a step too small to move, or a test set the model does worse on)
+            print(f"hogwild_plot: {model}: no suboptimality figure: the starting loss f0 = {f0:.5g} is "
+                  f"not above the best f* = {fstar:.5g}", file=sys.stderr)
+            continue
         modes = [m for m in st.modes if st.workers_of(model, m)]
         fig, axes = plt.subplots(2, len(modes), figsize=(4.2 * len(modes), 7), squeeze=False,
                                  layout="constrained")
@@ -403,19 +397,28 @@ def main():
     p.add_argument("folder", help="a hogwild_sweep --out folder, or a run's folder")
     p.add_argument("--out", default="", help="default: FOLDER/plots")
     a = p.parse_args()
-    if not os.path.isdir(a.folder):
+    global FOLDER
+    FOLDER = a.folder
+    if not os.path.exists(a.folder):
         fail(f"no such folder: {a.folder}")
+    if not os.path.isdir(a.folder):
+        fail(f"{a.folder}: not a folder (give a hogwild_sweep --out folder, or a run's folder)")
+    if a.out == "-":
+        fail("--out -: the figures are files (PNG and SVG); give a folder")
     out = a.out or os.path.join(a.folder, "plots")
-    os.makedirs(out, exist_ok=True)
+    if os.path.exists(out) and not os.path.isdir(out):
+        fail(f"--out {out}: not a folder")
     made = []
     global CAPTION
     if os.path.exists(os.path.join(a.folder, "results.json")):
         st = Study(a.folder)
         CAPTION = caption(st.summaries())
+        os.makedirs(out, exist_ok=True)  # (once there is something to draw)
         for figure in (speedup, suboptimality, efficiency, staleness, lost_mass, stability, fig2_table):
             figure(st, out, made)
     elif os.path.exists(os.path.join(a.folder, "summary.json")):
         CAPTION = caption([load_json(os.path.join(a.folder, "summary.json"))])
+        os.makedirs(out, exist_ok=True)
         plot_run(a.folder, out, made)
     else:
         fail(f"{a.folder} holds neither a sweep (results.json) nor a run (summary.json)")
@@ -427,6 +430,11 @@ def main():
 if __name__ == "__main__":
     try:
         sys.exit(main())
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        # A field the checks above do not name, of another type or missing: a file
+        # edited by hand, or from another version. Said, not a traceback.
+        fail(f"the files in {FOLDER} are not as hogwild_sweep and hogwild_train write them "
+             f"({type(e).__name__}: {e})")
     except OSError as e:  # a file or folder it could not read or write: said, not a traceback
         where = e.filename if e.filename is not None else "?"
         print(f"hogwild_plot: error: {where}: {e.strerror or e}", file=sys.stderr)

@@ -43,7 +43,9 @@ OUT/runs/<cell>/output.txt).
 import argparse
 import errno
 import hashlib
+import fcntl
 import json
+import math
 import os
 import random
 import shutil
@@ -65,35 +67,10 @@ def die_with_sweep():
         pass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def fail(message):
-    print(f"hogwild_sweep: error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def load_json(path):
-    """The JSON object in `path`, or exit 2 naming the file and line where it is not
-    JSON (a run killed while writing it, a file edited by hand)."""
-    with open(path) as f:
-        text = f.read()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        fail(f"{path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})")
-
-
-def load_jsonl(path):
-    """The objects of a JSON-lines file (--metrics), the same way."""
-    out = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    fail(f"{path}:{number}: not JSON ({e.msg} at column {e.colno})")
-    return out
+# The study tools' shared file handling: beside this script in the build tree,
+# installed under share/hogwild.
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "share", "hogwild")]
+from hogwild_study_files import fail, load_json, load_jsonl, checked, write_atomic, file_digest  # noqa: E402
 
 
 def find_train(given):
@@ -112,6 +89,8 @@ def parse_list(text, kind, name):
             v = kind(item)
         except ValueError:
             fail(f"--{name} expects a comma-separated list, got '{text}'")
+        if kind is float and not (math.isfinite(v) and v <= 3.4028234663852886e38):
+            fail(f"--{name} {item}: not a number of a float's range")
         if kind is not str and v <= 0:
             fail(f"--{name} values must be positive, got '{item}'")
         out.append(v)
@@ -214,11 +193,12 @@ def run_train(args, opts, folder):
 
 
 def read_run(folder):
-    r = load_json(os.path.join(folder, "summary.json"))
+    r = load_json(os.path.join(folder, "summary.json"), need=("samples_per_second", "test_loss"))
     records = []  # the evaluations at epoch ends that have a test loss
-    for m in load_jsonl(os.path.join(folder, "metrics.jsonl")):
+    metrics = os.path.join(folder, "metrics.jsonl")
+    for m in load_jsonl(metrics):
         if m.get("end_of_epoch") and m.get("test_loss") is not None:
-            records.append(m)
+            records.append(checked(m, ("time", "samples"), metrics))
     curve = [(m["time"], m["samples"], m["test_loss"]) for m in records]
     # --mode simulated: its speed and its curve's times are the simulated clock's, not
     # the wall's: each point's time is the clock's when its weights were captured (a
@@ -237,13 +217,13 @@ def read_run(folder):
 def reference(args, model):
     """f* (a long serial run's best test loss) and f0 (the starting weights' test
     loss: one epoch with a vanishing step), cached per data and model."""
-    key = hashlib.sha1(json.dumps([os.path.abspath(args.train), os.path.getsize(args.train),
-                                   os.path.abspath(args.test), model, args.ref_epochs,
+    key = hashlib.sha1(json.dumps([os.path.abspath(args.train), args.train_sha256,
+                                   os.path.abspath(args.test), args.test_sha256, model, args.ref_epochs,
                                    args.ref_lr, args.extra]).encode()).hexdigest()[:12]
     folder = os.path.join(args.out, "reference", f"{model}-{key}")
     cached = os.path.join(folder, "reference.json")
     if os.path.exists(cached):
-        return load_json(cached)
+        return load_json(cached, need=("f_star", "f0"))
     print(f"reference for {model}: serial, {args.ref_epochs} epochs at lr {args.ref_lr:g} ...",
           flush=True)
     base = dict(own_options(args.extra_opts, None), model=model, mode="serial", seed=1)
@@ -258,8 +238,7 @@ def reference(args, model):
     st = read_run(os.path.join(folder, "start"))
     ref = {"f_star": min(loss for _, _, loss in lr_["curve"]), "f0": st["curve"][0][2],
            "epochs": args.ref_epochs, "lr": args.ref_lr}
-    with open(cached, "w") as f:
-        json.dump(ref, f)
+    write_atomic(cached, json.dumps(ref))
     return ref
 
 
@@ -382,8 +361,7 @@ def write_table(args, rows, stable, refs):
         lines.append(f"| {s['model']} | {s['mode']} | {s['workers']} | "
                      f"{fmt(s['largest_stable_lr'], 'g') if s['largest_stable_lr'] else 'none'} |")
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.out, "table.md"), "w") as f:
-        f.write(text)
+    write_atomic(os.path.join(args.out, "table.md"), text)
     return text
 
 
@@ -416,9 +394,16 @@ def main():
     p.add_argument("--shuffle-seed", type=int, default=1)
     args = p.parse_args()
     args.hogwild_train = find_train(args.hogwild_train)
+    if not args.out:
+        fail("--out '': give the folder the sweep writes")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        fail(f"--out {args.out}: not a folder")
     for f in (args.train, args.test) + ((args.cost_model,) if args.cost_model else ()):
         if not os.path.exists(f):
             fail(f"no such file: {f}")
+    for f, flag in ((args.train, "--train"), (args.test, "--test")):
+        if not os.path.isfile(f):  # a pipe, <(...): read once, by the first run alone
+            fail(f"{flag} {f}: not a regular file (every run of the sweep reads it again)")
     args.cost_model = os.path.abspath(args.cost_model) if args.cost_model else ""
     args.cost_model_sha256 = ""
     if args.cost_model:  # checked before any run: a bad one would stop the sweep at its first simulated run
@@ -440,6 +425,14 @@ def main():
         if not known_mode(m):
             fail(f"--mode {m}: not a mode; give {MODE_FORMS}")
     lrs = parse_list(args.lr, float, "lr")
+    named = {}  # the runs' folders name a step size with 6 significant digits
+    for lr in lrs:
+        if f"{lr:g}" in named:
+            fail(f"--lr {named[f'{lr:g}']!r} and {lr!r} are the same to 6 significant digits, "
+                 "which name the runs' folders: give step sizes that differ there")
+        named[f"{lr:g}"] = lr
+    if args.ref_lr and not (math.isfinite(args.ref_lr) and 0 < args.ref_lr <= 3.4028234663852886e38):
+        fail(f"--ref-lr {args.ref_lr}: not a positive number of a float's range")
     if args.seeds < 1 or args.epochs < 1:
         fail("--seeds and --epochs must be at least 1")
     if not 0 < args.eps < 1:
@@ -465,13 +458,38 @@ def main():
         fail("--train-option cost-model=FILE would give it to the real runs and the serial "
              "reference, which refuse it: use --cost-model FILE (the simulated runs only)")
     args.extra = sorted(args.extra_opts.items())
+    # One sweep a folder: a second one would run every cell again beside the first,
+    # each measuring under the other's load, and one results.json would win.
+    os.makedirs(args.out, exist_ok=True)
+    lock = open(os.path.join(args.out, ".lock"), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        fail(f"another hogwild_sweep (pid {lock.read().strip() or '?'}) writes {args.out} now: "
+             "wait for it, or give another --out")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    args.lock = lock  # held until the sweep exits
+    args.train_sha256, args.test_sha256 = file_digest(args.train), file_digest(args.test)
     # A resumed sweep takes the runs it finds as its own: those of simulated runs on
     # another cost model (or the file changed since) would be taken for this one's.
-    try:
-        with open(os.path.join(args.out, "sweep.json")) as f:
-            before = json.load(f)
-    except (OSError, ValueError):
+    spec_file = os.path.join(args.out, "sweep.json")
+    if os.path.exists(spec_file):
+        before = load_json(spec_file, need=("epochs", "seeds"))
+    elif os.path.isdir(os.path.join(args.out, "runs")):
+        fail(f"{args.out} holds runs but no sweep.json: what they were run with is unknown, so "
+             "they cannot be taken for this sweep's; give another --out")
+    else:
         before = {}
+    # Runs on other data: the same names, other files, or the files changed since.
+    for key, flag in (("train_sha256", "--train"), ("test_sha256", "--test")):
+        if key in before and before[key] != getattr(args, key):
+            fail(f"{args.out} holds a sweep whose runs had {flag} {before.get(flag[2:])} with SHA-256 "
+                 f"{before[key][:16]}..., and this one's {getattr(args, flag[2:])} has "
+                 f"{getattr(args, key)[:16]}...: its runs would be taken for these; give another --out")
     if before and before.get("cost_model_sha256", "") != args.cost_model_sha256:
         was = f"the cost model {before['cost_model']}" if before.get("cost_model") else "the built-in cost model"
         now = f"the cost model {args.cost_model}" if args.cost_model else "the built-in cost model"
@@ -489,9 +507,9 @@ def main():
                 fail(f"{args.out} holds a sweep whose runs had {flag} {was}, and this one asks for "
                      f"{now}: its runs would be taken for these; give another --out")
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
-    spec = {k: v for k, v in vars(args).items() if k not in ("extra_opts", "extra")}
-    with open(os.path.join(args.out, "sweep.json"), "w") as f:
-        json.dump(dict(spec, models=models, workers_list=workers, modes=modes, lrs=lrs), f, indent=1)
+    spec = {k: v for k, v in vars(args).items() if k not in ("extra_opts", "extra", "lock")}
+    write_atomic(spec_file, json.dumps(dict(spec, models=models, workers_list=workers, modes=modes,
+                                            lrs=lrs), indent=1))
 
     configs = []
     for model in models:
@@ -553,8 +571,8 @@ def main():
                 for _, _, loss in read_run(folder)["curve"]:
                     refs[m]["f_star"] = min(refs[m]["f_star"], loss)
     rows, stable = analyse(args, cells, refs)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"references": refs, "rows": rows, "stable": stable, "eps": args.eps}, f, indent=1)
+    write_atomic(os.path.join(args.out, "results.json"),
+                 json.dumps({"references": refs, "rows": rows, "stable": stable, "eps": args.eps}, indent=1))
     print(write_table(args, rows, stable, refs))
     return 1 if hard_failures else 0
 
@@ -562,6 +580,9 @@ def main():
 if __name__ == "__main__":
     try:
         sys.exit(main())
+    except BrokenPipeError:  # hogwild_sweep ... | head: its reader gone, as hogwild_train says it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
     except OSError as e:  # a file or folder it could not read or write: said, not a traceback
         where = e.filename if e.filename is not None else "?"
         print(f"hogwild_sweep: error: {where}: {e.strerror or e}", file=sys.stderr)

@@ -31,6 +31,9 @@ for tool in hogwild_train hogwild_data hogwild_predict hogwild_sweep hogwild_plo
   fi
 done
 [ -n "$(find "$root" -path '*doc/hogwild/CLI.md')" ] || { echo "docs not installed"; exit 1; }
+# The study tools find the file handling they share where it is installed.
+/usr/bin/python3 "$(find "$root" -path '*bin/hogwild_sweep')" --help > /dev/null ||
+  { echo "the installed hogwild_sweep does not start"; exit 1; }
 
 # The Python module, where built: installed where the interpreter it was built for
 # looks (its own site directory under the prefix), and it trains from there.

@@ -258,9 +258,9 @@ try:
     # An output folder that is a file: one line, exit 2, no traceback.
     for cmd_, says in (([sweep, "--train", f"{tmp}/train.svm", "--test", f"{tmp}/test.svm", "--out",
                          f"{tmp}/train.svm", "--hogwild-train", train],
-                        f"hogwild_sweep: error: {tmp}/train.svm/runs: Not a directory"),
+                        f"hogwild_sweep: error: --out {tmp}/train.svm: not a folder"),
                        ([plot, out, "--out", f"{tmp}/train.svm"],
-                        f"hogwild_plot: error: {tmp}/train.svm: File exists")):
+                        f"hogwild_plot: error: --out {tmp}/train.svm: not a folder")):
         r = subprocess.run(cmd_, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         ok = r.returncode == 2 and says in r.stdout and "Traceback" not in r.stdout
         check(ok, f"{os.path.basename(cmd_[0])} --out a file: exit 2, '{says}'" + ("" if ok else ": " + r.stdout))
