@@ -1,6 +1,7 @@
 #include "hogwild/metrics.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -106,7 +107,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append)
     : path_(path), append_(append) {}
 
 MetricsWriter::~MetricsWriter() {
-  if (f_) std::fclose(f_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::string progress_json(const Progress& p) {
@@ -136,30 +137,33 @@ std::string progress_json(const Progress& p) {
     j["lag"] = quantiles_json(p.lag);
     j["overlap"] = quantiles_json(p.overlap);
   }
-  return j.dump();
+  return detail::json_text(j);
 }
 
 void MetricsWriter::write(const Progress& p) {
   const std::string line = progress_json(p) + "\n";
-  if (!f_) {
+  if (fd_ < 0) {
     // A descriptor (-, /dev/stdout, a link to one) is written where it stands: opening
     // /dev/stdout "w" truncated the log that standard output was redirected to.
     const detail::OutputTarget t = detail::output_target(path_);
     if (t.kind == detail::OutputTarget::Kind::stream) {
       std::fflush(nullptr);
-      const int fd = ::dup(t.fd);
-      f_ = fd >= 0 ? ::fdopen(fd, "w") : nullptr;
+      fd_ = ::fcntl(t.fd, F_DUPFD_CLOEXEC, 0);
     } else {
-      f_ = std::fopen(t.path.c_str(), append_ ? "a" : "w");
+      fd_ = ::open(t.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append_ ? O_APPEND : O_TRUNC), 0666);
     }
-    if (!f_)
+    if (fd_ < 0)
       throw IoError(fmt::format("cannot write metrics to {}: {}", path_, std::strerror(errno)));
   }
-  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
-    const int err = errno;
+  // A line is one write: where the disk fills part-way through it, a file is cut back
+  // to its last whole line (a reader, or a resumed run appending, finds whole lines).
+  struct stat st{};
+  const bool file = ::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+  if (const int err = detail::write_all(fd_, line.data(), line.size())) {
+    if (file) (void)!::ftruncate(fd_, st.st_size);
     reader_gone_ = err == EPIPE;
     const std::string msg = fmt::format("cannot write metrics to {}: {}", path_, std::strerror(err));
-    if (is_out_of_space(err)) throw ResourceError(msg + "; the lines written so far are intact");
+    if (is_out_of_space(err)) throw ResourceError(msg + "; the lines written before are intact");
     throw IoError(msg);
   }
 }
@@ -169,8 +173,11 @@ std::string format_progress(const Progress& p, unsigned epochs) {
                       ? fmt::format("epoch {:>3}/{:<3}", static_cast<unsigned>(p.epoch), epochs)
                       : fmt::format("epoch {:>7.2f}", p.epoch);
   // (A late line's rate is over weights later than its epoch: not the epoch's.)
-  s += fmt::format("  {:>7} samples/s  train loss {:.4f}",
-                   p.late ? std::string("-") : human_rate(p.recent_samples_per_second), p.train_loss);
+  // (No epoch has ended before the first: no training loss yet, "-", not a NaN that
+  // reads as a divergence.)
+  s += fmt::format("  {:>7} samples/s  train loss {}",
+                   p.late ? std::string("-") : human_rate(p.recent_samples_per_second),
+                   std::isfinite(p.train_loss) ? fmt::format("{:.4f}", p.train_loss) : std::string("-"));
   if (std::isfinite(p.test.loss)) s += fmt::format("  test loss {:.4f}", p.test.loss);
   if (std::isfinite(p.test.accuracy)) s += fmt::format("  accuracy {:.4f}", p.test.accuracy);
   if (std::isfinite(p.test.rmse)) s += fmt::format("  rmse {:.4f}", p.test.rmse);
@@ -255,7 +262,9 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
       {"resumed_epochs", r.resumed_epochs},
       {"interrupted", r.signal == SIGINT    ? nlohmann::json("SIGINT")
                       : r.signal == SIGTERM ? nlohmann::json("SIGTERM")
+                      : r.signal == SIGHUP  ? nlohmann::json("SIGHUP")
                       : r.signal == SIGPIPE ? nlohmann::json("SIGPIPE")  // stdout closed
+                      : r.signal == SIGXFSZ ? nlohmann::json("output full")  // request_stop's
                                             : nlohmann::json()},
       {"checkpoint", c.checkpoint.empty() ? nlohmann::json() : nlohmann::json(c.checkpoint)},
       {"machine", machine_name()},
@@ -286,7 +295,6 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
   }
   for (const auto& o : detail::mode_def(c.mode).options())  // the mode's own, as run
     j["mode_options"][o.name] = detail::mode_option(c, o.name);
-  detail::mode_def(c.mode).summarize(c, r, j);
   if (r.conflicts.measured) {
     nlohmann::json coords = nlohmann::json::array();
     for (const auto& x : r.conflicts.coordinates)
@@ -298,7 +306,9 @@ std::string summary_json(const TrainConfig& c, const TrainResult& r, const std::
                       {"lost_mass_mean", r.conflicts.lost_mass_mean},
                       {"lost_mass_max", r.conflicts.lost_mass_max}, {"coordinates", coords}};
   }
-  return j.dump(2) + "\n";
+  // (After the fields above: a mode may say what its own figures mean.)
+  detail::mode_def(c.mode).summarize(c, r, j);
+  return detail::json_text(j, 2) + "\n";
 }
 
 std::string format_mib(std::uint64_t bytes) {
@@ -309,7 +319,9 @@ std::string result_line(const TrainConfig& c, const TrainResult& r) {
   std::string line = fmt::format("{}: {} samples in {:.2f}s ({:.0f} samples/s)",
                                  r.signal == SIGINT    ? "interrupted (SIGINT)"
                                  : r.signal == SIGTERM ? "terminated (SIGTERM)"
+                                 : r.signal == SIGHUP  ? "stopped (SIGHUP)"
                                  : r.signal == SIGPIPE ? "stopped (standard output closed)"
+                                 : r.signal == SIGXFSZ ? "stopped (an output's disk is full)"
                                                        : "done",
                                  r.samples, r.train_seconds, r.samples_per_second);
   if (std::isfinite(r.test.accuracy)) line += fmt::format(", test accuracy {:.4f}", r.test.accuracy);

@@ -323,7 +323,7 @@ void write_model_file(const ModelDescription& d, std::span<const ShapedTensor> t
                              {"data_offsets", {offset, offset + width * count}}};
     offset += width * count;
   }
-  std::string text = header.dump();
+  std::string text = detail::json_text(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // the tensors 8-byte aligned, as safetensors pads
   detail::OutputFile out(path, false);
   const std::uint64_t n = text.size();

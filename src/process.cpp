@@ -76,8 +76,8 @@ std::string WorkerExit::describe() const {
 namespace {
 
 // A freshly forked worker: dies with `parent` (false when that is already gone),
-// ignores SIGINT (the parent handles a ^C, which reaches every process of the
-// terminal's group, and decides), and turns SIGTERM (systemd, timeout: the whole
+// ignores SIGINT and SIGHUP (the parent handles a ^C or a hang-up, which reach every
+// process of the terminal's group, and decides), and turns SIGTERM (systemd, timeout: the whole
 // process group) into worker_terminated(): the worker ends its batch, publishes its
 // place and exits kExitTerminated. Other signals take their defaults.
 bool become_worker(pid_t parent) {
@@ -86,6 +86,7 @@ bool become_worker(pid_t parent) {
   g_launcher = parent;
   for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) signal(s, SIG_DFL);
   signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
   g_terminated.store(0, std::memory_order_relaxed);
   struct sigaction term {};
   term.sa_handler = on_worker_term;
@@ -274,6 +275,7 @@ constexpr std::int32_t kReady = 2;  // a report's `exited`: the server program r
   if (getppid() != program) _exit(0);
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   if (ready) send_report(socket, {kReady, 0, getpid(), 0});
   // Asleep until a request or a worker's end: SIGCHLD stays blocked but while ppoll

@@ -222,7 +222,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.pin = true;
   c.huge_pages = true;
   c.max_restarts = 4;
-  c.checkpoint = std::string("ck");
+  c.checkpoint = std::string("ck\xff\xfe");  // a path that is not UTF-8 (JSON text would throw)
   c.checkpoint_every = 2.5;
   c.resume = std::string("r");
   c.save_model = std::string("m.safetensors");
@@ -242,7 +242,7 @@ TEST_CASE("a configuration travels to a worker whole") {
   c.device_warps = 96;
   c.result_parameters = false;
   c.mode_options["stripes"] = 8;
-  const TrainConfig d = detail::config_from_json(detail::config_to_json(c));
+  const TrainConfig d = detail::config_from_cbor(detail::config_to_cbor(c));
   CHECK(d.model == c.model);
   CHECK(d.model_options.l2 == c.model_options.l2);
   CHECK(d.model_options.bias == c.model_options.bias);

@@ -384,6 +384,44 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "--rows is for --kind sparse; ratings take --users, --items, --rank and --ratings"},
       {"a Zipf exponent that is not a number", "{D} generate --rows 10 --zipf nan --out {dir}/g.svm", 2,
        "the Zipf exponent must be between 0 and 10, not nan"},
+      // Outputs elsewhere (a folder of the row's own, gone after it): what they hold
+      // is what the row checks.
+      {"the metrics' disk full mid-run (a line left cut, and no final checkpoint or summary)",
+       "export t=$(mktemp -d); mkdir $t/full $t/out; unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs "
+       "$t/full && head -c 60k /dev/zero > $t/full/pad; {T} --train {train} --test {test} --epochs 200 "
+       "-q --metrics $t/full/m.jsonl --checkpoint $t/out/ck.bin --summary $t/out/s.json; echo \"exit $?\"; "
+       "echo \"last byte $(tail -c 1 $t/full/m.jsonl | od -An -tx1 | tr -d \" \")\"; "
+       "grep -c \"output full\" $t/out/s.json; test -s $t/out/ck.bin && echo checkpoint kept'; rm -rf $t",
+       0, "the lines written before are intact\nexit 4\nlast byte 0a\n1\ncheckpoint kept"},
+      {"a training file named in bytes that are not UTF-8 (the summary's JSON threw once trained)",
+       "export t=$(mktemp -d); cp {train} \"$t/$(printf 'r\\377.svm')\"; {T} --train \"$t/$(printf "
+       "'r\\377.svm')\" --epochs 1 -q --summary $t/s.json --worker-start fork-server; echo \"exit $?\"; "
+       "grep -c '\"train\"' $t/s.json; rm -rf $t", 0, "exit 0\n1"},
+      {"a simulated mini-batch writing more than twice the model's coordinates (stopped, exit 4)",
+       "{T} --train {train} --mode simulated --workers 2 --batch 100 --epochs 1 -q", 0, "done: 400 samples"},
+      {"standard output closed (>&-) with the summary given to it (fd 1 reused: a wrong error, after "
+       "the training)", "({T} --train {train} --epochs 1 --summary - >&-)", 2,
+       "--summary -: standard output is closed (>&-)"},
+      {"a device for data (/dev/zero: read until the memory ran out)", "{T} --train /dev/zero", 2,
+       "/dev/zero: a device, not a file or a pipe"},
+      {"an arena folder of no size (/proc)", "{T} --train {train} --epochs 1 --shm-dir /proc", 4,
+       "/proc holds no files"},
+      {"a sweep resumed on other data of the same name (its runs were taken for these)",
+       "export t=$(mktemp -d); cp {train} $t/a.svm; {S} --train $t/a.svm --test {test} --out $t/sw --mode "
+       "serial --workers 1 --seeds 1 --epochs 1 > /dev/null; echo '1 1:1' >> $t/a.svm; {S} --train "
+       "$t/a.svm --test {test} --out $t/sw --mode serial --workers 1 --seeds 1 --epochs 1; "
+       "echo \"exit $?\"; rm -rf $t", 0, "its runs would be taken for these; give another --out\nexit 2"},
+      {"a second sweep into a folder one is writing (every cell ran twice, under each other's load)",
+       "export t=$(mktemp -d); mkdir $t/sw; (flock $t/sw/.lock sleep 3 &); sleep 0.3; {S} --train {train} "
+       "--test {test} --out $t/sw --mode serial --workers 1 --seeds 1 --epochs 1; echo \"exit $?\"; rm -rf $t",
+       0, "now: wait for it, or give another --out\nexit 2"},
+      {"a sweep's sweep.json cut short (its resume checks were skipped)",
+       "export t=$(mktemp -d); mkdir $t/sw; echo '{' > $t/sw/sweep.json; {S} --train {train} --test {test} "
+       "--out $t/sw --mode serial --workers 1 --seeds 1 --epochs 1; echo \"exit $?\"; rm -rf $t", 0,
+       "sweep.json:2: not JSON"},
+      {"step sizes the same to the 6 digits that name the runs' folders (one run overwrote the other)",
+       "{S} --train {train} --test {test} --lr 0.1,0.10000001 --out {dir}/sweep", 2,
+       "are the same to 6 significant digits"},
   };
   // A hashed feature space of 2^32 under a 4 GB address-space limit, which a
   // sanitized build cannot start under (its shadow memory).
@@ -401,10 +439,22 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   if (test::run({"/usr/bin/python3", "-c", "import matplotlib"}).exit_code == 0) {
     std::filesystem::create_directory(dir.file("cut_run"));
     test::write_text(dir.file("cut_run/summary.json"), "{\"samples\": ");
-    rows.push_back({"a run's summary cut short, for the plot",
-                    fmt::format("\"{}/hogwild_plot\" {{dir}}/cut_run --out {{dir}}/cut_plots",
-                                std::filesystem::path(test::hogwild_train_path()).parent_path().string()),
+    const std::string plot = fmt::format(
+        "\"{}/hogwild_plot\"", std::filesystem::path(test::hogwild_train_path()).parent_path().string());
+    rows.push_back({"a run's summary cut short, for the plot", plot + " {dir}/cut_run --out {dir}/cut_plots",
                     2, "cut_run/summary.json:1: not JSON"});
+    std::filesystem::create_directory(dir.file("list_run"));
+    test::write_text(dir.file("list_run/summary.json"), "[]\n");
+    rows.push_back({"a run's summary that is JSON but no object (a traceback)",
+                    plot + " {dir}/list_run --out {dir}/list_plots", 2,
+                    "list_run/summary.json: a JSON object is wanted, not list"});
+    rows.push_back({"the figures of a sweep whose runs never moved from the start (f0 = f*: a division "
+                    "by zero)",
+                    "export t=$(mktemp -d); {S} --train {train} --test {test} --out $t/z --mode serial "
+                    "--workers 1 --seeds 1 --epochs 1 --lr 1e-30 > /dev/null; " + plot +
+                        " $t/z > /dev/null; echo \"exit $?\"; rm -rf $t",
+                    0, "no suboptimality figure: the starting loss f0 = 0.69315 is not above the best f* = "
+                       "0.69315\nexit 0"});
   }
   const auto before = contents(d);
   for (const Row& row : rows) {

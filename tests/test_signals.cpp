@@ -199,6 +199,36 @@ TEST_CASE("a SIGTERM to the whole process group: workers end their batch, the ru
   CHECK(saved > 0);
 }
 
+TEST_CASE("a hang-up (SIGHUP to the whole group, an ssh session closed) stops the run as SIGTERM does") {
+  // It killed the parent and the workers by the default action: no final checkpoint,
+  // no summary, and the checkpoint's temporary left behind.
+  test::TempDir dir;
+  auto [train, test_file] = test::problem_files(dir, 20000);
+  const std::string ck = dir.file("ck.bin"), summary = dir.file("s.json");
+  auto bg = test::start_train({"--train", train, "--test", test_file, "--workers", "2", "--epochs",
+                               "2000", "--checkpoint", ck, "--summary", summary},
+                              dir, "out.txt", true);
+  auto workers = test::wait_for_workers(bg.pid, 2);
+  REQUIRE(workers.size() == 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE(kill(-bg.pid, SIGHUP) == 0);
+  const int code = test::wait_exit(bg.pid, 30);
+  const auto out = test::read_text(bg.out_path);
+  INFO(out);
+  CHECK(code == 129);
+  CHECK(out.find("hogwild: stopping (SIGHUP") != std::string::npos);
+  CHECK(out.find("stopped (SIGHUP)") != std::string::npos);
+  CHECK(out.find("killed by signal") == std::string::npos);
+  CHECK(test::read_text(summary).find("\"interrupted\": \"SIGHUP\"") != std::string::npos);
+  CHECK(test::all_gone_within(workers, 1));
+  CHECK(entries_of(bg.pid) == 0);
+  std::uint64_t saved = 0;
+  for (auto& w : read_checkpoint(ck).workers) saved += w.samples;
+  CHECK(saved > 0);
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+}
+
 TEST_CASE("a SIGTERM to one worker alone: it ends its batch, exits 143 and is respawned") {
   test::TempDir dir;
   auto [train, test_file] = test::problem_files(dir, 20000);

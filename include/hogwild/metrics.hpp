@@ -12,8 +12,9 @@
 namespace hogwild {
 
 // Appends one JSON object per line: time, epoch, samples, train_loss, test_loss,
-// test_accuracy (or test_rmse), samples_per_second. Each line is flushed, so a
-// crash loses at most the line being written; a write error throws IoError. The
+// test_accuracy (or test_rmse), samples_per_second. Each line is one write(2), so a
+// crash loses at most the line being written; a write error throws IoError
+// (ResourceError for a full disk, the file cut back to its last whole line). The
 // file is opened at the first line, not before: a run that fails first (an arena
 // that does not fit, a refused resume) leaves the previous run's file as it was.
 // append (a resumed run): the lines of the run it continues stay and its own
@@ -32,7 +33,7 @@ class MetricsWriter {
   std::string path_;
   bool append_ = false;
   bool reader_gone_ = false;
-  std::FILE* f_ = nullptr;
+  int fd_ = -1;
 };
 
 // One evaluation as a JSON object in one line (no newline): the record each line of

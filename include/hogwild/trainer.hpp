@@ -315,8 +315,8 @@ struct TrainResult {
   std::size_t classes = 0;
   unsigned restarts = 0;             // crashed workers respawned
   unsigned device_warps = 0;         // --device cuda: warps a worker process ran (resolved)
-  // 0, or SIGINT/SIGTERM when a signal stopped the run (SIGPIPE: request_stop's, for
-  // a closed standard output): the result then holds the
+  // 0, or SIGINT/SIGTERM/SIGHUP when a signal stopped the run (request_stop's: SIGPIPE for a
+  // closed standard output, SIGXFSZ for an output whose disk is full): the result then holds the
   // weights and counters at the stop (test = an evaluation of those weights) and
   // the final checkpoint, if configured, was written. train() returns normally.
   int signal = 0;
@@ -436,7 +436,7 @@ void tell_nodes_failed(const TrainConfig& config, const std::string& why) noexce
 // does (workers end their batch; train() then returns with the weights at the stop,
 // its final checkpoint and model written, TrainResult::signal = `signal`): from a
 // progress callback, whose output has nowhere to go (hogwild_train's standard
-// output closed under it: SIGPIPE); from the start callback, it stops the run before
+// output closed under it: SIGPIPE; its --metrics file's disk full: SIGXFSZ); from the start callback, it stops the run before
 // its first batch. Says so on stderr. Nothing when one is already stopping.
 void request_stop(int signal) noexcept;
 

@@ -275,13 +275,17 @@ struct SimulatedWrite {
   float d;    // the change
 };
 // The log of the step being simulated, set around each step by the simulator (one
-// process, one thread). Its room is the model's every coordinate twice over, made
-// once (untouched pages cost nothing); a step that writes more sets `overflow` and
-// the simulator stops the run with a ResourceError (its undo would be incomplete).
+// process, one thread). Its room starts at the model's every coordinate twice over
+// (untouched pages cost nothing); a step that writes more (a mini-batch writes each
+// row's coordinates) has `grow` double it, and where memory for that runs out it
+// sets `overflow` and the simulator stops the run with a ResourceError (its undo
+// would be incomplete).
 struct SimulatedLog {
   SimulatedWrite* writes = nullptr;
   std::size_t size = 0, capacity = 0;
   bool overflow = false;
+  bool (*grow)(SimulatedLog&) noexcept = nullptr;  // false: no memory for more room
+  void* owner = nullptr;                           // grow's
 };
 inline thread_local SimulatedLog* simulated_log = nullptr;
 }  // namespace detail
@@ -299,7 +303,7 @@ struct SimulatedUpdate : VectorReads {
   static float read(const float* p) noexcept { return *p; }
   static void add(float* p, float d) noexcept {
     detail::SimulatedLog& log = *detail::simulated_log;
-    if (log.size < log.capacity)
+    if (log.size < log.capacity || (log.grow && log.grow(log)))
       log.writes[log.size++] = {p, *p, d};
     else
       log.overflow = true;

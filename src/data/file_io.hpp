@@ -4,6 +4,7 @@
 // reader never sees a half-written cache or text file.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <zlib.h>
 
 #include <charconv>
@@ -89,6 +90,11 @@ OutputTarget output_target(const std::string& path);
 // Whether `path` is standard output, however named (-, /dev/stdout, a link to
 // /proc/self/fd/1); false for "" (no output).
 bool is_stdout(const std::string& path);
+
+// A JSON document's text for an output (a summary, a metrics line, a model file's
+// header): bytes that are not UTF-8, a path named in another encoding, written as
+// U+FFFD, where nlohmann's dump() would throw once the work is done. indent: dump()'s.
+std::string json_text(const nlohmann::json& j, int indent = -1);
 
 // The temporaries `<file>.tmp.<pid>` beside `file` whose writer is gone (killed
 // before its rename): its pid is no process here, and no one holds the lock that a

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "data/file_io.hpp"
 #include "hogwild/data_io.hpp"
@@ -242,6 +243,10 @@ bool is_stdout(const std::string& path) {
   if (path.empty()) return false;
   const OutputTarget t = output_target(path);
   return t.kind == OutputTarget::Kind::stream && t.fd == STDOUT_FILENO;
+}
+
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::size_t remove_stale_temporaries(const std::string& file) noexcept {

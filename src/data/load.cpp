@@ -192,6 +192,12 @@ bool is_stream(const std::string& path) {
 std::string read_stream(const std::string& path, const std::string& name) {
   const int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
+  // A device that is no terminal (/dev/zero, /dev/urandom) never ends: read to the
+  // end, it filled the memory before anything was said.
+  if (struct stat st {}; ::fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && !::isatty(fd)) {
+    ::close(fd);
+    throw ConfigError(fmt::format("{}: a device, not a file or a pipe (its bytes would never end)", name));
+  }
   std::string bytes;
   char buf[1 << 16];
   for (;;) {

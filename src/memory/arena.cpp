@@ -173,11 +173,24 @@ std::size_t free_bytes(const std::string& dir) {
   return static_cast<std::size_t>(s.f_bavail) * s.f_frsize;
 }
 
+// "N MiB but DIR has only M MiB free", in bytes too where the two round alike.
+std::string need_and_free(std::size_t bytes, const std::string& where, std::size_t avail) {
+  std::string need = mib(bytes), have = mib(avail);
+  if (need == have) {
+    need += fmt::format(" ({} bytes)", bytes);
+    have += fmt::format(" ({} bytes)", avail);
+  }
+  struct statvfs s {};
+  if (avail == 0 && statvfs(where.c_str(), &s) == 0 && s.f_blocks == 0)  // /proc, /sys
+    return fmt::format("{} but {} holds no files (a file system of no size)", need, where);
+  return fmt::format("{} but {} has only {} free", need, where, have);
+}
+
 ResourceError no_space(std::size_t bytes, const std::string& where) {
   return ResourceError(fmt::format(
-      "the parameter arena needs {} but {} has only {} free; free some space, enlarge it "
+      "the parameter arena needs {}; free some space, enlarge it "
       "(mount -o remount,size=... /dev/shm) or put the arena on disk with --shm-dir DIR",
-      mib(bytes), where, mib(free_bytes(where))));
+      need_and_free(bytes, where, free_bytes(where))));
 }
 
 // Reserves the pages now: on tmpfs an over-committed segment would otherwise
@@ -194,9 +207,9 @@ void check_space(std::size_t bytes, const std::string& where) {
   std::size_t avail = free_bytes(where);
   if (avail != SIZE_MAX && avail < bytes)
     throw ResourceError(fmt::format(
-        "the parameter arena needs {} but {} has only {} free; free some space, enlarge it "
+        "the parameter arena needs {}; free some space, enlarge it "
         "or use --shm-dir DIR to put the arena in a file-backed mapping",
-        mib(bytes), where, mib(avail)));
+        need_and_free(bytes, where, avail)));
 }
 
 // Page size of `dir` when it is a hugetlbfs mount, else 0.

@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "data/file_io.hpp"
 #include "hogwild/error.hpp"
 
 namespace hogwild {
@@ -337,7 +338,7 @@ std::string sparsity_json(const SparsityStats& s, const std::vector<TheoryView>&
       {"power_law_nodes", s.alpha_nodes}, {"zipf_slope", s.zipf_slope},
       {"bias_coordinates", s.bias_coordinates}, {"theory", views}};
   j["rho"] = s.rho ? nlohmann::json(*s.rho) : nlohmann::json(nullptr);
-  return j.dump(indent);
+  return detail::json_text(j, indent);
 }
 
 }  // namespace hogwild

@@ -49,11 +49,30 @@ bool same_file(const std::string& a, const std::string& b) {
   return !ca && !cb && pa == pb;
 }
 
+namespace {
+bool g_stdout_closed = false;  // reopen_closed_standard_streams found it closed
+}  // namespace
+
+void reopen_closed_standard_streams() noexcept {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);  // (the lowest: fd)
+    if (null >= 0 && null != fd) {
+      ::dup2(null, fd);
+      ::close(null);
+    }
+    if (fd == 1) g_stdout_closed = true;
+  }
+}
+
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
                    std::chrono::milliseconds wait) {
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const FileRole& out = outputs[i];
     if (out.path.empty()) continue;
+    if (g_stdout_closed && detail::is_stdout(out.path))
+      throw ConfigError(fmt::format("{} {}: standard output is closed (>&-), so it would go nowhere; "
+                                    "give a file", out.option, out.path));
     for (const FileRole& in : inputs)
       if (in.option != out.may_replace && same_file(out.path, in.path))
         throw ConfigError(fmt::format(
@@ -142,6 +161,11 @@ void claim_output(std::string_view option, const std::string& given,
   }
 }
 
+void release_claims() noexcept {
+  for (const int fd : claims()) ::close(fd);
+  claims().clear();
+}
+
 void probe_output(std::string_view what, const std::string& given) {
   namespace fs = std::filesystem;
   if (given.empty()) return;
@@ -163,6 +187,7 @@ void probe_output(std::string_view what, const std::string& given) {
   sigemptyset(&stops);
   sigaddset(&stops, SIGINT);
   sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGHUP);
   ::pthread_sigmask(SIG_BLOCK, &stops, &old);
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   const int err = errno;

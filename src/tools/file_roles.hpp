@@ -35,8 +35,15 @@ std::vector<FileRole> labels_beside(std::string_view option, const std::string& 
 // standard stream) never counts: writing it destroys nothing.
 bool same_file(const std::string& a, const std::string& b);
 
+// Standard input, output or error closed by the caller (`tool >&-`): /dev/null is
+// opened in its place, first thing in main(), so that no later descriptor (a file, a
+// socket, the fork server's channel) takes the number and is written as "standard
+// output". check_outputs then refuses an output given as standard output.
+void reopen_closed_standard_streams() noexcept;
+
 // Throws hogwild::ConfigError (exit 2) naming both options when an output is the
-// same file as an input (other than its may_replace) or as another output; then
+// same file as an input (other than its may_replace) or as another output, or is
+// standard output where that was closed (reopen_closed_standard_streams); then
 // probes each output in turn (probe_output), then claims it (claim_output, waiting up
 // to `wait` for another run's claim to end).
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
@@ -60,5 +67,9 @@ void probe_output(std::string_view what, const std::string& path);
 // run of that cell to finish dying).
 void claim_output(std::string_view option, const std::string& path,
                   std::chrono::milliseconds wait = {});
+
+// Lets go of every claim this process holds: a library caller's run has ended, and
+// its process goes on (a tool's claims end with it).
+void release_claims() noexcept;
 
 }  // namespace hogwild::tools

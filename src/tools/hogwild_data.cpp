@@ -50,7 +50,7 @@ void remove_temporaries_on_stop() {
   sa.sa_handler = on_stop_signal;
   sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
     // A signal the caller ignores (a background job's SIGINT) stays ignored.
     if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
@@ -309,6 +309,7 @@ void stats(StatsCommand& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hogwild::tools::reopen_closed_standard_streams();  // (before any descriptor is opened)
   CLI::App app{"Generate, convert and inspect datasets for hogwild_train.", "hogwild_data"};
   app.set_version_flag("--version", std::string("hogwild_data ") + HOGWILD_VERSION);
   app.require_subcommand(1);

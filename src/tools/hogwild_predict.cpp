@@ -198,7 +198,7 @@ int run(int argc, char** argv) {
       j["no_metrics"] = why_not;
     }
     detail::OutputFile f(o.summary, false);
-    f.write(j.dump(2) + "\n");
+    f.write(hogwild::detail::json_text(j, 2) + "\n");
     f.commit();
   }
   if (!reader_gone.empty()) {
@@ -213,12 +213,13 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hogwild::tools::reopen_closed_standard_streams();  // (before any descriptor is opened)
   signal(SIGXFSZ, SIG_IGN);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
   // A closed standard output is a write error (PipeError, EPIPE), not a silent death:
   // the summary is still written, and the exit says why (141).
   signal(SIGPIPE, SIG_IGN);

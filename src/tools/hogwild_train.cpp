@@ -284,7 +284,7 @@ std::optional<int> parse_command_line(int argc, char** argv, hogwild::TrainConfi
   app.allow_config_extras(CLI::config_extras_mode::error);  // a key no option has: refused
   app.footer(
       "Exit status: 0 done; 1 an internal error; 2 bad input or options; 3 a worker failed; "
-      "4 short of memory, shared memory or disk; 130 or 143 stopped by SIGINT or SIGTERM "
+      "4 short of memory, shared memory or disk; 130, 143 or 129 stopped by SIGINT, SIGTERM or SIGHUP "
       "(the final checkpoint and summary written).\n"
       "Example: hogwild_train --train rcv1.svm --test rcv1.t.svm --workers 4 --epochs 10 "
       "--lr 0.5 --summary run.json");
@@ -499,7 +499,7 @@ void report(const hogwild::TrainConfig& cfg, const Options& o, const hogwild::Tr
     summary["nodes_from"] = o.nodes_from;
     summary["node_rank_from"] = o.node_rank_from;
     try {
-      hogwild::write_file_atomically(o.summary, summary.dump(2) + "\n");
+      hogwild::write_file_atomically(o.summary, hogwild::detail::json_text(summary, 2) + "\n");
     } catch (const hogwild::IoError&) {  // --summary - | head, the reader gone: 141, as the lines
       if (o.summary != "-" || !stdout_reader_gone()) throw;
       g_human_gone = true;
@@ -516,7 +516,11 @@ void report(const hogwild::TrainConfig& cfg, const Options& o, const hogwild::Tr
     tell(o.human, "staleness: not measured (--mode {}{}: the steps do not write the shared weights "
                "themselves)\n", hogwild::to_string(cfg.mode),
                cfg.merge_every ? " with --merge-every" : cfg.hot_k ? " with --hot-k" : "");
-  if (const auto& c = result.conflicts; c.measured) {
+  if (const auto& c = result.conflicts; c.measured && cfg.mode == hogwild::Mode::simulated) {
+    tell(o.human, "conflicts (exact, every write): {} of {} writes ({:.3g}%) had another worker's store "
+               "land inside them; lost-update mass {:.3g} a write\n",
+               c.conflicts, c.writes, 100 * c.conflict_rate, c.lost_mass_mean);
+  } else if (const auto& c = result.conflicts; c.measured) {
     tell(o.human, "conflicts: {} of {} sampled writes ({:.3g}%) had another worker's write land inside "
                "them; lost-update mass mean {:.3g}, max {:.3g} over {} coordinates\n",
                c.conflicts, c.writes, 100 * c.conflict_rate, c.lost_mass_mean, c.lost_mass_max,
@@ -607,6 +611,7 @@ int run(int argc, char** argv) {
   // previous run's metrics as they were.
   std::optional<hogwild::MetricsWriter> metrics;
   if (!o.metrics.empty()) metrics.emplace(o.metrics, !cfg.resume.empty());
+  std::string metrics_full;  // the error of a metrics write that found its disk full
 
   // Erased before every line printed below, and when an error unwinds past it.
   hogwild::tools::ProgressLine live(o.human, !o.quiet);
@@ -615,12 +620,17 @@ int run(int argc, char** argv) {
       cfg, *model, train, test ? &*test : nullptr,
       [&](const hogwild::Progress& p) {
         live.clear();
-        if (metrics && !metrics->reader_gone()) {
+        if (metrics && !metrics->reader_gone() && metrics_full.empty()) {
           try {
             metrics->write(p);
           } catch (const hogwild::IoError&) {  // --metrics - | head: as the lines, a stop
             if (!metrics->reader_gone()) throw;
             hogwild::request_stop(SIGPIPE);
+          } catch (const hogwild::ResourceError& e) {
+            // Its disk full: a stop, so that the final checkpoint and summary (on
+            // another disk, or in what the stop frees) keep the training done; exit 4.
+            metrics_full = e.what();
+            hogwild::request_stop(SIGXFSZ);
           }
         }
         if (!o.quiet && !p.layout.empty() && !layout_told) {
@@ -639,7 +649,12 @@ int run(int argc, char** argv) {
   report(cfg, o, result);
   if (result.signal == SIGINT) return hogwild::kExitInterrupted;
   if (result.signal == SIGTERM) return hogwild::kExitTerminated;
+  if (result.signal == SIGHUP) return 128 + SIGHUP;
   if (result.signal == SIGPIPE || g_human_gone) return hogwild::kExitPipe;
+  if (!metrics_full.empty()) {
+    warn("hogwild_train: error: {}\n", metrics_full);
+    return hogwild::kExitResource;
+  }
   return 0;
 }
 
@@ -669,6 +684,7 @@ bool wants_fork_server(int argc, char** argv) {
 }  // namespace
 
 int main(int argc_given, char** argv_given) {
+  hogwild::tools::reopen_closed_standard_streams();  // (before any descriptor is opened)
   std::vector<std::string> args(argv_given, argv_given + argc_given);
   std::vector<char*> argv_now;
   // First, while this process has no thread and no library state: the fork server

@@ -67,14 +67,14 @@ std::atomic<std::int32_t>* g_stop = nullptr;
 
 extern "C" void on_stop_signal(int sig) {
   if (g_signal) {
-    if (sig == SIGPIPE) return;  // (request_stop: never a second signal)
+    if (sig == SIGPIPE || sig == SIGXFSZ) return;  // (request_stop's: never a second signal)
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
     const double since = static_cast<double>(now.tv_sec - g_first_signal.tv_sec) +
                          static_cast<double>(now.tv_nsec - g_first_signal.tv_nsec) * 1e-9;
     if (!g_stop_said || since < kForceAfterSeconds) return;  // the same stop, sent twice
     detail::remove_pending_temporary();
-    _exit(sig == SIGINT ? kExitInterrupted : kExitTerminated);
+    _exit(128 + sig);  // (130 SIGINT, 143 SIGTERM, 129 SIGHUP: the shell's numbers)
   }
   clock_gettime(CLOCK_MONOTONIC, &g_first_signal);
   g_signal = sig;
@@ -87,14 +87,24 @@ extern "C" void on_stop_signal(int sig) {
   static constexpr char kTerm[] =
       "hogwild: stopping (SIGTERM): the workers end their batch, then the final checkpoint "
       "and summary are written; a second signal skips that\n";
+  static constexpr char kHup[] =
+      "hogwild: stopping (SIGHUP: the terminal hung up): the workers end their batch, then the "
+      "final checkpoint and summary are written; a second signal skips that\n";
   static constexpr char kPipe[] =
       "hogwild: stopping (standard output closed): the workers end their batch, then the "
+      "final checkpoint and summary are written\n";
+  static constexpr char kFull[] =
+      "hogwild: stopping (an output's disk is full): the workers end their batch, then the "
       "final checkpoint and summary are written\n";
   const int saved = errno;
   if (sig == SIGINT)
     (void)!::write(STDERR_FILENO, kInt, sizeof kInt - 1);
   else if (sig == SIGPIPE)
     (void)!::write(STDERR_FILENO, kPipe, sizeof kPipe - 1);
+  else if (sig == SIGXFSZ)
+    (void)!::write(STDERR_FILENO, kFull, sizeof kFull - 1);
+  else if (sig == SIGHUP)
+    (void)!::write(STDERR_FILENO, kHup, sizeof kHup - 1);
   else
     (void)!::write(STDERR_FILENO, kTerm, sizeof kTerm - 1);
   errno = saved;
@@ -122,10 +132,13 @@ class SignalScope {
     // A signal the process was started ignoring stays ignored: a shell starts a
     // background job (`cmd &` in a script) with SIGINT ignored, so that a ^C meant
     // for the foreground does not reach it (a sweep's runs, behind a ^C'd script).
+    // (nohup starts a program with SIGHUP ignored: it stays so.)
     sigaction(SIGINT, nullptr, &old_int_);
     sigaction(SIGTERM, nullptr, &old_term_);
+    sigaction(SIGHUP, nullptr, &old_hup_);
     if (old_int_.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
     if (old_term_.sa_handler != SIG_IGN) sigaction(SIGTERM, &sa, nullptr);
+    if (old_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, nullptr);
   }
   ~SignalScope() {
     // After a stop the handlers stay: a second signal while the caller still writes
@@ -134,10 +147,11 @@ class SignalScope {
     if (g_signal) return;
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGHUP, &old_hup_, nullptr);
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {}, old_term_ {}, old_hup_ {};
 };
 
 void sleep_ms(int ms) {

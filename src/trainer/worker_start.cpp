@@ -89,9 +89,12 @@ TrainConfig config_of(const json& j) {
 
 }  // namespace
 
-std::string config_to_json(const TrainConfig& c) { return config_json(c).dump(); }
+std::string config_to_cbor(const TrainConfig& c) {
+  const std::vector<std::uint8_t> bytes = json::to_cbor(config_json(c));
+  return {bytes.begin(), bytes.end()};
+}
 
-TrainConfig config_from_json(std::string_view text) { return config_of(json::parse(text)); }
+TrainConfig config_from_cbor(std::string_view bytes) { return config_of(json::from_cbor(bytes)); }
 
 WorkerDescription::WorkerDescription(const Run& run) {
   json j{{"config", config_json(run.cfg)}, {"train", run.train.source()}};
@@ -106,7 +109,8 @@ WorkerDescription::WorkerDescription(const Run& run) {
     j["device"] = true;
     fds_.push_back(run.store->handle());
   }
-  description_ = j.dump();
+  const std::vector<std::uint8_t> bytes = json::to_cbor(j);
+  description_.assign(bytes.begin(), bytes.end());
 }
 
 WorkerDescription::~WorkerDescription() {
@@ -120,7 +124,7 @@ int worker_entry(unsigned rank, std::string_view description, std::span<const in
       for (int fd : fds) ::close(fd);
     }
   } closer{fds};
-  const json j = json::parse(description);
+  const json j = json::from_cbor(description);
   HOGWILD_ENFORCE(fds.size() == 2u + j.contains("test") + j.contains("device"),
                   "a worker's description and its descriptors disagree");
   TrainConfig cfg = config_of(j.at("config"));

@@ -15,11 +15,13 @@ namespace hogwild::detail {
 
 struct Run;
 
-// The configuration as JSON and back: every field of TrainConfig.
-std::string config_to_json(const TrainConfig& c);
-TrainConfig config_from_json(std::string_view json);
+// The configuration as CBOR (JSON's binary form, which keeps a path's bytes as they
+// are, UTF-8 or not) and back: every field of TrainConfig.
+std::string config_to_cbor(const TrainConfig& c);
+TrainConfig config_from_cbor(std::string_view bytes);
 
-// The parent's side: the configuration and the names of the rows (`description`),
+// The parent's side: the configuration and the names of the rows (`description`, in
+// CBOR),
 // and the descriptors beside it (`fds`: the arena's handle, the training rows and,
 // if any, the test rows, each in a memory file). Owns the memory files.
 class WorkerDescription {

@@ -218,6 +218,14 @@ class Simulated final : public ModeDef {
   }
 
   void summarize(const TrainConfig& c, const TrainResult& r, nlohmann::json& j) const override {
+    // Its conflicts are every write's, exact: no sample of coordinates, so no
+    // coordinate's own lost mass (lost_mass_mean: the changes overwritten, a write).
+    if (j.contains("conflicts")) {
+      auto& x = j["conflicts"];
+      x["exact"] = true;
+      x["lost_mass_max"] = nullptr;
+      x["coordinates"] = nullptr;
+    }
     // --stripes is striped's: another access has none (and refuses the option).
     if (c.simulate_access != "striped" && j.contains("mode_options")) {
       j["mode_options"].erase("stripes");

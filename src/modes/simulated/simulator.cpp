@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <set>
 #include <sstream>
 
@@ -162,6 +163,8 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
   log_.capacity = 2 * total + 64;
   log_room_.reset(new SimulatedWrite[log_.capacity]);
   log_.writes = log_room_.get();
+  log_.grow = grow_log;
+  log_.owner = this;
   for (std::size_t k = 0; k < workers_.size(); ++k) {
     workers_[k].speed = k < s_.costs.speed.size() ? s_.costs.speed[k] : 1.0;
     if (s_.config.straggler_worker == static_cast<int>(k))
@@ -177,6 +180,17 @@ Simulator::Simulator(Setup s) : s_(std::move(s)), workers_(s_.workers) {
     stripe_holder_.assign(s_.stripes, 0);
     stripe_waiters_.resize(s_.stripes);
   }
+}
+
+bool Simulator::grow_log(SimulatedLog& log) noexcept {
+  auto& s = *static_cast<Simulator*>(log.owner);
+  std::unique_ptr<SimulatedWrite[]> room(new (std::nothrow) SimulatedWrite[2 * log.capacity]);
+  if (!room) return false;
+  std::copy(log.writes, log.writes + log.size, room.get());
+  s.log_room_ = std::move(room);
+  log.writes = s.log_room_.get();
+  log.capacity *= 2;
+  return true;
 }
 
 bool Simulator::take_stripes(std::uint32_t k, const Batch& b) {
@@ -239,8 +253,8 @@ double Simulator::start_update(std::uint32_t k, double t) {
   loss_ += s_.model.train_batch(kind, b, s_.params, lr);
   simulated_log = nullptr;
   if (log_.overflow)
-    throw ResourceError(fmt::format("--mode simulated: one update wrote more than {} coordinates, "
-                                    "the simulator's room for a step's writes", log_.capacity));
+    throw ResourceError(fmt::format("--mode simulated: out of memory for one update's writes "
+                                    "(more than {})", log_.capacity));
   std::uint64_t nnz = 0;
   for (std::size_t i = 0; i < size; ++i) nnz += b.row(i).nnz;
   const std::size_t writes = log_.size;

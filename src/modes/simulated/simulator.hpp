@@ -308,6 +308,7 @@ class Simulator {
   std::vector<Range> ranges_;             // the tensors and their optimiser state
   std::unique_ptr<SimulatedWrite[]> log_room_;  // not value-initialised: pages untouched
   SimulatedLog log_;
+  static bool grow_log(SimulatedLog& log) noexcept;  // (SimulatedLog::grow: twice the room)
   // Per epoch: the data and step sizes the steps read.
   const Dataset* data_ = nullptr;
   const float* targets_ = nullptr;
