@@ -19,8 +19,11 @@ from . import _hogwild  # noqa: I001
 import hashlib
 import json
 import math
+import os
 import signal
 import threading
+
+import numpy as np
 
 from ._data import as_data, rows_of
 from ._errors import (ConfigError, ConversionWarning, DataError, Error, InputError,
@@ -65,8 +68,8 @@ def _option_text(name, value):
     global _FLAGS
     if _FLAGS is None:
         _FLAGS = {o["name"] for o in _hogwild.options() if o["flag"]}
-    if hasattr(value, "item") and not hasattr(value, "__len__"):
-        value = value.item()  # a numpy scalar
+    if hasattr(value, "item") and np.ndim(value) == 0:
+        value = value.item()  # a numpy scalar, or an array of none dimension (np.array(0.1))
     if isinstance(value, bool):
         return "true" if value else "false"
     if name in _FLAGS:
@@ -137,13 +140,17 @@ class Result:
 
 
 def _same_width(data, test):
-    """Dense arrays say their width: a test set of another one is a mistake (a file's
-    rows, or CSR's, have the columns they mention, and the others are zeros)."""
-    def dense_width(d):
-        if isinstance(d, tuple) and len(d) == 2 and not hasattr(d[0], "nnz") and hasattr(d[0], "shape"):
-            return d[0].shape[1] if len(d[0].shape) == 2 else None
+    """Dense rows say their width: a test set of another one than the training rows'
+    is a mistake (a file's rows, or CSR's, have the columns they mention, and the
+    others are zeros). The training rows' width: a dense array's or data set's, or a
+    scipy matrix's shape."""
+    def width(d, dense_only):
+        if isinstance(d, _hogwild.Data):
+            return d.cols if d.layout.startswith("dense") else None
+        if isinstance(d, tuple) and len(d) == 2 and hasattr(d[0], "shape") and len(d[0].shape) == 2:
+            return None if dense_only and hasattr(d[0], "nnz") else d[0].shape[1]
         return None
-    a, b = dense_width(data), dense_width(test)
+    a, b = width(data, False), width(test, True)
     if a is not None and b is not None and a != b:
         raise ConfigError(f"test: rows of {b} columns for training rows of {a}")
 
@@ -167,6 +174,9 @@ def train(data, test=None, *, labels="", test_labels="", threads=0, storage="aut
     """
     if metrics is True or metrics is False:
         metrics = None  # the records are always in Result.metrics
+    for name, path in (("metrics", metrics), ("summary", summary)):
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise ConfigError(f"{name}: a path to write to, not {path!r}")
     texts = _option_texts(options)
     _same_width(data, test)
     train_set = as_data(data, "train", labels, threads)
@@ -183,16 +193,20 @@ def train(data, test=None, *, labels="", test_labels="", threads=0, storage="aut
     signals = (threading.current_thread() is threading.main_thread()
                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN)
     _hogwild.ensure_fork_server()  # this process's (a fork of the importer starts its own)
+    # The files read, which no output may overwrite (the arrays' are not files).
+    input_files = [(what, os.fspath(f)) for what, f in (("data", data), ("test", test),
+                                                        ("labels", labels), ("test_labels", test_labels))
+                   if isinstance(f, (str, os.PathLike)) and os.fspath(f)]
     native = _hogwild.train(train_set, test_set, texts, storage,
                             progress if (verbose or on_epoch is not None) else None,
-                            signals, metrics or "", summary or "")
+                            signals, os.fspath(metrics or ""), os.fspath(summary or ""), input_files)
     result = Result(native)
     if verbose:
         print(result.line, flush=True)
     if native["signal"]:
-        e = Interrupted(f"training stopped by {'SIGINT' if native['signal'] == 2 else 'SIGTERM'}")
+        e = Interrupted(f"training stopped by {signal.Signals(native['signal']).name}")
         e.signal = native["signal"]
-        e.exit_code = 130 if native["signal"] == 2 else 143
+        e.exit_code = 128 + native["signal"]  # (130 SIGINT, 143 SIGTERM, 129 SIGHUP)
         e.result = result
         raise e
     return result
@@ -235,8 +249,10 @@ class Model:
 
     def evaluate(self, data):
         """Accuracy, log loss and AUC (classifiers) or RMSE and MAE against the labels."""
-        if isinstance(data, tuple) and len(data) == 2 and not hasattr(data[0], "nnz"):
-            rows_of(data[0], "data", self._features)  # dense rows of the model's width
+        if isinstance(data, _hogwild.Data):
+            rows_of(data, "data", self._features)  # dense rows of the model's width
+        elif isinstance(data, tuple) and len(data) == 2 and not hasattr(data[0], "nnz"):
+            rows_of(data[0], "data", self._features)
         return self._p.evaluate(as_data(data, "data"))
 
     def __repr__(self):
@@ -260,14 +276,19 @@ def stats(data, model="logistic", *, labels="", classes=0, rank=10, bias=True, r
         raise ConfigError(f"tau: a list of staleness values, not {tau!r}") from None
     if not all(math.isfinite(t) and t >= 1 for t in taus):
         raise ConfigError(f"tau: each staleness is a number of 1 or more, got {tau!r}")
-    for name, value in (("classes", classes), ("rank", rank), ("pairs", pairs), ("top", top),
-                        ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{name}: a whole number of 0 or more, not {value!r}")
+    counts = {}
+    for name, value, least in (("classes", classes, 0), ("rank", rank, 0), ("pairs", pairs, 1),
+                               ("top", top, 0), ("seed", seed, 0)):
+        # (numpy's integers too; each fits the 64 bits the library takes it in.)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or \
+                not least <= int(value) < 2**64:
+            raise ConfigError(f"{name}: a whole number of {least} or more, not {value!r}")
+        counts[name] = int(value)
     if not isinstance(bias, bool):
         raise ConfigError(f"bias: True or False, not {bias!r}")
     if hasattr(data, "shape") and not isinstance(data, tuple):  # rows alone: X
         d = rows_of(data, "data")
     else:
         d = as_data(data, "data", labels, threads)
-    return json.loads(_hogwild.stats(d, model, classes, rank, bias, rho, taus, pairs, top, seed))
+    return json.loads(_hogwild.stats(d, model, counts["classes"], counts["rank"], bias, rho, taus,
+                                     counts["pairs"], counts["top"], counts["seed"]))

@@ -153,10 +153,18 @@ def rows_of(X, what="X", features=None):
     """Rows without labels, for predicting; dense rows must have the model's
     `features` columns (a sparse row's columns past them are features it never saw)."""
     if isinstance(X, _hogwild.Data):
+        if X.layout.startswith("dense") and features is not None and X.cols != features:
+            raise ConfigError(f"{what}: rows of {X.cols} columns for a model of {features} features")
         return X
     if not hasattr(X, "nnz"):
+        if isinstance(X, (str, bytes, os.PathLike)):
+            raise ConfigError(f"{what}: rows as an array (or scipy sparse matrix), not a path: "
+                              "hogwild.dataset(path) reads a file")
         X = np.asarray(X)
-        if X.ndim == 2 and features is not None and X.shape[1] != features:
+        if X.ndim != 2:
+            raise ConfigError(f"{what}: rows must be a 2-D array (or a scipy sparse matrix), got "
+                              f"{X.ndim} dimension(s)")
+        if features is not None and X.shape[1] != features:
             raise ConfigError(f"{what}: rows of {X.shape[1]} columns for a model of {features} "
                               "features")
     rows = X.shape[0]

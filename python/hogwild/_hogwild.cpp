@@ -35,6 +35,7 @@
 #include "hogwild/predictor.hpp"
 #include "hogwild/sparsity.hpp"
 #include "hogwild/trainer.hpp"
+#include "file_roles.hpp"
 
 namespace py = pybind11;
 using namespace hogwild;
@@ -300,25 +301,48 @@ class SignalsBack {
   SignalsBack() {
     sigaction(SIGINT, nullptr, &int_);
     sigaction(SIGTERM, nullptr, &term_);
+    sigaction(SIGHUP, nullptr, &hup_);
   }
   ~SignalsBack() {
     sigaction(SIGINT, &int_, nullptr);
     sigaction(SIGTERM, &term_, nullptr);
+    sigaction(SIGHUP, &hup_, nullptr);
   }
   SignalsBack(const SignalsBack&) = delete;
   SignalsBack& operator=(const SignalsBack&) = delete;
 
  private:
-  struct sigaction int_ {}, term_ {};
+  struct sigaction int_ {}, term_ {}, hup_ {};
+};
+
+// Lets go of the outputs' claims as a run ends: the process goes on.
+struct Claims {
+  Claims() = default;
+  ~Claims() { tools::release_claims(); }
+  Claims(const Claims&) = delete;
+  Claims& operator=(const Claims&) = delete;
 };
 
 py::dict train_native(const Data& train_data, const Data* test_data,
                       const std::map<std::string, std::string>& options, const std::string& storage,
                       const py::object& on_progress, bool signals, const std::string& metrics_path,
-                      const std::string& summary_path) {
+                      const std::string& summary_path,
+                      const std::vector<std::pair<std::string, std::string>>& input_files) {
   TrainConfig cfg = config_from(options);
   cfg.handle_signals = signals;
   cfg.validate();
+  // As hogwild_train checks them, before anything is read or written: no output over
+  // an input (save_model="data.svm") or over another output, each one writable, and
+  // none another run writes now.
+  std::vector<tools::FileRole> inputs;
+  for (const auto& [what, path] : input_files) inputs.push_back({what, path});
+  inputs.push_back({"resume", cfg.resume});
+  inputs.push_back({"init_from", cfg.init_from});
+  const Claims claims;
+  tools::check_outputs(inputs, {{"metrics", metrics_path, {}, "metrics"},
+                                {"summary", summary_path, {}, "the summary"},
+                                {"checkpoint", cfg.checkpoint, "resume", "checkpoints"},
+                                {"save_model", cfg.save_model, {}, "the model"}});
   const Storage store = parse_storage(storage);
   auto model = make_model(cfg.model, cfg.model_options);
   Dataset train = stored_for(train_data.set, store, cfg, *model);
@@ -513,7 +537,7 @@ PYBIND11_MODULE(_hogwild, m) {
   });
   m.def("train", &train_native, py::arg("train"), py::arg("test"), py::arg("options"),
         py::arg("storage"), py::arg("on_progress"), py::arg("signals"), py::arg("metrics"),
-        py::arg("summary"));
+        py::arg("summary"), py::arg("input_files"));
 
   py::class_<Loaded>(m, "Predictor")
       .def_property_readonly("model", [](const Loaded& p) { return p.p.description().model; })

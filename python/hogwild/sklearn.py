@@ -205,6 +205,11 @@ class HogwildClassifier(ClassifierMixin, _HogwildBase):
         opts = self._train_options(X.shape[0])
         if opts.get("model") is None:
             opts["model"] = "logistic" if len(classes) == 2 else "softmax"
+        elif opts["model"] in _SCORE_MODELS and len(classes) > 2:
+            # (The trainer would take squared's codes 0..K-1 for a regression, and
+            # predict() would threshold one score: never a class past the second.)
+            raise ValueError(f"model={opts['model']!r} is binary, but y has {len(classes)} classes; "
+                             "use model='softmax' (or None) for more than 2")
         self._fit_model(X, encoded.astype(np.float32), opts, classes_=classes)
         return self
 

@@ -596,6 +596,60 @@ def test_widths_and_argument_checks():
     assert r.weights["W1"].shape == (8, 40)
 
 
+def test_outputs_are_checked_as_the_cli_checks_them(tmp_path):
+    """save_model= over the data file replaced the training set, outputs on one path
+    overwrote each other, and a summary in no folder failed after the training."""
+    X, y = problem(300, 40)
+    data = tmp_path / "data.svm"
+    with open(data, "w") as f:
+        for row, label in zip(X.toarray(), y):
+            f.write(f"{int(label)} " + " ".join(f"{j + 1}:{v:g}" for j, v in enumerate(row) if v) + "\n")
+    before = data.read_bytes()
+    with pytest.raises(hogwild.ConfigError, match="save_model .*data.svm is the data file"):
+        hogwild.train(str(data), mode="serial", epochs=1, save_model=str(data))
+    assert data.read_bytes() == before
+    with pytest.raises(hogwild.ConfigError, match="is also the summary file"):
+        hogwild.train((X, y), mode="serial", epochs=1, summary=str(tmp_path / "o"), save_model=str(tmp_path / "o"))
+    with pytest.raises(hogwild.IoError, match="no directory"):
+        hogwild.train((X, y), mode="serial", epochs=1, summary=str(tmp_path / "no" / "s.json"))
+    assert sorted(os.listdir(tmp_path)) == ["data.svm"]
+    # A run's outputs are its own while it runs, and free again once it has ended.
+    for _ in range(2):
+        hogwild.train(data, mode="serial", epochs=1, save_model=tmp_path / "m.st", summary=tmp_path / "s.json")
+    assert (tmp_path / "m.st").exists() and json.loads((tmp_path / "s.json").read_text())["epochs"] == 1
+
+
+def test_data_sets_paths_counts_and_devices_are_checked(tmp_path):
+    """A dense data set of another width was predicted and evaluated silently, a
+    path or a scalar given as rows was an IndexError, stats(pairs=0) ran, a numpy
+    0-d array as an option was a TypeError, and /dev/zero was read until memory ran out."""
+    X, y = problem(300, 40)
+    D = X.toarray()
+    hogwild.train((D, y), mode="serial", epochs=1, save_model=tmp_path / "m.st")
+    m = hogwild.load_model(tmp_path / "m.st")
+    wide = hogwild.dataset((np.hstack([D, D]), y))
+    for call in (m.predict, m.evaluate):
+        with pytest.raises(hogwild.ConfigError, match="rows of 80 columns for a model of 40 features"):
+            call(wide)
+    for train in (hogwild.dataset((D, y)), (X, y)):
+        with pytest.raises(hogwild.ConfigError, match="test: rows of 20 columns for training rows of 40"):
+            hogwild.train(train, test=(D[:, :20], y), mode="serial", epochs=1)
+    for rows in ("x.svm", None, 3.0, D[0]):
+        with pytest.raises(hogwild.ConfigError, match="X: rows"):
+            m.predict(rows)
+    with pytest.raises(hogwild.ConfigError, match="pairs: a whole number of 1 or more"):
+        hogwild.stats(X, pairs=0)
+    with pytest.raises(hogwild.ConfigError, match="seed: a whole number of 0 or more"):
+        hogwild.stats(X, seed=2**64)
+    a, b = (hogwild.stats(X, seed=s, pairs=1000) for s in (np.int64(3), 3))
+    assert {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
+    assert hogwild.train((D, y), mode="serial", epochs=1, lr=np.array(0.1)).summary["options"]["lr"] == "0.1"
+    with pytest.raises(hogwild.ConfigError, match="summary: a path to write to, not True"):
+        hogwild.train((D, y), mode="serial", epochs=1, summary=True)
+    with pytest.raises(hogwild.ConfigError, match="a device, not a file or a pipe"):
+        hogwild.load_model("/dev/zero")
+
+
 def test_in_a_jupyter_kernel():
     """A real ipykernel (Debian's python3-ipykernel): a run trains, the kernel's
     interrupt (SIGINT, as the notebook's stop button) raises Interrupted at once,

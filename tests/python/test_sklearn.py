@@ -104,6 +104,15 @@ def test_binary_models_and_decision_function():
         assert hasattr(clf, "predict_proba") == (model == "logistic")
 
 
+def test_a_binary_model_refuses_more_classes():
+    """model="squared" on three classes trained a regression on their codes and never
+    predicted the third class (hinge was refused by the trainer; squared was not)."""
+    X, y = make_classification(n_samples=300, n_features=10, n_informative=5, n_classes=3, random_state=3)
+    for model in ("squared", "hinge"):
+        with pytest.raises(ValueError, match=f"model='{model}' is binary, but y has 3 classes"):
+            HogwildClassifier(mode="serial", model=model).fit(X, y)
+
+
 def test_one_class_and_bad_options_are_value_errors():
     X = np.random.default_rng(0).normal(size=(20, 3))
     with pytest.raises(ValueError, match="class"):
