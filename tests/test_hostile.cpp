@@ -402,6 +402,14 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
       {"standard output closed (>&-) with the summary given to it (fd 1 reused: a wrong error, after "
        "the training)", "({T} --train {train} --epochs 1 --summary - >&-)", 2,
        "--summary -: standard output is closed (>&-)"},
+      {"standard output appended to the training file (the lines printed landed in it)",
+       "export t=$(mktemp -d); cp {train} $t/a.svm; ({T} --train $t/a.svm --epochs 1 >> $t/a.svm) 2>&1; "
+       "echo \"exit $?\"; cmp $t/a.svm {train} && echo intact; rm -rf $t", 0,
+       "would land in that input; redirect it elsewhere\nexit 2\nintact"},
+      {"predictions appended to the model file they come from (a model no longer loaded)",
+       "export t=$(mktemp -d); cp {dir}/m.st $t/m.st; ({P} --model $t/m.st --data {test} -q >> $t/m.st) 2>&1; "
+       "echo \"exit $?\"; cmp $t/m.st {dir}/m.st && echo intact; rm -rf $t", 0,
+       "would land in that input; redirect it elsewhere\nexit 2\nintact"},
       {"a device for data (/dev/zero: read until the memory ran out)", "{T} --train /dev/zero", 2,
        "/dev/zero: a device, not a file or a pipe"},
       {"an arena folder of no size (/proc)", "{T} --train {train} --epochs 1 --shm-dir /proc", 4,

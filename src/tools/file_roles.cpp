@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <pthread.h>
 #include <signal.h>
@@ -67,6 +68,15 @@ void reopen_closed_standard_streams() noexcept {
 
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
                    std::chrono::milliseconds wait) {
+  // Standard output redirected onto an input (`>> model.st`, `> train.svm`): what
+  // the tool prints, and an output given as `-`, would land in it.
+  if (struct stat out {}; ::fstat(STDOUT_FILENO, &out) == 0 && S_ISREG(out.st_mode))
+    for (const FileRole& in : inputs)
+      if (struct stat st {}; !in.path.empty() && in.path != "-" && ::stat(in.path.c_str(), &st) == 0 &&
+                             st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+        throw ConfigError(fmt::format("standard output is the {} file {}: what is written there "
+                                      "would land in that input; redirect it elsewhere",
+                                      in.option, in.path));
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const FileRole& out = outputs[i];
     if (out.path.empty()) continue;

@@ -43,7 +43,8 @@ void reopen_closed_standard_streams() noexcept;
 
 // Throws hogwild::ConfigError (exit 2) naming both options when an output is the
 // same file as an input (other than its may_replace) or as another output, or is
-// standard output where that was closed (reopen_closed_standard_streams); then
+// standard output where that was closed (reopen_closed_standard_streams), and when
+// standard output itself is an input's file (`>> model.st`); then
 // probes each output in turn (probe_output), then claims it (claim_output, waiting up
 // to `wait` for another run's claim to end).
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
