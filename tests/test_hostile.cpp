@@ -410,6 +410,8 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "export t=$(mktemp -d); cp {dir}/m.st $t/m.st; ({P} --model $t/m.st --data {test} -q >> $t/m.st) 2>&1; "
        "echo \"exit $?\"; cmp $t/m.st {dir}/m.st && echo intact; rm -rf $t", 0,
        "would land in that input; redirect it elsewhere\nexit 2\nintact"},
+      {"more sampled pairs than their 32-bit stamps count (it never ended)",
+       "{D} stats --train {train} --pairs 4294967296", 2, "--pairs 4294967296: at most 4294967294 pairs"},
       {"a device for data (/dev/zero: read until the memory ran out)", "{T} --train /dev/zero", 2,
        "/dev/zero: a device, not a file or a pipe"},
       {"an arena folder of no size (/proc)", "{T} --train {train} --epochs 1 --shm-dir /proc", 4,

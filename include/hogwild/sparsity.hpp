@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,9 +41,12 @@ struct SparsityOptions {
   enum class Rho { automatic, exact, bounds } rho = Rho::automatic;
   // Rho::automatic computes rho exactly when sum_v d_v^2 is at most this.
   double exact_budget = 2e10;
-  std::size_t pairs = 200000;  // sampled for the probability of a conflict
+  std::size_t pairs = 200000;  // sampled for the probability of a conflict (below 2^32)
   std::size_t top = 10;        // hot coordinates listed
   std::uint64_t seed = 1;
+  // Asked every few thousand steps of the long loops (the sampled pairs, exact rho's
+  // updates): true stops the computation with Interrupted (a caller's Ctrl-C).
+  std::function<bool()> cancelled;
 };
 
 // One node of the hypergraph: a feature (with its K softmax coordinates), a user

@@ -575,8 +575,22 @@ PYBIND11_MODULE(_hogwild, m) {
     o.pairs = pairs;
     o.top = top;
     o.seed = seed;
-    py::gil_scoped_release unlocked;
-    const SparsityStats s = sparsity_stats(d.set, o);
+    // Ctrl-C: Python's handler runs (it raises KeyboardInterrupt) where the loops ask.
+    o.cancelled = [] {
+      py::gil_scoped_acquire held;
+      return PyErr_CheckSignals() != 0;
+    };
+    SparsityStats s;
+    bool interrupted = false;
+    {
+      py::gil_scoped_release unlocked;
+      try {
+        s = sparsity_stats(d.set, o);
+      } catch (const Interrupted&) {
+        interrupted = true;
+      }
+    }
+    if (interrupted) throw py::error_already_set();  // the KeyboardInterrupt the handler raised
     std::vector<TheoryView> theory;
     for (double tau : taus) theory.push_back(theory_at(s, tau, bias));
     return sparsity_json(s, theory, d.set.source());

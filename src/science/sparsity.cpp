@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <numeric>
 #include <random>
 #include <set>
@@ -110,7 +111,7 @@ std::string node_name(const Hypergraph& g, std::uint64_t v) {
 // each one's neighbourhood counted with a stamp per update, until the best found
 // reaches the next bound.
 void exact_rho(const Hypergraph& g, const std::vector<std::uint64_t>& degree,
-               const std::vector<std::uint64_t>& bound, SparsityStats& s) {
+               const std::vector<std::uint64_t>& bound, const SparsityOptions& o, SparsityStats& s) {
   const std::size_t m = g.updates();
   std::vector<std::uint64_t> start(degree.size() + 1, 0);
   for (std::size_t v = 0; v < degree.size(); ++v) start[v + 1] = start[v] + degree[v];
@@ -130,6 +131,7 @@ void exact_rho(const Hypergraph& g, const std::vector<std::uint64_t>& degree,
   std::uint32_t tag = 0;
   for (std::uint32_t e : order) {
     if (best >= bound[e]) break;
+    if ((tag & 63) == 63 && o.cancelled && o.cancelled()) throw Interrupted(SIGINT);
     ++tag;
     std::uint64_t met = 0;
     for (std::uint32_t v : g.edge(e))
@@ -162,6 +164,7 @@ void sample_conflicts(const Hypergraph& g, std::size_t nodes, const SparsityOpti
   std::vector<std::uint32_t> stamp(nodes, 0);
   std::uint64_t hits = 0;
   for (std::uint32_t k = 1; k <= o.pairs; ++k) {
+    if ((k & 4095) == 0 && o.cancelled && o.cancelled()) throw Interrupted(SIGINT);
     const std::size_t a = pick(rng);
     std::size_t b = pick(rng);
     while (b == a) b = pick(rng);
@@ -204,6 +207,8 @@ void degree_shape(std::vector<std::uint64_t> degrees, SparsityStats& s) {
 }  // namespace
 
 SparsityStats sparsity_stats(const Dataset& data, const SparsityOptions& o) {
+  if (o.pairs >= UINT32_MAX)  // (a pair's stamp is 32 bits)
+    throw ConfigError(fmt::format("--pairs {}: at most {} pairs", o.pairs, UINT32_MAX - 1));
   SparsityStats s;
   s.model = o.model;
   const Hypergraph g = build(data, o, s);
@@ -268,7 +273,7 @@ SparsityStats sparsity_stats(const Dataset& data, const SparsityOptions& o) {
       s.rho_how = fmt::format("exact: {} is in every update", s.busiest);
     } else if (o.rho == SparsityOptions::Rho::exact ||
                (o.rho == SparsityOptions::Rho::automatic && squares <= o.exact_budget)) {
-      exact_rho(g, degree, bound, s);
+      exact_rho(g, degree, bound, o, s);
       s.rho_how = fmt::format("exact: {} of at most {:.3g} posting visits (branch and bound)",
                               s.rho_visits, squares);
     } else {

@@ -650,6 +650,21 @@ def test_data_sets_paths_counts_and_devices_are_checked(tmp_path):
         hogwild.load_model("/dev/zero")
 
 
+def test_ctrl_c_stops_stats():
+    """stats() ran on past Ctrl-C (pairs=10**9: 80 s, two SIGINTs ignored), and
+    pairs past 2^32 never ended (the pairs' 32-bit stamps wrapped)."""
+    X, y = problem(2000, 50)
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        hogwild.stats((X, y), pairs=2**32 - 2)
+    assert time.monotonic() - t0 < 10
+    timer.join()
+    with pytest.raises(hogwild.ConfigError, match="at most 4294967294 pairs"):
+        hogwild.stats((X, y), pairs=2**32)
+
+
 def test_in_a_jupyter_kernel():
     """A real ipykernel (Debian's python3-ipykernel): a run trains, the kernel's
     interrupt (SIGINT, as the notebook's stop button) raises Interrupted at once,
