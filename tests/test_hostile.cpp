@@ -69,6 +69,7 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
   test::write_text(dir.file("huge.json"), "{\"write_ns\": 1e400}");
   test::write_text(dir.file("nan.tsv"), "1\t2\tnan\n2\t1\t4\n");
   test::write_text(dir.file("comment.svm"), "1 # no features, a comment\n0 3:1\n");
+  test::write_text(dir.file("wide.svm"), "1 100000:1 100001:1\n0 1:1\n");  // features past any model's
   REQUIRE(::mkfifo(dir.file("costs.fifo").c_str(), 0600) == 0);  // nobody writes it
   std::filesystem::create_directory(dir.file("a_folder"));
   // Two 2x2 IDX images and their labels (big-endian headers).
@@ -410,6 +411,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "export t=$(mktemp -d); cp {dir}/m.st $t/m.st; ({P} --model $t/m.st --data {test} -q >> $t/m.st) 2>&1; "
        "echo \"exit $?\"; cmp $t/m.st {dir}/m.st && echo intact; rm -rf $t", 0,
        "would land in that input; redirect it elsewhere\nexit 2\nintact"},
+      {"rows whose features are mostly past the model's (dropped in silence: another numbering?)",
+       "{P} --model {dir}/m.st --data {dir}/wide.svm -q --output /dev/null", 0,
+       "warning: 2 of the rows' 3 non-zeros (66.7%) are of features past the model's"},
       {"more sampled pairs than their 32-bit stamps count (it never ended)",
        "{D} stats --train {train} --pairs 4294967296", 2, "--pairs 4294967296: at most 4294967294 pairs"},
       {"a device for data (/dev/zero: read until the memory ran out)", "{T} --train /dev/zero", 2,

@@ -144,9 +144,14 @@ int run(int argc, char** argv) {
     throw ConfigError(fmt::format("model {} does not predict rows (its class defines no outputs())",
                                   p.description().model));
   const auto t0 = std::chrono::steady_clock::now();
-  const Dataset data = p.prepare(load_dataset(o.data, o.labels));
+  const Dataset given = load_dataset(o.data, o.labels);
+  const Dataset data = p.prepare(given);
   if (data.rows() == 0)
     throw ConfigError(fmt::format("--data {} has no rows: nothing to predict", o.data));
+  // Sparse rows' features past the model's are dropped: said, since where most are,
+  // the rows are likely not the kind it was trained on (another feature numbering).
+  const std::size_t dropped =
+      data.layout() == Layout::sparse && given.layout() == Layout::sparse ? given.nnz() - data.nnz() : 0;
   const auto t1 = std::chrono::steady_clock::now();
   std::vector<float> labels(data.rows()), out(data.rows() * p.outputs());
   p.predict(data, labels, out);
@@ -171,6 +176,13 @@ int run(int argc, char** argv) {
   }
   const double load_s = std::chrono::duration<double>(t1 - t0).count();
   const double predict_s = std::chrono::duration<double>(t2 - t1).count();
+  if (dropped)
+    fmt::print(stderr, "hogwild_predict: {}{} of the rows' {} non-zeros ({:.1f}%) are of features past "
+               "the model's {}, which it never saw: dropped{}\n",
+               2 * dropped > given.nnz() ? "warning: " : "", dropped, given.nnz(),
+               100.0 * static_cast<double>(dropped) / static_cast<double>(given.nnz()),
+               p.description().problem.features,
+               2 * dropped > given.nnz() ? " (are these the features it was trained on?)" : "");
   if (!o.quiet) {
     if (m)
       fmt::print(human, "{}: {}\n", detail::stream_name(o.data), describe(*m));
@@ -185,6 +197,7 @@ int run(int argc, char** argv) {
                      {"model_name", p.description().model},
                      {"data", o.data},
                      {"rows", data.rows()},
+                     {"dropped_nonzeros", dropped},  // of features past the model's
                      {"load_seconds", load_s},  // reading, checking and preparing the rows
                      {"predict_seconds", predict_s},
                      {"rows_per_second", predict_s > 0 ? static_cast<double>(data.rows()) / predict_s : 0.0}};
