@@ -399,7 +399,9 @@ TEST_CASE("hostile input: each row ends with its exit status and message, leavin
        "'r\\377.svm')\" --epochs 1 -q --summary $t/s.json --worker-start fork-server; echo \"exit $?\"; "
        "grep -c '\"train\"' $t/s.json; rm -rf $t", 0, "exit 0\n1"},
       {"a simulated mini-batch writing more than twice the model's coordinates (stopped, exit 4)",
-       "{T} --train {train} --mode simulated --workers 2 --batch 100 --epochs 1 -q", 0, "done: 400 samples"},
+       "export t=$(mktemp -d); {D} generate --rows 400 --features 50 --nnz-per-row 10 --out $t/s.svm "
+       "> /dev/null; {T} --train $t/s.svm --mode simulated --workers 2 --batch 100 --epochs 1 -q; "
+       "echo \"exit $?\"; rm -rf $t", 0, "done: 400 samples"},
       {"standard output closed (>&-) with the summary given to it (fd 1 reused: a wrong error, after "
        "the training)", "({T} --train {train} --epochs 1 --summary - >&-)", 2,
        "--summary -: standard output is closed (>&-)"},

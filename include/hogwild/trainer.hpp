@@ -197,7 +197,8 @@ struct TrainConfig {
   // tensor, src/trainer/weights_digest.hpp): about 3 ms a MB of weights without the
   // CPU's SHA instructions, so off unless asked.
   bool digest_weights = false;
-  // Install SIGINT/SIGTERM handlers in this process for the run (the CLI asks): the
+  // Install SIGINT/SIGTERM/SIGHUP handlers in this process for the run (the CLI asks;
+  // one the process ignores stays ignored): the
   // first signal stops the workers after their batch and train() returns with the
   // weights at the stop (TrainResult::signal); a second exits at once. Off, the
   // embedding program's handlers stay as they are. Workers, the library's own

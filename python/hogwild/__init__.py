@@ -174,9 +174,12 @@ def train(data, test=None, *, labels="", test_labels="", threads=0, storage="aut
     """
     if metrics is True or metrics is False:
         metrics = None  # the records are always in Result.metrics
+    if summary is False:
+        summary = None  # (Result.summary has it)
     for name, path in (("metrics", metrics), ("summary", summary)):
-        if path is not None and not isinstance(path, (str, os.PathLike)):
+        if path is not None and not isinstance(path, (str, bytes, os.PathLike)):
             raise ConfigError(f"{name}: a path to write to, not {path!r}")
+    metrics, summary = (os.fsdecode(p) if p is not None else None for p in (metrics, summary))
     texts = _option_texts(options)
     _same_width(data, test)
     train_set = as_data(data, "train", labels, threads)
@@ -199,7 +202,7 @@ def train(data, test=None, *, labels="", test_labels="", threads=0, storage="aut
                    if isinstance(f, (str, os.PathLike)) and os.fspath(f)]
     native = _hogwild.train(train_set, test_set, texts, storage,
                             progress if (verbose or on_epoch is not None) else None,
-                            signals, os.fspath(metrics or ""), os.fspath(summary or ""), input_files)
+                            signals, metrics or "", summary or "", input_files)
     result = Result(native)
     if verbose:
         print(result.line, flush=True)
@@ -277,12 +280,13 @@ def stats(data, model="logistic", *, labels="", classes=0, rank=10, bias=True, r
     if not all(math.isfinite(t) and t >= 1 for t in taus):
         raise ConfigError(f"tau: each staleness is a number of 1 or more, got {tau!r}")
     counts = {}
-    for name, value, least in (("classes", classes, 0), ("rank", rank, 0), ("pairs", pairs, 1),
-                               ("top", top, 0), ("seed", seed, 0)):
-        # (numpy's integers too; each fits the 64 bits the library takes it in.)
+    for name, value, least, most in (("classes", classes, 0, 2**64 - 1), ("rank", rank, 0, 2**64 - 1),
+                                     ("pairs", pairs, 1, 2**32 - 2), ("top", top, 0, 2**64 - 1),
+                                     ("seed", seed, 0, 2**64 - 1)):
+        # (numpy's integers too; each fits what the library takes it in.)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or \
-                not least <= int(value) < 2**64:
-            raise ConfigError(f"{name}: a whole number of {least} or more, not {value!r}")
+                not least <= int(value) <= most:
+            raise ConfigError(f"{name}: a whole number of {least} to {most}, not {value!r}")
         counts[name] = int(value)
     if not isinstance(bias, bool):
         raise ConfigError(f"bias: True or False, not {bias!r}")

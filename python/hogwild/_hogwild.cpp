@@ -315,10 +315,11 @@ class SignalsBack {
   struct sigaction int_ {}, term_ {}, hup_ {};
 };
 
-// Lets go of the outputs' claims as a run ends: the process goes on.
+// Lets go of a run's claims of its outputs as it ends: the process goes on.
 struct Claims {
+  std::vector<int> taken;
   Claims() = default;
-  ~Claims() { tools::release_claims(); }
+  ~Claims() { tools::release_claims(taken); }
   Claims(const Claims&) = delete;
   Claims& operator=(const Claims&) = delete;
 };
@@ -338,11 +339,15 @@ py::dict train_native(const Data& train_data, const Data* test_data,
   for (const auto& [what, path] : input_files) inputs.push_back({what, path});
   inputs.push_back({"resume", cfg.resume});
   inputs.push_back({"init_from", cfg.init_from});
-  const Claims claims;
-  tools::check_outputs(inputs, {{"metrics", metrics_path, {}, "metrics"},
-                                {"summary", summary_path, {}, "the summary"},
-                                {"checkpoint", cfg.checkpoint, "resume", "checkpoints"},
-                                {"save_model", cfg.save_model, {}, "the model"}});
+  if (const auto costs = options.find("cost-model"); costs != options.end())
+    inputs.push_back({"cost_model", costs->second});
+  Claims claims;
+  tools::check_outputs(inputs,
+                       {{"metrics", metrics_path, {}, "metrics"},
+                        {"summary", summary_path, {}, "the summary"},
+                        {"checkpoint", cfg.checkpoint, "resume", "checkpoints"},
+                        {"save_model", cfg.save_model, {}, "the model"}},
+                       {}, &claims.taken);
   const Storage store = parse_storage(storage);
   auto model = make_model(cfg.model, cfg.model_options);
   Dataset train = stored_for(train_data.set, store, cfg, *model);

@@ -2,6 +2,7 @@
 // Dataset: the format sniffed from the file's first bytes, then its reader.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -192,9 +193,10 @@ bool is_stream(const std::string& path) {
 std::string read_stream(const std::string& path, const std::string& name) {
   const int fd = path == "-" ? ::dup(STDIN_FILENO) : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
-  // A device that is no terminal (/dev/zero, /dev/urandom) never ends: read to the
-  // end, it filled the memory before anything was said.
-  if (struct stat st {}; ::fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && !::isatty(fd)) {
+  // The memory devices but /dev/null (/dev/zero, /dev/urandom: major 1) never end:
+  // read to the end, they filled the memory before anything was said.
+  if (struct stat st {}; ::fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+                         minor(st.st_rdev) != 3) {
     ::close(fd);
     throw ConfigError(fmt::format("{}: a device, not a file or a pipe (its bytes would never end)", name));
   }

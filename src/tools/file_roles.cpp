@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -67,7 +68,7 @@ void reopen_closed_standard_streams() noexcept {
 }
 
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
-                   std::chrono::milliseconds wait) {
+                   std::chrono::milliseconds wait, std::vector<int>* taken) {
   // Standard output redirected onto an input (`>> model.st`, `> train.svm`): what
   // the tool prints, and an output given as `-`, would land in it.
   if (struct stat out {}; ::fstat(STDOUT_FILENO, &out) == 0 && S_ISREG(out.st_mode))
@@ -94,16 +95,18 @@ void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRo
                                       out.option, out.path, outputs[j].option));
   }
   for (const FileRole& out : outputs) probe_output(out.what.empty() ? out.option : out.what, out.path);
-  for (const FileRole& out : outputs) claim_output(out.option, out.path, wait);
+  for (const FileRole& out : outputs) claim_output(out.option, out.path, wait, taken);
 }
 
 namespace {
 
-// The claims this process holds: listening sockets, closed when it exits (however).
+// The claims this process holds: listening sockets, closed when it exits (however),
+// or by release_claims (a library caller's threads: under the lock).
 std::vector<int>& claims() {
   static std::vector<int> fds;
   return fds;
 }
+std::mutex g_claims_lock;
 
 }  // namespace
 
@@ -130,7 +133,7 @@ std::string claim_holder(const sockaddr_un& addr, socklen_t len) {
 }  // namespace
 
 void claim_output(std::string_view option, const std::string& given,
-                  std::chrono::milliseconds wait) {
+                  std::chrono::milliseconds wait, std::vector<int>* taken) {
   if (given.empty()) return;
   const detail::OutputTarget target = detail::output_target(given);
   if (target.kind != detail::OutputTarget::Kind::replace) return;  // a stream, a device
@@ -153,7 +156,11 @@ void claim_output(std::string_view option, const std::string& given,
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return;  // no sockets here: no claim, as before
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0 && ::listen(fd, 4) == 0) {
-      claims().push_back(fd);
+      {
+        const std::lock_guard held(g_claims_lock);
+        claims().push_back(fd);
+      }
+      if (taken) taken->push_back(fd);
       return;
     }
     const int err = errno;
@@ -171,9 +178,12 @@ void claim_output(std::string_view option, const std::string& given,
   }
 }
 
-void release_claims() noexcept {
-  for (const int fd : claims()) ::close(fd);
-  claims().clear();
+void release_claims(const std::vector<int>& taken) noexcept {
+  const std::lock_guard held(g_claims_lock);
+  for (const int fd : taken) {
+    std::erase(claims(), fd);
+    ::close(fd);
+  }
 }
 
 void probe_output(std::string_view what, const std::string& given) {

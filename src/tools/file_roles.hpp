@@ -47,8 +47,9 @@ void reopen_closed_standard_streams() noexcept;
 // standard output itself is an input's file (`>> model.st`); then
 // probes each output in turn (probe_output), then claims it (claim_output, waiting up
 // to `wait` for another run's claim to end).
+// `taken`, where given, gets the claims made (for release_claims).
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
-                   std::chrono::milliseconds wait = {});
+                   std::chrono::milliseconds wait = {}, std::vector<int>* taken = nullptr);
 
 // Fails now, not after the training, where `what` ("the summary") could not be
 // written to `path` the way the tools write it (a temporary beside it, renamed):
@@ -67,10 +68,11 @@ void probe_output(std::string_view what, const std::string& path);
 // passed (said once on stderr: a resumed sweep's run waits for the killed sweep's
 // run of that cell to finish dying).
 void claim_output(std::string_view option, const std::string& path,
-                  std::chrono::milliseconds wait = {});
+                  std::chrono::milliseconds wait = {}, std::vector<int>* taken = nullptr);
 
-// Lets go of every claim this process holds: a library caller's run has ended, and
-// its process goes on (a tool's claims end with it).
-void release_claims() noexcept;
+// Lets go of the claims in `taken` (check_outputs'): a library caller's run has
+// ended, and its process goes on (a tool's claims end with it). Another thread's
+// run keeps its own.
+void release_claims(const std::vector<int>& taken) noexcept;
 
 }  // namespace hogwild::tools

@@ -433,8 +433,8 @@ if __name__ == "__main__":
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
         # A field the checks above do not name, of another type or missing: a file
         # edited by hand, or from another version. Said, not a traceback.
-        fail(f"the files in {FOLDER} are not as hogwild_sweep and hogwild_train write them "
-             f"({type(e).__name__}: {e})")
+        fail(f"the files in {FOLDER} are not as hogwild_sweep and hogwild_train write them, or "
+             f"hogwild_plot has a bug ({type(e).__name__}: {e})")
     except OSError as e:  # a file or folder it could not read or write: said, not a traceback
         where = e.filename if e.filename is not None else "?"
         print(f"hogwild_plot: error: {where}: {e.strerror or e}", file=sys.stderr)

@@ -232,7 +232,11 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_stop_signal;
   sa.sa_flags = SA_RESETHAND;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    // A signal the caller ignores (nohup's SIGHUP, a background job's SIGINT) stays so.
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+  }
   // A closed standard output is a write error (PipeError, EPIPE), not a silent death:
   // the summary is still written, and the exit says why (141).
   signal(SIGPIPE, SIG_IGN);

@@ -506,10 +506,10 @@ def main():
             if was != now:
                 fail(f"{args.out} holds a sweep whose runs had {flag} {was}, and this one asks for "
                      f"{now}: its runs would be taken for these; give another --out")
-    os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     spec = {k: v for k, v in vars(args).items() if k not in ("extra_opts", "extra", "lock")}
     write_atomic(spec_file, json.dumps(dict(spec, models=models, workers_list=workers, modes=modes,
                                             lrs=lrs), indent=1))
+    os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)  # (after: runs/ implies sweep.json)
 
     configs = []
     for model in models:

@@ -637,9 +637,9 @@ def test_data_sets_paths_counts_and_devices_are_checked(tmp_path):
     for rows in ("x.svm", None, 3.0, D[0]):
         with pytest.raises(hogwild.ConfigError, match="X: rows"):
             m.predict(rows)
-    with pytest.raises(hogwild.ConfigError, match="pairs: a whole number of 1 or more"):
+    with pytest.raises(hogwild.ConfigError, match="pairs: a whole number of 1 to 4294967294"):
         hogwild.stats(X, pairs=0)
-    with pytest.raises(hogwild.ConfigError, match="seed: a whole number of 0 or more"):
+    with pytest.raises(hogwild.ConfigError, match="seed: a whole number of 0 to"):
         hogwild.stats(X, seed=2**64)
     a, b = (hogwild.stats(X, seed=s, pairs=1000) for s in (np.int64(3), 3))
     assert {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
@@ -661,7 +661,7 @@ def test_ctrl_c_stops_stats():
         hogwild.stats((X, y), pairs=2**32 - 2)
     assert time.monotonic() - t0 < 10
     timer.join()
-    with pytest.raises(hogwild.ConfigError, match="at most 4294967294 pairs"):
+    with pytest.raises(hogwild.ConfigError, match="pairs: a whole number of 1 to 4294967294"):
         hogwild.stats((X, y), pairs=2**32)
 
 
