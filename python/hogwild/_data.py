@@ -52,6 +52,19 @@ def _labels(y, rows, what):
     return y32
 
 
+def _values32(v, what, where):
+    """float64 (or other number) values as float32, refusing a finite one past a
+    float's range (it became inf, and the reader said "not a finite number")."""
+    with np.errstate(over="ignore"):
+        v32 = v.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        overflow = np.flatnonzero(np.isfinite(v) & ~np.isfinite(v32))
+    if overflow.size:
+        raise DataError(f"{what}: {where(int(overflow[0]))}: the value {v.flat[overflow[0]]!r} does not "
+                        "fit a float32")
+    return v32
+
+
 def _check_indptr(X, what):
     """The offsets, checked before scipy reads them (its sort runs past the arrays
     of a matrix whose indptr goes backwards)."""
@@ -84,8 +97,14 @@ def _csr(X, y, what):
         _warn(what, "the values are not contiguous: copied")
         X = sp.csr_matrix((np.ascontiguousarray(X.data), X.indices, X.indptr), shape=X.shape)
     if X.dtype != np.float32:
+        if X.dtype.kind not in "biuf":
+            raise DataError(f"{what}: values must be numbers, not {X.dtype}")
         _warn(what, f"values of dtype {X.dtype} are converted to float32 (a copy)")
-        X = X.astype(np.float32)
+
+        def where(k):
+            row = int(np.searchsorted(X.indptr, k, side="right")) - 1
+            return f"row {row}, column {int(X.indices[k])}"
+        X = sp.csr_matrix((_values32(X.data, what, where), X.indices, X.indptr), shape=X.shape)
     if not X.has_sorted_indices:
         _warn(what, "columns within rows are not sorted: sorted in a copy")
         X = X.sorted_indices()
@@ -111,7 +130,8 @@ def _dense(X, y, what):
             if X.dtype.kind not in "biuf":
                 raise DataError(f"{what}: values must be numbers, not {X.dtype}")
             _warn(what, f"values of dtype {X.dtype} are converted to float32 (a copy)")
-            X = X.astype(np.float32)
+            cols = X.shape[1]
+            X = _values32(X, what, lambda k: f"row {k // cols}, column {k % cols}")
         reader = _hogwild.data_from_dense
     if not X.flags.c_contiguous:
         _warn(what, "the array is not C-contiguous: copied")

@@ -648,6 +648,18 @@ def test_data_sets_paths_counts_and_devices_are_checked(tmp_path):
         hogwild.train((D, y), mode="serial", epochs=1, summary=True)
     with pytest.raises(hogwild.ConfigError, match="a device, not a file or a pipe"):
         hogwild.load_model("/dev/zero")
+    # A finite float64 past a float's range was "not a finite number"; complex CSR
+    # values trained on their real parts (dense ones were refused).
+    big = D.astype(np.float64)
+    big[3, 5] = 1e39
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(hogwild.DataError, match="row 3, column 5: the value 1e.39 does not fit a float32"):
+            hogwild.train((big, y), mode="serial", epochs=1)
+        with pytest.raises(hogwild.DataError, match="row 3, column 5: the value 1e.39 does not fit a float32"):
+            hogwild.train((sp.csr_matrix(big), y), mode="serial", epochs=1)
+        with pytest.raises(hogwild.DataError, match="values must be numbers, not complex64"):
+            hogwild.train((sp.csr_matrix(D.astype(np.complex64)), y), mode="serial", epochs=1)
 
 
 def test_ctrl_c_stops_stats():
