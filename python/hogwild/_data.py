@@ -152,6 +152,11 @@ def as_data(data, what="train", labels="", threads=0):
     """A data set for the trainer from a path, (X, y) or (users, items, ratings)."""
     if isinstance(data, _hogwild.Data):
         return data
+    # (hogwild_train's --threads: 0, all cores, to 1024; a pybind TypeError before.)
+    if isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer)) or \
+            not 0 <= int(threads) <= 1024:
+        raise ConfigError(f"threads: 0 (all cores) to 1024, not {threads!r}")
+    threads = int(threads)
     if labels and not isinstance(data, (str, os.PathLike)):
         raise ConfigError(f"{what}: a labels file goes with an images path, not with arrays")
     if isinstance(data, (str, os.PathLike)):

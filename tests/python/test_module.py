@@ -648,6 +648,8 @@ def test_data_sets_paths_counts_and_devices_are_checked(tmp_path):
         hogwild.train((D, y), mode="serial", epochs=1, summary=True)
     with pytest.raises(hogwild.ConfigError, match="a device, not a file or a pipe"):
         hogwild.load_model("/dev/zero")
+    with pytest.raises(hogwild.ConfigError, match=r"threads: 0 \(all cores\) to 1024, not -1"):
+        hogwild.dataset(str(tmp_path / "m.st"), threads=-1)
     # A finite float64 past a float's range was "not a finite number"; complex CSR
     # values trained on their real parts (dense ones were refused).
     big = D.astype(np.float64)
