@@ -172,36 +172,14 @@ TEST_CASE("a run started with SIGINT ignored (a script's background job) keeps i
   CHECK(test::our_shm_entries().empty());
 }
 
-TEST_CASE("a SIGTERM to the whole process group: workers end their batch, the run stops as with one") {
-  // systemd and timeout signal the whole group: the workers get SIGTERM too. They
-  // end their batch and exit 143 instead of dying of it (which the parent reports as
-  // "killed by signal ... while the run stopped").
-  test::TempDir dir;
-  auto [train, test_file] = test::problem_files(dir, 20000);
-  const std::string ck = dir.file("ck.bin");
-  auto bg = test::start_train({"--train", train, "--test", test_file, "--workers", "2", "--epochs",
-                               "2000", "--checkpoint", ck},
-                              dir, "out.txt", true);
-  auto workers = test::wait_for_workers(bg.pid, 2);
-  REQUIRE(workers.size() == 2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  REQUIRE(kill(-bg.pid, SIGTERM) == 0);
-  const int code = test::wait_exit(bg.pid, 30);
-  const auto out = test::read_text(bg.out_path);
-  INFO(out);
-  CHECK(code == 143);
-  CHECK(out.find("terminated (SIGTERM)") != std::string::npos);
-  CHECK(out.find("killed by signal") == std::string::npos);
-  CHECK(test::all_gone_within(workers, 1));
-  CHECK(entries_of(bg.pid) == 0);
-  std::uint64_t saved = 0;
-  for (auto& w : read_checkpoint(ck).workers) saved += w.samples;
-  CHECK(saved > 0);
-}
+namespace {
 
-TEST_CASE("a hang-up (SIGHUP to the whole group, an ssh session closed) stops the run as SIGTERM does") {
-  // It killed the parent and the workers by the default action: no final checkpoint,
-  // no summary, and the checkpoint's temporary left behind.
+// `sig` sent to the run's whole process group while it trains: the workers end
+// their batch (not killed by it: "killed by signal ... while the run stopped"), the
+// parent says so, writes the final checkpoint and summary, leaves no segment and no
+// temporary, and exits 128 + sig.
+void stop_the_whole_group(int sig, const std::string& said, const std::string& line,
+                          const std::string& interrupted) {
   test::TempDir dir;
   auto [train, test_file] = test::problem_files(dir, 20000);
   const std::string ck = dir.file("ck.bin"), summary = dir.file("s.json");
@@ -211,15 +189,15 @@ TEST_CASE("a hang-up (SIGHUP to the whole group, an ssh session closed) stops th
   auto workers = test::wait_for_workers(bg.pid, 2);
   REQUIRE(workers.size() == 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  REQUIRE(kill(-bg.pid, SIGHUP) == 0);
+  REQUIRE(kill(-bg.pid, sig) == 0);
   const int code = test::wait_exit(bg.pid, 30);
   const auto out = test::read_text(bg.out_path);
   INFO(out);
-  CHECK(code == 129);
-  CHECK(out.find("hogwild: stopping (SIGHUP") != std::string::npos);
-  CHECK(out.find("stopped (SIGHUP)") != std::string::npos);
+  CHECK(code == 128 + sig);
+  CHECK(out.find(said) != std::string::npos);
+  CHECK(out.find(line) != std::string::npos);
   CHECK(out.find("killed by signal") == std::string::npos);
-  CHECK(test::read_text(summary).find("\"interrupted\": \"SIGHUP\"") != std::string::npos);
+  CHECK(test::read_text(summary).find("\"interrupted\": \"" + interrupted + "\"") != std::string::npos);
   CHECK(test::all_gone_within(workers, 1));
   CHECK(entries_of(bg.pid) == 0);
   std::uint64_t saved = 0;
@@ -227,6 +205,19 @@ TEST_CASE("a hang-up (SIGHUP to the whole group, an ssh session closed) stops th
   CHECK(saved > 0);
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("a SIGTERM to the whole process group: workers end their batch, the run stops as with one") {
+  // systemd and timeout signal the whole group: the workers get SIGTERM too.
+  stop_the_whole_group(SIGTERM, "hogwild: stopping (SIGTERM", "terminated (SIGTERM)", "SIGTERM");
+}
+
+TEST_CASE("a hang-up (SIGHUP to the whole group, an ssh session closed) stops the run as SIGTERM does") {
+  // It killed the parent and the workers by the default action: no final checkpoint,
+  // no summary, and the checkpoint's temporary left behind.
+  stop_the_whole_group(SIGHUP, "hogwild: stopping (SIGHUP", "stopped (SIGHUP)", "SIGHUP");
 }
 
 TEST_CASE("a SIGTERM to one worker alone: it ends its batch, exits 143 and is respawned") {

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +22,7 @@
 #include "data/file_io.hpp"
 #include "hogwild/data_io.hpp"
 #include "hogwild/error.hpp"
+#include "hogwild/metrics.hpp"
 
 namespace hogwild::tools {
 
@@ -67,17 +67,33 @@ void reopen_closed_standard_streams() noexcept {
   }
 }
 
+namespace {
+extern "C" void remove_temporary_and_stop(int sig) {
+  detail::remove_pending_temporary();
+  ::raise(sig);  // SA_RESETHAND: the default action now
+}
+}  // namespace
+
+void remove_temporaries_on_stop() noexcept {
+  struct sigaction sa {};
+  sa.sa_handler = remove_temporary_and_stop;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
+  }
+}
+
 void check_outputs(const std::vector<FileRole>& inputs, const std::vector<FileRole>& outputs,
                    std::chrono::milliseconds wait, std::vector<int>* taken) {
   // Standard output redirected onto an input (`>> model.st`, `> train.svm`): what
   // the tool prints, and an output given as `-`, would land in it.
-  if (struct stat out {}; ::fstat(STDOUT_FILENO, &out) == 0 && S_ISREG(out.st_mode))
-    for (const FileRole& in : inputs)
-      if (struct stat st {}; !in.path.empty() && in.path != "-" && ::stat(in.path.c_str(), &st) == 0 &&
-                             st.st_dev == out.st_dev && st.st_ino == out.st_ino)
-        throw ConfigError(fmt::format("standard output is the {} file {}: what is written there "
-                                      "would land in that input; redirect it elsewhere",
-                                      in.option, in.path));
+  for (const FileRole& in : inputs)
+    if (!in.path.empty() && same_file("/proc/self/fd/1", in.path))
+      throw ConfigError(fmt::format("standard output is the {} file {}: what is written there "
+                                    "would land in that input; redirect it elsewhere",
+                                    in.option, in.path));
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const FileRole& out = outputs[i];
     if (out.path.empty()) continue;

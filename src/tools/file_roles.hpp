@@ -41,6 +41,12 @@ bool same_file(const std::string& a, const std::string& b);
 // output". check_outputs then refuses an output given as standard output.
 void reopen_closed_standard_streams() noexcept;
 
+// SIGINT, SIGTERM or SIGHUP while an output is written (hogwild_data's, hogwild_predict's):
+// its temporary is removed, then the signal ends the process as it would have (exit
+// 130, 143 or 129 in a shell). A signal the caller ignores (a background job's
+// SIGINT, nohup's SIGHUP) stays ignored.
+void remove_temporaries_on_stop() noexcept;
+
 // Throws hogwild::ConfigError (exit 2) naming both options when an output is the
 // same file as an input (other than its may_replace) or as another output, or is
 // standard output where that was closed (reopen_closed_standard_streams), and when

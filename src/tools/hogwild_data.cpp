@@ -38,25 +38,6 @@ namespace {
 
 using namespace hogwild;
 
-// SIGINT or SIGTERM while an output is written: its temporary is removed, then the
-// signal ends the process as it would have (exit 130 or 143 in a shell).
-extern "C" void on_stop_signal(int sig) {
-  detail::remove_pending_temporary();
-  ::raise(sig);  // SA_RESETHAND: the default action now
-}
-
-void remove_temporaries_on_stop() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sa.sa_flags = SA_RESETHAND;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction old {};
-    // A signal the caller ignores (a background job's SIGINT) stays ignored.
-    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
-  }
-}
-
 // A count that must be at least 1 (CLI11's PositiveNumber said "not in range
 // 0.000000 to 1797693134862315708145274237317043567980...").
 const CLI::Validator kAtLeastOne(
@@ -313,7 +294,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Generate, convert and inspect datasets for hogwild_train.", "hogwild_data"};
   app.set_version_flag("--version", std::string("hogwild_data ") + HOGWILD_VERSION);
   app.require_subcommand(1);
-  remove_temporaries_on_stop();
+  tools::remove_temporaries_on_stop();
 
   GenerateOptions gen;
   RatingsGenerateOptions rgen;

@@ -42,11 +42,6 @@ struct Options {
   unsigned top = 0;
 };
 
-extern "C" void on_stop_signal(int sig) {
-  detail::remove_pending_temporary();
-  ::raise(sig);  // SA_RESETHAND: the default action now
-}
-
 // JSON numbers for the metrics; null where one does not apply (NaN).
 nlohmann::json number(double x) { return std::isnan(x) ? nlohmann::json() : nlohmann::json(x); }
 
@@ -228,15 +223,7 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   hogwild::tools::reopen_closed_standard_streams();  // (before any descriptor is opened)
   signal(SIGXFSZ, SIG_IGN);
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sa.sa_flags = SA_RESETHAND;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction old {};
-    // A signal the caller ignores (nohup's SIGHUP, a background job's SIGINT) stays so.
-    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sig, &sa, nullptr);
-  }
+  tools::remove_temporaries_on_stop();
   // A closed standard output is a write error (PipeError, EPIPE), not a silent death:
   // the summary is still written, and the exit says why (141).
   signal(SIGPIPE, SIG_IGN);

@@ -647,9 +647,8 @@ int run(int argc, char** argv) {
       });
   live.clear();
   report(cfg, o, result);
-  if (result.signal == SIGINT) return hogwild::kExitInterrupted;
-  if (result.signal == SIGTERM) return hogwild::kExitTerminated;
-  if (result.signal == SIGHUP) return 128 + SIGHUP;
+  if (result.signal == SIGINT || result.signal == SIGTERM || result.signal == SIGHUP)
+    return 128 + result.signal;  // (130, 143, 129: kExitInterrupted, kExitTerminated, a shell's)
   if (result.signal == SIGPIPE || g_human_gone) return hogwild::kExitPipe;
   if (!metrics_full.empty()) {
     warn("hogwild_train: error: {}\n", metrics_full);
